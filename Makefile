@@ -1,0 +1,49 @@
+# boxctl: build, test and bring up the test bed of real services.
+GO       ?= go
+PKG      := github.com/tangle-network/boxctl
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT   ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -s -w -X $(PKG)/internal/buildinfo.version=$(VERSION) -X $(PKG)/internal/buildinfo.commit=$(COMMIT)
+# TESTFLAGS adds go test flags, e.g. TESTFLAGS=-v or TESTFLAGS='-run Bridge'.
+TESTFLAGS ?=
+BIN      := bin
+
+.PHONY: all build run test testbed testbed-down bench lint clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+
+# The main job end to end: test bed, box image for Docker, one live turn.
+run:
+	./scripts/run
+
+# The test command: brings up the test bed (idempotent), then every test with
+# the race detector. Integration tests use the real Docker engine, BuildKit,
+# OCI registry and npm registry.
+test: testbed
+	$(GO) test -race -timeout 50m $(TESTFLAGS) ./...
+	$(MAKE) fuzz
+
+# Each fuzz target runs FUZZTIME (one target per go test: -fuzz takes one).
+FUZZTIME ?= 10s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeChat$$' -fuzztime $(FUZZTIME) ./bridge/server
+	$(GO) test -run '^$$' -fuzz '^FuzzParser$$' -fuzztime $(FUZZTIME) ./bridge/harness/claude
+
+testbed:
+	./scripts/testbed up
+
+testbed-down:
+	./scripts/testbed down
+
+bench:
+	./scripts/bench
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf $(BIN)

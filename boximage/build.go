@@ -1,0 +1,301 @@
+package boximage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/moby/buildkit/client"
+	"github.com/moby/buildkit/exporter/containerimage/exptypes"
+	"github.com/moby/buildkit/session"
+	"github.com/moby/buildkit/util/progress/progressui"
+	"github.com/tonistiigi/fsutil"
+	"golang.org/x/sync/errgroup"
+)
+
+// Progress display modes, as BuildKit names them.
+const (
+	ProgressAuto  = "auto"
+	ProgressTTY   = "tty"
+	ProgressPlain = "plain"
+	ProgressQuiet = "quiet"
+)
+
+// BuildOptions describes one image build. Zero values mean defaults.
+type BuildOptions struct {
+	// BuildkitAddr is the buildkitd address (unix:///..., tcp://...).
+	// Default $BUILDKIT_HOST.
+	BuildkitAddr string
+	// Dockerfile is the Dockerfile text. Required.
+	Dockerfile []byte
+	// ContextDir is the build context (the bridge binary, lockfiles).
+	// Default an empty context.
+	ContextDir string
+	// BuildArgs are the Dockerfile's ARG values.
+	BuildArgs map[string]string
+	// Platform is the target platform ("linux/amd64"). Default buildkitd's.
+	Platform string
+	// Progress receives BuildKit's progress display. Default discards.
+	Progress io.Writer
+	// ProgressMode is auto, tty, plain or quiet. Default auto.
+	ProgressMode string
+	// NoCache builds every step again.
+	NoCache bool
+	// CacheFrom and CacheTo are registry references of BuildKit cache
+	// (mode=max on export), besides buildkitd's own local cache.
+	CacheFrom, CacheTo []string
+	// Auth logs in to registries by host; other hosts use the Docker
+	// config (~/.docker/config.json and its credential helpers).
+	Auth map[string]RegistryAuth
+	// Insecure lists registry hosts spoken to over plain HTTP.
+	Insecure []string
+	// Log receives a line per phase. Default discards.
+	Log *slog.Logger
+}
+
+// RegistryAuth is a registry login. It never prints its password.
+type RegistryAuth struct {
+	Username string `json:"-"`
+	Password string `json:"-"`
+}
+
+// String hides the password.
+func (a RegistryAuth) String() string { return "login(" + a.Username + ")" }
+
+// Result is a built and exported image.
+type Result struct {
+	// Reference is where the image is: the Docker tag, or the pushed
+	// reference with its digest (repo:tag@sha256:...).
+	Reference string `json:"reference"`
+	// Digest is the image manifest digest.
+	Digest string `json:"digest"`
+	// ImageID is the image config digest (the Docker image id).
+	ImageID string `json:"imageID,omitempty"`
+	// Size is the image size in bytes: compressed layers plus config and
+	// manifest in a registry, unpacked size in the Docker engine.
+	Size int64 `json:"size"`
+	// Duration is how long the build and export took.
+	Duration time.Duration `json:"duration"`
+}
+
+// Exporter is where a built image goes: the local Docker engine
+// (DockerExporter) or a registry (RegistryExporter).
+type Exporter interface {
+	// entry returns BuildKit's export entry.
+	entry() client.ExportEntry
+	// run does the exporter's own work while the build runs (for Docker,
+	// loading the image stream); it returns when the export is consumed.
+	// solved is closed when the solve has returned, with its error in err.
+	run(ctx context.Context, solved <-chan struct{}, solveErr *error) error
+	// result inspects the exported image.
+	result(ctx context.Context, resp *client.SolveResponse, auth authLookup) (Result, error)
+}
+
+// Build builds opts.Dockerfile with BuildKit and hands the image to exp.
+// Cancelling ctx cancels the build.
+func Build(ctx context.Context, opts BuildOptions, exp Exporter) (Result, error) {
+	start := time.Now()
+	if len(opts.Dockerfile) == 0 {
+		return Result{}, errors.New("build: Dockerfile is empty")
+	}
+	if exp == nil {
+		return Result{}, errors.New("build: no exporter")
+	}
+	if opts.BuildkitAddr == "" {
+		opts.BuildkitAddr = os.Getenv("BUILDKIT_HOST")
+	}
+	if opts.BuildkitAddr == "" {
+		return Result{}, errors.New("build: no buildkitd address (set BUILDKIT_HOST or --buildkit-addr)")
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if _, err := newDisplay(opts); err != nil {
+		return Result{}, err
+	}
+
+	dfDir, err := os.MkdirTemp("", "boximage-dockerfile-")
+	if err != nil {
+		return Result{}, fmt.Errorf("build: %w", err)
+	}
+	defer os.RemoveAll(dfDir)
+	if err := os.WriteFile(filepath.Join(dfDir, "Dockerfile"), opts.Dockerfile, 0o644); err != nil {
+		return Result{}, fmt.Errorf("build: %w", err)
+	}
+	ctxDir := opts.ContextDir
+	if ctxDir == "" {
+		ctxDir = filepath.Join(dfDir, "empty")
+		if err := os.Mkdir(ctxDir, 0o755); err != nil {
+			return Result{}, fmt.Errorf("build: %w", err)
+		}
+	}
+	ctxFS, err := fsutil.NewFS(ctxDir)
+	if err != nil {
+		return Result{}, fmt.Errorf("build: context %s: %w", ctxDir, err)
+	}
+	dfFS, err := fsutil.NewFS(dfDir)
+	if err != nil {
+		return Result{}, fmt.Errorf("build: %w", err)
+	}
+
+	auth := newAuthLookup(opts.Auth)
+	solveOpt := client.SolveOpt{
+		Frontend:      "dockerfile.v0",
+		FrontendAttrs: frontendAttrs(opts),
+		LocalMounts:   map[string]fsutil.FS{"context": ctxFS, "dockerfile": dfFS},
+		CacheImports:  cacheEntries(opts.CacheFrom, opts.Insecure, false),
+		CacheExports:  cacheEntries(opts.CacheTo, opts.Insecure, true),
+	}
+
+	c, err := client.New(ctx, opts.BuildkitAddr)
+	if err != nil {
+		return Result{}, fmt.Errorf("build: connect to buildkitd %s: %w", opts.BuildkitAddr, err)
+	}
+	defer c.Close()
+
+	var probeDigest string
+	if r, ok := exp.(reuser); ok {
+		// Build into buildkitd only, and skip the export if the target
+		// already holds this very image.
+		opts.Log.Debug("build: solving", "buildkit", opts.BuildkitAddr, "platform", opts.Platform)
+		probe := solveOpt
+		probe.Exports = []client.ExportEntry{r.probe()}
+		probe.Session = []session.Attachable{auth.provider()}
+		resp, err := solve(ctx, c, opts, probe, nil)
+		if err != nil {
+			return Result{}, err
+		}
+		probeDigest = resp.ExporterResponse[exptypes.ExporterImageDigestKey]
+		res, found, err := r.reuse(ctx, resp)
+		if err != nil {
+			return Result{}, err
+		}
+		if found {
+			res.Duration = time.Since(start)
+			opts.Log.Debug("build: target already holds the image", "reference", res.Reference, "image", res.ImageID)
+			return res, nil
+		}
+	}
+
+	opts.Log.Debug("build: solving and exporting", "buildkit", opts.BuildkitAddr, "platform", opts.Platform)
+	solveOpt.Exports = []client.ExportEntry{exp.entry()}
+	solveOpt.Session = []session.Attachable{auth.provider()}
+	resp, err := solve(ctx, c, opts, solveOpt, exp.run)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := exp.result(ctx, resp, auth)
+	if err != nil {
+		return Result{}, err
+	}
+	if probeDigest != "" {
+		// The same digest whether or not the export was spared.
+		res.Digest = probeDigest
+	}
+	if res.Digest == "" {
+		res.Digest = resp.ExporterResponse[exptypes.ExporterImageDigestKey]
+	}
+	if res.ImageID == "" {
+		res.ImageID = resp.ExporterResponse[exptypes.ExporterImageConfigDigestKey]
+	}
+	res.Duration = time.Since(start)
+	opts.Log.Debug("build: done", "reference", res.Reference, "digest", res.Digest, "took", res.Duration)
+	return res, nil
+}
+
+// reuser is an Exporter whose target may already hold the image: Build
+// first solves with the probe export (into buildkitd only) and exports for
+// real only when reuse finds nothing.
+type reuser interface {
+	probe() client.ExportEntry
+	reuse(ctx context.Context, resp *client.SolveResponse) (res Result, found bool, err error)
+}
+
+func newDisplay(opts BuildOptions) (progressui.Display, error) {
+	mode := progressui.DisplayMode(opts.ProgressMode)
+	if opts.ProgressMode == "" {
+		mode = progressui.AutoMode
+	}
+	out := opts.Progress
+	if out == nil {
+		out, mode = io.Discard, progressui.QuietMode
+	}
+	d, err := progressui.NewDisplay(out, mode)
+	if err != nil {
+		return progressui.Display{}, fmt.Errorf("build: progress %q: %w", opts.ProgressMode, err)
+	}
+	return d, nil
+}
+
+// solve runs one BuildKit solve with its progress display and, if run is
+// not nil, the exporter's own work, all in one errgroup.
+func solve(ctx context.Context, c *client.Client, opts BuildOptions, so client.SolveOpt,
+	run func(ctx context.Context, solved <-chan struct{}, solveErr *error) error) (*client.SolveResponse, error) {
+	display, err := newDisplay(opts)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan *client.SolveStatus)
+	solved := make(chan struct{})
+	var resp *client.SolveResponse
+	var solveErr error
+	eg, egCtx := errgroup.WithContext(ctx)
+	eg.Go(func() error {
+		// Solve closes ch when it returns.
+		resp, solveErr = c.Solve(egCtx, nil, so, ch)
+		close(solved)
+		if solveErr != nil {
+			return fmt.Errorf("build: %w", solveErr)
+		}
+		return nil
+	})
+	eg.Go(func() error {
+		// Not egCtx: the display must drain ch and show the failing step.
+		_, err := display.UpdateFrom(context.WithoutCancel(ctx), ch)
+		return err
+	})
+	if run != nil {
+		eg.Go(func() error { return run(egCtx, solved, &solveErr) })
+	}
+	if err := eg.Wait(); err != nil {
+		if solveErr != nil { // the cause, rather than the export it broke
+			return nil, fmt.Errorf("build: %w", solveErr)
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+func frontendAttrs(opts BuildOptions) map[string]string {
+	attrs := map[string]string{"filename": "Dockerfile"}
+	if opts.Platform != "" {
+		attrs["platform"] = opts.Platform
+	}
+	if opts.NoCache {
+		attrs["no-cache"] = ""
+	}
+	for k, v := range opts.BuildArgs {
+		attrs["build-arg:"+k] = v
+	}
+	return attrs
+}
+
+func cacheEntries(refs, insecure []string, export bool) []client.CacheOptionsEntry {
+	var out []client.CacheOptionsEntry
+	for _, r := range refs {
+		attrs := map[string]string{"ref": r}
+		if export {
+			attrs["mode"] = "max"
+		}
+		if isInsecure(r, insecure) {
+			attrs["registry.insecure"] = "true"
+		}
+		out = append(out, client.CacheOptionsEntry{Type: "registry", Attrs: attrs})
+	}
+	return out
+}

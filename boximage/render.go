@@ -1,0 +1,317 @@
+// Package boximage renders, builds and publishes box images.
+//
+// # Rendering
+//
+// Render turns pins (package pins) into a BuildKit build context: a
+// Dockerfile, the init script box-init, and per harness a package.json and
+// package-lock.json. The output is deterministic, and each pin sits on lines
+// of its own, so a changed pin changes exactly the lines that carry it.
+//
+// The image is, in order: the base by digest; the pinned Debian packages
+// (tini) at exact versions; Node and npm from their npm tarballs, fetched in a
+// per-platform stage (FROM node-${TARGETARCH}) and checked with sha512sum
+// against the pinned integrity before use; a non-root user (box, uid 10001)
+// owning /workspace; each selected harness; box-init; the static bridge
+// binary copied from the build context as box-bridge; OCI labels plus one
+// io.github.tangle-network.boxctl.* label per pin.
+//
+// Each harness gets its own install prefix, /opt/boxctl/harness/<name>, with
+// a package.json that depends on the exact pinned version and a complete
+// lockfileVersion 3 package-lock.json built from the harness's pinned tree;
+// `npm ci` installs exactly that tree, verifying every tarball's integrity,
+// or fails. One prefix per harness, rather than one merged lock, means two
+// harnesses that need different versions of the same dependency never
+// conflict, and adding or bumping one harness leaves the others' layers,
+// lockfiles and caches untouched. The binary is linked into /usr/local/bin
+// and its version command must print the pinned version at build time.
+//
+// The entrypoint is tini running box-init, which runs the command (default
+// `sleep infinity`) under timeout(1) until BOX_DEADLINE (Unix seconds) or
+// BOX_LIFETIME (seconds from start; the image sets a default): at the
+// deadline the process group gets SIGTERM, then SIGKILL, and the box ends.
+package boximage
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tangle-network/boxctl/pins"
+)
+
+// Paths in the rendered build context and in the image.
+const (
+	// BridgeFile is where the builder puts the static box-bridge binary in
+	// the build context; Render does not write it.
+	BridgeFile = "box-bridge"
+	// InitFile is the rendered init script in the build context.
+	InitFile = "box-init"
+	// HarnessRoot holds one install prefix per harness in the image.
+	HarnessRoot = "/opt/boxctl/harness"
+	// LabelPrefix starts every boxctl pin label.
+	LabelPrefix = "io.github.tangle-network.boxctl."
+)
+
+// RenderOption configures Render.
+type RenderOption func(*renderOptions)
+
+type renderOptions struct {
+	harnesses      []string
+	base           *pins.Base
+	bridgeVersion  string
+	bridgeCommit   string
+	user           string
+	uid            int
+	lifetime       time.Duration
+	workspace      string
+	bridgeOverride bool
+}
+
+// WithHarnesses selects the harnesses by name or backend key
+// ("claude-code" or "claude"). Default: the proven ones.
+func WithHarnesses(names ...string) RenderOption {
+	return func(o *renderOptions) { o.harnesses = names }
+}
+
+// WithBase builds on another base image, such as the test bed's local one.
+// Its Debian packages replace the pinned ones. Default: the pinned base.
+func WithBase(b pins.Base) RenderOption {
+	return func(o *renderOptions) { o.base = &b }
+}
+
+// WithBridgeBuild records another bridge version and commit than the pins
+// carry, for a bridge built from another tree. Default: the pins' bridge
+// (the running binary's own build).
+func WithBridgeBuild(version, commit string) RenderOption {
+	return func(o *renderOptions) { o.bridgeVersion, o.bridgeCommit, o.bridgeOverride = version, commit, true }
+}
+
+// WithUser names the non-root user the box runs as. Default: box, uid 10001
+// (clear of the uid 1000 that many base images already hand out).
+func WithUser(name string, uid int) RenderOption {
+	return func(o *renderOptions) { o.user, o.uid = name, uid }
+}
+
+// WithLifetime sets the box lifetime used when the runtime sets neither
+// BOX_DEADLINE nor BOX_LIFETIME. Default: one hour.
+func WithLifetime(d time.Duration) RenderOption {
+	return func(o *renderOptions) { o.lifetime = d }
+}
+
+// WithWorkspace sets the working directory the box user owns. Default: /workspace.
+func WithWorkspace(dir string) RenderOption {
+	return func(o *renderOptions) { o.workspace = dir }
+}
+
+func makeRenderOptions(p *pins.Pins, opts []RenderOption) (renderOptions, error) {
+	o := renderOptions{user: "box", uid: 10001, lifetime: time.Hour, workspace: "/workspace"}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if !o.bridgeOverride {
+		o.bridgeVersion, o.bridgeCommit = p.Bridge.Version, p.Bridge.Commit
+	}
+	var errs []error
+	if o.base != nil {
+		check := p.Clone()
+		check.Base = *o.base
+		if err := check.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("base override: %w", err))
+		}
+	}
+	if o.bridgeVersion == "" || o.bridgeCommit == "" || strings.ContainsAny(o.bridgeVersion+o.bridgeCommit, "\"\\\n ") {
+		errs = append(errs, fmt.Errorf("bridge version %q and commit %q: want both, without spaces or quotes", o.bridgeVersion, o.bridgeCommit))
+	}
+	if !userRE(o.user) || o.uid < 1 || o.uid > 65533 {
+		errs = append(errs, fmt.Errorf("user %q uid %d: want a lowercase name and a non-root uid", o.user, o.uid))
+	}
+	if o.lifetime < time.Second || o.lifetime%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("lifetime %v: want whole seconds, at least one", o.lifetime))
+	}
+	if !path.IsAbs(o.workspace) || path.Clean(o.workspace) != o.workspace || o.workspace == "/" || strings.ContainsAny(o.workspace, " \"'\\\n") {
+		errs = append(errs, fmt.Errorf("workspace %q: want a clean absolute path", o.workspace))
+	}
+	return o, errors.Join(errs...)
+}
+
+func userRE(s string) bool {
+	if s == "" || s == "root" || len(s) > 32 {
+		return false
+	}
+	for i, c := range s {
+		if !(c >= 'a' && c <= 'z' || c == '_' || i > 0 && (c >= '0' && c <= '9' || c == '-')) {
+			return false
+		}
+	}
+	return true
+}
+
+// Rendered is a build context: the Dockerfile and the files it copies,
+// except the bridge binary (BridgeFile), which the builder adds.
+type Rendered struct {
+	// Dockerfile is the rendered Dockerfile.
+	Dockerfile []byte
+	// Files maps slash-separated context paths to contents: Dockerfile,
+	// box-init and harness/<name>/package.json and package-lock.json.
+	Files map[string][]byte
+	// Harnesses are the harnesses installed, in pins order.
+	Harnesses []pins.Harness
+	// Labels are the image labels the Dockerfile sets; a builder may also
+	// set them as OCI annotations.
+	Labels map[string]string
+}
+
+// Render renders the build context of a box image from validated pins. The
+// output depends only on p and opts: the same input gives the same bytes.
+func Render(p *pins.Pins, opts ...RenderOption) (*Rendered, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("render: %w", err)
+	}
+	o, err := makeRenderOptions(p, opts)
+	if err != nil {
+		return nil, fmt.Errorf("render: %w", err)
+	}
+	hs, err := p.Select(o.harnesses)
+	if err != nil {
+		return nil, fmt.Errorf("render: %w", err)
+	}
+	base := p.Base
+	if o.base != nil {
+		base = *o.base
+	}
+	r := &Rendered{Files: map[string][]byte{InitFile: []byte(initScript)}, Harnesses: hs}
+	for _, h := range hs {
+		pkg, lock, err := RenderLockfile(h)
+		if err != nil {
+			return nil, fmt.Errorf("render: %w", err)
+		}
+		r.Files["harness/"+h.Name+"/package.json"] = pkg
+		r.Files["harness/"+h.Name+"/package-lock.json"] = lock
+	}
+	r.Labels = labels(p, base, hs, o)
+	r.Dockerfile, err = dockerfile(p, base, hs, r.Labels, o)
+	if err != nil {
+		return nil, fmt.Errorf("render: %w", err)
+	}
+	r.Files["Dockerfile"] = r.Dockerfile
+	return r, nil
+}
+
+// RenderDockerfile renders only the Dockerfile; see Render.
+func RenderDockerfile(p *pins.Pins, opts ...RenderOption) ([]byte, error) {
+	r, err := Render(p, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return r.Dockerfile, nil
+}
+
+// WriteDir writes every rendered file under dir, which becomes the build
+// context once the bridge binary is copied in as BridgeFile.
+func (r *Rendered) WriteDir(dir string) error {
+	for _, name := range slices.Sorted(maps.Keys(r.Files)) {
+		file := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			return fmt.Errorf("write build context: %w", err)
+		}
+		mode := os.FileMode(0o644)
+		if name == InitFile {
+			mode = 0o755
+		}
+		if err := os.WriteFile(file, r.Files[name], mode); err != nil {
+			return fmt.Errorf("write build context: %w", err)
+		}
+	}
+	return nil
+}
+
+// labels records every pin that went into the image.
+func labels(p *pins.Pins, base pins.Base, hs []pins.Harness, o renderOptions) map[string]string {
+	names := make([]string, len(hs))
+	for i, h := range hs {
+		names[i] = h.Name
+	}
+	debs := make([]string, len(base.Packages))
+	for i, d := range base.Packages {
+		debs[i] = d.Name + "=" + d.Version
+	}
+	l := map[string]string{
+		"org.opencontainers.image.title":       "boxctl box",
+		"org.opencontainers.image.description": "Harness CLIs (" + strings.Join(names, ", ") + ") behind the box-bridge HTTP contract",
+		"org.opencontainers.image.source":      "https://github.com/tangle-network/boxctl",
+		"org.opencontainers.image.version":     o.bridgeVersion,
+		"org.opencontainers.image.revision":    o.bridgeCommit,
+		"org.opencontainers.image.base.name":   base.Reference,
+		"org.opencontainers.image.base.digest": base.Digest,
+		LabelPrefix + "bridge.version":         o.bridgeVersion,
+		LabelPrefix + "bridge.commit":          o.bridgeCommit,
+		LabelPrefix + "node.version":           p.Node.Version,
+		LabelPrefix + "npm.version":            p.Node.NPM.Version,
+		LabelPrefix + "npm.integrity":          p.Node.NPM.Integrity,
+		LabelPrefix + "harnesses":              strings.Join(names, ","),
+		LabelPrefix + "user":                   o.user,
+		LabelPrefix + "workspace":              o.workspace,
+	}
+	if len(debs) > 0 {
+		l[LabelPrefix+"base.packages"] = strings.Join(debs, " ")
+	}
+	for _, pkg := range p.Node.Packages {
+		l[LabelPrefix+"node.integrity."+platformKey(pkg.Platform)] = pkg.Integrity
+	}
+	for _, h := range hs {
+		k := LabelPrefix + "harness." + h.Name + "."
+		l[k+"package"] = h.Package
+		l[k+"version"] = h.Version
+		l[k+"integrity"] = h.Integrity
+		l[k+"binary"] = h.Binary
+		l[k+"proven"] = strconv.FormatBool(h.Proven)
+		for _, pkg := range h.Platforms {
+			l[k+"platform."+platformKey(pkg.Platform)] = pkg.Name + "@" + pkg.Version + " " + pkg.Integrity
+		}
+	}
+	return l
+}
+
+func platformKey(platform string) string { return strings.ReplaceAll(platform, "/", "-") }
+
+// sriHex turns an sha512 SRI string into the hex sha512sum prints.
+func sriHex(integrity string) (string, error) {
+	b64, ok := strings.CutPrefix(integrity, "sha512-")
+	if !ok {
+		return "", fmt.Errorf("integrity %q is not sha512", integrity)
+	}
+	sum, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(sum) != 64 {
+		return "", fmt.Errorf("integrity %q is not a base64 sha512 digest", integrity)
+	}
+	return hex.EncodeToString(sum), nil
+}
+
+// tarballURL is where the public registry serves name@version.
+func tarballURL(name, version string) string {
+	return pins.DefaultRegistry + name + "/-/" + name[strings.LastIndex(name, "/")+1:] + "-" + version + ".tgz"
+}
+
+// quote renders a Dockerfile double-quoted string.
+func quote(s string) string {
+	var b bytes.Buffer
+	b.WriteByte('"')
+	for _, c := range s {
+		if c == '"' || c == '\\' || c == '$' {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	b.WriteByte('"')
+	return b.String()
+}

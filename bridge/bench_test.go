@@ -1,0 +1,253 @@
+package bridge
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tangle-network/boxctl/bridge/engine"
+	"github.com/tangle-network/boxctl/bridge/harness/claude"
+	"github.com/tangle-network/boxctl/bridge/internal/bridgetest"
+	"github.com/tangle-network/boxctl/bridge/server"
+	"github.com/tangle-network/boxctl/bridge/store"
+)
+
+// benchDeltas is the number of text deltas of the benchmark turn.
+const benchDeltas = 10000
+
+// benchBridge is an in-process bridge (store, engine, HTTP server on a
+// loopback port) running the scripted harness.
+type benchBridge struct {
+	url string
+	st  *store.Store
+}
+
+func newBenchBridge(b *testing.B) *benchBridge {
+	b.Helper()
+	data := b.TempDir()
+	// Retention is raised so that a reader of the whole turn never falls
+	// behind the window and the stored turn stays replayable for the
+	// whole benchmark.
+	st, err := store.Open(context.Background(), data, store.Options{MaxEvents: 1 << 20, ReplayTTL: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	eng, err := engine.New(context.Background(), st, engine.Options{DataDir: data, RouterURL: "http://127.0.0.1:9", RouterKey: "rk-bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		eng.Close(ctx)
+	})
+	srv, err := server.New(server.Options{Engine: eng, Bearer: procBearer,
+		Backends: []*engine.Backend{{Adapter: claude.Adapter{}, Bin: bridgetest.FakeClaude(b)}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	b.Cleanup(hs.Close)
+	return &benchBridge{url: hs.URL, st: st}
+}
+
+func benchRequest(ctx context.Context, url, method, path, body string, hdr ...string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url+path, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+procBearer)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	return http.DefaultClient.Do(req)
+}
+
+// countFrames reads an SSE stream to its end and counts its data frames
+// (not [DONE]); it fails unless the stream ended with [DONE].
+func countFrames(r io.Reader) (int, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	n := 0
+	for {
+		line, err := br.ReadSlice('\n')
+		if bytes.HasPrefix(line, []byte("data: ")) {
+			if bytes.Equal(line, []byte("data: [DONE]\n")) {
+				return n, nil
+			}
+			if bytes.Contains(line, []byte(`"error":{`)) {
+				return n, fmt.Errorf("error frame: %s", line)
+			}
+			n++
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			return n, fmt.Errorf("stream ended without [DONE] after %d frames: %w", n, err)
+		}
+	}
+}
+
+// streamTurn runs one streaming turn and returns its frame count.
+func (bb *benchBridge) streamTurn(ctx context.Context, runID, prompt string) (int, error) {
+	body := fmt.Sprintf(`{"model":"claude-code","stream":true,"run_id":%q,"messages":[{"role":"user","content":%q}]}`, runID, prompt)
+	resp, err := benchRequest(ctx, bb.url, "POST", "/v1/chat/completions", body)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return 0, fmt.Errorf("POST = %d", resp.StatusCode)
+	}
+	return countFrames(resp.Body)
+}
+
+// BenchmarkDelivery runs a turn of 10,000 text deltas from the scripted
+// harness: impl=baseline pipes the harness to /dev/null (the physical
+// limit), impl=boxctl delivers it through the bridge (parse, commit,
+// HTTP) to one SSE reader. Target: boxctl at least 25% of baseline.
+func BenchmarkDelivery(b *testing.B) {
+	prompt := "many:" + strconv.Itoa(benchDeltas)
+	b.Run("impl=baseline", func(b *testing.B) {
+		bin := bridgetest.FakeClaude(b)
+		null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer null.Close()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			cmd := exec.Command(bin, "-p", "--output-format", "stream-json", "--verbose", prompt)
+			cmd.Stdout = null
+			if err := cmd.Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(benchDeltas*b.N)/b.Elapsed().Seconds(), "events/s")
+	})
+	b.Run("impl=boxctl", func(b *testing.B) {
+		bb := newBenchBridge(b)
+		ctx := context.Background()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			n, err := bb.streamTurn(ctx, "deliver-"+strconv.Itoa(i), prompt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n != benchDeltas+1 {
+				b.Fatalf("frames = %d, want %d deltas and the terminal chunk", n, benchDeltas+1)
+			}
+		}
+		b.ReportMetric(float64(benchDeltas*b.N)/b.Elapsed().Seconds(), "events/s")
+	})
+}
+
+// BenchmarkReplay replays a finished turn's 10,000 stored deltas (and its
+// terminal chunk) over SSE from cursor 0. Target: under 100 ms an op.
+func BenchmarkReplay(b *testing.B) {
+	bb := newBenchBridge(b)
+	ctx := context.Background()
+	if _, err := bb.streamTurn(ctx, "replay", "many:"+strconv.Itoa(benchDeltas)); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		resp, err := benchRequest(ctx, bb.url, "GET", "/v1/runs/replay/events", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := countFrames(resp.Body)
+		resp.Body.Close()
+		if err != nil || n != benchDeltas+1 {
+			b.Fatalf("replayed %d frames (%v), want %d", n, err, benchDeltas+1)
+		}
+	}
+	b.ReportMetric(float64((benchDeltas+1)*b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// vmRSS reads a process's resident set size in MiB.
+func vmRSS(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			if err != nil {
+				return 0, fmt.Errorf("VmRSS %q: %w", v, err)
+			}
+			return float64(kb) / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
+
+// BenchmarkRSS runs the real box-bridge binary and reads its resident set
+// idle (listening, one health probe answered) and after 200 turns of the
+// scripted harness, four at a time. Target: idle under 30 MB.
+func BenchmarkRSS(b *testing.B) {
+	const runs, workers = 200, 4
+	var idle, after float64
+	for i := 0; i < b.N; i++ {
+		p := startBridge(b, b.TempDir())
+		ctx := context.Background()
+		resp, err := benchRequest(ctx, p.url, "GET", "/health", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		time.Sleep(200 * time.Millisecond)
+		if idle, err = vmRSS(p.cmd.Process.Pid); err != nil {
+			b.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := w; j < runs; j += workers {
+					body := fmt.Sprintf(`{"model":"claude-code","run_id":"rss-%d","messages":[{"role":"user","content":"hello"}]}`, j)
+					resp, err := benchRequest(ctx, p.url, "POST", "/v1/chat/completions", body)
+					if err != nil {
+						errs <- err
+						return
+					}
+					data, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 || bytes.Contains(data, []byte(`"error":{`)) {
+						errs <- fmt.Errorf("turn %d = %d %s", j, resp.StatusCode, data)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			b.Fatal(err)
+		}
+		if after, err = vmRSS(p.cmd.Process.Pid); err != nil {
+			b.Fatal(err)
+		}
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		<-p.done
+	}
+	b.ReportMetric(idle, "rss-idle-MB")
+	b.ReportMetric(after, "rss-200runs-MB")
+}

@@ -1,0 +1,230 @@
+package bridge
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/harness/claude"
+	"github.com/tangle-network/boxctl/bridge/harness/codex"
+)
+
+// Adapters are the harness adapters the bridge knows, by backend key.
+func Adapters() map[string]harness.Adapter {
+	return map[string]harness.Adapter{"claude": claude.Adapter{}, "codex": codex.Adapter{}}
+}
+
+// DefaultPort is the port the bridge listens on by default.
+const DefaultPort = 3344
+
+// Config is everything the bridge is configured with. Secrets (Bearer,
+// RouterKey) come from the environment or from files, never from flags,
+// so they do not show in process listings.
+type Config struct {
+	Host    string
+	Port    int
+	Bearer  string
+	DataDir string
+	// Backends are the backend keys to register, in matching order.
+	Backends []string
+	// Bins and Timeouts are per backend key (<KEY>_BIN, <KEY>_TIMEOUT_MS).
+	Bins     map[string]string
+	Timeouts map[string]time.Duration
+
+	RouterKey, RouterURL string
+
+	MaxRuns      int
+	MaxBodyBytes int64
+	Keepalive    time.Duration
+	IdleTimeout  time.Duration
+	ResultGrace  time.Duration
+	MaxLifetime  time.Duration
+	MaxEvents    int64
+	MaxBytes     int64
+	ReplayTTL    time.Duration
+	IdentityTTL  time.Duration
+	LogLevel     string
+}
+
+// ConfigFromEnv reads the configuration from environment variables (see
+// bridge-protocol.md); getenv is os.Getenv in production.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	c := Config{
+		Host: or(getenv("BRIDGE_HOST"), "127.0.0.1"), Port: DefaultPort, Bearer: getenv("BRIDGE_BEARER"),
+		DataDir: or(getenv("BRIDGE_DATA_DIR"), "./data"), Bins: map[string]string{}, Timeouts: map[string]time.Duration{},
+		RouterKey: getenv("TANGLE_API_KEY"), RouterURL: getenv("TANGLE_ROUTER_URL"), LogLevel: or(getenv("BRIDGE_LOG_LEVEL"), "info"),
+	}
+	var errs []error
+	intVar := func(name string, dst *int) {
+		if v := getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				errs = append(errs, fmt.Errorf("%s=%q: want a non-negative integer", name, v))
+				return
+			}
+			*dst = n
+		}
+	}
+	int64Var := func(name string, dst *int64) {
+		var n int
+		intVar(name, &n)
+		if n > 0 {
+			*dst = int64(n)
+		}
+	}
+	msVar := func(name string, dst *time.Duration) {
+		var n int
+		intVar(name, &n)
+		if n > 0 {
+			*dst = time.Duration(n) * time.Millisecond
+		}
+	}
+	intVar("BRIDGE_PORT", &c.Port)
+	intVar("BRIDGE_MAX_RUNS", &c.MaxRuns)
+	int64Var("BRIDGE_MAX_BODY_BYTES", &c.MaxBodyBytes)
+	msVar("BRIDGE_SSE_HEARTBEAT_MS", &c.Keepalive)
+	msVar("BRIDGE_IDLE_TIMEOUT_MS", &c.IdleTimeout)
+	msVar("BRIDGE_RESULT_GRACE_MS", &c.ResultGrace)
+	msVar("BRIDGE_MAX_RUN_MS", &c.MaxLifetime)
+	int64Var("BRIDGE_REPLAY_MAX_EVENTS", &c.MaxEvents)
+	int64Var("BRIDGE_REPLAY_MAX_BYTES", &c.MaxBytes)
+	msVar("BRIDGE_REPLAY_RETENTION_MS", &c.ReplayTTL)
+	msVar("BRIDGE_IDENTITY_RETENTION_MS", &c.IdentityTTL)
+	c.Backends = splitList(or(getenv("BRIDGE_BACKENDS"), "claude"))
+	for key := range Adapters() {
+		up := strings.ToUpper(key)
+		if v := getenv(up + "_BIN"); v != "" {
+			c.Bins[key] = v
+		}
+		var d time.Duration
+		msVar(up+"_TIMEOUT_MS", &d)
+		if d > 0 {
+			c.Timeouts[key] = d
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, strings.ToLower(p))
+		}
+	}
+	return out
+}
+
+// RegisterFlags adds flags that override c's values (already read from
+// the environment) to fs. Secrets are taken from files (-bearer-file,
+// -router-key-file); apply them with LoadSecretFiles after parsing.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) *SecretFiles {
+	sf := &SecretFiles{}
+	fs.StringVar(&c.Host, "host", c.Host, "listen address (BRIDGE_HOST)")
+	fs.IntVar(&c.Port, "port", c.Port, "listen port, 0 for any (BRIDGE_PORT)")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "durable state directory (BRIDGE_DATA_DIR)")
+	fs.Func("backends", "comma list of backend keys (BRIDGE_BACKENDS, default claude)", func(s string) error {
+		c.Backends = splitList(s)
+		return nil
+	})
+	fs.StringVar(&c.RouterURL, "router-url", c.RouterURL, "model router base URL (TANGLE_ROUTER_URL)")
+	fs.IntVar(&c.MaxRuns, "max-runs", c.MaxRuns, "most concurrent runs; 0 for the default 4 (BRIDGE_MAX_RUNS)")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "request body limit; 0 for 10 MiB (BRIDGE_MAX_BODY_BYTES)")
+	fs.DurationVar(&c.Keepalive, "keepalive", c.Keepalive, "SSE keepalive interval; 0 for 15s (BRIDGE_SSE_HEARTBEAT_MS)")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "kill a harness silent this long; 0 for 10m (BRIDGE_IDLE_TIMEOUT_MS)")
+	fs.DurationVar(&c.ResultGrace, "result-grace", c.ResultGrace, "time a harness may take to exit after its result; 0 for 2s (BRIDGE_RESULT_GRACE_MS)")
+	fs.DurationVar(&c.MaxLifetime, "max-run", c.MaxLifetime, "longest a run may live; 0 for 6h (BRIDGE_MAX_RUN_MS)")
+	fs.Int64Var(&c.MaxEvents, "replay-max-events", c.MaxEvents, "events kept per run; 0 for 10000 (BRIDGE_REPLAY_MAX_EVENTS)")
+	fs.Int64Var(&c.MaxBytes, "replay-max-bytes", c.MaxBytes, "event bytes kept per run; 0 for 32 MiB (BRIDGE_REPLAY_MAX_BYTES)")
+	fs.DurationVar(&c.ReplayTTL, "replay-retention", c.ReplayTTL, "replay kept after a run ends; 0 for 60s (BRIDGE_REPLAY_RETENTION_MS)")
+	fs.DurationVar(&c.IdentityTTL, "identity-retention", c.IdentityTTL, "run id binding kept; 0 for 24h (BRIDGE_IDENTITY_RETENTION_MS)")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (BRIDGE_LOG_LEVEL)")
+	fs.StringVar(&sf.Bearer, "bearer-file", "", "read the bearer token from this file (else BRIDGE_BEARER)")
+	fs.StringVar(&sf.RouterKey, "router-key-file", "", "read the router key from this file (else TANGLE_API_KEY)")
+	for key := range Adapters() {
+		fs.Func(key+"-bin", "the "+key+" binary ("+strings.ToUpper(key)+"_BIN)", func(s string) error {
+			c.Bins[key] = s
+			return nil
+		})
+		fs.Func(key+"-timeout", "turn deadline of "+key+" ("+strings.ToUpper(key)+"_TIMEOUT_MS)", func(s string) error {
+			d, err := time.ParseDuration(s)
+			if err != nil || d < 0 {
+				return fmt.Errorf("want a duration like 10m")
+			}
+			c.Timeouts[key] = d
+			return nil
+		})
+	}
+	return sf
+}
+
+// SecretFiles name files that hold secrets.
+type SecretFiles struct{ Bearer, RouterKey string }
+
+// Load reads the named files into c.
+func (sf *SecretFiles) Load(c *Config) error {
+	for _, f := range []struct {
+		path string
+		dst  *string
+	}{{sf.Bearer, &c.Bearer}, {sf.RouterKey, &c.RouterKey}} {
+		if f.path == "" {
+			continue
+		}
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return fmt.Errorf("read secret file: %w", err)
+		}
+		*f.dst = strings.TrimSpace(string(b))
+	}
+	return nil
+}
+
+// ErrNoBearer is returned by Validate for a non-loopback host without a
+// bearer token.
+var ErrNoBearer = errors.New("refusing to listen on a non-loopback address without a bearer token (set BRIDGE_BEARER)")
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if c.Bearer == "" && !isLoopback(c.Host) {
+		return fmt.Errorf("host %q: %w", c.Host, ErrNoBearer)
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return fmt.Errorf("port %d is out of range", c.Port)
+	}
+	if len(c.Backends) == 0 {
+		return errors.New("no backends: set BRIDGE_BACKENDS")
+	}
+	adapters := Adapters()
+	for _, k := range c.Backends {
+		if _, ok := adapters[k]; !ok {
+			return fmt.Errorf("backend %q is unknown (known: %s)", k, strings.Join(slices.Sorted(maps.Keys(adapters)), ", "))
+		}
+	}
+	if c.DataDir == "" {
+		return errors.New("no data directory: set BRIDGE_DATA_DIR")
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,80 @@
+package bridge
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestConfigFromEnv(t *testing.T) {
+	env := map[string]string{
+		"BRIDGE_HOST": "0.0.0.0", "BRIDGE_PORT": "4000", "BRIDGE_BEARER": "b", "BRIDGE_DATA_DIR": "/d",
+		"BRIDGE_BACKENDS": " Claude ", "CLAUDE_BIN": "/opt/claude", "CLAUDE_TIMEOUT_MS": "1500",
+		"TANGLE_API_KEY": "k", "TANGLE_ROUTER_URL": "http://r", "BRIDGE_SSE_HEARTBEAT_MS": "250",
+		"BRIDGE_MAX_RUNS": "7", "BRIDGE_REPLAY_MAX_EVENTS": "9",
+	}
+	c, err := ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{Host: "0.0.0.0", Port: 4000, Bearer: "b", DataDir: "/d", Backends: []string{"claude"},
+		Bins: map[string]string{"claude": "/opt/claude"}, Timeouts: map[string]time.Duration{"claude": 1500 * time.Millisecond},
+		RouterKey: "k", RouterURL: "http://r", Keepalive: 250 * time.Millisecond, MaxRuns: 7, MaxEvents: 9, LogLevel: "info"}
+	if diff := cmp.Diff(want, c); diff != "" {
+		t.Errorf("ConfigFromEnv (-want +got):\n%s", diff)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate = %v", err)
+	}
+
+	// Flags override the environment; secrets come from files.
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "bearer"), []byte("from-file\n"), 0o600)
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	sf := c.RegisterFlags(fs)
+	if err := fs.Parse([]string{"-port", "5000", "-claude-bin", "/x/claude", "-claude-timeout", "2s", "-bearer-file", filepath.Join(dir, "bearer")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sf.Load(&c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Port != 5000 || c.Bins["claude"] != "/x/claude" || c.Timeouts["claude"] != 2*time.Second || c.Bearer != "from-file" {
+		t.Errorf("after flags: %+v", c)
+	}
+}
+
+func TestConfig_Validate(t *testing.T) {
+	base := Config{Host: "127.0.0.1", Port: 1, DataDir: "/d", Backends: []string{"claude"}}
+	tests := []struct {
+		name   string
+		mod    func(*Config)
+		wantOK bool
+	}{
+		{"loopback without bearer", func(*Config) {}, true},
+		{"localhost", func(c *Config) { c.Host = "localhost" }, true},
+		{"ipv6 loopback", func(c *Config) { c.Host = "::1" }, true},
+		{"any without bearer", func(c *Config) { c.Host = "0.0.0.0" }, false},
+		{"any with bearer", func(c *Config) { c.Host, c.Bearer = "0.0.0.0", "b" }, true},
+		{"unknown backend", func(c *Config) { c.Backends = []string{"emacs"} }, false},
+		{"no backends", func(c *Config) { c.Backends = nil }, false},
+		{"bad port", func(c *Config) { c.Port = 70000 }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := base
+			tt.mod(&c)
+			err := c.Validate()
+			if (err == nil) != tt.wantOK {
+				t.Errorf("Validate = %v, want ok %v", err, tt.wantOK)
+			}
+			if tt.name == "any without bearer" && !errors.Is(err, ErrNoBearer) {
+				t.Errorf("Validate = %v, want ErrNoBearer", err)
+			}
+		})
+	}
+}

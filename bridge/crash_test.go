@@ -1,0 +1,207 @@
+package bridge
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tangle-network/boxctl/bridge/internal/bridgetest"
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// bridgeProc is a running box-bridge.
+type bridgeProc struct {
+	cmd  *exec.Cmd
+	url  string
+	done chan struct{}
+	logs *bytes.Buffer
+}
+
+// procBearer is the bearer token of the box-bridge processes the tests start.
+const procBearer = "crash-test-bearer"
+
+var listenRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
+
+func startBridge(t testing.TB, dataDir string, env ...string) *bridgeProc {
+	t.Helper()
+	cmd := exec.Command(bridgetest.BoxBridge(t), "-port", "0", "-data-dir", dataDir, "-log-level", "debug")
+	cmd.Env = append(os.Environ(), "BRIDGE_BEARER="+procBearer, "CLAUDE_BIN="+bridgetest.FakeClaude(t),
+		"TANGLE_API_KEY=rk-crash-test-key", "TANGLE_ROUTER_URL=http://127.0.0.1:9")
+	cmd.Env = append(cmd.Env, env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &bridgeProc{cmd: cmd, done: make(chan struct{}), logs: &bytes.Buffer{}}
+	addr := make(chan string, 1)
+	var mu sync.Mutex
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			mu.Lock()
+			p.logs.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	go func() { cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-p.done
+	})
+	select {
+	case a := <-addr:
+		p.url = "http://" + a
+	case <-p.done:
+		t.Fatalf("box-bridge exited before listening:\n%s", p.logs)
+	case <-time.After(20 * time.Second):
+		t.Fatal("box-bridge did not start listening")
+	}
+	return p
+}
+
+func (p *bridgeProc) req(t testing.TB, ctx context.Context, method, path, body string, hdr ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, method, p.url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+procBearer)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && len(b) > i+2 && b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
+// readFrames reads SSE frames until n data frames arrived or the stream
+// ended; it returns the frames as "id|data".
+func readFrames(t *testing.T, r io.Reader, n int) (frames []string, done bool) {
+	t.Helper()
+	sc := bufio.NewScanner(r)
+	id := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			id = line[4:]
+		case line == "data: [DONE]":
+			return frames, true
+		case strings.HasPrefix(line, "data: "):
+			frames = append(frames, id+"|"+line[6:])
+			if len(frames) == n {
+				return frames, false
+			}
+		}
+	}
+	return frames, false
+}
+
+// TestCrashRecovery kills the bridge with SIGKILL mid-run, restarts it on
+// the same data directory, and checks that every committed event replays,
+// the run reads error/bridge_restarted, and the orphaned harness (and its
+// child) were ended.
+func TestCrashRecovery(t *testing.T) {
+	data := t.TempDir()
+	pidfile := filepath.Join(t.TempDir(), "pids")
+	b1 := startBridge(t, data)
+	ctx := context.Background()
+	body := fmt.Sprintf(`{"model":"claude-code/sonnet","stream":true,"run_id":"crash-run","messages":[{"role":"user","content":"stubborn"}],"env":{"FAKE_PIDFILE":%q}}`, pidfile)
+	resp := b1.req(t, ctx, "POST", "/v1/chat/completions", body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("POST = %d", resp.StatusCode)
+	}
+	digest := resp.Header.Get(wire.HeaderRunRequestDigest)
+	before, _ := readFrames(t, resp.Body, 1)
+	if len(before) != 1 || !strings.Contains(before[0], "working") {
+		t.Fatalf("frames before the crash = %q", before)
+	}
+	var pids []int
+	for deadline := time.Now().Add(10 * time.Second); len(pids) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(pidfile); err == nil && len(b) > 0 {
+			for _, f := range strings.Fields(string(b)) {
+				p, _ := strconv.Atoi(f)
+				pids = append(pids, p)
+			}
+		}
+	}
+	if len(pids) != 2 {
+		t.Fatalf("harness pids = %v", pids)
+	}
+
+	// SIGKILL: no shutdown code runs.
+	b1.cmd.Process.Signal(syscall.SIGKILL)
+	<-b1.done
+	resp.Body.Close()
+	for _, p := range pids {
+		if !alive(p) {
+			t.Fatalf("harness process %d died with the bridge; the test cannot show recovery kills it", p)
+		}
+	}
+
+	b2 := startBridge(t, data)
+	for _, p := range pids {
+		deadline := time.Now().Add(5 * time.Second)
+		for alive(p) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if alive(p) {
+			t.Errorf("orphan harness process %d survived the restart", p)
+		}
+	}
+	sresp := b2.req(t, ctx, "GET", "/v1/runs/crash-run", "")
+	var snap wire.RunSnapshot
+	json.NewDecoder(sresp.Body).Decode(&snap)
+	sresp.Body.Close()
+	if snap.Status != wire.StatusError || !snap.Terminal || snap.Error == nil || snap.Error.Type != wire.TypeBridgeRestarted ||
+		!strings.Contains(snap.Error.Message, "restarted") || snap.RequestDigest != digest {
+		t.Errorf("snapshot after restart = %+v", snap)
+	}
+	eresp := b2.req(t, ctx, "GET", "/v1/runs/crash-run/events", "")
+	after, done := readFrames(t, eresp.Body, 100)
+	eresp.Body.Close()
+	if !done || len(after) != 2 {
+		t.Fatalf("replay after restart = %q done %v, want the stored frame and the restart error", after, done)
+	}
+	if diff := cmp.Diff(before, after[:1]); diff != "" {
+		t.Errorf("replayed frames differ (-before +after):\n%s", diff)
+	}
+	if !strings.Contains(after[1], wire.TypeBridgeRestarted) {
+		t.Errorf("last frame = %q, want a bridge_restarted error", after[1])
+	}
+	// An identical retry attaches to the recovered run, a different one conflicts.
+	if r := b2.req(t, ctx, "POST", "/v1/chat/completions", strings.Replace(body, "stubborn", "hello", 1)); r.StatusCode != 409 {
+		t.Errorf("different request under the recovered id = %d, want 409", r.StatusCode)
+	}
+}

@@ -1,0 +1,24 @@
+// Package engine runs harness turns: one process group per run, its output
+// parsed by the harness adapter into chat.completion.chunk frames that are
+// committed to the store before anyone can read them.
+//
+// Ownership: the Engine owns the set of live runs (admission, identity,
+// cancellation); each live run is owned by one goroutine that owns its
+// process, parser and pending frames, and is the only writer of that run's
+// events. Readers never talk to that goroutine: they read committed events
+// from the store and wait on a broadcast that the writer fires after each
+// commit without ever blocking. A slow reader therefore only falls behind
+// and catches up from the store; it cannot slow the harness or other readers.
+//
+// Ordering: a run's frames have sequence numbers 1..n in the order the
+// harness printed them; the terminal frame(s) and the terminal status are
+// committed together, so a reader that sees the run terminal has seen every
+// frame. Only Cancel, the run's deadline, the no-output watchdog, and Close
+// stop a harness; detaching a reader never does.
+//
+// Crash recovery: New ends every run the store still marks running: it
+// kills leftover processes of the previous incarnation (found by the
+// recorded process group and an environment marker inherited by the
+// harness's children) and finishes the run as an error that names the
+// restart.
+package engine

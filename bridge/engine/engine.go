@@ -1,0 +1,342 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/store"
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// Errors Start returns for conditions the caller answers with a status.
+var (
+	// ErrIdentityConflict: the run id is bound to a different request.
+	ErrIdentityConflict = errors.New("run id is bound to a different request")
+	// ErrSaturated: the maximum of concurrent runs is reached.
+	ErrSaturated = errors.New("too many concurrent runs")
+	// ErrSessionBusy: the session already has a live run.
+	ErrSessionBusy = errors.New("session has a live run")
+	// ErrClosed: the engine is shutting down.
+	ErrClosed = errors.New("engine is closed")
+)
+
+// Backend is one registered harness.
+type Backend struct {
+	Adapter harness.Adapter
+	// Bin is the binary to run.
+	Bin string
+	// Timeout bounds one turn (<KEY>_TIMEOUT_MS); 0 means only the run
+	// lifetime bounds it.
+	Timeout time.Duration
+}
+
+// Defaults of Options.
+const (
+	DefaultMaxRuns     = 4
+	DefaultMaxLifetime = 6 * time.Hour
+	DefaultIdleTimeout = 10 * time.Minute
+	DefaultResultGrace = 2 * time.Second
+	DefaultKillGrace   = 2 * time.Second
+)
+
+// Options configure an Engine. Zero values mean the defaults.
+type Options struct {
+	// DataDir holds per-session harness state (required).
+	DataDir string
+	// RouterURL and RouterKey are handed to every harness.
+	RouterURL, RouterKey string
+	// MaxRuns is the most concurrent live runs (default 4).
+	MaxRuns int
+	// MaxLifetime bounds every run (default 6 h).
+	MaxLifetime time.Duration
+	// IdleTimeout ends a run whose harness printed nothing for that long
+	// (default 10 min).
+	IdleTimeout time.Duration
+	// ResultGrace is how long a harness may take to exit after its
+	// terminal line before it is killed (default 2 s).
+	ResultGrace time.Duration
+	// KillGrace is the time between SIGTERM and SIGKILL (default 2 s).
+	KillGrace time.Duration
+	// Secrets are redacted from every harness stderr the engine reports.
+	// The router key is always among them.
+	Secrets []string
+	// Environ is the environment harnesses start from (default
+	// os.Environ() without BRIDGE_* and TANGLE_* variables).
+	Environ []string
+	// ProcDir is the proc filesystem used to find leftover processes
+	// (default /proc).
+	ProcDir string
+	// Logger receives operational logs (default: discard).
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxRuns <= 0 {
+		o.MaxRuns = DefaultMaxRuns
+	}
+	if o.MaxLifetime <= 0 {
+		o.MaxLifetime = DefaultMaxLifetime
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
+	}
+	if o.ResultGrace <= 0 {
+		o.ResultGrace = DefaultResultGrace
+	}
+	if o.KillGrace <= 0 {
+		o.KillGrace = DefaultKillGrace
+	}
+	if o.Environ == nil {
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "BRIDGE_") && !strings.HasPrefix(kv, "TANGLE_") && !strings.HasPrefix(kv, MarkerVar+"=") {
+				o.Environ = append(o.Environ, kv)
+			}
+		}
+	}
+	if o.ProcDir == "" {
+		o.ProcDir = "/proc"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.RouterKey != "" {
+		o.Secrets = append(o.Secrets, o.RouterKey)
+	}
+	return o
+}
+
+// Engine owns the live runs. It is safe for concurrent use.
+type Engine struct {
+	opts  Options
+	store *store.Store
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	live   map[string]*liveRun
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// liveRun is the shared state of a run whose goroutine is running.
+type liveRun struct {
+	id, sessionID, harness string
+	bc                     *broadcast
+	done                   chan struct{} // closed once the run is terminal in the store
+	cancel                 chan struct{} // closed by the first cancel request
+	cancelOnce             sync.Once
+	cancelReason           atomic.Value // string: wire error type of the stop
+	readers                atomic.Int32
+}
+
+func (l *liveRun) stop(reason string) bool {
+	first := false
+	l.cancelOnce.Do(func() {
+		l.cancelReason.Store(reason)
+		close(l.cancel)
+		first = true
+	})
+	return first
+}
+
+// New returns an engine over st, after ending the runs a previous
+// incarnation left live (see the package doc).
+func New(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
+	if opts.DataDir == "" {
+		return nil, errors.New("engine: DataDir is required")
+	}
+	e := &Engine{opts: opts.withDefaults(), store: st, live: map[string]*liveRun{}}
+	e.log = e.opts.Logger
+	if err := e.recover(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// RestartReason is the message of runs ended by a restart.
+const RestartReason = "the bridge restarted while the run was live; its harness was stopped"
+
+func (e *Engine) recover(ctx context.Context) error {
+	runs, err := e.store.LiveRuns(ctx)
+	if err != nil {
+		return fmt.Errorf("recover runs: %w", err)
+	}
+	for _, r := range runs {
+		killed := killLeftovers(e.opts.ProcDir, r.PGID, r.Marker)
+		frame := errorFrame(wire.ErrorBody{Type: wire.TypeBridgeRestarted, Message: RestartReason})
+		if _, err := e.store.Finish(ctx, r.ID, store.Finish{Status: store.StatusError,
+			ErrType: wire.TypeBridgeRestarted, ErrMessage: RestartReason}, [][]byte{frame}); err != nil {
+			return fmt.Errorf("recover run %s: %w", r.ID, err)
+		}
+		e.log.Warn("run was live when the bridge stopped", "run", r.ID, "pgid", r.PGID, "leftover_processes", killed)
+	}
+	return nil
+}
+
+// StartRequest is one validated turn.
+type StartRequest struct {
+	RunID, Digest string
+	Backend       *Backend
+	// Model is the bare model for the harness; ModelID the full id
+	// reported in chunks.
+	Model, ModelID                                  string
+	Provider, EnvironmentID, SessionID, ExecutionID string
+	Messages                                        []wire.Message
+	Cwd                                             string
+	Env                                             map[string]string
+	Effort                                          string
+}
+
+// Start starts a run, or attaches to the run already bound to the same id
+// and digest (created false). It returns the stored run.
+func (e *Engine) Start(ctx context.Context, req StartRequest) (_ store.Run, created bool, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return store.Run{}, false, ErrClosed
+	}
+	existing, err := e.store.GetRun(ctx, req.RunID)
+	switch {
+	case err == nil:
+		if existing.Digest != req.Digest {
+			return existing, false, ErrIdentityConflict
+		}
+		return existing, false, nil
+	case !errors.Is(err, store.ErrNotFound):
+		return store.Run{}, false, err
+	}
+	if len(e.live) >= e.opts.MaxRuns {
+		return store.Run{}, false, ErrSaturated
+	}
+	harnessName := req.Backend.Adapter.Name()
+	if req.SessionID != "" {
+		for _, l := range e.live {
+			if l.sessionID == req.SessionID && l.harness == harnessName {
+				return store.Run{}, false, ErrSessionBusy
+			}
+		}
+	}
+	now := time.Now()
+	run, created, err := e.store.CreateRun(ctx, store.Run{
+		ID: req.RunID, Digest: req.Digest, Harness: harnessName, Model: req.ModelID,
+		Provider: req.Provider, EnvironmentID: req.EnvironmentID, SessionID: req.SessionID,
+		ExecutionID: req.ExecutionID, StartedAt: now, LifetimeExpiresAt: now.Add(e.opts.MaxLifetime),
+		Marker: MarkerVar + "=" + req.RunID,
+	})
+	if err != nil {
+		return store.Run{}, false, err
+	}
+	if !created { // lost a race with a run created outside this engine
+		if run.Digest != req.Digest {
+			return run, false, ErrIdentityConflict
+		}
+		return run, false, nil
+	}
+	l := &liveRun{id: req.RunID, sessionID: req.SessionID, harness: harnessName, bc: newBroadcast(),
+		done: make(chan struct{}), cancel: make(chan struct{})}
+	e.live[req.RunID] = l
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.execute(l, req, run.StartedAt)
+	}()
+	return run, true, nil
+}
+
+// Live reports a live run's attached readers and whether a stop was
+// requested; ok is false for a run that is not live.
+func (e *Engine) Live(id string) (readers int, cancelling bool, ok bool) {
+	e.mu.Lock()
+	l := e.live[id]
+	e.mu.Unlock()
+	if l == nil {
+		return 0, false, false
+	}
+	select {
+	case <-l.cancel:
+		cancelling = true
+	default:
+	}
+	return int(l.readers.Load()), cancelling, true
+}
+
+// Cancel asks a live run to stop and reports whether this was the first
+// request. A run that is not live is left alone (requested false).
+func (e *Engine) Cancel(ctx context.Context, id string) (requested bool, err error) {
+	e.mu.Lock()
+	l := e.live[id]
+	e.mu.Unlock()
+	if l == nil {
+		return false, nil
+	}
+	if err := e.store.RequestCancel(ctx, id); err != nil {
+		return false, err
+	}
+	return l.stop(wire.TypeRunCancelled), nil
+}
+
+// Wait blocks until run id is terminal (true), ctx ends (false), or at
+// once if it is not live.
+func (e *Engine) Wait(ctx context.Context, id string) bool {
+	e.mu.Lock()
+	l := e.live[id]
+	e.mu.Unlock()
+	if l == nil {
+		return true
+	}
+	select {
+	case <-l.done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Store returns the engine's store.
+func (e *Engine) Store() *store.Store { return e.store }
+
+// LiveCount is the number of live runs.
+func (e *Engine) LiveCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.live)
+}
+
+// Close refuses new runs, stops every live run (finished as error
+// bridge_shutdown) and waits for them, or for ctx.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	e.closed = true
+	for _, l := range e.live {
+		l.stop(wire.TypeBridgeShutdown)
+	}
+	e.mu.Unlock()
+	done := make(chan struct{})
+	go func() { e.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("close engine: %w", ctx.Err())
+	}
+}
+
+// sessionDir is the private state directory of a harness session.
+func (e *Engine) sessionDir(harnessName, sessionID string) (string, error) {
+	sum := sha256.Sum256([]byte(sessionID))
+	dir := filepath.Join(e.opts.DataDir, "sessions", harnessName, hex.EncodeToString(sum[:16]))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("session state dir: %w", err)
+	}
+	return dir, nil
+}

@@ -1,0 +1,36 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// TestChunker_DeltaFrameMatchesJSON holds the hand-encoded delta chunks to
+// the bytes encoding/json gives for the same chunk.
+func TestChunker_DeltaFrameMatchesJSON(t *testing.T) {
+	texts := []string{"Hello", " <b>&amp;</b> ", "quote \" backslash \\ newline \n tab \t", "\u2028\u2029 ünïcødé 🙂",
+		"invalid \xff\xfe utf-8", "\x00\x01\x1f control", `{"json":"inside"}`}
+	for _, kind := range []harness.EventKind{harness.KindText, harness.KindReasoning} {
+		c := &chunker{id: "chatcmpl-run<1>", model: "claude-code/son&net", created: 1700000000}
+		c.frames(harness.Event{Kind: kind, Text: "first"}) // carries the role
+		for _, text := range texts {
+			got := c.frames(harness.Event{Kind: kind, Text: text})
+			d := wire.Delta{Content: text}
+			if kind == harness.KindReasoning {
+				d = wire.Delta{Reasoning: text}
+			}
+			want := mustJSON(wire.Chunk{ID: c.id, Object: wire.ChunkObject, Created: c.created, Model: c.model,
+				Choices: []wire.ChunkChoice{{Index: 0, Delta: d}}})
+			if len(got) != 1 {
+				t.Fatalf("frames(%d, %q) = %d frames, want 1", kind, text, len(got))
+			}
+			if diff := cmp.Diff(string(want), string(got[0])); diff != "" {
+				t.Errorf("frames(%d, %q) (-json +fast):\n%s", kind, text, diff)
+			}
+		}
+	}
+}

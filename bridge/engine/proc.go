@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// MarkerVar is the environment variable set on every harness process (and
+// inherited by its children) naming the run it belongs to.
+const MarkerVar = "BOX_BRIDGE_RUN"
+
+// killGroup signals a process group; a group that is already gone is not
+// an error.
+func killGroup(pgid int, sig syscall.Signal) error {
+	if pgid <= 0 {
+		return nil
+	}
+	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return nil
+}
+
+// killLeftovers ends the processes a previous incarnation left for a run:
+// every process whose environment holds marker, and the process group
+// pgid when a marked process is still in it. It returns how many marked
+// processes it found. Processes are checked for the marker so that a
+// recycled pid or group id of an unrelated process is never signalled.
+func killLeftovers(procDir string, pgid int, marker string) int {
+	if marker == "" {
+		return 0
+	}
+	entries, err := os.ReadDir(procDir)
+	if err != nil {
+		return 0
+	}
+	found, groupMarked := 0, false
+	want := []byte(marker)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join(procDir, e.Name(), "environ"))
+		if err != nil || !hasEntry(env, want) {
+			continue
+		}
+		found++
+		if pgid > 0 && processGroup(procDir, pid) == pgid {
+			groupMarked = true
+		}
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if groupMarked {
+		killGroup(pgid, syscall.SIGKILL)
+	}
+	return found
+}
+
+func hasEntry(environ, entry []byte) bool {
+	for _, kv := range bytes.Split(environ, []byte{0}) {
+		if bytes.Equal(kv, entry) {
+			return true
+		}
+	}
+	return false
+}
+
+// processGroup reads a process's group id from /proc/<pid>/stat, or -1.
+func processGroup(procDir string, pid int) int {
+	b, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return -1
+	}
+	// The command name is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 {
+		return -1
+	}
+	g, err := strconv.Atoi(f[2])
+	if err != nil {
+		return -1
+	}
+	return g
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// String returns the tail with every secret replaced, trimmed.
+func (t *tail) String(secrets []string) string {
+	t.mu.Lock()
+	s := string(t.buf)
+	t.mu.Unlock()
+	return strings.TrimSpace(redact(s, secrets))
+}
+
+func redact(s string, secrets []string) string {
+	for _, sec := range secrets {
+		if len(sec) >= 4 {
+			s = strings.ReplaceAll(s, sec, "[redacted]")
+		}
+	}
+	return s
+}

@@ -1,0 +1,144 @@
+package claude
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// Adapter drives Claude Code. The zero value is ready to use.
+type Adapter struct{}
+
+var _ harness.Adapter = Adapter{}
+
+// Name returns "claude-code".
+func (Adapter) Name() string { return "claude-code" }
+
+// Key returns "claude".
+func (Adapter) Key() string { return "claude" }
+
+// DefaultBin returns "claude".
+func (Adapter) DefaultBin() string { return "claude" }
+
+// Models lists the model aliases Claude Code accepts.
+func (Adapter) Models() []string { return []string{"default", "sonnet", "opus", "haiku"} }
+
+// NewParser returns a parser for one turn.
+func (Adapter) NewParser() harness.Parser { return newParser() }
+
+// maxArgPrompt is the largest prompt passed as an argument; larger ones go
+// on stdin, far below the kernel's per-argument limit (128 KiB).
+const maxArgPrompt = 64 << 10
+
+// Command builds `claude -p ...` for a turn.
+func (Adapter) Command(t harness.Turn) (harness.Command, error) {
+	prompt, system := promptOf(t)
+	if strings.TrimSpace(prompt) == "" {
+		return harness.Command{}, fmt.Errorf("claude: the turn has no user message text")
+	}
+	args := []string{"-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages"}
+	if m := t.Model; m != "" && !strings.EqualFold(m, "default") {
+		args = append(args, "--model", m)
+	}
+	if t.NativeSessionID != "" {
+		args = append(args, "--resume", t.NativeSessionID)
+	} else {
+		args = append(args, "--session-id", newUUID())
+	}
+	if system != "" {
+		args = append(args, "--append-system-prompt", system)
+	}
+	var stdin []byte
+	if len(prompt) > maxArgPrompt || strings.HasPrefix(prompt, "-") {
+		args = append(args, "--input-format", "stream-json")
+		line, err := json.Marshal(map[string]any{
+			"type":    "user",
+			"message": map[string]any{"role": "user", "content": []map[string]string{{"type": "text", "text": prompt}}},
+		})
+		if err != nil {
+			return harness.Command{}, fmt.Errorf("claude: encode prompt: %w", err)
+		}
+		stdin = append(line, '\n')
+	} else {
+		args = append(args, prompt)
+	}
+	return harness.Command{Path: t.Bin, Args: args, Env: Env(t), Dir: t.Cwd, Stdin: stdin}, nil
+}
+
+// Env is the environment of a turn: the inherited one without Claude
+// Code's own and Anthropic variables, the caller's extras, then the
+// bridge's settings.
+func Env(t harness.Turn) []string {
+	set := map[string]string{
+		"DISABLE_TELEMETRY":                        "1",
+		"DISABLE_AUTOUPDATER":                      "1",
+		"DISABLE_ERROR_REPORTING":                  "1",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+	}
+	if t.StateDir != "" {
+		set["CLAUDE_CONFIG_DIR"] = t.StateDir
+	}
+	if t.RouterURL != "" {
+		set["ANTHROPIC_BASE_URL"] = strings.TrimRight(t.RouterURL, "/")
+	}
+	if t.RouterKey != "" {
+		set["ANTHROPIC_AUTH_TOKEN"] = t.RouterKey
+	}
+	return harness.MergeEnv(t.Environ, dropInherited, t.Env, set)
+}
+
+func dropInherited(name string) bool {
+	return name == "CLAUDECODE" || strings.HasPrefix(name, "CLAUDE_CODE_") ||
+		strings.HasPrefix(name, "ANTHROPIC_") || name == "CLAUDE_CONFIG_DIR"
+}
+
+// promptOf returns the prompt and the system text of a turn. A continued
+// session sends only the last user message (the harness holds the rest);
+// a new one with earlier messages gets them as a transcript.
+func promptOf(t harness.Turn) (prompt, system string) {
+	var sys []string
+	var convo []wire.Message
+	for _, m := range t.Messages {
+		if m.Role == "system" {
+			if s := wire.ContentText(m.Content); s != "" {
+				sys = append(sys, s)
+			}
+			continue
+		}
+		convo = append(convo, m)
+	}
+	last := -1
+	for i := len(convo) - 1; i >= 0; i-- {
+		if convo[i].Role == "user" {
+			last = i
+			break
+		}
+	}
+	if last < 0 {
+		return "", strings.Join(sys, "\n\n")
+	}
+	prompt = wire.ContentText(convo[last].Content)
+	if t.NativeSessionID == "" && last > 0 {
+		var b strings.Builder
+		b.WriteString("<previous_conversation>\n")
+		for _, m := range convo[:last] {
+			fmt.Fprintf(&b, "%s: %s\n", m.Role, wire.ContentText(m.Content))
+		}
+		b.WriteString("</previous_conversation>\n\n")
+		b.WriteString(prompt)
+		prompt = b.String()
+	}
+	return prompt, strings.Join(sys, "\n\n")
+}
+
+func newUUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

@@ -1,0 +1,123 @@
+package codex
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/tangle-network/boxctl/bridge/harness"
+)
+
+// Adapter drives the Codex CLI. The zero value is ready to use.
+type Adapter struct{}
+
+var _ harness.Adapter = Adapter{}
+
+// Name returns "codex".
+func (Adapter) Name() string { return "codex" }
+
+// Key returns "codex".
+func (Adapter) Key() string { return "codex" }
+
+// DefaultBin returns "codex".
+func (Adapter) DefaultBin() string { return "codex" }
+
+// Models lists the models /v1/models advertises: "default" (the CLI's own
+// default) and the Codex models of the OpenAI catalog.
+func (Adapter) Models() []string {
+	return []string{"default", "gpt-5.5", "gpt-5.4", "gpt-5.3-codex"}
+}
+
+// NewParser returns a parser for a turn of a new thread (usage baseline
+// zero). Command supplies the parser of a resumed turn.
+func (Adapter) NewParser() harness.Parser { return newParser(&totals{}) }
+
+// KeyVar is the environment variable the generated model provider reads
+// the router key from.
+const KeyVar = "TANGLE_API_KEY"
+
+// maxArgPrompt is the largest prompt passed as an argument; larger ones go
+// on stdin.
+const maxArgPrompt = 64 << 10
+
+// Command builds `codex exec [resume <thread>] --json ...` for a turn.
+func (Adapter) Command(t harness.Turn) (harness.Command, error) {
+	prompt, system := harness.SplitPrompt(t)
+	if strings.TrimSpace(prompt) == "" {
+		return harness.Command{}, fmt.Errorf("codex: the turn has no user message text")
+	}
+	if t.StateDir == "" {
+		return harness.Command{}, fmt.Errorf("codex: the turn has no state directory for CODEX_HOME")
+	}
+	args := []string{"exec"}
+	if t.NativeSessionID != "" {
+		args = append(args, "resume")
+	}
+	args = append(args, "--json", "--skip-git-repo-check", "-c", `sandbox_mode="workspace-write"`,
+		"-c", `approval_policy="never"`)
+	if m := t.Model; m != "" && !strings.EqualFold(m, "default") {
+		args = append(args, "-m", m)
+	}
+	if t.Effort != "" {
+		args = append(args, "-c", "model_reasoning_effort="+tomlString(t.Effort))
+	}
+	if system != "" {
+		args = append(args, "-c", "developer_instructions="+tomlString(system))
+	}
+	if t.NativeSessionID != "" {
+		args = append(args, t.NativeSessionID)
+	}
+	var stdin []byte
+	if len(prompt) > maxArgPrompt {
+		args = append(args, "-")
+		stdin = []byte(prompt)
+	} else {
+		args = append(args, "--", prompt)
+	}
+	base := &totals{}
+	if t.NativeSessionID != "" {
+		base = rolloutTotals(t.StateDir, t.NativeSessionID)
+	}
+	var files []harness.File
+	if t.RouterURL != "" {
+		files = append(files, harness.File{Path: filepath.Join(t.StateDir, "config.toml"), Data: config(t.RouterURL, t.RouterKey != "")})
+	}
+	return harness.Command{Path: t.Bin, Args: args, Env: Env(t), Dir: t.Cwd, Stdin: stdin,
+		Files: files, Parser: newParser(base)}, nil
+}
+
+// config is the CODEX_HOME/config.toml that routes Codex through the
+// router's Responses API.
+func config(routerURL string, keyed bool) []byte {
+	var b strings.Builder
+	b.WriteString("# Written by the bridge for each turn; changes are overwritten.\n")
+	b.WriteString("model_provider = \"router\"\n\n[model_providers.router]\nname = \"router\"\n")
+	fmt.Fprintf(&b, "base_url = %s\n", tomlString(strings.TrimRight(routerURL, "/")+"/v1"))
+	if keyed {
+		fmt.Fprintf(&b, "env_key = %s\n", tomlString(KeyVar))
+	}
+	b.WriteString("wire_api = \"responses\"\n")
+	return []byte(b.String())
+}
+
+// tomlString quotes s as a TOML basic string: JSON's escapes are a subset
+// of TOML's.
+func tomlString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// Env is the environment of a turn: the inherited one without OpenAI and
+// Codex variables, the caller's extras, then CODEX_HOME and the router key.
+func Env(t harness.Turn) []string {
+	set := map[string]string{"CODEX_HOME": t.StateDir}
+	if t.RouterKey != "" && t.RouterURL != "" {
+		set[KeyVar] = t.RouterKey
+	}
+	return harness.MergeEnv(t.Environ, dropInherited, t.Env, set)
+}
+
+func dropInherited(name string) bool {
+	return strings.HasPrefix(name, "OPENAI_") || strings.HasPrefix(name, "CODEX_") || name == KeyVar
+}

@@ -1,0 +1,29 @@
+// Package codex is the harness adapter for the Codex CLI (`codex exec
+// --json`, and `codex exec resume <thread_id> --json` to continue).
+//
+// Command: CODEX_HOME is the session's private state directory, where the
+// adapter has the engine write a config.toml whose model provider
+// "router" points at the router's Responses API (base_url <router>/v1,
+// wire_api "responses") and takes its key from the TANGLE_API_KEY variable
+// (env_key), which the adapter sets to the router key; the key is never
+// written to a file. Commands run in the workspace-write sandbox without
+// approval prompts. stdin is /dev/null (Codex waits on an open stdin),
+// except that a prompt too large for an argument is given on stdin with
+// "-". System messages become the turn's developer_instructions. Inherited
+// OPENAI_* and CODEX_* variables are dropped.
+//
+// Parser: `thread.started` names the native session; agent messages and
+// reasoning become text and reasoning (Codex reports them whole, or as
+// updates of which only the new suffix is reported); command executions,
+// file changes, MCP and web-search calls become tool calls and results.
+// `turn.completed` ends the turn. Its usage counters are cumulative over
+// the thread, resumes included, so the per-turn usage is the difference
+// from the totals Codex recorded in the thread's rollout file before the
+// turn; when that baseline cannot be read for a resumed thread, the usage
+// is left unknown. Codex does not report the model that served a request,
+// so no served model is reported. `turn.failed` ends the turn with an
+// error. Codex retries an unreachable endpoint forever with
+// `{"type":"error","message":"Reconnecting..."}` lines: those never end the
+// turn; the engine's run deadline does, and the last of them is the
+// parser's Diagnosis.
+package codex

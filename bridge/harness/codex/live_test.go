@@ -1,0 +1,115 @@
+package codex_test
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tangle-network/boxctl/bridge/harness/codex"
+	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
+	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/npmtest"
+)
+
+// codexSpec is the Codex release the live tests drive.
+const codexSpec = "@openai/codex@0.171.0"
+
+// TestLive_Codex runs the live tests of the real Codex CLI through the
+// bridge, sharing one installation.
+//
+// liveTurns drives two turns of one session through the bridge and
+// the real Codex CLI: a shell tool call that writes a proof file, then the
+// scripted text; then a resumed turn. Each turn's usage must equal what
+// the stub measured for that turn's requests, although Codex reports
+// totals over the thread.
+func TestLive_Codex(t *testing.T) {
+	pkg := harnesstest.Install(t, codexSpec)
+	t.Run("two turns", func(t *testing.T) { liveTurns(t, &pkg) })
+	t.Run("reconnecting", func(t *testing.T) { liveReconnecting(t, &pkg) })
+}
+
+func liveTurns(t *testing.T, pkg *npmtest.Package) {
+	want1 := "codex turn one " + harnesstest.RandomHex(6)
+	want2 := "codex turn two " + harnesstest.RandomHex(6)
+	proof := "proof-" + harnesstest.RandomHex(4)
+	script := routerstub.NewQueue(routerstub.Text("unexpected extra call"),
+		routerstub.Join(routerstub.Text("Writing the proof."), routerstub.ToolCall("exec_command", `{"cmd":"echo `+proof+` > proof.txt"}`)),
+		routerstub.Deltas(want2, 5),
+	).AfterTool(routerstub.Deltas(want1, 7))
+	l := harnesstest.Start(t, harnesstest.Config{Adapter: codex.Adapter{}, Pkg: pkg, Bin: "codex",
+		Script: script, ServedModel: "router-served-model"})
+
+	h := l.Health(t)
+	if len(h.Backends) != 1 || h.Backends[0].Name != "codex" || h.Backends[0].Version != "codex-cli 0.171.0" {
+		t.Errorf("health backends = %+v, want codex ready at codex-cli 0.171.0", h.Backends)
+	}
+
+	turn := l.Chat(t, "codex-1", "s-codex", "codex/gpt-5.5", "Write the proof file, then say something.")
+	if !turn.Done || turn.Err != nil || turn.Finish != wire.FinishStop {
+		t.Fatalf("turn 1: %s", turn)
+	}
+	if !strings.Contains(turn.Text, want1) || turn.TextDeltas < 2 {
+		t.Errorf("turn 1 text = %q in %d deltas, want %q after the first message", turn.Text, turn.TextDeltas, want1)
+	}
+	if len(turn.ToolCalls) != 1 || turn.ToolCalls[0].Function.Name != "shell" || !strings.Contains(turn.ToolCalls[0].Function.Arguments, proof) ||
+		len(turn.ToolResults) != 1 || turn.ToolResults[0].IsError {
+		t.Errorf("turn 1 tool calls %+v, results %+v; want the shell call and its successful result", turn.ToolCalls, turn.ToolResults)
+	}
+	harnesstest.CheckMeasured(t, turn.Usage)
+	in, out, n := l.StubUsage(0)
+	if turn.Usage != nil && (turn.Usage.PromptTokens != in || turn.Usage.CompletionTokens != out) {
+		t.Errorf("turn 1 usage = %d in / %d out, want %d / %d as the stub measured over %d requests",
+			turn.Usage.PromptTokens, turn.Usage.CompletionTokens, in, out, n)
+	}
+	// Codex's output never names the model that served a request.
+	if len(turn.ProviderModels) != 0 {
+		t.Errorf("provider_models = %v, want none: codex does not report the served model", turn.ProviderModels)
+	}
+	seen := len(l.Stub.Requests())
+
+	turn2 := l.Chat(t, "codex-2", "s-codex", "codex/gpt-5.5", "Say something else.")
+	if !turn2.Done || turn2.Err != nil || !strings.Contains(turn2.Text, want2) || strings.Contains(turn2.Text, want1) {
+		t.Fatalf("turn 2: %s", turn2)
+	}
+	harnesstest.CheckMeasured(t, turn2.Usage)
+	in2, out2, n2 := l.StubUsage(seen)
+	if turn2.Usage != nil && (turn2.Usage.PromptTokens != in2 || turn2.Usage.CompletionTokens != out2) {
+		t.Errorf("resumed turn usage = %d in / %d out, want %d / %d as the stub measured over its %d requests",
+			turn2.Usage.PromptTokens, turn2.Usage.CompletionTokens, in2, out2, n2)
+	}
+	reqs := l.Stub.Requests()
+	last := reqs[len(reqs)-1]
+	if !strings.Contains(string(last.Body), want1) {
+		t.Error("the resumed turn's model request lacks turn one's answer: the thread was not resumed")
+	}
+	l.CheckKeyed(t, routerstub.AuthBearer)
+	if diff := cmp.Diff("gpt-5.5", last.Model); diff != "" {
+		t.Errorf("requested model (-want +got):\n%s", diff)
+	}
+}
+
+// liveReconnecting points Codex at an endpoint that does not listen: it
+// retries forever, and the run ends at its deadline with an error that
+// says why.
+func liveReconnecting(t *testing.T, pkg *npmtest.Package) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	l := harnesstest.Start(t, harnesstest.Config{Adapter: codex.Adapter{}, Pkg: pkg, Bin: "codex",
+		Script: routerstub.NewQueue(routerstub.Text("never")), RouterURL: dead, Timeout: 20 * time.Second})
+	turn := l.Chat(t, "codex-dead", "", "codex/default", "Say hi.")
+	if !turn.Done || turn.Err == nil || turn.Err.Type != wire.TypeHarnessTimeout ||
+		!strings.Contains(turn.Err.Message, "Reconnecting") {
+		t.Errorf("turn = %s, want a harness_timeout error naming codex's reconnecting", turn)
+	}
+	if turn.Err != nil {
+		t.Logf("error: %s", turn.Err.Message)
+	}
+}

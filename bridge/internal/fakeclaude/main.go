@@ -1,0 +1,155 @@
+// Command fakeclaude is a scripted stand-in for the Claude Code CLI, used by
+// the bridge's tests to inject faults a real CLI cannot be made to produce
+// on demand. It speaks `-p --output-format stream-json`: the prompt (last
+// argument, or a stream-json user line on stdin) picks the scenario:
+//
+//	hello          init, message_start, two text deltas, result (success)
+//	many:N         N text deltas as fast as possible, then result
+//	slow:N:MS      N text deltas MS milliseconds apart, then result
+//	crash          some text, a stderr line echoing ANTHROPIC_AUTH_TOKEN, exit 3
+//	stall          init, then silence forever
+//	hang-after-result  a normal turn, then silence forever
+//	is-error       result with subtype success but is_error true
+//	stubborn       ignores SIGTERM, spawns a child (also stubborn) and stalls;
+//	               writes "<pid> <childpid>" to $FAKE_PIDFILE
+//	echo-env       replies with the names of its CLAUDE*/ANTHROPIC* variables
+//
+// `--version` prints "9.9.9 (Claude Code)". With $FAKE_ARGS_FILE set it
+// writes its arguments there, one per line.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	args := os.Args[1:]
+	if len(args) == 1 && args[0] == "--version" {
+		fmt.Println("9.9.9 (Claude Code)")
+		return
+	}
+	if os.Getenv("FAKE_CHILD") == "1" {
+		signal.Ignore(syscall.SIGTERM)
+		time.Sleep(time.Hour)
+		return
+	}
+	if f := os.Getenv("FAKE_ARGS_FILE"); f != "" {
+		os.WriteFile(f, []byte(strings.Join(args, "\n")), 0o600)
+	}
+	prompt := ""
+	stdinJSON := false
+	for i, a := range args {
+		if a == "--input-format" && i+1 < len(args) && args[i+1] == "stream-json" {
+			stdinJSON = true
+		}
+	}
+	if stdinJSON {
+		sc := bufio.NewScanner(os.Stdin)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			var l struct {
+				Message struct{ Content []struct{ Text string } }
+			}
+			if json.Unmarshal(sc.Bytes(), &l) == nil && len(l.Message.Content) > 0 {
+				prompt = l.Message.Content[0].Text
+			}
+		}
+	} else if len(args) > 0 {
+		prompt = args[len(args)-1]
+	}
+	session := "00000000-0000-4000-8000-000000000000"
+	for i, a := range args {
+		if (a == "--session-id" || a == "--resume") && i+1 < len(args) {
+			session = args[i+1]
+		}
+	}
+	out := bufio.NewWriter(os.Stdout)
+	emit := func(v any) {
+		b, _ := json.Marshal(v)
+		out.Write(append(b, '\n'))
+		out.Flush()
+	}
+	text := func(s string) {
+		emit(map[string]any{"type": "stream_event", "event": map[string]any{"type": "content_block_delta", "index": 0,
+			"delta": map[string]any{"type": "text_delta", "text": s}}})
+	}
+	result := func(isError bool, res string) {
+		emit(map[string]any{"type": "result", "subtype": "success", "is_error": isError, "result": res,
+			"stop_reason": "end_turn", "session_id": session, "terminal_reason": map[bool]string{true: "api_error"}[isError],
+			"usage": map[string]any{"input_tokens": 12, "output_tokens": 7, "cache_read_input_tokens": 3, "cache_creation_input_tokens": 0}})
+	}
+	emit(map[string]any{"type": "system", "subtype": "init", "session_id": session, "model": "requested-model"})
+	if prompt == "stall" {
+		time.Sleep(time.Hour)
+		return
+	}
+	emit(map[string]any{"type": "stream_event", "event": map[string]any{"type": "message_start",
+		"message": map[string]any{"id": "msg_1", "model": "fake-model-1", "usage": map[string]any{"input_tokens": 12}}}})
+	scenario, arg, _ := strings.Cut(prompt, ":")
+	switch scenario {
+	case "many":
+		n, _ := strconv.Atoi(arg)
+		for i := 0; i < n; i++ {
+			text(fmt.Sprintf("d%d ", i))
+		}
+		result(false, "")
+	case "slow":
+		ns, ms, _ := strings.Cut(arg, ":")
+		n, _ := strconv.Atoi(ns)
+		d, _ := strconv.Atoi(ms)
+		for i := 0; i < n; i++ {
+			text(fmt.Sprintf("d%d ", i))
+			time.Sleep(time.Duration(d) * time.Millisecond)
+		}
+		result(false, "")
+	case "crash":
+		text("partial")
+		fmt.Fprintf(os.Stderr, "fatal: lost connection (token %s)\n", os.Getenv("ANTHROPIC_AUTH_TOKEN"))
+		os.Exit(3)
+	case "hang-after-result":
+		text("done")
+		result(false, "done")
+		time.Sleep(time.Hour)
+	case "is-error":
+		result(true, "API Error: 529 overloaded")
+		os.Exit(1)
+	case "stubborn":
+		signal.Ignore(syscall.SIGTERM)
+		child := exec.Command(os.Args[0])
+		child.Env = append(os.Environ(), "FAKE_CHILD=1")
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		if f := os.Getenv("FAKE_PIDFILE"); f != "" {
+			os.WriteFile(f, []byte(fmt.Sprintf("%d %d", os.Getpid(), child.Process.Pid)), 0o600)
+		}
+		text("working")
+		time.Sleep(time.Hour)
+	case "echo-env":
+		var names []string
+		for _, kv := range os.Environ() {
+			k, _, _ := strings.Cut(kv, "=")
+			if strings.HasPrefix(k, "CLAUDE") || strings.HasPrefix(k, "ANTHROPIC") || strings.HasPrefix(k, "BRIDGE") || strings.HasPrefix(k, "TANGLE") {
+				names = append(names, k)
+			}
+		}
+		sort.Strings(names)
+		text(strings.Join(names, ","))
+		result(false, "")
+	default:
+		text("Hello")
+		text(", world")
+		result(false, "Hello, world")
+	}
+}

@@ -1,0 +1,98 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tangle-network/boxctl/bridge/engine"
+	"github.com/tangle-network/boxctl/bridge/server"
+	"github.com/tangle-network/boxctl/bridge/store"
+	"github.com/tangle-network/boxctl/internal/buildinfo"
+)
+
+// pruneEvery is how often time-based retention runs.
+const pruneEvery = 10 * time.Second
+
+// Serve runs the bridge until ctx ends: it opens the store in c.DataDir,
+// ends the runs a previous incarnation left live, and serves HTTP. When
+// listening it calls ready (if not nil) with the address. On shutdown it
+// stops live runs, ends open streams and closes the store.
+func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr string)) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, c.DataDir, store.Options{MaxEvents: c.MaxEvents, MaxBytes: c.MaxBytes,
+		ReplayTTL: c.ReplayTTL, IdentityTTL: c.IdentityTTL})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	secrets := []string{}
+	if c.Bearer != "" {
+		secrets = append(secrets, c.Bearer)
+	}
+	eng, err := engine.New(ctx, st, engine.Options{DataDir: c.DataDir, RouterURL: c.RouterURL, RouterKey: c.RouterKey,
+		MaxRuns: c.MaxRuns, MaxLifetime: c.MaxLifetime, IdleTimeout: c.IdleTimeout, ResultGrace: c.ResultGrace,
+		Secrets: secrets, Logger: log})
+	if err != nil {
+		return err
+	}
+	adapters := Adapters()
+	var backends []*engine.Backend
+	for _, key := range c.Backends {
+		a := adapters[key]
+		bin := c.Bins[key]
+		if bin == "" {
+			bin = a.DefaultBin()
+		}
+		backends = append(backends, &engine.Backend{Adapter: a, Bin: bin, Timeout: c.Timeouts[key]})
+	}
+	srv, err := server.New(server.Options{Engine: eng, Backends: backends, Bearer: c.Bearer, MaxBodyBytes: c.MaxBodyBytes,
+		Keepalive: c.Keepalive, Version: buildinfo.Get().Version, Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(c.Host, strconv.Itoa(c.Port)))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	log.Info("listening", "addr", ln.Addr().String(), "version", buildinfo.Get().Version, "backends", c.Backends)
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	ticker := time.NewTicker(pruneEvery)
+	defer ticker.Stop()
+	for {
+		select {
+		case err := <-serveErr:
+			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			return errors.Join(fmt.Errorf("serve: %w", err), eng.Close(closeCtx))
+		case <-ticker.C:
+			if err := st.Prune(ctx); err != nil {
+				log.Error("prune", "err", err)
+			}
+		case <-ctx.Done():
+			log.Info("shutting down")
+			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			// Ending the runs first lets their streams finish with [DONE].
+			err := eng.Close(closeCtx)
+			shutCtx, cancel2 := context.WithTimeout(closeCtx, 3*time.Second)
+			defer cancel2()
+			if serr := hs.Shutdown(shutCtx); serr != nil {
+				hs.Close()
+			}
+			return err
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/tangle-network/boxctl/bridge/engine"
+	"github.com/tangle-network/boxctl/bridge/store"
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+var validRoles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true, "developer": true}
+
+// resolveModel finds the backend of a model id: first match wins,
+// case-insensitive, on the bare harness name or its "name/" prefix. It
+// returns the bare model after the prefix ("" for the harness default).
+func (s *Server) resolveModel(model string) (*engine.Backend, string, bool) {
+	lower := strings.ToLower(model)
+	for _, b := range s.opts.Backends {
+		name := strings.ToLower(b.Adapter.Name())
+		if lower == name {
+			return b, "", true
+		}
+		if strings.HasPrefix(lower, name+"/") {
+			return b, model[len(name)+1:], true
+		}
+	}
+	return nil, "", false
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	in, bad := s.decodeChat(body, r.Header)
+	if bad != nil {
+		writeErrorBody(w, *bad)
+		return
+	}
+	req, backend, cursor, digest := in.req, in.backend, in.cursor, in.digest
+	if h := s.health.probe(r.Context(), backend, false); h.State != wire.BackendReady {
+		writeError(w, wire.TypeBackendNotReady, fmt.Sprintf("%s is %s: %s", h.Name, h.State, h.Detail))
+		return
+	}
+	session := req.SessionID
+	if session == "" {
+		session = newID("ses_")
+	}
+	run, _, err := s.opts.Engine.Start(r.Context(), engine.StartRequest{
+		RunID: req.RunID, Digest: digest, Backend: backend, Model: in.bare, ModelID: req.Model,
+		Provider: req.Provider, EnvironmentID: req.EnvironmentID, SessionID: session, ExecutionID: req.ExecutionID,
+		Messages: req.Messages, Cwd: req.Cwd, Env: req.Env, Effort: req.Effort,
+	})
+	switch {
+	case errors.Is(err, engine.ErrIdentityConflict):
+		setRunHeaders(w, run)
+		writeErrorBody(w, wire.ErrorBody{Type: wire.TypeRunIdentityConflict, RunID: req.RunID,
+			Message: "run id " + req.RunID + " is bound to a different request"})
+		return
+	case errors.Is(err, engine.ErrSaturated):
+		w.Header().Set(wire.HeaderRetryAfter, "1")
+		writeError(w, wire.TypeExecutorSaturated, "the bridge is running as many runs as it allows; retry later")
+		return
+	case errors.Is(err, engine.ErrSessionBusy):
+		writeError(w, wire.TypeSessionBusy, "session "+session+" already has a live run")
+		return
+	case errors.Is(err, engine.ErrClosed):
+		writeError(w, wire.TypeServerError, "the bridge is shutting down")
+		return
+	case err != nil:
+		s.log.Error("start run", "run", req.RunID, "err", err)
+		writeError(w, wire.TypeServerError, "start run")
+		return
+	}
+	setRunHeaders(w, run)
+	if !req.Stream {
+		s.complete(w, r, run)
+		return
+	}
+	if run, _, err = s.loadRun(r.Context(), run.ID); err != nil {
+		s.writeRunLookupError(w, req.RunID, err)
+		return
+	}
+	if e := cursorError(run, cursor); e != nil {
+		writeErrorBody(w, *e)
+		return
+	}
+	s.stream(w, r, run.ID, cursor)
+}
+
+// complete waits for a run and answers one chat.completion built from its
+// stored frames.
+func (s *Server) complete(w http.ResponseWriter, r *http.Request, run store.Run) {
+	if !s.opts.Engine.Wait(r.Context(), run.ID) {
+		return // the client went away; the run goes on
+	}
+	run, _, err := s.loadRun(r.Context(), run.ID)
+	if err != nil {
+		s.writeRunLookupError(w, run.ID, err)
+		return
+	}
+	rd := s.opts.Engine.NewReader(run.ID, run.FirstSeq-1)
+	defer rd.Close()
+	c := wire.Completion{ID: "chatcmpl-" + run.ID, Object: wire.CompletionObject, Created: run.StartedAt.Unix(), Model: run.Model}
+	var msg wire.CompletionMessage
+	msg.Role = "assistant"
+	finish := ""
+	for {
+		evs, err := rd.Next(r.Context())
+		if errors.Is(err, engine.ErrEnd) {
+			break
+		}
+		if err != nil {
+			writeError(w, wire.TypeServerError, "read run events")
+			return
+		}
+		for _, ev := range evs {
+			var frame struct {
+				wire.Chunk
+				Error *wire.ErrorBody `json:"error"`
+			}
+			if json.Unmarshal(ev.Data, &frame) != nil {
+				continue
+			}
+			if frame.Error != nil {
+				c.Error, finish = frame.Error, wire.FinishError
+			}
+			if frame.Usage != nil {
+				c.Usage = frame.Usage
+			}
+			if len(frame.ProviderModels) > 0 {
+				c.ProviderModels = frame.ProviderModels
+			}
+			for _, ch := range frame.Choices {
+				msg.Content += ch.Delta.Content
+				msg.ReasoningContent += ch.Delta.Reasoning
+				msg.ToolCalls = mergeToolCalls(msg.ToolCalls, ch.Delta.ToolCalls)
+				if ch.FinishReason != nil {
+					finish = *ch.FinishReason
+				}
+			}
+		}
+	}
+	if run.FirstSeq > 1 && c.Error == nil {
+		// Retention dropped the start of a long run: say so rather than
+		// pass the tail off as the whole answer.
+		c.Error = &wire.ErrorBody{Type: wire.TypeExpiredReplayCursor, RunID: run.ID,
+			Message: fmt.Sprintf("events 1..%d of the run are no longer retained; the content is partial", run.FirstSeq-1)}
+	}
+	if finish == "" {
+		finish = wire.FinishError
+		if c.Error == nil {
+			c.Error = &wire.ErrorBody{Type: wire.TypeServerError, Message: "the run's events are no longer retained"}
+		}
+	}
+	c.Choices = []wire.CompletionChoice{{Index: 0, Message: msg, FinishReason: finish}}
+	writeJSON(w, http.StatusOK, c)
+}
+
+// mergeToolCalls folds streamed tool call fragments into whole calls.
+func mergeToolCalls(calls, frags []wire.ToolCall) []wire.ToolCall {
+	for _, f := range frags {
+		i := -1
+		for j := range calls {
+			if calls[j].Index == f.Index {
+				i = j
+			}
+		}
+		if i < 0 {
+			calls = append(calls, wire.ToolCall{Index: f.Index, Type: "function"})
+			i = len(calls) - 1
+		}
+		if f.ID != "" {
+			calls[i].ID = f.ID
+		}
+		if f.Function.Name != "" {
+			calls[i].Function.Name = f.Function.Name
+		}
+		calls[i].Function.Arguments += f.Function.Arguments
+	}
+	return calls
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("server: encode: " + err.Error()) // only wire types are encoded
+	}
+	return b
+}

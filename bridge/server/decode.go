@@ -1,0 +1,134 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tangle-network/boxctl/bridge/engine"
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// chatInput is a decoded and validated chat request.
+type chatInput struct {
+	req     wire.ChatRequest
+	backend *engine.Backend
+	// bare is the model after the harness prefix ("" for its default).
+	bare string
+	// cursor is the replay cursor of the request's Last-Event-ID headers.
+	cursor int64
+	// digest is the request digest the run id is bound to.
+	digest string
+}
+
+// decodeChat decodes and validates the body and headers of POST
+// /v1/chat/completions. It touches no run state, so any input may be
+// thrown at it (see FuzzDecodeChat): it answers a chat input or the
+// error to send.
+func (s *Server) decodeChat(body []byte, h http.Header) (chatInput, *wire.ErrorBody) {
+	bad := func(typ, msg string) (chatInput, *wire.ErrorBody) {
+		return chatInput{}, &wire.ErrorBody{Type: typ, Message: msg, Status: wire.StatusFor(typ)}
+	}
+	var generic map[string]any
+	if err := json.Unmarshal(body, &generic); err != nil || generic == nil {
+		return bad(wire.TypeInvalidRequest, "request body must be a JSON object")
+	}
+	var req wire.ChatRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return bad(wire.TypeInvalidRequest, "invalid chat request: "+err.Error())
+	}
+	if msg := validateChat(&req); msg != "" {
+		return bad(wire.TypeInvalidRequest, msg)
+	}
+	backend, bare, found := s.resolveModel(req.Model)
+	if !found {
+		return bad(wire.TypeModelNotFound, fmt.Sprintf("model %q names no registered harness", req.Model))
+	}
+	// Session id: body and header must agree; the header is folded into
+	// the body so it is part of the request digest.
+	if hs := h.Get(wire.HeaderSessionID); hs != "" {
+		if req.SessionID != "" && req.SessionID != hs {
+			return bad(wire.TypeInvalidRequest, "session_id and X-Session-Id must match when both are provided")
+		}
+		req.SessionID = hs
+		generic["session_id"] = hs
+	}
+	if hr := h.Get(wire.HeaderRunID); hr != "" {
+		if req.RunID != "" && req.RunID != hr {
+			return bad(wire.TypeInvalidRequest, "run_id and X-Run-Id must match when both are provided")
+		}
+		req.RunID = hr
+	}
+	if req.RunID == "" {
+		req.RunID = newID("run_")
+	}
+	if err := wire.ValidRunID(req.RunID); err != nil {
+		return bad(wire.TypeInvalidRequest, err.Error())
+	}
+	for _, f := range []struct{ name, v string }{{"session_id", req.SessionID}, {"provider", req.Provider},
+		{"environment_id", req.EnvironmentID}, {"execution_id", req.ExecutionID}} {
+		if f.v == "" {
+			continue
+		}
+		if err := wire.ValidIdentifier(f.v); err != nil {
+			return bad(wire.TypeInvalidRequest, f.name+" "+err.Error())
+		}
+	}
+	if n := countSet(req.Provider, req.EnvironmentID, req.ExecutionID); n != 0 && n != 3 {
+		return bad(wire.TypeInvalidRequest, "provider, environment_id and execution_id must be given all together or not at all")
+	}
+	cursor, err := wire.ParseCursor(h.Get(wire.HeaderLastEventID), h.Get(wire.HeaderXLastEventID))
+	if err != nil {
+		return bad(wire.TypeInvalidRequest, err.Error())
+	}
+	digest, err := wire.RequestDigest(backend.Adapter.Name(), generic)
+	if err != nil {
+		return bad(wire.TypeInvalidRequest, err.Error())
+	}
+	return chatInput{req: req, backend: backend, bare: bare, cursor: cursor, digest: digest}, nil
+}
+
+func countSet(vs ...string) int {
+	n := 0
+	for _, v := range vs {
+		if v != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func validateChat(req *wire.ChatRequest) string {
+	if strings.TrimSpace(req.Model) == "" {
+		return "model is required"
+	}
+	if len(req.Messages) == 0 {
+		return "messages must be a non-empty array"
+	}
+	for i, m := range req.Messages {
+		if !validRoles[m.Role] {
+			return fmt.Sprintf("messages[%d].role %q is not one of system, user, assistant, tool", i, m.Role)
+		}
+		c := trimSpace(m.Content)
+		if len(c) > 0 && c[0] != '"' && c[0] != '[' && string(c) != "null" {
+			return fmt.Sprintf("messages[%d].content must be a string, an array of parts or null", i)
+		}
+	}
+	if req.Cwd != "" {
+		if !filepath.IsAbs(req.Cwd) {
+			return "cwd must be an absolute path"
+		}
+		if fi, err := os.Stat(req.Cwd); err != nil || !fi.IsDir() {
+			return "cwd " + req.Cwd + " is not a directory"
+		}
+	}
+	for k := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Sprintf("env name %q is invalid", k)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,11 @@
+// Package server is the bridge's HTTP layer: the routes of the wire
+// protocol (bridge-protocol.md) over a run engine, with bearer auth, body
+// limits, input validation with stable error types, and the legacy SSE
+// writer.
+//
+// The server owns no run state: every answer about a run is read from the
+// engine and its store, so any number of readers can follow a run, each
+// from its own cursor, and a reader's connection owns only that reader.
+// Handlers are safe for concurrent use; the health cache is the only state
+// the server itself keeps.
+package server

@@ -1,0 +1,165 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tangle-network/boxctl/bridge/engine"
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// openStream starts a streaming chat and returns once the headers and the
+// `: connected` comment arrived; cancel detaches the reader.
+func openStream(t *testing.T, v *env, body string) (*http.Response, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", v.url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); resp.Body.Close() })
+	if resp.StatusCode != 200 {
+		t.Fatalf("POST stream = %d", resp.StatusCode)
+	}
+	return resp, cancel
+}
+
+func TestSaturation(t *testing.T) {
+	v := newEnv(t, config{engine: engine.Options{MaxRuns: 1}})
+	openStream(t, v, chatBody("a", "stall", true))
+	resp := v.do(t, "POST", "/v1/chat/completions", chatBody("b", "hello", true))
+	e := decode[wire.ErrorResponse](t, resp)
+	if resp.StatusCode != 429 || e.Error.Type != wire.TypeExecutorSaturated || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("over the limit = %d %+v Retry-After %q", resp.StatusCode, e.Error, resp.Header.Get("Retry-After"))
+	}
+}
+
+func TestCancel(t *testing.T) {
+	v := newEnv(t, config{engine: engine.Options{KillGrace: 200 * time.Millisecond}})
+	resp, detach := openStream(t, v, chatBody("c1", "stubborn", true))
+	digest := resp.Header.Get(wire.HeaderRunRequestDigest)
+	detach() // a detached run keeps running
+	time.Sleep(100 * time.Millisecond)
+	snap := decode[wire.RunSnapshot](t, v.do(t, "GET", "/v1/runs/c1", ""))
+	if snap.Terminal || snap.Status != wire.StatusRunning {
+		t.Fatalf("after detach: %+v, want still running", snap)
+	}
+	cr := v.do(t, "POST", "/v1/runs/c1/cancel", "")
+	got := decode[wire.CancelResponse](t, cr)
+	if cr.StatusCode != 200 || !got.Cancelled || !got.CancelRequested || !got.Terminal || got.Run.Status != wire.StatusCancelled {
+		t.Errorf("cancel = %d %+v", cr.StatusCode, got)
+	}
+	if cr.Header.Get(wire.HeaderRunRequestDigest) != digest {
+		t.Errorf("cancel digest header = %q, want %q", cr.Header.Get(wire.HeaderRunRequestDigest), digest)
+	}
+
+	t.Run("ended run is not live", func(t *testing.T) {
+		done := v.do(t, "POST", "/v1/chat/completions", chatBody("c3", "hello", false))
+		digest := done.Header.Get(wire.HeaderRunRequestDigest)
+		sess := done.Header.Get(wire.HeaderRunSessionID)
+		body := fmt.Sprintf(`{"operationId":"op-c3","run":{"runId":"c3","provider":"","environmentId":"","sessionId":%q,"executionId":"","requestDigest":%q}}`, sess, digest)
+		r := v.do(t, "POST", "/v1/runs/c3/cancel", body)
+		if a := decode[wire.CancellationAck](t, r); r.StatusCode != 200 || a.Effect != wire.EffectNotLive {
+			t.Errorf("cancel of a done run = %d %+v, want not_live", r.StatusCode, a)
+		}
+		plain := decode[wire.CancelResponse](t, v.do(t, "POST", "/v1/runs/c3/cancel", ""))
+		if plain.Cancelled || plain.CancelRequested || !plain.Terminal {
+			t.Errorf("plain cancel of a done run = %+v", plain)
+		}
+	})
+	t.Run("exact", func(t *testing.T) {
+		resp, _ := openStream(t, v, chatBody("c2", "stall", true, `"provider":"p","environment_id":"e","execution_id":"x","session_id":"s"`))
+		ref := wire.RunRef{RunID: "c2", Provider: "p", EnvironmentID: "e", SessionID: "s", ExecutionID: "x",
+			RequestDigest: resp.Header.Get(wire.HeaderRunRequestDigest)}
+		body := func(op, reason string) string {
+			return fmt.Sprintf(`{"operationId":%q,"run":{"runId":%q,"provider":%q,"environmentId":%q,"sessionId":%q,"executionId":%q,"requestDigest":%q},"reason":%q}`,
+				op, ref.RunID, ref.Provider, ref.EnvironmentID, ref.SessionID, ref.ExecutionID, ref.RequestDigest, reason)
+		}
+		r1 := v.do(t, "POST", "/v1/runs/c2/cancel", body("op-1", "stop"))
+		a1 := decode[wire.CancellationAck](t, r1)
+		if r1.StatusCode != 200 || a1.Status != wire.CancelAccepted || a1.Effect != wire.EffectCancelled {
+			t.Errorf("exact cancel = %d %+v", r1.StatusCode, a1)
+		}
+		r2 := v.do(t, "POST", "/v1/runs/c2/cancel", body("op-1", "stop"))
+		a2 := decode[wire.CancellationAck](t, r2)
+		if r2.StatusCode != 200 || a2.Status != wire.CancelReplayed || a2.Effect != wire.EffectCancelled {
+			t.Errorf("repeated operation = %d %+v", r2.StatusCode, a2)
+		}
+		r3 := v.do(t, "POST", "/v1/runs/c2/cancel", body("op-1", "other reason"))
+		a3 := decode[wire.CancellationAck](t, r3)
+		if r3.StatusCode != 409 || a3.Status != wire.CancelConflict || a3.ExistingRequestDigest != a1.RequestDigest {
+			t.Errorf("reused operation id = %d %+v", r3.StatusCode, a3)
+		}
+		r4 := v.do(t, "POST", "/v1/runs/c2/cancel", body("op-2", "stop"))
+		if a4 := decode[wire.CancellationAck](t, r4); a4.Status != wire.CancelAccepted || a4.Effect != wire.EffectCancelled {
+			t.Errorf("second operation on a cancelled run = %+v, want accepted/cancelled", a4)
+		}
+		r5 := v.do(t, "POST", "/v1/runs/ghost/cancel", strings.ReplaceAll(body("op-3", "x"), `"runId":"c2"`, `"runId":"ghost"`))
+		if a5 := decode[wire.CancellationAck](t, r5); r5.StatusCode != 200 || a5.Status != wire.CancelUnknown {
+			t.Errorf("cancel of an unknown run = %d %+v", r5.StatusCode, a5)
+		}
+		r6 := v.do(t, "POST", "/v1/runs/c2/cancel", strings.ReplaceAll(body("op-4", "x"), `"provider":"p"`, `"provider":"q"`))
+		if e := decode[wire.ErrorResponse](t, r6); r6.StatusCode != 409 || e.Error.Type != wire.TypeRunIdentityConflict {
+			t.Errorf("cancel with a wrong identity = %d %+v", r6.StatusCode, e.Error)
+		}
+	})
+}
+
+func TestReaders(t *testing.T) {
+	v := newEnv(t, config{server: Options{Keepalive: 100 * time.Millisecond}})
+	resp, _ := openStream(t, v, chatBody("m", "slow:20:30", true))
+	var wg sync.WaitGroup
+	results := make([]sse, 3)
+	wg.Add(2)
+	for i := 1; i <= 2; i++ {
+		go func() {
+			defer wg.Done()
+			r := v.do(t, "GET", "/v1/runs/m/events", "")
+			results[i] = readSSE(t, r.Body)
+		}()
+	}
+	// A reader that leaves early detaches only itself.
+	early := v.do(t, "GET", "/v1/runs/m/events", "")
+	br := bufio.NewReader(early.Body)
+	br.ReadString('\n')
+	early.Body.Close()
+	results[0] = readSSE(t, resp.Body)
+	wg.Wait()
+	for i, r := range results {
+		if !r.done || len(r.frames) != 21 {
+			t.Fatalf("reader %d: %d frames done %v, want 21 and [DONE]", i, len(r.frames), r.done)
+		}
+		if i > 0 {
+			if diff := cmp.Diff(results[0].frames, r.frames, cmp.AllowUnexported(frame{})); diff != "" {
+				t.Errorf("reader %d differs (-want +got):\n%s", i, diff)
+			}
+		}
+	}
+
+	t.Run("keepalive", func(t *testing.T) {
+		resp, _ := openStream(t, v, chatBody("k", "stall", true))
+		br := bufio.NewReader(resp.Body)
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			if line == ": keepalive\n" {
+				return
+			}
+		}
+		t.Error("no keepalive comment on an idle stream")
+	})
+}

@@ -1,0 +1,198 @@
+package server
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tangle-network/boxctl/bridge/engine"
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxBodyBytes = 10 << 20
+	DefaultKeepalive    = 15 * time.Second
+	DefaultHealthTTL    = 30 * time.Second
+	DefaultCancelWait   = 30 * time.Second
+	DefaultProbeTimeout = 10 * time.Second
+)
+
+// Options configure a Server. Zero values mean the defaults.
+type Options struct {
+	// Engine runs the turns (required).
+	Engine *engine.Engine
+	// Backends are the registered harnesses, in matching order.
+	Backends []*engine.Backend
+	// Bearer, when set, is required on every route but GET /health.
+	Bearer string
+	// MaxBodyBytes limits request bodies (default 10 MiB).
+	MaxBodyBytes int64
+	// Keepalive is the idle time after which an SSE stream gets a
+	// `: keepalive` comment (default 15 s).
+	Keepalive time.Duration
+	// HealthTTL is how long a ready probe verdict is reused (default 30 s).
+	HealthTTL time.Duration
+	// ProbeTimeout bounds one `<bin> --version` probe (default 10 s).
+	ProbeTimeout time.Duration
+	// CancelWait is how long a cancel waits for the run to end when the
+	// request gives no wait_ms (default 30 s).
+	CancelWait time.Duration
+	// ProbeEnv is the environment of health probes (default: none but PATH
+	// and HOME of the bridge).
+	ProbeEnv []string
+	// Version is reported by GET /.
+	Version string
+	// Logger receives request errors (default: discard).
+	Logger *slog.Logger
+}
+
+// Server serves the bridge protocol.
+type Server struct {
+	opts   Options
+	log    *slog.Logger
+	health *healthCache
+	mux    *http.ServeMux
+}
+
+// New returns a server.
+func New(opts Options) (*Server, error) {
+	if opts.Engine == nil {
+		return nil, errors.New("server: Engine is required")
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Keepalive <= 0 {
+		opts.Keepalive = DefaultKeepalive
+	}
+	if opts.HealthTTL <= 0 {
+		opts.HealthTTL = DefaultHealthTTL
+	}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = DefaultProbeTimeout
+	}
+	if opts.CancelWait <= 0 {
+		opts.CancelWait = DefaultCancelWait
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	s.health = newHealthCache(opts)
+	s.mux.HandleFunc("GET /{$}", s.root)
+	s.mux.HandleFunc("GET /health", s.healthz)
+	s.mux.HandleFunc("GET /v1/models", s.models)
+	s.mux.HandleFunc("GET /v1/capabilities", s.capabilities)
+	s.mux.HandleFunc("POST /v1/chat/completions", s.chat)
+	s.mux.HandleFunc("GET /v1/runs/{id}", s.getRun)
+	s.mux.HandleFunc("GET /v1/runs/{id}/events", s.runEvents)
+	s.mux.HandleFunc("POST /v1/runs/{id}/cancel", s.cancel)
+	s.mux.HandleFunc("/", s.notFound)
+	return s, nil
+}
+
+// endpoints are listed by GET /.
+var endpoints = []string{"GET /", "GET /health", "GET /v1/models", "GET /v1/capabilities",
+	"POST /v1/chat/completions", "GET /v1/runs/:id", "GET /v1/runs/:id/events", "POST /v1/runs/:id/cancel"}
+
+// ServeHTTP authenticates, then routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Bearer != "" && !(r.Method == http.MethodGet && r.URL.Path == "/health") && !s.authorized(r) {
+		writeError(w, wire.TypeInvalidAuthentication, "missing or invalid bearer token")
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		return false
+	}
+	// Hash both sides so the comparison takes the same time whatever
+	// the lengths.
+	a, b := sha256.Sum256([]byte(strings.TrimSpace(tok))), sha256.Sum256([]byte(s.opts.Bearer))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	for _, e := range endpoints {
+		_, path, _ := strings.Cut(e, " ")
+		if routeMatches(path, r.URL.Path) {
+			writeError(w, wire.TypeMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path))
+			return
+		}
+	}
+	writeError(w, wire.TypeNotFound, "no route for "+r.Method+" "+r.URL.Path)
+}
+
+func routeMatches(pattern, path string) bool {
+	p, q := strings.Split(pattern, "/"), strings.Split(path, "/")
+	if len(p) != len(q) {
+		return false
+	}
+	for i := range p {
+		if p[i] != q[i] && !strings.HasPrefix(p[i], ":") {
+			return false
+		}
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, typ, msg string) {
+	writeErrorBody(w, wire.ErrorBody{Type: typ, Message: msg})
+}
+
+func writeErrorBody(w http.ResponseWriter, e wire.ErrorBody) {
+	e.Status = wire.StatusFor(e.Type)
+	writeJSON(w, e.Status, wire.ErrorResponse{Error: e})
+}
+
+// readBody reads a limited body; it has answered when ok is false.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, wire.TypeRequestTooLarge, fmt.Sprintf("request body exceeds %d bytes", s.opts.MaxBodyBytes))
+		return nil, false
+	case err != nil:
+		writeError(w, wire.TypeInvalidRequest, "read request body: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+// parseWait reads ?wait_ms=; absent gives def.
+func parseWait(r *http.Request, def time.Duration) (time.Duration, error) {
+	v := r.URL.Query().Get("wait_ms")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || (len(v) > 1 && v[0] == '0') || v[0] == '+' {
+		return 0, errors.New("wait_ms must be a non-negative base-10 integer")
+	}
+	if n > wire.MaxWaitMS {
+		return 0, fmt.Errorf("wait_ms must be at most %d", wire.MaxWaitMS)
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}

@@ -1,0 +1,21 @@
+// Package store is the bridge's durable event log: runs, their
+// sequence-numbered events, exact cancellations and harness sessions, kept in
+// one SQLite database (modernc.org/sqlite, pure Go) in WAL mode with
+// synchronous=FULL, so a committed event survives a crash of the process or
+// of the machine.
+//
+// Ownership and ordering:
+//   - One writer: every write runs under the Store's mutex on a
+//     single-connection pool. Sequence numbers of a run are assigned inside
+//     the write transaction: 1, 2, 3, ... without gaps, in commit order.
+//   - Readers use a separate pool and never block the writer (WAL). A read
+//     sees exactly the events committed before it started; an event is
+//     visible to readers only once it is durable.
+//   - Finish appends a run's last events and marks it terminal in one
+//     transaction: a reader that sees a terminal run sees all its events.
+//   - Retention (per run: at most MaxEvents events and MaxBytes bytes,
+//     oldest dropped first; events kept ReplayTTL after the run ended; the
+//     run's identity kept IdentityTTL) is applied by Append and Prune.
+//
+// The Store does not notify anyone: the caller that wrote tells its readers.
+package store

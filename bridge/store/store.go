@@ -1,0 +1,221 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// ErrNotFound is returned for a run, cancellation or session the store
+// does not hold.
+var ErrNotFound = errors.New("not found")
+
+// ErrTerminal is returned when appending to a run that already ended.
+var ErrTerminal = errors.New("run is terminal")
+
+// Defaults of Options.
+const (
+	DefaultMaxEvents   = 10000
+	DefaultMaxBytes    = 32 << 20
+	DefaultReplayTTL   = 60 * time.Second
+	DefaultIdentityTTL = 24 * time.Hour
+)
+
+// Options tune retention. The zero value means every default.
+type Options struct {
+	// MaxEvents is the most events kept per run (default 10,000).
+	MaxEvents int64
+	// MaxBytes is the most event bytes kept per run (default 32 MiB).
+	MaxBytes int64
+	// ReplayTTL is how long events stay replayable after a run ends
+	// (default 60 s).
+	ReplayTTL time.Duration
+	// IdentityTTL is how long a run id stays bound to its request
+	// (default 24 h).
+	IdentityTTL time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxEvents <= 0 {
+		o.MaxEvents = DefaultMaxEvents
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.ReplayTTL <= 0 {
+		o.ReplayTTL = DefaultReplayTTL
+	}
+	if o.IdentityTTL <= 0 {
+		o.IdentityTTL = DefaultIdentityTTL
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Store is the durable event log. It is safe for concurrent use.
+type Store struct {
+	opts Options
+	mu   sync.Mutex // serialises writes on w
+	w    *sql.DB    // one connection: the writer
+	r    *sql.DB    // readers
+	// insertFull inserts insertRows events; prepared once on w.
+	insertFull *sql.Stmt
+}
+
+// FileName is the database file's name inside the data directory.
+const FileName = "bridge.db"
+
+// Open opens (creating if needed) the store in dir, with the directory
+// mode 0700 and the database files mode 0600.
+func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	f.Close()
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_txlock=immediate"
+	w, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetConnMaxIdleTime(0)
+	r, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)")
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	r.SetMaxOpenConns(8)
+	s := &Store{opts: opts.withDefaults(), w: w, r: r}
+	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.insertFull, err = w.PrepareContext(ctx, insertSQL(insertRows)); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.Close()
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	var err error
+	if s.insertFull != nil {
+		err = s.insertFull.Close()
+	}
+	return errors.Join(err, s.r.Close(), s.w.Close())
+}
+
+// Options returns the store's effective options.
+func (s *Store) Options() Options { return s.opts }
+
+const schema = `
+CREATE TABLE IF NOT EXISTS runs (
+	id TEXT PRIMARY KEY,
+	digest TEXT NOT NULL,
+	harness TEXT NOT NULL,
+	model TEXT NOT NULL,
+	provider TEXT NOT NULL DEFAULT '',
+	environment_id TEXT NOT NULL DEFAULT '',
+	session_id TEXT NOT NULL DEFAULT '',
+	execution_id TEXT NOT NULL DEFAULT '',
+	status TEXT NOT NULL,
+	err_type TEXT NOT NULL DEFAULT '',
+	err_message TEXT NOT NULL DEFAULT '',
+	started_at INTEGER NOT NULL,
+	ended_at INTEGER NOT NULL DEFAULT 0,
+	cancel_requested_at INTEGER NOT NULL DEFAULT 0,
+	lifetime_expires_at INTEGER NOT NULL DEFAULT 0,
+	last_seq INTEGER NOT NULL DEFAULT 0,
+	first_seq INTEGER NOT NULL DEFAULT 1,
+	retained_events INTEGER NOT NULL DEFAULT 0,
+	retained_bytes INTEGER NOT NULL DEFAULT 0,
+	replay_expires_at INTEGER NOT NULL DEFAULT 0,
+	replay_expired INTEGER NOT NULL DEFAULT 0,
+	identity_expires_at INTEGER NOT NULL DEFAULT 0,
+	pgid INTEGER NOT NULL DEFAULT 0,
+	marker TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
+CREATE TABLE IF NOT EXISTS events (
+	run_id TEXT NOT NULL,
+	seq INTEGER NOT NULL,
+	size INTEGER NOT NULL,
+	data BLOB NOT NULL,
+	PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS cancellations (
+	operation_id TEXT PRIMARY KEY,
+	digest TEXT NOT NULL,
+	http_status INTEGER NOT NULL,
+	body BLOB NOT NULL,
+	created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+	id TEXT NOT NULL,
+	harness TEXT NOT NULL,
+	native_id TEXT NOT NULL,
+	updated_at INTEGER NOT NULL,
+	PRIMARY KEY (id, harness)
+);
+`
+
+func (s *Store) migrate(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.w.ExecContext(ctx, schema); err != nil {
+		return fmt.Errorf("migrate store: %w", err)
+	}
+	return nil
+}
+
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v)
+}
+
+// tx runs fn in a write transaction under the writer lock.
+func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}

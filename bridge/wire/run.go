@@ -1,0 +1,117 @@
+package wire
+
+// Run statuses: the outcome of a run.
+const (
+	StatusRunning   = "running"
+	StatusDone      = "done"
+	StatusError     = "error"
+	StatusCancelled = "cancelled"
+	StatusUnknown   = "unknown"
+)
+
+// Run states: the process lifecycle, separate from the outcome.
+const (
+	StateRunning    = "running"
+	StateDetached   = "detached"
+	StateCancelling = "cancelling"
+	StateTerminal   = "terminal"
+)
+
+// MaxWaitMS is the longest wait_ms a run route accepts.
+const MaxWaitMS = 30000
+
+// RunSnapshot is GET /v1/runs/:id. Times are Unix milliseconds.
+type RunSnapshot struct {
+	ID                string       `json:"id"`
+	RequestDigest     string       `json:"requestDigest"`
+	Status            string       `json:"status"`
+	State             string       `json:"state"`
+	Terminal          bool         `json:"terminal"`
+	AttachedReaders   int          `json:"attachedReaders"`
+	CancelRequestedAt *int64       `json:"cancelRequestedAt"`
+	LastSeq           int64        `json:"lastSeq"`
+	Replay            ReplayWindow `json:"replay"`
+	StartedAt         int64        `json:"startedAt"`
+	EndedAt           *int64       `json:"endedAt"`
+	IdentityExpiresAt *int64       `json:"identityExpiresAt"`
+	LifetimeExpiresAt *int64       `json:"lifetimeExpiresAt"`
+	Provider          string       `json:"provider,omitempty"`
+	EnvironmentID     string       `json:"environmentId,omitempty"`
+	SessionID         string       `json:"sessionId,omitempty"`
+	ExecutionID       string       `json:"executionId,omitempty"`
+	Model             string       `json:"model,omitempty"`
+	Error             *RunError    `json:"error,omitempty"`
+}
+
+// RunError says why a run ended in error or was cancelled.
+type RunError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+// ReplayWindow describes what of a run can still be replayed. A cursor of
+// FirstAvailableSeq-1 is valid. ExpiresAt is set once the run is terminal.
+type ReplayWindow struct {
+	FirstAvailableSeq int64  `json:"firstAvailableSeq"`
+	LastSeq           int64  `json:"lastSeq"`
+	RetainedDeltas    int64  `json:"retainedDeltas"`
+	MaxRetainedDeltas int64  `json:"maxRetainedDeltas"`
+	RetainedBytes     int64  `json:"retainedBytes"`
+	MaxRetainedBytes  int64  `json:"maxRetainedBytes"`
+	ExpiresAt         *int64 `json:"expiresAt"`
+	Expired           bool   `json:"expired"`
+}
+
+// CancelResponse answers a plain POST /v1/runs/:id/cancel.
+type CancelResponse struct {
+	Cancelled       bool        `json:"cancelled"`
+	CancelRequested bool        `json:"cancel_requested"`
+	Terminal        bool        `json:"terminal"`
+	Run             RunSnapshot `json:"run"`
+}
+
+// RunRef names one run exactly, as an exact cancellation carries it.
+type RunRef struct {
+	RunID         string `json:"runId"`
+	Provider      string `json:"provider"`
+	EnvironmentID string `json:"environmentId"`
+	SessionID     string `json:"sessionId"`
+	ExecutionID   string `json:"executionId"`
+	RequestDigest string `json:"requestDigest"`
+}
+
+// CancellationRequest is the body of an exact cancellation.
+type CancellationRequest struct {
+	OperationID string `json:"operationId"`
+	Run         RunRef `json:"run"`
+	Reason      string `json:"reason,omitempty"`
+}
+
+// Cancellation acknowledgement statuses.
+const (
+	CancelAccepted = "accepted"
+	CancelReplayed = "replayed"
+	CancelConflict = "conflict"
+	CancelUnknown  = "unknown"
+)
+
+// Cancellation effects.
+const (
+	EffectCancelRequested = "cancel_requested"
+	EffectCancelled       = "cancelled"
+	EffectNotLive         = "not_live"
+	EffectUnknown         = "unknown"
+)
+
+// CancellationAck acknowledges an exact cancellation. The bridge stores it
+// per OperationID; repeating the operation returns it with status replayed.
+type CancellationAck struct {
+	OperationID           string `json:"operationId"`
+	RequestDigest         string `json:"requestDigest"`
+	Run                   RunRef `json:"run"`
+	Status                string `json:"status"`
+	Effect                string `json:"effect"`
+	Message               string `json:"message,omitempty"`
+	Retryable             *bool  `json:"retryable,omitempty"`
+	ExistingRequestDigest string `json:"existingRequestDigest,omitempty"`
+}

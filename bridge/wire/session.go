@@ -1,0 +1,169 @@
+package wire
+
+import "encoding/json"
+
+// Interaction policies of a retained native session.
+const (
+	PolicyInteractive     = "interactive"
+	PolicyUnattendedDeny  = "unattended-deny"
+	PolicyUnattendedAllow = "unattended-allow"
+)
+
+// SessionCreateRequest is the body of POST /v1/sessions. Unknown fields are
+// rejected by the bridge.
+type SessionCreateRequest struct {
+	ID                string            `json:"id"`
+	Model             string            `json:"model"`
+	InteractionPolicy string            `json:"interaction_policy"`
+	Mode              string            `json:"mode,omitempty"`
+	Cwd               *string           `json:"cwd,omitempty"`
+	Execution         json.RawMessage   `json:"execution,omitempty"`
+	AgentProfile      json.RawMessage   `json:"agent_profile,omitempty"`
+	Env               map[string]string `json:"env,omitempty"`
+	Metadata          map[string]any    `json:"metadata,omitempty"`
+	ProviderOptions   map[string]any    `json:"provider_options,omitempty"`
+}
+
+// SessionView is a retained native session as the session routes return
+// it. CreateRequestDigest is Digest of the create request; ContextBoundary
+// is null until a turn was admitted.
+type SessionView struct {
+	ID                  string         `json:"id"`
+	Model               string         `json:"model"`
+	CreateRequestDigest string         `json:"create_request_digest"`
+	ContextBoundary     *BoundaryProof `json:"context_boundary"`
+}
+
+// ContextBoundary is an opaque marker of a conversation's state. Kind is
+// token, revision, digest or messages; the other fields belong to a kind.
+type ContextBoundary struct {
+	Kind       string   `json:"kind"`
+	Token      string   `json:"token,omitempty"`
+	Revision   string   `json:"revision,omitempty"`
+	Digest     string   `json:"digest,omitempty"`
+	MessageIDs []string `json:"messageIds,omitempty"`
+}
+
+// BoundaryProof binds a context boundary to the exact run that produced it.
+// ObservedAt is an RFC 3339 time.
+type BoundaryProof struct {
+	RunID         string          `json:"runId"`
+	Provider      string          `json:"provider"`
+	EnvironmentID string          `json:"environmentId"`
+	SessionID     string          `json:"sessionId"`
+	ExecutionID   string          `json:"executionId"`
+	RequestDigest string          `json:"requestDigest"`
+	Boundary      ContextBoundary `json:"boundary"`
+	ObservedAt    string          `json:"observedAt"`
+}
+
+// TurnRequest is the body of POST /v1/sessions/:id/turns: Message or Parts,
+// and the caller-stable turn, execution and run ids.
+type TurnRequest struct {
+	Message         string          `json:"message,omitempty"`
+	Parts           json.RawMessage `json:"parts,omitempty"`
+	TurnID          string          `json:"turn_id"`
+	ExecutionID     string          `json:"execution_id"`
+	RunID           string          `json:"run_id"`
+	Provider        string          `json:"provider"`
+	EnvironmentID   string          `json:"environment_id"`
+	Interactions    json.RawMessage `json:"interactions,omitempty"`
+	Context         map[string]any  `json:"context,omitempty"`
+	ProviderOptions map[string]any  `json:"provider_options,omitempty"`
+}
+
+// TurnAdmission answers an admitted turn (202): the session and the run.
+type TurnAdmission struct {
+	Session SessionView `json:"session"`
+	Run     AdmittedRun `json:"run"`
+}
+
+// AdmittedRun names the run a turn admission started.
+type AdmittedRun struct {
+	ID            string `json:"id"`
+	Provider      string `json:"provider"`
+	EnvironmentID string `json:"environmentId"`
+	SessionID     string `json:"sessionId"`
+	ExecutionID   string `json:"executionId"`
+	RequestDigest string `json:"requestDigest"`
+}
+
+// ContinuationTurn is the user turn a native continuation admits.
+type ContinuationTurn struct {
+	Prompt          string          `json:"prompt,omitempty"`
+	Parts           json.RawMessage `json:"parts,omitempty"`
+	Model           string          `json:"model,omitempty"`
+	Context         map[string]any  `json:"context,omitempty"`
+	ProviderOptions map[string]any  `json:"providerOptions,omitempty"`
+}
+
+// ContinuationRequest names the run and boundary a continuation expects.
+// TurnDigest is Digest(turn); RequestDigest is Digest of
+// {"turnDigest", "operationId", "run", "expectedBoundary"}.
+type ContinuationRequest struct {
+	OperationID      string        `json:"operationId"`
+	RequestDigest    string        `json:"requestDigest"`
+	TurnDigest       string        `json:"turnDigest"`
+	Run              RunRef        `json:"run"`
+	ExpectedBoundary BoundaryProof `json:"expectedBoundary"`
+}
+
+// ContinueBody is the body of POST /v1/sessions/:id/continue.
+type ContinueBody struct {
+	Request ContinuationRequest `json:"request"`
+	Turn    ContinuationTurn    `json:"turn"`
+}
+
+// Native continuation acknowledgement statuses.
+const (
+	ContinuationAccepted         = "accepted"
+	ContinuationReplayed         = "replayed"
+	ContinuationConflict         = "conflict"
+	ContinuationBoundaryMismatch = "boundary_mismatch"
+	ContinuationUnverified       = "unverified"
+	ContinuationUnknownSession   = "unknown_session"
+	ContinuationTransportFailure = "transport_failure"
+)
+
+// ContinuationAck acknowledges one continuation request.
+type ContinuationAck struct {
+	OperationID           string         `json:"operationId"`
+	RequestDigest         string         `json:"requestDigest"`
+	Status                string         `json:"status"`
+	HistoryMessagesSent   int            `json:"historyMessagesSent"`
+	ExistingRequestDigest string         `json:"existingRequestDigest,omitempty"`
+	ActualBoundary        *BoundaryProof `json:"actualBoundary,omitempty"`
+	Message               string         `json:"message,omitempty"`
+	Retryable             *bool          `json:"retryable,omitempty"`
+}
+
+// ContinuationOutcome answers a continuation: the acknowledgement, and for
+// accepted or replayed the turn's result and the new run.
+type ContinuationOutcome struct {
+	Acknowledgement ContinuationAck     `json:"acknowledgement"`
+	Result          *ContinuationResult `json:"result,omitempty"`
+	ControlRef      *RunRef             `json:"controlRef,omitempty"`
+}
+
+// ContinuationResult is the terminal result of a continued turn.
+type ContinuationResult struct {
+	Text      string            `json:"text"`
+	Success   bool              `json:"success"`
+	Error     string            `json:"error,omitempty"`
+	SessionID string            `json:"sessionId,omitempty"`
+	Usage     json.RawMessage   `json:"usage,omitempty"`
+	Metadata  map[string]any    `json:"metadata,omitempty"`
+	Events    []json.RawMessage `json:"events,omitempty"`
+}
+
+// Envelope is the data of a canonical SSE frame: one runtime event with its
+// run, identity and sequence. Event.type equals the frame's `event:` field.
+type Envelope struct {
+	RunID      string          `json:"runId"`
+	EventID    string          `json:"eventId"`
+	Sequence   int64           `json:"sequence"`
+	Cursor     string          `json:"cursor,omitempty"`
+	OccurredAt string          `json:"occurredAt,omitempty"`
+	ReceivedAt string          `json:"receivedAt"`
+	Event      json.RawMessage `json:"event"`
+}

@@ -1,0 +1,76 @@
+// Command box-bridge is the bridge server that runs inside every box: it
+// runs coding-agent CLIs per turn and serves their events durably over the
+// bridge wire protocol. Configuration comes from the environment
+// (BRIDGE_HOST, BRIDGE_PORT, BRIDGE_BEARER, BRIDGE_DATA_DIR,
+// BRIDGE_BACKENDS, <KEY>_BIN, <KEY>_TIMEOUT_MS, TANGLE_API_KEY,
+// TANGLE_ROUTER_URL); flags override it. Run with -h for the flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/tangle-network/boxctl/bridge"
+	"github.com/tangle-network/boxctl/internal/buildinfo"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "box-bridge:", err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+func run(ctx context.Context, args []string, getenv func(string) string, out, errOut io.Writer) error {
+	cfg, err := bridge.ConfigFromEnv(getenv)
+	if err != nil {
+		fmt.Fprintln(errOut, "box-bridge:", err)
+		return errUsage
+	}
+	fs := flag.NewFlagSet("box-bridge", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	version := fs.Bool("version", false, "print the version and exit")
+	secrets := cfg.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if *version {
+		fmt.Fprintf(out, "box-bridge %s\n", buildinfo.Get())
+		return nil
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(errOut, "box-bridge: unexpected arguments %q\n", fs.Args())
+		return errUsage
+	}
+	if err := secrets.Load(&cfg); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		fmt.Fprintf(errOut, "box-bridge: -log-level %q: want debug, info, warn or error\n", cfg.LogLevel)
+		return errUsage
+	}
+	log := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: level}))
+	return bridge.Serve(ctx, cfg, log, nil)
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// scratch holds the binary built for the tests; TestMain removes it.
+var scratch string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "box-bridge-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	scratch = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// bridgeBin builds box-bridge as the Makefile does: static, CGO off.
+func bridgeBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binPath = filepath.Join(scratch, "box-bridge")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", binPath, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("%v: %s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build box-bridge: %v", buildErr)
+	}
+	return binPath
+}
+
+func TestBinary_StaticAndVersion(t *testing.T) {
+	bin := bridgeBin(t)
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Error("box-bridge has an ELF interpreter: it is not static")
+		}
+	}
+	fi, _ := os.Stat(bin)
+	if fi.Size() > 40<<20 {
+		t.Errorf("box-bridge is %d bytes, want under 40 MiB", fi.Size())
+	}
+	out, err := exec.Command(bin, "-version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "box-bridge ") {
+		t.Errorf("box-bridge -version = %q, %v", out, err)
+	}
+}
+
+func TestRun_Config(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr string
+	}{
+		{"non-loopback without bearer", []string{"-host", "0.0.0.0"}, nil, "non-loopback"},
+		{"env host without bearer", nil, map[string]string{"BRIDGE_HOST": "10.1.2.3"}, "non-loopback"},
+		{"unknown backend", nil, map[string]string{"BRIDGE_BACKENDS": "claude,nope"}, "unknown"},
+		{"bad port env", nil, map[string]string{"BRIDGE_PORT": "x"}, "usage"},
+		{"bad flag", []string{"-nope"}, nil, "usage"},
+		{"bad log level", []string{"-log-level", "loud"}, nil, "usage"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv := func(k string) string { return tt.env[k] }
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), append(tt.args, "-data-dir", t.TempDir()), getenv, &out, &errOut)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("run(%v) = %v, want an error containing %q", tt.args, err, tt.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tangle-network/boxctl/bridge"
+)
+
+// newBridgeCmd runs the bridge server in this process, configured exactly
+// as box-bridge is: the environment, then the same flags.
+func newBridgeCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "bridge [flags]",
+		Short: "Run the bridge server (the same server as box-bridge)",
+		Long: `Run the bridge server that boxes run: it drives harness CLIs per turn and
+serves their events durably over the bridge protocol. It reads BRIDGE_HOST,
+BRIDGE_PORT, BRIDGE_BEARER, BRIDGE_DATA_DIR, BRIDGE_BACKENDS, <KEY>_BIN,
+<KEY>_TIMEOUT_MS, TANGLE_API_KEY and TANGLE_ROUTER_URL; flags override them
+(boxctl bridge -h lists them).`,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := bridge.ConfigFromEnv(os.Getenv)
+			if err != nil {
+				return usageError{err}
+			}
+			fs := flag.NewFlagSet("boxctl bridge", flag.ContinueOnError)
+			fs.SetOutput(a.errOut)
+			secrets := cfg.RegisterFlags(fs)
+			if err := fs.Parse(args); err != nil {
+				if errors.Is(err, flag.ErrHelp) {
+					return nil
+				}
+				return usageError{err}
+			}
+			if fs.NArg() > 0 {
+				return usageErrorf("unexpected arguments %q", fs.Args())
+			}
+			if err := secrets.Load(&cfg); err != nil {
+				return err
+			}
+			return bridge.Serve(cmd.Context(), cfg, a.log, nil)
+		},
+	}
+}

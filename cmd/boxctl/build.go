@@ -1,0 +1,345 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/docker/go-units"
+	"github.com/spf13/cobra"
+
+	"github.com/tangle-network/boxctl/boximage"
+	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/pins"
+)
+
+// buildOptions are the flags of `boxctl build`.
+type buildOptions struct {
+	target       string
+	push         string
+	ecrRepo      string
+	ecrRegion    string
+	tag          string
+	name         string
+	harnesses    []string
+	buildkitAddr string
+	dockerHost   string
+	progress     string
+	dockerfile   string
+	contextDir   string
+	bridge       string
+	base         string
+	buildArgs    []string
+	platform     string
+	cacheFrom    []string
+	cacheTo      []string
+	insecure     []string
+	noCache      bool
+	e2bURL       string
+	e2bCPU       int
+	e2bMemoryMB  int
+	daytonaURL   string
+}
+
+var buildTargets = []string{boximage.TargetDocker, boximage.TargetRegistry, boximage.TargetE2B, boximage.TargetDaytona}
+
+func newBuildCmd(a *app) *cobra.Command {
+	o := &buildOptions{target: boximage.TargetDocker, name: "boxctl-box", progress: boximage.ProgressAuto,
+		e2bCPU: 2, e2bMemoryMB: 2048}
+	cmd := &cobra.Command{
+		Use:   "build",
+		Short: "Build the box image with BuildKit and publish it (docker, registry, ECR, E2B, Daytona)",
+		Long: `build renders the box image from the embedded pins (or takes --dockerfile),
+builds it with BuildKit and publishes it to --target:
+
+  docker     load it into the local Docker engine as NAME:TAG
+  registry   push it to --push REF (Docker config credentials) or to the
+             ECR repository --ecr-repository (AWS default credentials; created
+             if missing)
+  e2b        push as for registry, then build an E2B template from the image
+             (E2B_API_KEY; ECR credentials are passed natively)
+  daytona    push to Daytona's registry (or --push / --ecr-repository), then
+             create a snapshot and wait until it is active (DAYTONA_API_KEY)
+
+Every target prints the image digest and size; --output json prints a build
+record that boxctl conformance reads. BuildKit progress goes to stderr.`,
+		Example: `  boxctl build --harness claude,pi
+  boxctl build --target registry --push 127.0.0.1:5000/boxctl/box:dev
+  boxctl build --target e2b --ecr-repository boxctl/box -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return usageError{err}
+			}
+			return runBuild(cmd.Context(), a, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.target, "target", o.target, "where the image goes: "+strings.Join(buildTargets, ", "))
+	f.StringVar(&o.push, "push", "", "registry reference to push to (repository[:tag])")
+	f.StringVar(&o.ecrRepo, "ecr-repository", "", "Amazon ECR repository to push to, created if missing")
+	f.StringVar(&o.ecrRegion, "ecr-region", "", "AWS region of the ECR repository (default: AWS_REGION)")
+	f.StringVar(&o.tag, "tag", "", "image tag (default: derived from the Dockerfile)")
+	f.StringVar(&o.name, "name", o.name, "image, template and snapshot name")
+	f.StringSliceVar(&o.harnesses, "harness", nil, "harnesses to install, by name or backend (default: the proven ones)")
+	f.StringVar(&o.buildkitAddr, "buildkit-addr", "", "buildkitd address (default: BUILDKIT_HOST, then the test bed's)")
+	f.StringVar(&o.dockerHost, "docker-host", "", "Docker engine address (default: DOCKER_HOST)")
+	f.StringVar(&o.progress, "progress", o.progress, "BuildKit progress: auto, tty, plain or quiet")
+	f.StringVar(&o.dockerfile, "dockerfile", "", "build this Dockerfile instead of rendering one from the pins")
+	f.StringVar(&o.contextDir, "context", "", "build context for --dockerfile (default: its directory)")
+	f.StringVar(&o.bridge, "bridge", "", "static box-bridge binary (default: box-bridge next to boxctl)")
+	f.StringVar(&o.base, "base", "", "base image by digest (reference@sha256:...) instead of the pinned one")
+	f.StringArrayVar(&o.buildArgs, "build-arg", nil, "Dockerfile ARG value KEY=VALUE (repeatable)")
+	f.StringVar(&o.platform, "platform", "", "target platform, e.g. linux/amd64 (default: buildkitd's)")
+	f.StringArrayVar(&o.cacheFrom, "cache-from", nil, "registry reference to import build cache from (repeatable)")
+	f.StringArrayVar(&o.cacheTo, "cache-to", nil, "registry reference to export build cache to (repeatable)")
+	f.StringArrayVar(&o.insecure, "insecure-registry", nil, "registry host spoken to over plain HTTP (repeatable)")
+	f.BoolVar(&o.noCache, "no-cache", false, "build every step again")
+	f.StringVar(&o.e2bURL, "e2b-api-url", "", "E2B control plane (default: E2B_API_URL, or https://api.$E2B_DOMAIN)")
+	f.IntVar(&o.e2bCPU, "e2b-cpu", o.e2bCPU, "vCPUs of sandboxes made from the E2B template")
+	f.IntVar(&o.e2bMemoryMB, "e2b-memory-mb", o.e2bMemoryMB, "memory of sandboxes made from the E2B template")
+	f.StringVar(&o.daytonaURL, "daytona-api-url", "", "Daytona control plane (default: DAYTONA_API_URL)")
+	_ = cmd.RegisterFlagCompletionFunc("target", cobra.FixedCompletions(buildTargets, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("progress", cobra.FixedCompletions(
+		[]string{"auto", "tty", "plain", "quiet"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func (o *buildOptions) validate() error {
+	if !slices.Contains(buildTargets, o.target) {
+		return fmt.Errorf("--target %q: want one of %s", o.target, strings.Join(buildTargets, ", "))
+	}
+	switch o.progress {
+	case boximage.ProgressAuto, boximage.ProgressTTY, boximage.ProgressPlain, boximage.ProgressQuiet:
+	default:
+		return fmt.Errorf("--progress %q: want auto, tty, plain or quiet", o.progress)
+	}
+	if o.push != "" && o.ecrRepo != "" {
+		return errors.New("--push and --ecr-repository exclude each other")
+	}
+	switch o.target {
+	case boximage.TargetDocker:
+		if o.push != "" || o.ecrRepo != "" {
+			return errors.New("--target docker loads locally: drop --push/--ecr-repository or use --target registry")
+		}
+	case boximage.TargetRegistry, boximage.TargetE2B:
+		if o.push == "" && o.ecrRepo == "" {
+			return fmt.Errorf("--target %s needs --push REF or --ecr-repository NAME", o.target)
+		}
+	}
+	if o.contextDir != "" && o.dockerfile == "" {
+		return errors.New("--context goes with --dockerfile")
+	}
+	if o.dockerfile != "" && (len(o.harnesses) > 0 || o.base != "") {
+		return errors.New("--harness and --base render the Dockerfile: they exclude --dockerfile")
+	}
+	for _, kv := range o.buildArgs {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("--build-arg %q: want KEY=VALUE", kv)
+		}
+	}
+	if o.tag != "" && (strings.ContainsAny(o.tag, ":/@ ") || o.tag == "latest") {
+		return fmt.Errorf("--tag %q: want a plain tag other than latest", o.tag)
+	}
+	if o.name == "" || strings.ContainsAny(o.name, ":@ ") {
+		return fmt.Errorf("--name %q: want a repository-like name without tag", o.name)
+	}
+	return nil
+}
+
+// buildkitAddr resolves --buildkit-addr: the flag, BUILDKIT_HOST, then the
+// test bed's buildkitd.
+func (o *buildOptions) buildkitAddress() (string, error) {
+	if o.buildkitAddr != "" {
+		return o.buildkitAddr, nil
+	}
+	if v := os.Getenv("BUILDKIT_HOST"); v != "" {
+		return v, nil
+	}
+	if env, err := testbed.Load(); err == nil {
+		return env.BuildkitHost, nil
+	}
+	return "", usageErrorf("no buildkitd: pass --buildkit-addr, set BUILDKIT_HOST or run `make testbed`")
+}
+
+// prepared is what to build: the Dockerfile, its context and what it holds.
+type prepared struct {
+	opts      boximage.BuildOptions
+	pins      *pins.Pins
+	harnesses []string
+	cleanup   func()
+}
+
+// prepare renders the build context from the pins, or takes --dockerfile.
+func (o *buildOptions) prepare(a *app) (*prepared, error) {
+	addr, err := o.buildkitAddress()
+	if err != nil {
+		return nil, err
+	}
+	p := &prepared{cleanup: func() {}, opts: boximage.BuildOptions{
+		BuildkitAddr: addr, Platform: o.platform, Progress: a.errOut, ProgressMode: o.progress,
+		NoCache: o.noCache, CacheFrom: o.cacheFrom, CacheTo: o.cacheTo, Insecure: o.insecure,
+		BuildArgs: map[string]string{}, Log: a.log,
+	}}
+	for _, kv := range o.buildArgs {
+		k, v, _ := strings.Cut(kv, "=")
+		p.opts.BuildArgs[k] = v
+	}
+	if o.dockerfile != "" {
+		df, err := os.ReadFile(o.dockerfile)
+		if err != nil {
+			return nil, fmt.Errorf("read --dockerfile: %w", err)
+		}
+		p.opts.Dockerfile, p.opts.ContextDir = df, o.contextDir
+		if p.opts.ContextDir == "" {
+			p.opts.ContextDir = filepath.Dir(o.dockerfile)
+		}
+		return p, nil
+	}
+
+	pp, err := pins.Load()
+	if err != nil {
+		return nil, err
+	}
+	var ropts []boximage.RenderOption
+	if len(o.harnesses) > 0 {
+		ropts = append(ropts, boximage.WithHarnesses(o.harnesses...))
+	}
+	if o.base != "" {
+		b, err := pins.ParseBase(o.base)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--base: %w", err)}
+		}
+		ropts = append(ropts, boximage.WithBase(b))
+	}
+	r, err := boximage.Render(pp, ropts...)
+	if err != nil {
+		return nil, err
+	}
+	bridge, err := o.bridgeBinary()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "boxctl-build-")
+	if err != nil {
+		return nil, err
+	}
+	p.cleanup = func() { os.RemoveAll(dir) }
+	if err := r.WriteDir(dir); err != nil {
+		p.cleanup()
+		return nil, err
+	}
+	if err := copyFile(bridge, filepath.Join(dir, boximage.BridgeFile), 0o755); err != nil {
+		p.cleanup()
+		return nil, fmt.Errorf("bridge binary: %w", err)
+	}
+	p.opts.Dockerfile, p.opts.ContextDir, p.pins = r.Dockerfile, dir, pp
+	for _, h := range r.Harnesses {
+		p.harnesses = append(p.harnesses, h.Name)
+	}
+	return p, nil
+}
+
+func (o *buildOptions) bridgeBinary() (string, error) {
+	if o.bridge != "" {
+		return o.bridge, nil
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		cand := filepath.Join(filepath.Dir(exe), boximage.BridgeFile)
+		if _, err := os.Stat(cand); err == nil {
+			return cand, nil
+		}
+	}
+	return "", usageErrorf("no box-bridge binary next to boxctl: pass --bridge PATH (build it with `make build`)")
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// defaultTag derives a tag from what the Dockerfile builds.
+func defaultTag(opts boximage.BuildOptions) string {
+	h := sha256.New()
+	h.Write(opts.Dockerfile)
+	for _, k := range slices.Sorted(mapsKeys(opts.BuildArgs)) {
+		fmt.Fprintf(h, "\x00%s=%s", k, opts.BuildArgs[k])
+	}
+	fmt.Fprintf(h, "\x00%s", opts.Platform)
+	return "b" + hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+func mapsKeys(m map[string]string) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// withTag adds tag to a reference that has none.
+func withTag(ref, tag string) string {
+	last := path.Base(ref)
+	if strings.Contains(last, ":") || strings.Contains(ref, "@") {
+		return ref
+	}
+	return ref + ":" + tag
+}
+
+func runBuild(ctx context.Context, a *app, o *buildOptions) error {
+	p, err := o.prepare(a)
+	if err != nil {
+		return err
+	}
+	defer p.cleanup()
+	tag := o.tag
+	if tag == "" {
+		tag = defaultTag(p.opts)
+	}
+	pub, err := newPublisher(ctx, a, o, tag)
+	if err != nil {
+		return err
+	}
+	rec, err := pub.publish(ctx, p.opts)
+	if err != nil {
+		return err
+	}
+	rec.Platform, rec.Pins, rec.Harnesses = o.platform, p.pins, p.harnesses
+	return a.print(rec, func(w io.Writer) error {
+		lines := [][2]string{{"target", rec.Target}, {"image", rec.Image}, {"digest", rec.Digest},
+			{"size", fmt.Sprintf("%s (%d bytes)", units.HumanSize(float64(rec.Size)), rec.Size)}}
+		if rec.Reference != rec.Image {
+			lines = append(lines, [2]string{pub.referenceLabel(), rec.Reference})
+		}
+		lines = append(lines, [2]string{"took", fmt.Sprintf("%.1fs", rec.BuildSeconds)})
+		for _, l := range lines {
+			if _, err := fmt.Fprintf(w, "%-9s%s\n", l[0], l[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,45 @@
+// Command boxctl builds box images, runs coding-agent turns in boxes and
+// checks that a built image still works. See the README for a tour.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCmd(newApp(os.Stdout, os.Stderr)).ExecuteContext(ctx)
+	stop()
+	os.Exit(exitCode(err))
+}
+
+// usageError marks a mistake in how the command was called.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// exitCode maps an error to the process exit status: 0 ok, 2 usage,
+// 130 interrupted, 1 anything else. cobra has already printed the error.
+func exitCode(err error) int {
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		return 2
+	case errors.Is(err, context.Canceled):
+		return 130
+	default:
+		return 1
+	}
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tangle-network/boxctl/pins"
+)
+
+type pinsOptions struct {
+	dir      string // empty: the embedded pins
+	registry string // empty: $NPM_CONFIG_REGISTRY or the public registry
+}
+
+func (o *pinsOptions) load() (*pins.Pins, error) {
+	if o.dir == "" {
+		return pins.Load()
+	}
+	return pins.LoadDir(o.dir)
+}
+
+func (o *pinsOptions) client(a *app) (*pins.Registry, error) {
+	url := o.registry
+	if url == "" {
+		url = pins.RegistryFromEnv(os.Getenv)
+	}
+	reg, err := pins.NewRegistry(url, pins.WithLogger(a.log))
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return reg, nil
+}
+
+func newPinsCmd(a *app) *cobra.Command {
+	o := &pinsOptions{}
+	cmd := &cobra.Command{
+		Use:   "pins",
+		Short: "Show the pinned base image, Node, bridge and harness CLI versions",
+		Long: `pins prints the versions box images are built from: the base image by digest,
+Node and npm, the bridge (this binary's own build) and each harness CLI with its
+npm package, exact version, integrity and whether a conformance run proved it.`,
+		Args: pinsArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error {
+			p, err := o.load()
+			if err != nil {
+				return err
+			}
+			return a.print(p, func(w io.Writer) error { return printPins(w, p) })
+		},
+	}
+	cmd.PersistentFlags().StringVar(&o.dir, "dir", "", "read the pins from this directory (pins.json and locks/) instead of the embedded ones")
+	cmd.PersistentFlags().StringVar(&o.registry, "registry", "", "npm registry URL (default $NPM_CONFIG_REGISTRY, else "+pins.DefaultRegistry+")")
+	cmd.AddCommand(newPinsVerifyCmd(a, o), newPinsBumpCmd(a, o))
+	return cmd
+}
+
+func printPins(w io.Writer, p *pins.Pins) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var debs []string
+	for _, d := range p.Base.Packages {
+		debs = append(debs, d.Name+"="+d.Version)
+	}
+	fmt.Fprintf(tw, "base\t%s\t%s\n", p.Base.Image(), strings.Join(debs, " "))
+	fmt.Fprintf(tw, "node\t%s\tnpm %s\n", p.Node.Version, p.Node.NPM.Version)
+	fmt.Fprintf(tw, "bridge\t%s\t%s\n", p.Bridge.Version, p.Bridge.Commit)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HARNESS\tBACKEND\tPACKAGE\tVERSION\tPLATFORMS\tPROVEN")
+	for _, h := range p.Harnesses {
+		var plats []string
+		for _, pkg := range h.Platforms {
+			plats = append(plats, pkg.Platform)
+		}
+		if len(plats) == 0 {
+			plats = []string{"-"}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\n", h.Name, h.Backend, h.Package, h.Version, strings.Join(plats, ","), h.Proven)
+	}
+	return tw.Flush()
+}
+
+func newPinsVerifyCmd(a *app, o *pinsOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify",
+		Short: "Check that every pinned npm version exists in the registry with the pinned integrity",
+		Args:  pinsArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := o.load()
+			if err != nil {
+				return err
+			}
+			reg, err := o.client(a)
+			if err != nil {
+				return err
+			}
+			checks, verr := pins.Verify(cmd.Context(), p, reg)
+			if errors.Is(verr, cmd.Context().Err()) && cmd.Context().Err() != nil {
+				return verr
+			}
+			perr := a.print(checks, func(w io.Writer) error {
+				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "SUBJECT\tPACKAGE\tVERSION\tPLATFORM\tRESULT")
+				for _, c := range checks {
+					res := "ok"
+					if !c.OK() {
+						res = "FAIL: " + c.Error
+					}
+					plat := c.Platform
+					if plat == "" {
+						plat = "-"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Subject, c.Package, c.Version, plat, res)
+				}
+				return tw.Flush()
+			})
+			return errors.Join(verr, perr)
+		},
+	}
+}
+
+// bumpResult is what pins bump reports.
+type bumpResult struct {
+	Harness   string `json:"harness"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+	Integrity string `json:"integrity"`
+	Locked    int    `json:"lockedPackages"`
+	Proven    bool   `json:"proven"`
+	Dir       string `json:"dir"`
+}
+
+func newPinsBumpCmd(a *app, o *pinsOptions) *cobra.Command {
+	var npm string
+	cmd := &cobra.Command{
+		Use:   "bump <harness> [version]",
+		Short: "Move a harness to a new version: integrity and lock from the registry, marked unproven",
+		Long: `bump sets a harness (by name or backend key) to a version or dist-tag (default
+latest): it reads the version's integrity and its platform packages' from the
+npm registry, resolves its complete dependency tree with npm into
+locks/<harness>.json, marks the row unproven, and rewrites the pins directory
+(--dir, default ./pins). Rebuild boxctl to embed the result.`,
+		Example: `  boxctl pins bump pi
+  boxctl pins bump claude 2.1.340 --dir pins`,
+		Args: pinsArgs(cobra.RangeArgs(1, 2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := o.dir
+			if dir == "" {
+				dir = "pins"
+			}
+			p, err := pins.LoadDir(dir)
+			if err != nil {
+				return err
+			}
+			h, ok := p.Harness(args[0])
+			if !ok {
+				return usageErrorf("bump: %v %q", pins.ErrUnknownHarness, args[0])
+			}
+			version := ""
+			if len(args) == 2 {
+				version = args[1]
+			}
+			reg, err := o.client(a)
+			if err != nil {
+				return err
+			}
+			a.log.Info("resolving", "harness", h.Name, "package", h.Package, "version", orDefault(version, "latest"), "registry", reg.URL())
+			locker := pins.NPMLocker{NPM: npm, Registry: reg.URL(), Stderr: a.errOut}
+			np, err := pins.Bump(cmd.Context(), p, h.Name, version, reg, locker)
+			if err != nil {
+				return err
+			}
+			if err := pins.Save(dir, np); err != nil {
+				return err
+			}
+			nh, _ := np.Harness(h.Name)
+			res := bumpResult{Harness: nh.Name, From: h.Version, To: nh.Version, Integrity: nh.Integrity,
+				Locked: len(nh.Lock.Packages), Proven: nh.Proven, Dir: dir}
+			return a.print(res, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "%s: %s -> %s (%d locked packages, unproven); wrote %s\n",
+					res.Harness, res.From, res.To, res.Locked, dir)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&npm, "npm", "npm", "npm executable that resolves the dependency tree")
+	return cmd
+}
+
+// pinsArgs marks a wrong number of arguments as a usage error (exit 2).
+func pinsArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

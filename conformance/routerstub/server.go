@@ -1,0 +1,296 @@
+package routerstub
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Server is the local model endpoint. It is an http.Handler: mount it in an
+// httptest.Server, or run it with Serve.
+type Server struct {
+	opts options
+	log  requestLog
+}
+
+// Option configures a Server.
+type Option func(*options)
+
+type options struct {
+	keys     []string
+	noAuth   bool
+	script   Script
+	served   func(requested string) string
+	side     func(Request) bool
+	logger   *slog.Logger
+	maxBytes int64
+}
+
+// WithKeys sets the keys the server accepts, in `x-api-key` or
+// `Authorization: Bearer` on any path. A Server needs at least one key
+// unless WithoutAuth is given.
+func WithKeys(keys ...string) Option {
+	return func(o *options) { o.keys = append(o.keys, keys...) }
+}
+
+// WithoutAuth makes the server accept requests with any key or none.
+// Requests are still recorded with what they presented.
+func WithoutAuth() Option { return func(o *options) { o.noAuth = true } }
+
+// WithScript sets the script that picks replies. Default:
+// NewQueue(Text("OK")).
+func WithScript(s Script) Option { return func(o *options) { o.script = s } }
+
+// WithServedModel makes every answer name model as the model that served
+// it, whatever the request named. Default: the requested model.
+func WithServedModel(model string) Option {
+	return WithModelMapping(func(string) string { return model })
+}
+
+// WithModelMapping sets the function from requested model to served model.
+// Default: the identity.
+func WithModelMapping(f func(requested string) string) Option {
+	return func(o *options) { o.served = f }
+}
+
+// WithSideCalls sets the classifier that marks a request as a side call
+// (see Queue). Default: IsSideCall.
+func WithSideCalls(f func(Request) bool) Option { return func(o *options) { o.side = f } }
+
+// WithLogger sets where each request is logged at debug level, without its
+// key. Default: nothing is logged.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// ErrNoKey means New was given neither a key nor WithoutAuth.
+var ErrNoKey = errors.New("routerstub: no key given (use WithKeys or WithoutAuth)")
+
+func makeOptions(opts []Option) (options, error) {
+	o := options{
+		script:   NewQueue(Text("OK")),
+		served:   func(m string) string { return m },
+		side:     IsSideCall,
+		logger:   slog.New(slog.DiscardHandler),
+		maxBytes: 64 << 20,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	for _, k := range o.keys {
+		if k == "" {
+			return options{}, errors.New("routerstub: empty key")
+		}
+	}
+	if len(o.keys) == 0 && !o.noAuth {
+		return options{}, ErrNoKey
+	}
+	if o.script == nil || o.served == nil || o.side == nil || o.logger == nil {
+		return options{}, errors.New("routerstub: nil script, model mapping, side-call classifier or logger")
+	}
+	return o, nil
+}
+
+// New returns a Server configured by opts.
+func New(opts ...Option) (*Server, error) {
+	o, err := makeOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{opts: o}, nil
+}
+
+// Requests returns a copy of every request recorded so far, in arrival
+// order, including unauthorized ones and those on unknown paths.
+func (s *Server) Requests() []Request { return s.log.snapshot() }
+
+// Serve answers connections on l until ctx ends, then stops: requests in
+// flight (a Stall, say) see their context end, and Serve returns after they
+// finish or five seconds pass. It returns nil after ctx ends.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(s.opts.logger.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(l) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve model endpoint: %w", err)
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shutCtx); err != nil {
+		_ = hs.Close()
+	}
+	<-errc
+	return nil
+}
+
+// route maps a path to its API family; count reports a token-count call.
+func route(method, path string) (f Family, count bool) {
+	if method != http.MethodPost {
+		return FamilyNone, false
+	}
+	switch path {
+	case "/v1/messages":
+		return FamilyAnthropic, false
+	case "/v1/messages/count_tokens":
+		return FamilyAnthropic, true
+	case "/v1/responses", "/responses":
+		return FamilyResponses, false
+	case "/v1/chat/completions", "/chat/completions":
+		return FamilyChat, false
+	}
+	return FamilyNone, false
+}
+
+// ServeHTTP records the request, checks its key and answers it.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	family, count := route(r.Method, r.URL.Path)
+	kind, key := presentedKey(r.Header)
+	rec := &Request{
+		Time: time.Now(), Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
+		UserAgent: r.UserAgent(), Family: family, AuthKind: kind, Key: key,
+		Authorized: s.authorized(key),
+	}
+	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.maxBytes))
+	rec.Body = body
+	var wr wireRequest
+	parseErr := readErr
+	if parseErr == nil && family != FamilyNone {
+		parseErr = json.Unmarshal(body, &wr)
+		inspect(family, &wr, rec)
+	}
+	s.log.add(rec)
+	defer func() { s.opts.logger.Debug("model request", "request", s.snapshot(rec)) }()
+
+	errFamily := family
+	if family == FamilyNone && (r.Header.Get("Anthropic-Version") != "" || kind == AuthAPIKey) {
+		errFamily = FamilyAnthropic
+	}
+	fail := func(status int, code, msg string) {
+		s.log.update(rec, func(r *Request) { r.Status = status })
+		writeError(w, errFamily, status, code, msg, false)
+	}
+	switch {
+	case family == FamilyNone:
+		fail(http.StatusNotFound, "unknown_url", fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path))
+		return
+	case !rec.Authorized && key == "":
+		fail(http.StatusUnauthorized, "", missingKeyMessage(family))
+		return
+	case !rec.Authorized:
+		fail(http.StatusUnauthorized, "invalid_api_key", invalidKeyMessage(family))
+		return
+	case parseErr != nil:
+		fail(http.StatusBadRequest, "", "Could not parse the JSON body of your request.")
+		return
+	case wr.Model == "":
+		fail(http.StatusBadRequest, "", "model: Field required")
+		return
+	}
+
+	input := tokens(string(body))
+	if count {
+		s.log.update(rec, func(r *Request) {
+			r.Status, r.Reply, r.Usage = http.StatusOK, "count_tokens", Usage{InputTokens: input}
+		})
+		writeJSON(w, http.StatusOK, map[string]int{"input_tokens": input})
+		return
+	}
+
+	served := s.opts.served(wr.Model)
+	s.log.update(rec, func(r *Request) {
+		r.ServedModel = served
+		r.Side = s.opts.side(*r)
+	})
+	reply := s.opts.script.Pick(s.snapshot(rec))
+	s.log.update(rec, func(r *Request) { r.Reply = reply.String() })
+
+	t := &turn{
+		seq: rec.Seq, model: served, reply: reply, stream: wr.Stream,
+		usage:        Usage{InputTokens: input, OutputTokens: reply.outputTokens()},
+		includeUsage: wr.StreamOptions != nil && wr.StreamOptions.IncludeUsage,
+		sse:          newSSE(w),
+	}
+	if !sleep(r.Context(), reply.delay) {
+		s.log.update(rec, func(r *Request) { r.Status = StatusClientGone })
+		return
+	}
+	if e := reply.err; e != nil {
+		s.log.update(rec, func(r *Request) { r.Status = e.status })
+		writeError(w, family, e.status, "", e.message, e.retry)
+		return
+	}
+	// Recorded before rendering: a Stall never returns from it.
+	s.log.update(rec, func(r *Request) { r.Status, r.Usage = http.StatusOK, t.usage })
+	switch family {
+	case FamilyAnthropic:
+		anthropicAnswer(r.Context(), t)
+	case FamilyResponses:
+		responsesAnswer(r.Context(), t)
+	case FamilyChat:
+		chatAnswer(r.Context(), t)
+	}
+}
+
+// StatusClientGone is recorded as a request's status when the client went
+// away before the answer started (as during an After delay).
+const StatusClientGone = 499
+
+// sleep waits d and reports true, or false if ctx ends first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+func (s *Server) snapshot(r *Request) Request {
+	var out Request
+	s.log.update(r, func(r *Request) { out = *r })
+	return out
+}
+
+func (s *Server) authorized(key string) bool {
+	if s.opts.noAuth {
+		return true
+	}
+	ok := false
+	for _, k := range s.opts.keys {
+		if subtle.ConstantTimeCompare([]byte(k), []byte(key)) == 1 {
+			ok = true
+		}
+	}
+	return ok
+}
+
+// IsSideCall is the default side-call classifier. A side call is a request
+// a CLI makes beside the conversation (a session title, a summary, a quota
+// probe) rather than a step of the turn. Every step of Claude Code's main
+// conversation offers tools (twelve in `claude -p` 2.1.x), its side calls
+// offer none; so a Messages API request from Claude Code (User-Agent
+// "claude-cli/...") that offers no tools is a side call. Codex and Pi make
+// no side calls on a plain turn, and other clients are never classified,
+// so a bare API request without tools still gets the queued reply.
+func IsSideCall(r Request) bool {
+	return r.Family == FamilyAnthropic && r.Tools == 0 &&
+		strings.HasPrefix(r.UserAgent, "claude-cli/") && r.Path == "/v1/messages"
+}

@@ -1,0 +1,238 @@
+package testbed_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	docker "github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/google/go-cmp/cmp"
+	bkclient "github.com/moby/buildkit/client"
+	"github.com/tonistiigi/fsutil"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tangle-network/boxctl/internal/testbed"
+)
+
+// requireNodeVersion returns the pinned Node version of the test bed.
+func requireNodeVersion(t *testing.T, env testbed.Env) string {
+	t.Helper()
+	if !strings.HasPrefix(env.NodeVersion, "v22.") {
+		t.Fatalf("test bed state: BOXCTL_TEST_NODE_VERSION = %q, want v22.x: run `make testbed`", env.NodeVersion)
+	}
+	return env.NodeVersion
+}
+
+// TestBaseImageRunsNode runs the base image on the test bed's Docker engine
+// and checks it carries the pinned Node and npm on PATH, under tini.
+func TestBaseImageRunsNode(t *testing.T) {
+	env := testbed.Require(t)
+	want := requireNodeVersion(t, env)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	cli, err := docker.NewClientWithOpts(docker.WithHost(env.DockerHost), docker.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatalf("docker client for %s: %v", env.DockerHost, err)
+	}
+	t.Cleanup(func() { cli.Close() })
+
+	created, err := cli.ContainerCreate(ctx, &container.Config{
+		Image:  env.BaseImage,
+		Cmd:    []string{"sh", "-c", "node --version && npm --version && readlink /proc/1/exe"},
+		Labels: map[string]string{"dev.boxctl.test": t.Name()},
+	}, nil, nil, nil, "")
+	if err != nil {
+		t.Fatalf("create container from %s: %v (is the image pulled? run `make testbed`)", env.BaseImage, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := cli.ContainerRemove(ctx, created.ID, container.RemoveOptions{Force: true}); err != nil {
+			t.Errorf("remove container %s: %v", created.ID, err)
+		}
+	})
+	waitCh, errCh := cli.ContainerWait(ctx, created.ID, container.WaitConditionNextExit)
+	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		t.Fatalf("start container: %v", err)
+	}
+	var exit int64
+	select {
+	case res := <-waitCh:
+		exit = res.StatusCode
+	case err := <-errCh:
+		t.Fatalf("wait for container: %v", err)
+	}
+	logs, err := cli.ContainerLogs(ctx, created.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		t.Fatalf("container logs: %v", err)
+	}
+	defer logs.Close()
+	var stdout, stderr bytes.Buffer
+	if _, err := stdcopy.StdCopy(&stdout, &stderr, logs); err != nil {
+		t.Fatalf("read container logs: %v", err)
+	}
+	if exit != 0 {
+		t.Fatalf("container exited %d; stdout:\n%s\nstderr:\n%s", exit, &stdout, &stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("container printed %q, want node version, npm version and PID 1", stdout.String())
+	}
+	if lines[0] != want {
+		t.Errorf("node --version = %q, want %q", lines[0], want)
+	}
+	if !strings.HasPrefix(lines[1], "10.") && !strings.HasPrefix(lines[1], "11.") {
+		t.Errorf("npm --version = %q, want an npm that supports Node 22", lines[1])
+	}
+	if lines[2] != "/usr/bin/tini" {
+		t.Errorf("PID 1 runs %q, want /usr/bin/tini", lines[2])
+	}
+}
+
+// TestBuildkitSolveFromBase builds a Dockerfile FROM the local base image
+// through buildkitd, with a RUN step that writes a file using node, and
+// checks the exported file.
+func TestBuildkitSolveFromBase(t *testing.T) {
+	env := testbed.Require(t)
+	want := requireNodeVersion(t, env)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+
+	c, err := bkclient.New(ctx, env.BuildkitHost)
+	if err != nil {
+		t.Fatalf("buildkit client for %s: %v", env.BuildkitHost, err)
+	}
+	t.Cleanup(func() { c.Close() })
+
+	src := t.TempDir()
+	dockerfile := fmt.Sprintf(`FROM %s AS build
+ARG TOKEN
+RUN mkdir /out && node -e 'require("fs").writeFileSync("/out/result", process.version + " " + process.env.TOKEN)'
+FROM scratch
+COPY --from=build /out/result /result
+`, env.BaseImage)
+	if err := os.WriteFile(filepath.Join(src, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srcFS, err := fsutil.NewFS(src)
+	if err != nil {
+		t.Fatalf("context dir: %v", err)
+	}
+	token := randomToken(t)
+	out := t.TempDir()
+
+	var progress logBuffer
+	status := make(chan *bkclient.SolveStatus)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		// Solve closes status when it returns.
+		_, err := c.Solve(gctx, nil, bkclient.SolveOpt{
+			Frontend: "dockerfile.v0",
+			FrontendAttrs: map[string]string{
+				"filename":        "Dockerfile",
+				"build-arg:TOKEN": token,
+			},
+			LocalMounts: map[string]fsutil.FS{"context": srcFS, "dockerfile": srcFS},
+			Exports:     []bkclient.ExportEntry{{Type: bkclient.ExporterLocal, OutputDir: out}},
+		}, status)
+		return err
+	})
+	g.Go(func() error {
+		for s := range status {
+			progress.add(s)
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		t.Fatalf("solve: %v\nprogress:\n%s", err, progress.String())
+	}
+	got, err := os.ReadFile(filepath.Join(out, "result"))
+	if err != nil {
+		t.Fatalf("read exported result: %v\nprogress:\n%s", err, progress.String())
+	}
+	if diff := cmp.Diff(want+" "+token, string(got)); diff != "" {
+		t.Errorf("exported result mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func randomToken(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// logBuffer collects a solve's vertex names, errors and logs for failure
+// messages.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) add(s *bkclient.SolveStatus) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, v := range s.Vertexes {
+		if v.Completed != nil || v.Error != "" {
+			fmt.Fprintf(&l.buf, "%s %s\n", v.Name, v.Error)
+		}
+	}
+	for _, lg := range s.Logs {
+		l.buf.Write(lg.Data)
+	}
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// TestHostNode checks the host toolchain: node at the pinned version, and
+// npm and npx that run with that node whatever PATH holds.
+func TestHostNode(t *testing.T) {
+	env := testbed.Require(t)
+	want := requireNodeVersion(t, env)
+	tests := []struct {
+		tool string
+		args []string
+		// check validates the trimmed output.
+		check func(out string) bool
+		what  string
+	}{
+		{"node", []string{"--version"}, func(out string) bool { return out == want }, want},
+		{"npm", []string{"--version"}, func(out string) bool { return out != "" }, "a version"},
+		{"npm", []string{"exec", "--yes", "--offline", "--", "node", "--version"}, func(out string) bool { return out == want }, want},
+		{"npx", []string{"--version"}, func(out string) bool { return out != "" }, "a version"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.tool+" "+strings.Join(tt.args, " "), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, filepath.Join(env.NodeDir, "bin", tt.tool), tt.args...)
+			// A PATH without the toolchain: npm must still run under its own node.
+			cmd.Env = append(os.Environ(), "PATH=/usr/bin:/bin", "npm_config_cache="+env.NPMCache)
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%s %v: %v", tt.tool, tt.args, err)
+			}
+			if got := strings.TrimSpace(string(out)); !tt.check(got) {
+				t.Errorf("%s %v = %q, want %s", tt.tool, tt.args, got, tt.what)
+			}
+		})
+	}
+}

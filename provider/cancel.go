@@ -1,0 +1,149 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// cancellationRequest is the exact cancellation body: the protocol's
+// fields plus the digest of {operationId, run, reason} that the
+// TypeScript bridge checks.
+type cancellationRequest struct {
+	wire.CancellationRequest
+	RequestDigest string `json:"requestDigest"`
+}
+
+func newCancellationRequest(ref ControlRef, reason string) (cancellationRequest, error) {
+	req := cancellationRequest{CancellationRequest: wire.CancellationRequest{
+		OperationID: "cancel-" + strings.TrimPrefix(ref.RequestDigest, "sha256:"),
+		Run:         ref.wire(),
+		Reason:      reason,
+	}}
+	d, err := wire.Digest(req.CancellationRequest)
+	if err != nil {
+		return req, err
+	}
+	req.RequestDigest = d
+	return req, nil
+}
+
+// cancelRun cancels the run and waits, within CancelWait, until the bridge
+// confirms it terminal. Concurrent callers share one cancellation; ctx
+// only stops this caller's wait.
+func (c *client) cancelRun(ctx context.Context, r *run) (*wire.RunSnapshot, error) {
+	r.mu.Lock()
+	op := r.cancel
+	if op == nil {
+		op = &cancelOp{done: make(chan struct{})}
+		r.cancel = op
+		go func() {
+			wctx, stop := context.WithTimeout(context.Background(), c.opts.CancelWait)
+			defer stop()
+			op.snap, op.err = c.performCancel(wctx, r)
+			r.mu.Lock()
+			r.cancel = nil
+			readers := r.readers
+			r.readers = nil
+			r.mu.Unlock()
+			if op.err == nil {
+				for _, stopReader := range readers {
+					stopReader(fmt.Errorf("cli-bridge run ended %s", op.snap.Status))
+				}
+			}
+			close(op.done)
+		}()
+	}
+	r.mu.Unlock()
+	select {
+	case <-op.done:
+		return op.snap, op.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("cancel run: %w", context.Cause(ctx))
+	}
+}
+
+func (c *client) performCancel(ctx context.Context, r *run) (*wire.RunSnapshot, error) {
+	const op = "cancel run"
+	if !r.admitted() {
+		s, err := c.snapshot(ctx, op, r, 0)
+		var nf *NotFoundError
+		if errors.As(err, &nf) {
+			return nil, fmt.Errorf("%s: cli-bridge cannot safely cancel unknown run %q: %w", op, r.controlRef().RunID, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if s.Terminal {
+			return s, nil
+		}
+	}
+	ref := r.controlRef()
+	req, err := newCancellationRequest(ref, "provider cleanup")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	status, _, data, err := c.call(ctx, op, http.MethodPost, "/v1/runs/"+url.PathEscape(ref.RunID)+"/cancel", req, maxControlBytes,
+		func(s int) bool { return s >= 200 && s < 300 || s == http.StatusConflict })
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCancelAnswer(op, req, status, data, r); err != nil {
+		return nil, err
+	}
+	deadline, _ := ctx.Deadline()
+	for {
+		s, err := c.snapshot(ctx, op, r, int(time.Until(deadline)/time.Millisecond))
+		if err != nil {
+			return nil, err
+		}
+		if s.Terminal {
+			return s, nil
+		}
+		if ctx.Err() != nil || time.Until(deadline) <= 0 {
+			return nil, fmt.Errorf("%s: cli-bridge run %q did not confirm terminal cancellation", op, ref.RunID)
+		}
+	}
+}
+
+// checkCancelAnswer accepts an exact cancellation acknowledgement for this
+// request, or the plain answer {cancelled, terminal, run} of a bridge that
+// ignores the body, when it names this run.
+func checkCancelAnswer(op string, req cancellationRequest, status int, data []byte, r *run) error {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return &ProtocolError{Op: op, Reason: "cli-bridge returned an invalid cancellation answer"}
+	}
+	if _, exact := probe["operationId"]; !exact {
+		if status == http.StatusConflict {
+			return errorFor(op, status, nil, data)
+		}
+		var plain wire.CancelResponse
+		if err := json.Unmarshal(data, &plain); err != nil {
+			return &ProtocolError{Op: op, Reason: "cli-bridge returned an invalid cancellation answer"}
+		}
+		return r.bindSnapshot(op, &plain.Run)
+	}
+	var ack wire.CancellationAck
+	if err := json.Unmarshal(data, &ack); err != nil {
+		return &ProtocolError{Op: op, Reason: "cli-bridge returned an invalid exact cancellation acknowledgement"}
+	}
+	// The TypeScript bridge digests {operationId, run, reason}; ours digests
+	// the whole body. Either names this request.
+	whole, _ := wire.Digest(req)
+	if ack.OperationID != req.OperationID || ack.Run != req.Run ||
+		(ack.RequestDigest != "" && ack.RequestDigest != req.RequestDigest && ack.RequestDigest != whole) {
+		return &IdentityMismatchError{Op: op, Reason: "cli-bridge returned a cancellation acknowledgement for another request"}
+	}
+	if ack.Status == wire.CancelConflict || ack.Status == wire.CancelUnknown || ack.Effect == wire.EffectUnknown {
+		return &ConflictError{Op: op, Type: ack.Status, Message: fmt.Sprintf("cli-bridge did not prove cancellation for run %q: %s", req.Run.RunID, ack.Status)}
+	}
+	return nil
+}

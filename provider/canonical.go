@@ -1,0 +1,144 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// canonical handles one frame of a canonical stream (`event:` present).
+func (d *decoder) canonical(f frame) error {
+	if d.terminal != nil {
+		return d.protocolErr("cli-bridge emitted an event after canonical terminal status")
+	}
+	if f.Event == "error" {
+		var body wire.ErrorResponse
+		msg := "cli-bridge canonical event stream failed"
+		if json.Unmarshal([]byte(f.Data), &body) == nil && body.Error.Message != "" {
+			msg = body.Error.Message
+		}
+		return &BridgeError{Op: d.spec.op, Type: body.Error.Type, Message: msg}
+	}
+	var env wire.Envelope
+	if err := json.Unmarshal([]byte(f.Data), &env); err != nil || env.RunID == "" || env.EventID == "" || len(env.Event) == 0 {
+		return d.protocolErr("cli-bridge emitted an invalid canonical event envelope")
+	}
+	if env.RunID != d.ref.RunID {
+		return &IdentityMismatchError{Op: d.spec.op, Reason: "cli-bridge canonical event belongs to another retained run"}
+	}
+	var ev struct {
+		Type   string          `json:"type"`
+		Part   *Part           `json:"part"`
+		Delta  *string         `json:"delta"`
+		Status string          `json:"status"`
+		Detail string          `json:"detail"`
+		Event  json.RawMessage `json:"event"`
+	}
+	if err := json.Unmarshal(env.Event, &ev); err != nil || ev.Type == "" {
+		return d.protocolErr("cli-bridge emitted an invalid canonical event envelope")
+	}
+	if f.Event != ev.Type {
+		return d.protocolErr("cli-bridge SSE event type does not match its canonical envelope")
+	}
+	if !f.HasID {
+		return d.protocolErr("cli-bridge canonical event has no replay cursor")
+	}
+	if strconv.FormatInt(env.Sequence, 10) != f.ID || env.Sequence <= 0 {
+		return d.protocolErr("cli-bridge canonical event cursor does not match its sequence")
+	}
+	out := Event{ID: f.ID, Type: ev.Type, EventID: env.EventID, Sequence: env.Sequence, Raw: env.Event,
+		Status: ev.Status, Detail: ev.Detail, Part: ev.Part}
+	if ev.Type == EventMessagePart && ev.Part != nil && ev.Part.Type == "text" && ev.Delta != nil {
+		out.Delta = *ev.Delta
+	}
+	if ev.Type == "raw" {
+		out.Usage = canonicalUsage(ev.Event)
+	}
+	if ev.Type == EventInteraction {
+		if err := d.checkInteraction(env.Event); err != nil {
+			return err
+		}
+	}
+	if ev.Type == EventStatus && (ev.Status == StatusCompleted || ev.Status == StatusFailed || ev.Status == StatusCancelled) {
+		out.RunID, out.SessionID, out.ExecutionID = d.ref.RunID, d.ref.SessionID, d.ref.ExecutionID
+		d.terminal = &out
+		return nil
+	}
+	return d.emit(f.ID, []Event{out})
+}
+
+// checkInteraction rejects an interaction event bound to another run.
+func (d *decoder) checkInteraction(raw json.RawMessage) error {
+	var ev struct {
+		Request struct {
+			ID      string                  `json:"id"`
+			Binding wire.InteractionBinding `json:"binding"`
+		} `json:"request"`
+	}
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return d.protocolErr("cli-bridge emitted an invalid interaction event")
+	}
+	b := ev.Request.Binding
+	if b.RunID != d.ref.RunID || b.Provider != d.ref.Provider || b.EnvironmentID != d.ref.EnvironmentID ||
+		b.SessionID != d.ref.SessionID || b.ExecutionID != d.ref.ExecutionID || b.InteractionID != ev.Request.ID {
+		return &IdentityMismatchError{Op: d.spec.op, Reason: "cli-bridge interaction event does not bind to the retained run"}
+	}
+	return nil
+}
+
+// canonicalUsage reads a raw provider usage event's token usage.
+func canonicalUsage(raw json.RawMessage) *Usage {
+	var pe struct {
+		Type  string          `json:"type"`
+		Usage json.RawMessage `json:"usage"`
+		Data  struct {
+			Usage json.RawMessage `json:"usage"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(raw, &pe) != nil || pe.Type != "usage" {
+		return nil
+	}
+	src := pe.Usage
+	if len(src) == 0 {
+		src = pe.Data.Usage
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(src, &m) != nil || m == nil {
+		return nil
+	}
+	in, out := count(m["inputTokens"]), count(m["outputTokens"])
+	if in == nil || out == nil {
+		return nil
+	}
+	u := &Usage{InputTokens: *in, OutputTokens: *out, TotalTokens: count(m["totalTokens"]),
+		CacheReadInputTokens: count(m["cacheReadInputTokens"]), CacheWriteInputTokens: count(m["cacheCreationInputTokens"]),
+		Cost: cost(m["cost"]), Provenance: UsageUnknown}
+	var est bool
+	if v, ok := m["estimated"]; ok && json.Unmarshal(v, &est) == nil {
+		u.Provenance = map[bool]string{true: UsageEstimated, false: UsageMeasured}[est]
+	}
+	return u
+}
+
+// finishCanonical confirms the terminal status against the run snapshot
+// and yields it.
+func (d *decoder) finishCanonical(ctx context.Context) error {
+	if d.terminal == nil {
+		return &TransportError{Op: d.spec.op, Err: fmt.Errorf("cli-bridge canonical stream ended without terminal status")}
+	}
+	s, err := d.c.terminalSnapshot(ctx, d.spec.op, d.r)
+	if err != nil {
+		return err
+	}
+	want := map[string]string{StatusCompleted: wire.StatusDone, StatusFailed: wire.StatusError, StatusCancelled: wire.StatusCancelled}[d.terminal.Status]
+	if s.Status != want {
+		return d.protocolErr(fmt.Sprintf("cli-bridge canonical terminal status %q contradicts retained run status %q", d.terminal.Status, s.Status))
+	}
+	if !d.yield(*d.terminal) {
+		return errStopped
+	}
+	return nil
+}

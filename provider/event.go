@@ -1,0 +1,204 @@
+package provider
+
+import (
+	"encoding/json"
+	"math"
+)
+
+// Event types. Canonical streams carry the bridge's own types; legacy
+// streams are mapped onto message.part.updated, usage, status and result.
+const (
+	EventMessagePart = "message.part.updated"
+	EventUsage       = "usage"
+	EventStatus      = "status"
+	EventResult      = "result"
+	EventInteraction = "interaction"
+)
+
+// Run statuses carried by status events.
+const (
+	StatusStarted    = "started"
+	StatusProcessing = "processing"
+	StatusCompleted  = "completed"
+	StatusFailed     = "failed"
+	StatusCancelled  = "cancelled"
+)
+
+// Event is one event of a run. ID is its replay cursor: pass it as `since`
+// to Session.Events to resume after it. Fields other than ID, Type and the
+// run coordinates are set per type.
+type Event struct {
+	ID          string
+	Type        string
+	RunID       string
+	SessionID   string
+	ExecutionID string
+
+	// Part is the updated message part of a message.part.updated event.
+	Part *Part
+	// Delta is the text a text part gained; only text parts (not reasoning,
+	// not tools) count toward a turn's visible text.
+	Delta string
+
+	// Status and Detail are set on status events.
+	Status string
+	Detail string
+
+	// Usage and ModelRequests are set where the bridge reported them (see
+	// Usage for what is measured). ModelRequests is nil unless the bridge
+	// counted an exact non-negative integer.
+	Usage         *Usage
+	ModelRequests *int64
+	// ProviderModels are the models the model API itself said served the
+	// turn; a requested model name never appears here.
+	ProviderModels []string
+
+	// FinalText and FinishReason are set on the result event.
+	FinalText    string
+	FinishReason string
+
+	// EventID and Sequence are the canonical envelope's identity; empty
+	// for legacy frames.
+	EventID  string
+	Sequence int64
+	// Raw is the canonical event object or the legacy chunk.
+	Raw json.RawMessage
+}
+
+// Part is a message part: text, reasoning or a tool call.
+type Part struct {
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	Text   string `json:"text,omitempty"`
+	Tool   string `json:"tool,omitempty"`
+	CallID string `json:"callID,omitempty"`
+}
+
+// Usage provenances.
+const (
+	// UsageMeasured is usage the bridge measured: it said estimated:false
+	// and gave real input and output totals.
+	UsageMeasured = "measured"
+	// UsageEstimated is usage the bridge said it estimated.
+	UsageEstimated = "estimated"
+	// UsageUnknown is usage whose provenance the bridge did not state.
+	UsageUnknown = "unknown"
+)
+
+// Usage is token usage. Totals the bridge did not report are nil, never a
+// made-up zero; a reported zero is kept.
+type Usage struct {
+	InputTokens           int64    `json:"inputTokens"`
+	OutputTokens          int64    `json:"outputTokens"`
+	TotalTokens           *int64   `json:"totalTokens,omitempty"`
+	CacheReadInputTokens  *int64   `json:"cacheReadInputTokens,omitempty"`
+	CacheWriteInputTokens *int64   `json:"cacheWriteInputTokens,omitempty"`
+	Cost                  *float64 `json:"cost,omitempty"`
+	// Provenance is UsageMeasured, UsageEstimated or UsageUnknown.
+	Provenance string `json:"provenance"`
+}
+
+// usageFromChunk reads an OpenAI usage object. It returns nil unless both
+// input and output totals are non-negative integers.
+func usageFromChunk(raw json.RawMessage) (*Usage, *int64) {
+	var m map[string]json.RawMessage
+	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil || m == nil {
+		return nil, nil
+	}
+	requests := count(m["model_requests"])
+	in := first(count(m["prompt_tokens"]), count(m["input_tokens"]))
+	out := first(count(m["completion_tokens"]), count(m["output_tokens"]))
+	if in == nil || out == nil {
+		return nil, requests
+	}
+	u := &Usage{
+		InputTokens:           *in,
+		OutputTokens:          *out,
+		TotalTokens:           count(m["total_tokens"]),
+		CacheReadInputTokens:  count(m["cache_read_input_tokens"]),
+		CacheWriteInputTokens: first(count(m["cache_write_input_tokens"]), count(m["cache_creation_input_tokens"])),
+		Cost:                  cost(m["cost"]),
+		Provenance:            UsageUnknown,
+	}
+	var est bool
+	if v, ok := m["estimated"]; ok && json.Unmarshal(v, &est) == nil {
+		if est {
+			u.Provenance = UsageEstimated
+		} else {
+			u.Provenance = UsageMeasured
+		}
+	}
+	return u, requests
+}
+
+// count reads a non-negative integer that fits a float64 exactly.
+func count(raw json.RawMessage) *int64 {
+	if len(raw) == 0 {
+		return nil
+	}
+	var f float64
+	if json.Unmarshal(raw, &f) != nil || f < 0 || f != math.Trunc(f) || f > 1<<53-1 {
+		return nil
+	}
+	n := int64(f)
+	return &n
+}
+
+func cost(raw json.RawMessage) *float64 {
+	var f float64
+	if len(raw) == 0 || json.Unmarshal(raw, &f) != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return nil
+	}
+	return &f
+}
+
+func first[T any](a, b *T) *T {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// addUsage sums two usages. Optional totals stay nil only when both are
+// nil; the provenance is the weakest of the two.
+func addUsage(cur, next *Usage) *Usage {
+	if next == nil {
+		return cur
+	}
+	if cur == nil {
+		c := *next
+		return &c
+	}
+	sum := &Usage{
+		InputTokens:           cur.InputTokens + next.InputTokens,
+		OutputTokens:          cur.OutputTokens + next.OutputTokens,
+		TotalTokens:           addOpt(cur.TotalTokens, next.TotalTokens),
+		CacheReadInputTokens:  addOpt(cur.CacheReadInputTokens, next.CacheReadInputTokens),
+		CacheWriteInputTokens: addOpt(cur.CacheWriteInputTokens, next.CacheWriteInputTokens),
+		Provenance:            cur.Provenance,
+	}
+	if cur.Cost != nil || next.Cost != nil {
+		c := deref64(cur.Cost) + deref64(next.Cost)
+		sum.Cost = &c
+	}
+	rank := map[string]int{UsageMeasured: 0, UsageEstimated: 1, UsageUnknown: 2}
+	if rank[next.Provenance] > rank[sum.Provenance] {
+		sum.Provenance = next.Provenance
+	}
+	return sum
+}
+
+func addOpt(a, b *int64) *int64 {
+	if a == nil && b == nil {
+		return nil
+	}
+	n := deref(a) + deref(b)
+	return &n
+}
+
+func deref64(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}

@@ -1,0 +1,245 @@
+package provider_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/npmtest"
+	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/provider"
+)
+
+// claudeCodeSpec is the Claude Code release the live test drives.
+const claudeCodeSpec = "@anthropic-ai/claude-code@2.1.332"
+
+// startBridge builds cmd/box-bridge and runs it with the real Claude Code
+// CLI pointed at a local model endpoint; it returns the bridge URL.
+func startBridge(t *testing.T, script routerstub.Script) string {
+	t.Helper()
+	env := testbed.Require(t)
+	pkg := npmtest.Install(t, env, claudeCodeSpec)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "box-bridge")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "github.com/tangle-network/boxctl/cmd/box-bridge")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	started := time.Now()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/box-bridge: %v\n%s", err, out)
+	}
+	t.Logf("built box-bridge in %s", time.Since(started).Round(time.Millisecond))
+	key := "sk-router-live-" + fmt.Sprint(time.Now().UnixNano())
+	stub, err := routerstub.New(routerstub.WithKeys(key), routerstub.WithScript(script), routerstub.WithServedModel("router-served-model"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(stub)
+	t.Cleanup(hs.Close)
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Env = []string{
+		"BRIDGE_HOST=127.0.0.1", fmt.Sprintf("BRIDGE_PORT=%d", port), "BRIDGE_BEARER=live-bearer",
+		"BRIDGE_DATA_DIR=" + filepath.Join(dir, "data"), "BRIDGE_BACKENDS=claude", "CLAUDE_BIN=" + pkg.Bin("claude"),
+		"TANGLE_API_KEY=" + key, "TANGLE_ROUTER_URL=" + hs.URL, "PATH=" + pkg.PATH(), "HOME=" + t.TempDir(),
+	}
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 20 * time.Second
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("box-bridge output:\n%s", logs.String())
+		}
+	})
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(url + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return url
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("box-bridge not healthy within 60s (last: %v)\n%s", err, logs.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestLive_ClaudeCode drives the real bridge binary and the real Claude
+// Code CLI through the provider: create, stream, dispatch then events from
+// a cursor, a saved ControlRef used from a new Provider to replay and read
+// the result, cancel, the refusals of a reconstructed environment, and
+// LookupRun.
+func TestLive_ClaudeCode(t *testing.T) {
+	streamed := "streamed through the provider"
+	dispatched := "dispatched and replayed"
+	script := routerstub.NewQueue(routerstub.Text("unexpected extra call"),
+		routerstub.Deltas(streamed, 5),
+		routerstub.Deltas(dispatched, 4),
+		routerstub.Stall(3*time.Minute),
+	)
+	url := startBridge(t, script)
+	ctx := t.Context()
+	opts := provider.Options{BaseURL: url, BearerToken: "live-bearer", DefaultModel: "claude-code/claude-sonnet-4-5", BodyTimeout: 3 * time.Minute}
+	p, err := provider.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps, err := p.Capabilities(ctx)
+	if err != nil {
+		t.Fatalf("Capabilities: %v", err)
+	}
+	t.Logf("capabilities: retained control %v", caps.RetainedControlProven())
+	env, err := p.Create(ctx, provider.CreateRequest{Profile: provider.Profile{Name: "live", Harness: "claude-code"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Create and stream.
+	start := time.Now()
+	var text string
+	var result *provider.Event
+	for ev, err := range env.Stream(ctx, provider.Turn{Prompt: "Say something.", SessionID: "live-stream"}) {
+		if err != nil {
+			t.Fatalf("Stream: %v", err)
+		}
+		text += ev.Delta
+		if ev.Type == provider.EventResult {
+			result = &ev
+		}
+	}
+	t.Logf("stream turn took %s", time.Since(start).Round(time.Millisecond))
+	if result == nil || !strings.Contains(result.FinalText, streamed) || !strings.Contains(text, streamed) {
+		t.Fatalf("stream text = %q, result %+v, want %q", text, result, streamed)
+	}
+	if len(result.ProviderModels) == 0 || result.ProviderModels[0] != "router-served-model" {
+		t.Errorf("provider models = %v, want the model the endpoint named", result.ProviderModels)
+	}
+
+	// Dispatch, then events from the start and from a cursor.
+	ref, err := env.Dispatch(ctx, provider.Turn{Prompt: "Say more.", SessionID: "live-dispatch", ExecutionID: "live-exec-2"})
+	if err != nil {
+		t.Fatalf("Dispatch: %v", err)
+	}
+	saved, _ := json.Marshal(ref.ControlRef)
+	s, err := env.Session(ref.ID, provider.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []provider.Event
+	for ev, err := range s.Events(ctx, "0") {
+		if err != nil {
+			t.Fatalf("Events(0): %v", err)
+		}
+		all = append(all, ev)
+	}
+	if len(all) < 2 {
+		t.Fatalf("Events(0) = %d events, want at least 2", len(all))
+	}
+	var rest []string
+	for ev, err := range s.Events(ctx, all[0].ID) {
+		if err != nil {
+			t.Fatalf("Events(%s): %v", all[0].ID, err)
+		}
+		rest = append(rest, ev.ID)
+	}
+	if len(rest) != len(all)-1 || rest[0] != all[1].ID {
+		t.Errorf("Events(%s) ids = %v, want those after the cursor", all[0].ID, rest)
+	}
+
+	// A new Provider (a restarted process) with the saved reference.
+	var back provider.ControlRef
+	if err := json.Unmarshal(saved, &back); err != nil || back != ref.ControlRef {
+		t.Fatalf("ControlRef JSON round trip = %+v, %v", back, err)
+	}
+	p2, _ := provider.New(opts)
+	env2, err := p2.Get(ctx, back.EnvironmentID, provider.GetOptions{})
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	s2, err := env2.Session(back.SessionID, provider.SessionOptions{ControlRef: &back})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s2.Result(ctx)
+	if err != nil || !res.Success || !strings.Contains(res.Text, dispatched) || res.RequestDigest != back.RequestDigest {
+		t.Fatalf("Result after restart = %+v, %v", res, err)
+	}
+	if res.Usage == nil || res.Usage.Provenance != provider.UsageMeasured || res.Usage.OutputTokens <= 0 {
+		t.Errorf("usage = %+v, want measured", res.Usage)
+	}
+	var replayed int
+	for _, err := range s2.Events(ctx, "0") {
+		if err != nil {
+			t.Fatalf("replay after restart: %v", err)
+		}
+		replayed++
+	}
+	if replayed != len(all) {
+		t.Errorf("replay after restart = %d events, want %d", replayed, len(all))
+	}
+	_, err = env2.Dispatch(ctx, provider.Turn{Prompt: "x"})
+	var re *provider.ReconstructedError
+	if !errors.As(err, &re) || err.Error() != "a reconstructed cli-bridge environment can only control an existing run" {
+		t.Errorf("reconstructed Dispatch = %v", err)
+	}
+	if _, err := s2.Prompt(ctx, provider.Turn{Prompt: "x"}); err == nil || err.Error() != "a reconstructed cli-bridge session cannot start another turn" {
+		t.Errorf("reconstructed Prompt = %v", err)
+	}
+
+	// LookupRun: exact coordinates find the run, one wrong one finds nothing.
+	planned := provider.PlannedRun{RunID: back.RunID, EnvironmentID: back.EnvironmentID, SessionID: back.SessionID, ExecutionID: back.ExecutionID}
+	if got, err := p2.LookupRun(ctx, planned); err != nil || got == nil || *got != back {
+		t.Errorf("LookupRun = %v, %v, want %+v", got, err, back)
+	}
+	planned.SessionID = "another-session"
+	if got, err := p2.LookupRun(ctx, planned); err != nil || got != nil {
+		t.Errorf("LookupRun with a wrong session = %v, %v, want nothing", got, err)
+	}
+
+	// Cancel a live run from the restarted process.
+	live, err := env.Dispatch(ctx, provider.Turn{Prompt: "Think for a long time.", SessionID: "live-cancel", ExecutionID: "live-exec-3"})
+	if err != nil {
+		t.Fatalf("Dispatch: %v", err)
+	}
+	s3, err := env2.Session(live.ID, provider.SessionOptions{ControlRef: &live.ControlRef})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	st, err := s3.Cancel(ctx)
+	t.Logf("cancel confirmed in %s", time.Since(start).Round(time.Millisecond))
+	if err != nil || !st.Terminal || st.Status != provider.StatusCancelled {
+		t.Fatalf("Cancel = %+v, %v, want terminal cancelled", st, err)
+	}
+	if err := env.Destroy(ctx); err != nil {
+		t.Errorf("Destroy: %v", err)
+	}
+}

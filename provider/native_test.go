@@ -1,0 +1,186 @@
+package provider
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// piCaps proves retained control, interactions and native continuation.
+const piCaps = `{"streaming":{"live":true,"replay":true,"detach":true,"turnIdempotency":true},"sessions":{"continue":true,"list":false,"messages":false},
+"retainedControl":{"exactRunIdentity":true,"resultIdentity":true,"eventIdentity":true,"cancellationIdempotency":true},
+"nativeContinuation":{"atomicBoundary":true,"requestIdempotency":true},
+"interactions":{"kinds":["permission"],"answerFieldTypes":["select"],"responseScopes":["interaction"],"secretAnswers":false,"concurrentRequests":false,"replay":true,"responseIdempotency":true},
+"workspace":{"read":false,"write":false,"exec":false,"git":false,"upload":false,"download":false},"branching":{"checkpoint":false,"fork":false}}`
+
+// nativeFake adds the retained session routes to a fake bridge.
+func nativeFake(t *testing.T) (*fakeBridge, *wire.SessionView) {
+	f := newFake(t, loadTranscript(t, "canonical_ok.sse"))
+	f.caps = piCaps
+	view := &wire.SessionView{}
+	f.routes["POST /v1/sessions"] = func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		json.NewDecoder(r.Body).Decode(&body)
+		view.ID, _ = body["id"].(string)
+		view.Model, _ = body["model"].(string)
+		view.CreateRequestDigest, _ = wire.Digest(body)
+		w.WriteHeader(201)
+		json.NewEncoder(w).Encode(view)
+	}
+	f.routes["POST /v1/sessions/pi-session/turns"] = func(w http.ResponseWriter, r *http.Request) {
+		var body wire.TurnRequest
+		json.NewDecoder(r.Body).Decode(&body)
+		ref := ControlRef{RunID: body.RunID, Provider: body.Provider, EnvironmentID: body.EnvironmentID, SessionID: view.ID, ExecutionID: body.ExecutionID,
+			RequestDigest: "sha256:" + strings.Repeat("d", 64)}
+		f.mu.Lock()
+		f.runs[ref.RunID] = &fakeRun{ref: ref, status: wire.StatusRunning}
+		f.mu.Unlock()
+		view.ContextBoundary = &wire.BoundaryProof{RunID: ref.RunID, Provider: ref.Provider, EnvironmentID: ref.EnvironmentID, SessionID: ref.SessionID,
+			ExecutionID: ref.ExecutionID, RequestDigest: ref.RequestDigest, Boundary: wire.ContextBoundary{Kind: "revision", Revision: "r1"}, ObservedAt: "2026-01-01T00:00:00Z"}
+		w.WriteHeader(202)
+		json.NewEncoder(w).Encode(wire.TurnAdmission{Session: *view, Run: wire.AdmittedRun{ID: ref.RunID, Provider: ref.Provider,
+			EnvironmentID: ref.EnvironmentID, SessionID: ref.SessionID, ExecutionID: ref.ExecutionID, RequestDigest: ref.RequestDigest}})
+	}
+	f.routes["GET /v1/sessions/pi-session"] = func(w http.ResponseWriter, r *http.Request) { json.NewEncoder(w).Encode(view) }
+	return f, view
+}
+
+func TestNative_turnInteractionAndContinuation(t *testing.T) {
+	f, view := nativeFake(t)
+	p := f.provider(t, func(o *Options) { o.DefaultModel = "" })
+	env, err := p.Create(t.Context(), CreateRequest{Profile: Profile{Name: "pi", Harness: "pi", Model: ProfileModel{Default: "gpt-5", Provider: "openai"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Dispatch(t.Context(), Turn{Prompt: "x", SessionID: "pi-session"}); err == nil || !strings.Contains(err.Error(), "require stable TurnID and ExecutionID") {
+		t.Errorf("native Dispatch without stable ids = %v", err)
+	}
+	events, err := drain(env.Stream(t.Context(), Turn{Prompt: "x", SessionID: "pi-session", TurnID: "t1", ExecutionID: "pi-exec-1", Interactions: map[string]any{}}))
+	if err != nil {
+		t.Fatalf("native Stream: %v", err)
+	}
+	if last := events[len(events)-1]; last.Type != EventStatus || last.Status != StatusCompleted || last.ID != "4" {
+		t.Errorf("last native event = %+v, want the confirmed terminal status 4", last)
+	}
+	if view.Model != "pi/openai/gpt-5" || f.count("POST /v1/chat/completions") != 0 {
+		t.Errorf("native turn used model %q and %d chat requests; want pi/openai/gpt-5 and none", view.Model, f.count("POST /v1/chat/completions"))
+	}
+	if _, err := drain(env.Stream(t.Context(), Turn{Prompt: "x", SessionID: "pi-session", TurnID: "t9", ExecutionID: "e9", Interactions: map[string]any{"question": true}})); err == nil ||
+		!strings.Contains(err.Error(), "does not advertise requested interaction kind(s): question") {
+		t.Errorf("unadvertised interaction kind = %v", err)
+	}
+
+	s, _ := env.Session("pi-session", SessionOptions{})
+	ref, ok := s.ControlRef()
+	if !ok {
+		t.Fatal("no control ref after a native turn")
+	}
+	cmd, err := NewInteractionCommand("op-1", ref, wire.InteractionResponse{ID: "perm-1", Outcome: wire.OutcomeAccepted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		status int
+		ack    string
+		want   string
+		err    bool
+	}{
+		{200, wire.InteractionAccepted, wire.InteractionAccepted, false},
+		{409, wire.InteractionAlreadyResolvedDifferent, wire.InteractionAlreadyResolvedDifferent, false},
+		{200, wire.InteractionCancelled, "", true}, // status contradicts HTTP
+		{502, "", wire.InteractionTransportFailure, false},
+	} {
+		f.routes["POST /v1/runs/"+ref.RunID+"/interactions/perm-1/respond"] = func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(tt.status)
+			if tt.ack != "" {
+				json.NewEncoder(w).Encode(wire.InteractionAck{OperationID: cmd.OperationID, Binding: cmd.Binding, CommandDigest: cmd.CommandDigest, Status: tt.ack})
+			}
+		}
+		ack, err := s.RespondToInteraction(t.Context(), cmd)
+		if (err != nil) != tt.err || ack.Status != tt.want {
+			t.Errorf("RespondToInteraction (HTTP %d, %q) = %+v, %v, want %q (err %v)", tt.status, tt.ack, ack, err, tt.want, tt.err)
+		}
+	}
+	foreign := cmd
+	foreign.Binding.SessionID = "other"
+	if ack, err := s.RespondToInteraction(t.Context(), foreign); err != nil || ack.Status != wire.InteractionBindingMismatch {
+		t.Errorf("foreign binding = %+v, %v, want binding_mismatch", ack, err)
+	}
+
+	// A restarted process continues the conversation natively.
+	p2 := f.provider(t, func(o *Options) { o.DefaultModel = "" })
+	env2, err := p2.Get(t.Context(), env.ID(), GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := env2.Session("pi-session", SessionOptions{ControlRef: &ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boundary, err := s2.ContextBoundary(t.Context())
+	if err != nil || boundary == nil || boundary.Boundary.Revision != "r1" {
+		t.Fatalf("ContextBoundary = %+v, %v", boundary, err)
+	}
+	turn := wire.ContinuationTurn{Prompt: "go on"}
+	req, err := NewContinuationRequest("cont-1", ref, *boundary, turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := ref
+	next.RunID, next.ExecutionID, next.RequestDigest = "pi-exec-2", "pi-exec-2", "sha256:"+strings.Repeat("e", 64)
+	for _, tt := range []struct {
+		status, want string
+		moved        bool
+	}{
+		{wire.ContinuationBoundaryMismatch, wire.ContinuationBoundaryMismatch, false},
+		{wire.ContinuationAccepted, wire.ContinuationAccepted, true},
+	} {
+		f.routes["POST /v1/sessions/pi-session/continue"] = func(w http.ResponseWriter, r *http.Request) {
+			var body wire.ContinueBody
+			json.NewDecoder(r.Body).Decode(&body)
+			out := wire.ContinuationOutcome{Acknowledgement: wire.ContinuationAck{OperationID: body.Request.OperationID, RequestDigest: body.Request.RequestDigest, Status: tt.status}}
+			if tt.moved {
+				n := next.wire()
+				out.ControlRef, out.Result = &n, &wire.ContinuationResult{Text: "continued", Success: true}
+			} else {
+				w.WriteHeader(409)
+			}
+			json.NewEncoder(w).Encode(out)
+		}
+		out, err := s2.ContinueNative(t.Context(), req, turn)
+		if err != nil || out.Acknowledgement.Status != tt.want {
+			t.Fatalf("ContinueNative = %+v, %v, want %s", out, err, tt.want)
+		}
+		if got, _ := s2.ControlRef(); (got == next) != tt.moved {
+			t.Errorf("after %s the session's run is %+v", tt.status, got)
+		}
+	}
+	_, err = s2.ContinueNative(t.Context(), req, wire.ContinuationTurn{Prompt: "something else"})
+	var im *IdentityMismatchError
+	if !errors.As(err, &im) {
+		t.Errorf("ContinueNative with the old run = %v, want *IdentityMismatchError", err)
+	}
+}
+
+func TestNative_sandboxRejectedBeforeSession(t *testing.T) {
+	f, _ := nativeFake(t)
+	p := f.provider(t, func(o *Options) {
+		o.DefaultModel = ""
+		o.DefaultExecution = &Execution{Kind: ExecutionSandbox, RepoURL: "https://example.invalid/r.git"}
+	})
+	env, err := p.Create(t.Context(), CreateRequest{Profile: Profile{Name: "pi", Harness: "pi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = env.Dispatch(t.Context(), Turn{Prompt: "x", SessionID: "pi-session", TurnID: "t", ExecutionID: "e"})
+	if err == nil || !strings.Contains(err.Error(), "cli-bridge retained sessions cannot execute in a sandbox; use one-shot execution") {
+		t.Errorf("Dispatch with a sandbox default = %v", err)
+	}
+	if n := f.count("POST /v1/sessions"); n != 0 {
+		t.Errorf("retained session creates = %d, want 0", n)
+	}
+}
