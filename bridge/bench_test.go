@@ -178,7 +178,8 @@ func BenchmarkReplay(b *testing.B) {
 	b.ReportMetric(float64((benchDeltas+1)*b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
-// vmRSS reads a process's resident set size in MiB.
+// vmRSS reads a process's resident set size in MB (10^6 bytes, the unit
+// benchstat reads from a "-MB" metric).
 func vmRSS(pid int) (float64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -190,7 +191,7 @@ func vmRSS(pid int) (float64, error) {
 			if err != nil {
 				return 0, fmt.Errorf("VmRSS %q: %w", v, err)
 			}
-			return float64(kb) / 1024, nil
+			return float64(kb) * 1024 / 1e6, nil
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)

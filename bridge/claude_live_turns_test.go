@@ -31,6 +31,14 @@ func mainRequests(stub *routerstub.Server, from int) []routerstub.Request {
 	return out
 }
 
+// lastBytes is the end of s, at most n bytes.
+func lastBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
+
 // TestLive_ClaudeCodeNonStreaming answers a real Claude Code turn as one
 // chat.completion.
 func TestLive_ClaudeCodeNonStreaming(t *testing.T) {
@@ -114,11 +122,11 @@ func TestLive_ClaudeCodeResume(t *testing.T) {
 	joined := strings.Join(convo, "\n")
 	for _, want := range []string{prompt1, answer1, prompt2} {
 		if !strings.Contains(joined, want) {
-			t.Errorf("turn 2 model request lacks %q; its messages:\n%s", want, joined)
+			t.Errorf("turn 2 model request lacks %q; its %d messages end with:\n%s", want, len(convo), lastBytes(joined, 1500))
 		}
 	}
 	if i1, i2 := strings.Index(joined, prompt1), strings.Index(joined, prompt2); i1 > i2 {
-		t.Errorf("turn 2 model request has the new prompt before the first one:\n%s", joined)
+		t.Errorf("turn 2 model request has the new prompt before the first one; it ends with:\n%s", lastBytes(joined, 1500))
 	}
 }
 

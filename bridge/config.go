@@ -15,11 +15,15 @@ import (
 	"github.com/tangle-network/boxctl/bridge/harness"
 	"github.com/tangle-network/boxctl/bridge/harness/claude"
 	"github.com/tangle-network/boxctl/bridge/harness/codex"
+	"github.com/tangle-network/boxctl/bridge/harness/gemini"
+	"github.com/tangle-network/boxctl/bridge/harness/opencode"
+	"github.com/tangle-network/boxctl/bridge/harness/pi"
 )
 
 // Adapters are the harness adapters the bridge knows, by backend key.
 func Adapters() map[string]harness.Adapter {
-	return map[string]harness.Adapter{"claude": claude.Adapter{}, "codex": codex.Adapter{}}
+	return map[string]harness.Adapter{"claude": claude.Adapter{}, "codex": codex.Adapter{}, "pi": pi.Adapter{}, "opencode": opencode.Adapter{},
+		"gemini": gemini.Adapter{}}
 }
 
 // DefaultPort is the port the bridge listens on by default.

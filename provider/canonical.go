@@ -56,6 +56,7 @@ func (d *decoder) canonical(f frame) error {
 	}
 	if ev.Type == "raw" {
 		out.Usage = canonicalUsage(ev.Event)
+		out.ProviderModels = canonicalProviderModels(ev.Event)
 	}
 	if ev.Type == EventInteraction {
 		if err := d.checkInteraction(env.Event); err != nil {
@@ -87,6 +88,20 @@ func (d *decoder) checkInteraction(raw json.RawMessage) error {
 		return &IdentityMismatchError{Op: d.spec.op, Reason: "cli-bridge interaction event does not bind to the retained run"}
 	}
 	return nil
+}
+
+// canonicalProviderModels reads the models a raw usage event says the
+// model API named (`providerModels`); a requested model name proves
+// nothing and is never read here.
+func canonicalProviderModels(raw json.RawMessage) []string {
+	var pe struct {
+		Type           string   `json:"type"`
+		ProviderModels []string `json:"providerModels"`
+	}
+	if json.Unmarshal(raw, &pe) != nil || pe.Type != "usage" {
+		return nil
+	}
+	return pe.ProviderModels
 }
 
 // canonicalUsage reads a raw provider usage event's token usage.

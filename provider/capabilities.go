@@ -4,37 +4,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
 // Capabilities is what an environment offers: the bridge's capability
-// document (GET /v1/capabilities) narrowed to what this client implements.
-// An absent block (nil) means the operation is not offered.
-type Capabilities struct {
-	Profile            json.RawMessage              `json:"profile,omitempty"`
-	Streaming          wire.StreamingCaps           `json:"streaming"`
-	Sessions           wire.SessionCaps             `json:"sessions"`
-	RetainedControl    *wire.RetainedControlCaps    `json:"retainedControl,omitempty"`
-	NativeContinuation *wire.NativeContinuationCaps `json:"nativeContinuation,omitempty"`
-	Interactions       *wire.InteractionCaps        `json:"interactions,omitempty"`
-	Workspace          wire.WorkspaceCaps           `json:"workspace"`
-	Branching          wire.BranchingCaps           `json:"branching"`
-	Placement          json.RawMessage              `json:"placement,omitempty"`
-	Usage              json.RawMessage              `json:"usage,omitempty"`
-	Observation        *wire.ObservationCaps        `json:"observation,omitempty"`
-}
+// document (GET /v1/capabilities, wire.Capabilities) narrowed to what this
+// client implements. An absent block (nil) means the operation is not
+// offered.
+type Capabilities wire.Capabilities
 
 // RetainedControlProven reports whether the document proves the whole
 // retained-control contract: exact run, result, event and cancellation
 // identity, with replay, detach, turn idempotency and session continuation.
 func (c *Capabilities) RetainedControlProven() bool {
-	rc := c.RetainedControl
-	return rc != nil && rc.ExactRunIdentity && rc.ResultIdentity && rc.EventIdentity && rc.CancellationIdempotency &&
-		c.Streaming.Replay && c.Streaming.Detach && c.Streaming.TurnIdempotency && c.Sessions.Continue
+	return (*wire.Capabilities)(c).RetainedControlComplete()
 }
 
 // NativeContinuationProven reports whether Session.ContinueNative works.
@@ -63,8 +50,12 @@ func localCapabilities(opts Options) *Capabilities {
 
 // narrow intersects a reported document with what this client implements.
 func narrow(opts Options, reported *Capabilities) *Capabilities {
+	profile := reported.Profile
+	profile.Extensions = slices.Clone(profile.Extensions)
+	// This client has no profile validator, whatever the bridge has.
+	profile.Validation = false
 	out := &Capabilities{
-		Profile:   reported.Profile,
+		Profile:   profile,
 		Streaming: reported.Streaming,
 		// The bridge may list and inspect sessions; this client exposes neither.
 		Sessions:    wire.SessionCaps{Continue: reported.Sessions.Continue},
@@ -80,6 +71,7 @@ func narrow(opts Options, reported *Capabilities) *Capabilities {
 	}
 	if reported.InteractionsProven() {
 		in := *reported.Interactions
+		in.Kinds, in.AnswerFieldTypes, in.ResponseScopes = slices.Clone(in.Kinds), slices.Clone(in.AnswerFieldTypes), slices.Clone(in.ResponseScopes)
 		out.Interactions = &in
 	}
 	return out
@@ -96,14 +88,24 @@ func (c *client) discover(ctx context.Context, model string) (*Capabilities, err
 	if err := json.Unmarshal(data, &probe); err != nil || probe == nil {
 		return nil, &ProtocolError{Op: op, Reason: "cli-bridge capability discovery returned invalid JSON"}
 	}
-	for _, key := range []string{"streaming", "sessions"} {
-		if v, ok := probe[key]; !ok || !bytes.HasPrefix(bytes.TrimSpace(v), []byte("{")) {
-			return nil, &ProtocolError{Op: op, Reason: fmt.Sprintf("cli-bridge capability discovery returned an invalid capability document: no %s object", key)}
+	invalid := func(why string) error {
+		return &ProtocolError{Op: op, Reason: "cli-bridge capability discovery returned an invalid capability document: " + why}
+	}
+	for _, key := range []string{"profile", "streaming", "sessions", "workspace", "branching", "placement", "usage", "confidential"} {
+		if _, ok := probe[key]; !ok {
+			return nil, invalid("no " + key)
 		}
 	}
-	var caps Capabilities
-	if err := json.Unmarshal(data, &caps); err != nil {
-		return nil, &ProtocolError{Op: op, Reason: "cli-bridge capability discovery returned an invalid capability document: " + err.Error()}
+	// The document is a strict object: an unknown key, or a value of
+	// another type, is refused rather than read as "not supported".
+	var caps wire.Capabilities
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&caps); err != nil {
+		return nil, invalid(err.Error())
 	}
-	return &caps, nil
+	if err := caps.Validate(); err != nil {
+		return nil, invalid(err.Error())
+	}
+	return (*Capabilities)(&caps), nil
 }

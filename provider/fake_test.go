@@ -295,9 +295,14 @@ func (f *fakeBridge) capabilities(w http.ResponseWriter) {
 	io.WriteString(w, f.caps)
 }
 
+// capsProfile is the profile block of the test documents.
+const capsProfile = `"profile":{"namedProfiles":false,"systemPrompt":{"replace":false,"append":false},"instructions":false,"tools":false,
+"permissions":false,"mcp":false,"subagents":false,"resources":{"files":false,"instructions":false},"runtimeUpdate":false,"validation":true}`
+
 // fullCaps is a document that proves the whole retained contract.
-const fullCaps = `{"profile":{"harness":"claude-code","model":"sonnet"},"streaming":{"live":true,"replay":true,"detach":true,"turnIdempotency":true},
+const fullCaps = `{` + capsProfile + `,"streaming":{"live":true,"replay":true,"detach":true,"turnIdempotency":true},
 "sessions":{"continue":true,"list":true,"messages":false},"retainedControl":{"exactRunIdentity":true,"resultIdentity":true,"eventIdentity":true,"cancellationIdempotency":true},
-"workspace":{"read":false,"write":false,"exec":false,"git":false,"upload":false,"download":false},"branching":{"checkpoint":false,"fork":false},"placement":"host","usage":{"measured":true,"providerModels":true}}`
+"workspace":{"read":false,"write":false,"exec":false,"git":false,"upload":false,"download":false},"branching":{"checkpoint":false,"fork":false},
+"placement":true,"usage":true,"confidential":false}`
 
 func waitABit() { time.Sleep(5 * time.Millisecond) }

@@ -116,7 +116,12 @@ func TestLive_ClaudeCode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Capabilities: %v", err)
 	}
-	t.Logf("capabilities: retained control %v", caps.RetainedControlProven())
+	// Claude Code proves retained control and interactions, so turns go
+	// through the retained session routes, which need caller-stable turn
+	// and execution ids.
+	if !caps.RetainedControlProven() || !caps.InteractionsProven() || caps.NativeContinuationProven() {
+		t.Fatalf("capabilities = %+v, want retained control and interactions, no native continuation", caps)
+	}
 	env, err := p.Create(ctx, provider.CreateRequest{Profile: provider.Profile{Name: "live", Harness: "claude-code"}})
 	if err != nil {
 		t.Fatal(err)
@@ -125,26 +130,30 @@ func TestLive_ClaudeCode(t *testing.T) {
 	// Create and stream.
 	start := time.Now()
 	var text string
-	var result *provider.Event
-	for ev, err := range env.Stream(ctx, provider.Turn{Prompt: "Say something.", SessionID: "live-stream"}) {
+	var terminal *provider.Event
+	var served []string
+	for ev, err := range env.Stream(ctx, provider.Turn{Prompt: "Say something.", SessionID: "live-stream", TurnID: "live-turn-1", ExecutionID: "live-exec-1"}) {
 		if err != nil {
 			t.Fatalf("Stream: %v", err)
 		}
 		text += ev.Delta
-		if ev.Type == provider.EventResult {
-			result = &ev
+		if len(ev.ProviderModels) > 0 {
+			served = ev.ProviderModels
+		}
+		if ev.Type == provider.EventStatus && ev.Status == provider.StatusCompleted {
+			terminal = &ev
 		}
 	}
 	t.Logf("stream turn took %s", time.Since(start).Round(time.Millisecond))
-	if result == nil || !strings.Contains(result.FinalText, streamed) || !strings.Contains(text, streamed) {
-		t.Fatalf("stream text = %q, result %+v, want %q", text, result, streamed)
+	if terminal == nil || terminal.RunID != "live-exec-1" || !strings.Contains(text, streamed) {
+		t.Fatalf("stream text = %q, terminal %+v, want %q and a completed status of run live-exec-1", text, terminal, streamed)
 	}
-	if len(result.ProviderModels) == 0 || result.ProviderModels[0] != "router-served-model" {
-		t.Errorf("provider models = %v, want the model the endpoint named", result.ProviderModels)
+	if len(served) == 0 || served[0] != "router-served-model" {
+		t.Errorf("provider models = %v, want the model the endpoint named", served)
 	}
 
 	// Dispatch, then events from the start and from a cursor.
-	ref, err := env.Dispatch(ctx, provider.Turn{Prompt: "Say more.", SessionID: "live-dispatch", ExecutionID: "live-exec-2"})
+	ref, err := env.Dispatch(ctx, provider.Turn{Prompt: "Say more.", SessionID: "live-dispatch", TurnID: "live-turn-2", ExecutionID: "live-exec-2"})
 	if err != nil {
 		t.Fatalf("Dispatch: %v", err)
 	}
@@ -225,7 +234,7 @@ func TestLive_ClaudeCode(t *testing.T) {
 	}
 
 	// Cancel a live run from the restarted process.
-	live, err := env.Dispatch(ctx, provider.Turn{Prompt: "Think for a long time.", SessionID: "live-cancel", ExecutionID: "live-exec-3"})
+	live, err := env.Dispatch(ctx, provider.Turn{Prompt: "Think for a long time.", SessionID: "live-cancel", TurnID: "live-turn-3", ExecutionID: "live-exec-3"})
 	if err != nil {
 		t.Fatalf("Dispatch: %v", err)
 	}

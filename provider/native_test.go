@@ -11,11 +11,12 @@ import (
 )
 
 // piCaps proves retained control, interactions and native continuation.
-const piCaps = `{"streaming":{"live":true,"replay":true,"detach":true,"turnIdempotency":true},"sessions":{"continue":true,"list":false,"messages":false},
+const piCaps = `{` + capsProfile + `,"streaming":{"live":true,"replay":true,"detach":true,"turnIdempotency":true},"sessions":{"continue":true,"list":false,"messages":false},
 "retainedControl":{"exactRunIdentity":true,"resultIdentity":true,"eventIdentity":true,"cancellationIdempotency":true},
 "nativeContinuation":{"atomicBoundary":true,"requestIdempotency":true},
 "interactions":{"kinds":["permission"],"answerFieldTypes":["select"],"responseScopes":["interaction"],"secretAnswers":false,"concurrentRequests":false,"replay":true,"responseIdempotency":true},
-"workspace":{"read":false,"write":false,"exec":false,"git":false,"upload":false,"download":false},"branching":{"checkpoint":false,"fork":false}}`
+"workspace":{"read":false,"write":false,"exec":false,"git":false,"upload":false,"download":false},"branching":{"checkpoint":false,"fork":false},
+"placement":true,"usage":true,"confidential":false}`
 
 // nativeFake adds the retained session routes to a fake bridge.
 func nativeFake(t *testing.T) (*fakeBridge, *wire.SessionView) {

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -240,36 +242,52 @@ func TestTypedErrors(t *testing.T) {
 	}
 }
 
+// handlerTransport serves requests in process, so a synctest bubble sees
+// every goroutine of a request and can tell when all of them are blocked.
+type handlerTransport struct{ h http.Handler }
+
+func (tr handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	tr.h.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
 func TestCapabilities_singleFlight(t *testing.T) {
 	f := newFake(t, "")
 	f.caps = fullCaps
-	f.capsGate = make(chan struct{})
-	p := f.provider(t)
-	const callers = 8
-	var wg sync.WaitGroup
-	results := make([]*Capabilities, callers)
-	for i := range callers {
-		wg.Go(func() {
-			c, err := p.Capabilities(t.Context())
-			if err != nil {
-				t.Error(err)
-			}
-			results[i] = c
+	synctest.Test(t, func(t *testing.T) {
+		f.capsGate = make(chan struct{})
+		p := f.provider(t, func(o *Options) {
+			o.HTTPClient = &http.Client{Transport: handlerTransport{http.HandlerFunc(f.serve)}}
 		})
-	}
-	for f.count("GET /v1/capabilities") == 0 {
-		waitABit()
-	}
-	close(f.capsGate)
-	wg.Wait()
-	if n := f.count("GET /v1/capabilities"); n != 1 {
-		t.Errorf("concurrent discovery requests = %d, want 1", n)
-	}
-	for _, c := range results {
-		if c == nil || !c.RetainedControlProven() {
-			t.Fatalf("Capabilities = %+v, want retained control", c)
+		const callers = 8
+		var wg sync.WaitGroup
+		results := make([]*Capabilities, callers)
+		for i := range callers {
+			wg.Go(func() {
+				c, err := p.Capabilities(t.Context())
+				if err != nil {
+					t.Error(err)
+				}
+				results[i] = c
+			})
 		}
-	}
+		// Every caller is now either the one request, held at the gate, or
+		// waiting for its answer.
+		synctest.Wait()
+		close(f.capsGate)
+		wg.Wait()
+		f.capsGate = nil
+		if n := f.count("GET /v1/capabilities"); n != 1 {
+			t.Errorf("concurrent discovery requests = %d, want 1", n)
+		}
+		for _, c := range results {
+			if c == nil || !c.RetainedControlProven() {
+				t.Fatalf("Capabilities = %+v, want retained control", c)
+			}
+		}
+	})
+	p := f.provider(t)
 	if _, err := p.Capabilities(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,12 @@
 //
 // Ownership: the Engine owns the set of live runs (admission, identity,
 // cancellation); each live run is owned by one goroutine that owns its
-// process, parser and pending frames, and is the only writer of that run's
-// events. Readers never talk to that goroutine: they read committed events
-// from the store and wait on a broadcast that the writer fires after each
-// commit without ever blocking. A slow reader therefore only falls behind
+// process, parser and pending frames. It hands batches of frames, in
+// order, to the run's committer goroutine, the only writer of that run's
+// events, so output is parsed while the previous batch is made durable.
+// Readers never talk to either: they read committed events from the store
+// and wait on a broadcast that the committer fires after each commit
+// without ever blocking. A slow reader therefore only falls behind
 // and catches up from the store; it cannot slow the harness or other readers.
 //
 // Ordering: a run's frames have sequence numbers 1..n in the order the

@@ -125,7 +125,9 @@ type Engine struct {
 	mu     sync.Mutex
 	live   map[string]*liveRun
 	closed bool
-	wg     sync.WaitGroup
+	// ret is the state of retained session turns (session.go).
+	ret retainedState
+	wg  sync.WaitGroup
 }
 
 // liveRun is the shared state of a run whose goroutine is running.

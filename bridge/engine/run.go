@@ -38,6 +38,9 @@ type process struct {
 	// closeStdin ends a held stdin (harness.Command.HoldStdin); it is
 	// safe to call more than once, and a no-op otherwise.
 	closeStdin func()
+	// writeStdin writes to a held stdin after its first contents; it
+	// fails once stdin is closed.
+	writeStdin func([]byte) error
 }
 
 func startProcess(spec harness.Command, marker string) (*process, error) {
@@ -83,11 +86,21 @@ func startProcess(spec harness.Command, marker string) (*process, error) {
 	p := &process{cmd: cmd, pgid: cmd.Process.Pid, lines: make(chan []byte, 1024),
 		exited: make(chan struct{}), stderr: &tail{max: 4096}, errDone: make(chan struct{}), stdout: outR}
 	p.closeStdin = func() {}
+	p.writeStdin = func([]byte) error { return os.ErrClosed }
 	if inW != nil {
 		var once sync.Once
+		var wmu sync.Mutex // orders the first write before later ones
 		p.closeStdin = func() { once.Do(func() { inW.Close() }) }
+		p.writeStdin = func(b []byte) error {
+			wmu.Lock()
+			defer wmu.Unlock()
+			_, err := inW.Write(b)
+			return err
+		}
+		wmu.Lock()
 		go func() {
 			inW.Write(spec.Stdin)
+			wmu.Unlock()
 			if !spec.HoldStdin {
 				p.closeStdin()
 			}

@@ -56,6 +56,10 @@ func (h *healthCache) probe(ctx context.Context, b *engine.Backend, force bool) 
 	switch {
 	case err == nil:
 		res.State, res.Version = wire.BackendReady, strings.TrimSpace(out.String())
+		if res.Version == "" {
+			// Some releases (Pi 0.73) print their version on stderr.
+			res.Version = firstLine(errOut.String())
+		}
 		res.Detail = b.Bin + " --version exited 0"
 	case errors.As(err, &exitErr) && ctx.Err() == nil:
 		res.State = wire.BackendError
@@ -113,36 +117,6 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, list)
-}
-
-func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
-	model := r.URL.Query().Get("model")
-	if model == "" {
-		writeError(w, wire.TypeInvalidRequest, "the model query parameter is required")
-		return
-	}
-	b, bare, ok := s.resolveModel(model)
-	if !ok {
-		writeError(w, wire.TypeModelNotFound, fmt.Sprintf("model %q names no registered harness", model))
-		return
-	}
-	h := s.health.probe(r.Context(), b, false)
-	if h.State != wire.BackendReady {
-		writeError(w, wire.TypeBackendNotReady, fmt.Sprintf("%s is %s: %s", h.Name, h.State, h.Detail))
-		return
-	}
-	if bare == "" {
-		bare = "default"
-	}
-	writeJSON(w, http.StatusOK, wire.Capabilities{
-		Profile:   wire.CapabilityProfile{Harness: b.Adapter.Name(), Model: bare, Version: h.Version},
-		Streaming: wire.StreamingCaps{Live: true, Replay: true, Detach: true, TurnIdempotency: true},
-		Sessions:  wire.SessionCaps{Continue: true},
-		RetainedControl: &wire.RetainedControlCaps{ExactRunIdentity: true, ResultIdentity: true, EventIdentity: true,
-			CancellationIdempotency: true},
-		Placement: "box",
-		Usage:     wire.UsageCaps{Measured: true, ProviderModels: true},
-	})
 }
 
 func (s *Server) root(w http.ResponseWriter, r *http.Request) {

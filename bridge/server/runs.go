@@ -181,6 +181,9 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	setRunHeaders(w, run)
 	setSnapshotHeaders(w, snap)
+	if s.retainedRunEvents(w, r, run, cursor) {
+		return
+	}
 	s.stream(w, r, id, cursor)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -162,4 +163,101 @@ func TestReaders(t *testing.T) {
 		}
 		t.Error("no keepalive comment on an idle stream")
 	})
+}
+
+// TestReaders_DifferentCursors attaches three readers to a live run at
+// once, from cursors 0, 5 and 12: each sees the same events, in the same
+// order, from its own cursor to the end.
+func TestReaders_DifferentCursors(t *testing.T) {
+	v := newEnv(t, config{})
+	openStream(t, v, chatBody("three", "slow:40:15", true))
+	var attachedAt int64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		snap := decode[wire.RunSnapshot](t, v.do(t, "GET", "/v1/runs/three", ""))
+		if snap.Terminal {
+			t.Fatalf("run ended before the readers attached: %+v", snap)
+		}
+		if snap.LastSeq >= 12 {
+			attachedAt = snap.LastSeq
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run reached only event %d", snap.LastSeq)
+		}
+	}
+	cursors := []int64{0, 5, 12}
+	results := make([]sse, len(cursors))
+	errs := make([]error, len(cursors))
+	var wg sync.WaitGroup
+	for i, c := range cursors {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("GET", v.url+"/v1/runs/three/events", nil)
+			req.Header.Set("Authorization", "Bearer "+bearer)
+			req.Header.Set(wire.HeaderLastEventID, strconv.FormatInt(c, 10))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 {
+				errs[i] = fmt.Errorf("status %d", resp.StatusCode)
+				return
+			}
+			results[i] = readSSE(t, resp.Body)
+		}()
+	}
+	wg.Wait()
+	all := readSSE(t, v.do(t, "GET", "/v1/runs/three/events", "").Body)
+	if len(all.frames) != 41 || !all.done {
+		t.Fatalf("full replay: %d frames, done %v, want 41 and [DONE]", len(all.frames), all.done)
+	}
+	for i, c := range cursors {
+		if errs[i] != nil {
+			t.Fatalf("reader from %d: %v", c, errs[i])
+		}
+		r := results[i]
+		if !r.done {
+			t.Errorf("reader from %d: no [DONE]", c)
+		}
+		if diff := cmp.Diff(all.frames[c:], r.frames, cmp.AllowUnexported(frame{})); diff != "" {
+			t.Errorf("reader from %d (-want +got):\n%s", c, diff)
+		}
+	}
+	if attachedAt >= 41 {
+		t.Errorf("readers attached at event %d: they saw no live event", attachedAt)
+	}
+}
+
+// TestAuth: with a bearer set, every route but GET /health answers 401
+// invalid_authentication_error without it; /health stays open.
+func TestAuth(t *testing.T) {
+	v := newEnv(t, config{})
+	routes := []struct{ method, path, body string }{
+		{"GET", "/", ""}, {"GET", "/v1/models", ""}, {"GET", "/v1/capabilities?model=claude-code", ""},
+		{"POST", "/v1/chat/completions", chatBody("auth-1", "hello", true)},
+		{"GET", "/v1/runs/auth-1", ""}, {"GET", "/v1/runs/auth-1/events", ""}, {"POST", "/v1/runs/auth-1/cancel", ""},
+		{"GET", "/v2/unknown", ""},
+	}
+	for _, rt := range routes {
+		for _, auth := range []string{"", "Bearer ", "Basic " + bearer, "Bearer " + bearer + "x"} {
+			t.Run(rt.method+" "+rt.path+" "+auth, func(t *testing.T) {
+				hdr := []string{"Authorization", auth}
+				resp := v.do(t, rt.method, rt.path, rt.body, hdr...)
+				e := decode[wire.ErrorResponse](t, resp)
+				if resp.StatusCode != 401 || e.Error.Type != wire.TypeInvalidAuthentication || e.Error.Status != 401 {
+					t.Errorf("%s %s with Authorization %q = %d %+v, want 401 %s", rt.method, rt.path, auth, resp.StatusCode, e.Error, wire.TypeInvalidAuthentication)
+				}
+			})
+		}
+	}
+	resp := v.do(t, "GET", "/health", "", "Authorization", "")
+	if h := decode[wire.Health](t, resp); resp.StatusCode != 200 || h.Status != "ok" {
+		t.Errorf("GET /health without a bearer = %d %+v, want 200 ok", resp.StatusCode, h)
+	}
+	if _, err := v.e.Store().GetRun(t.Context(), "auth-1"); err == nil {
+		t.Error("an unauthenticated chat request started a run")
+	}
 }

@@ -96,13 +96,24 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/runs/{id}", s.getRun)
 	s.mux.HandleFunc("GET /v1/runs/{id}/events", s.runEvents)
 	s.mux.HandleFunc("POST /v1/runs/{id}/cancel", s.cancel)
+	s.mux.HandleFunc("POST /v1/runs/{id}/interactions/{iid}/respond", s.respondInteraction)
+	s.mux.HandleFunc("POST /v1/sessions", s.createSession)
+	s.mux.HandleFunc("GET /v1/sessions", s.listSessions)
+	s.mux.HandleFunc("GET /v1/sessions/{id}", s.getSession)
+	s.mux.HandleFunc("POST /v1/sessions/{id}/turns", s.postTurn)
+	s.mux.HandleFunc("GET /v1/sessions/{id}/events", s.sessionEvents)
+	s.mux.HandleFunc("POST /v1/sessions/{id}/cancel", s.cancelSession)
+	s.mux.HandleFunc("POST /v1/sessions/{id}/close", s.closeSession)
 	s.mux.HandleFunc("/", s.notFound)
 	return s, nil
 }
 
 // endpoints are listed by GET /.
 var endpoints = []string{"GET /", "GET /health", "GET /v1/models", "GET /v1/capabilities",
-	"POST /v1/chat/completions", "GET /v1/runs/:id", "GET /v1/runs/:id/events", "POST /v1/runs/:id/cancel"}
+	"POST /v1/chat/completions", "GET /v1/runs/:id", "GET /v1/runs/:id/events", "POST /v1/runs/:id/cancel",
+	"POST /v1/runs/:runId/interactions/:interactionId/respond", "POST /v1/sessions", "GET /v1/sessions",
+	"GET /v1/sessions/:id", "POST /v1/sessions/:id/turns", "GET /v1/sessions/:id/events",
+	"POST /v1/sessions/:id/cancel", "POST /v1/sessions/:id/close"}
 
 // ServeHTTP authenticates, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -252,7 +252,7 @@ func TestChat_StreamAndReplay(t *testing.T) {
 	t.Run("cursor errors", func(t *testing.T) {
 		resp := v.do(t, "GET", "/v1/runs/run-1/events", "", wire.HeaderLastEventID, "999")
 		e := decode[wire.ErrorResponse](t, resp)
-		if resp.StatusCode != 409 || e.Error.Type != wire.TypeInvalidReplayCursor || e.Error.RunID != "run-1" ||
+		if resp.StatusCode != 409 || e.Error.Type != wire.TypeInvalidReplayCursor || e.Error.RunID != "run-1" || e.Error.Status != 409 ||
 			*e.Error.RequestedEventID != 999 || *e.Error.LastEventID != int64(len(s.frames)) || *e.Error.FirstAvailableEventID != 1 {
 			t.Errorf("cursor ahead = %d %+v", resp.StatusCode, e.Error)
 		}
@@ -289,7 +289,9 @@ func TestExpiredCursor(t *testing.T) {
 	}
 	resp = v.do(t, "GET", "/v1/runs/r/events", "")
 	e := decode[wire.ErrorResponse](t, resp)
-	if resp.StatusCode != 410 || e.Error.Type != wire.TypeExpiredReplayCursor || *e.Error.FirstAvailableEventID != 17 || *e.Error.LastEventID != 21 {
+	if resp.StatusCode != 410 || e.Error.Type != wire.TypeExpiredReplayCursor || e.Error.Status != 410 || e.Error.RunID != "r" ||
+		e.Error.RequestedEventID == nil || *e.Error.RequestedEventID != 0 || e.Error.FirstAvailableEventID == nil ||
+		*e.Error.FirstAvailableEventID != 17 || e.Error.LastEventID == nil || *e.Error.LastEventID != 21 {
 		t.Errorf("expired cursor = %d %+v", resp.StatusCode, e.Error)
 	}
 	resp = v.do(t, "GET", "/v1/runs/r/events", "", wire.HeaderLastEventID, "16")
@@ -366,7 +368,7 @@ func TestHealthModelsCapabilities(t *testing.T) {
 		t.Errorf("models = %+v", m)
 	}
 	c := decode[wire.Capabilities](t, v.do(t, "GET", "/v1/capabilities?model=Claude-Code/opus", ""))
-	if c.Profile.Harness != "claude-code" || c.Profile.Model != "opus" || !c.Streaming.Replay || c.RetainedControl == nil {
+	if !c.Streaming.Replay || c.RetainedControl == nil || c.Interactions == nil {
 		t.Errorf("capabilities = %+v", c)
 	}
 	root := decode[wire.Root](t, v.do(t, "GET", "/", ""))

@@ -17,5 +17,10 @@
 //     oldest dropped first; events kept ReplayTTL after the run ended; the
 //     run's identity kept IdentityTTL) is applied by Append and Prune.
 //
+// Layout: a run's events are stored in segments, rows of up to 256
+// consecutive events, one or more per Append, so SQLite's per-row cost is
+// paid per batch rather than per event; readers page through them by
+// sequence number as if events were rows.
+//
 // The Store does not notify anyone: the caller that wrote tells its readers.
 package store

@@ -3,9 +3,9 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // Event is one stored event of a run.
@@ -13,6 +13,17 @@ type Event struct {
 	Seq  int64
 	Data []byte
 }
+
+// Events are stored in segments: one row holds up to segmentEvents
+// consecutive events of a run, each as a uvarint length and its bytes. A
+// row per event made SQLite's per-row cost (B-tree insert on write, step
+// and copy on read) most of the bridge's work on a busy turn; a segment
+// pays it once per batch. A segment never holds an event retention
+// dropped: trimming the oldest segment rewrites it.
+const (
+	segmentEvents = 256
+	segmentBytes  = 256 << 10
+)
 
 // Append commits events to a running run, numbering them after its last
 // event, and applies the per-run retention limits. It returns the last
@@ -47,50 +58,22 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, id string, events [][]
 	if len(events) == 0 {
 		return last, nil
 	}
-	if last, err = s.insertEvents(ctx, tx, id, last, events); err != nil {
-		return 0, err
+	for len(events) > 0 {
+		n, data := encodeSegment(events)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO segments (run_id, first_seq, last_seq, data) VALUES (?, ?, ?, ?)`,
+			id, last+1, last+int64(n), data); err != nil {
+			return 0, err
+		}
+		for _, e := range events[:n] {
+			size += int64(len(e))
+		}
+		count += int64(n)
+		last += int64(n)
+		events = events[n:]
 	}
-	for _, data := range events {
-		count++
-		size += int64(len(data))
-	}
-	// Retention: drop the oldest events until both limits hold, always
-	// keeping the newest one.
 	if count > s.opts.MaxEvents || size > s.opts.MaxBytes {
-		cut := first - 1 // drop seq <= cut
-		if count > s.opts.MaxEvents {
-			cut = last - s.opts.MaxEvents
-		}
-		var dropped, droppedBytes int64
-		if cut >= first {
-			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM events
-				WHERE run_id = ? AND seq <= ?`, id, cut).Scan(&dropped, &droppedBytes); err != nil {
-				return 0, err
-			}
-		}
-		if size-droppedBytes > s.opts.MaxBytes {
-			rows, err := tx.QueryContext(ctx, `SELECT seq, size FROM events WHERE run_id = ? AND seq > ? AND seq < ?
-				ORDER BY seq`, id, max(cut, first-1), last)
-			if err != nil {
-				return 0, err
-			}
-			for rows.Next() && size-droppedBytes > s.opts.MaxBytes {
-				var seq, sz int64
-				if err := rows.Scan(&seq, &sz); err != nil {
-					rows.Close()
-					return 0, err
-				}
-				cut, dropped, droppedBytes = seq, dropped+1, droppedBytes+sz
-			}
-			if err := rows.Close(); err != nil {
-				return 0, err
-			}
-		}
-		if cut >= first {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE run_id = ? AND seq <= ?`, id, cut); err != nil {
-				return 0, err
-			}
-			first, count, size = cut+1, count-dropped, size-droppedBytes
+		if first, count, size, err = s.trim(ctx, tx, id, first, last, count, size); err != nil {
+			return 0, err
 		}
 	}
 	_, err = tx.ExecContext(ctx, `UPDATE runs SET last_seq = ?, first_seq = ?, retained_events = ?, retained_bytes = ?
@@ -98,73 +81,128 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, id string, events [][]
 	return last, err
 }
 
-// insertRows is the most events inserted by one statement: one statement
-// of many rows costs far less than as many one-row statements.
-const insertRows = 64
-
-// insertEvents inserts events numbered after last and returns the new last
-// sequence number.
-func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, id string, last int64, events [][]byte) (int64, error) {
-	var full *sql.Stmt // s.insertFull bound to tx, on first use
-	defer func() {
-		if full != nil {
-			full.Close()
-		}
-	}()
-	args := make([]any, 0, 4*insertRows)
-	for len(events) > 0 {
-		n := min(len(events), insertRows)
-		args = args[:0]
-		for _, data := range events[:n] {
-			last++
-			args = append(args, id, last, len(data), data)
-		}
-		events = events[n:]
-		if n == insertRows {
-			if full == nil {
-				full = tx.StmtContext(ctx, s.insertFull)
-			}
-			if _, err := full.ExecContext(ctx, args...); err != nil {
-				return 0, err
-			}
-			continue
-		}
-		if _, err := tx.ExecContext(ctx, insertSQL(n), args...); err != nil {
-			return 0, err
-		}
+// encodeSegment encodes the first n events that fit in one segment (at
+// least one).
+func encodeSegment(events [][]byte) (n int, data []byte) {
+	total := 0
+	for n < len(events) && n < segmentEvents && (n == 0 || total+len(events[n]) <= segmentBytes) {
+		total += len(events[n]) + binary.MaxVarintLen32
+		n++
 	}
-	return last, nil
+	data = make([]byte, 0, total)
+	for _, e := range events[:n] {
+		data = binary.AppendUvarint(data, uint64(len(e)))
+		data = append(data, e...)
+	}
+	return n, data
 }
 
-// insertSQL is an INSERT of n event rows.
-func insertSQL(n int) string {
-	var b strings.Builder
-	b.WriteString("INSERT INTO events (run_id, seq, size, data) VALUES ")
-	for i := 0; i < n; i++ {
-		if i > 0 {
-			b.WriteByte(',')
+// decodeSegment calls fn with each event of a segment whose first event is
+// first, until fn returns false.
+func decodeSegment(first int64, data []byte, fn func(seq int64, e []byte) bool) error {
+	for seq := first; len(data) > 0; seq++ {
+		l, k := binary.Uvarint(data)
+		if k <= 0 || l > uint64(len(data)-k) {
+			return fmt.Errorf("corrupt event segment at event %d", seq)
 		}
-		b.WriteString("(?, ?, ?, ?)")
+		e := data[k : k+int(l) : k+int(l)]
+		data = data[k+int(l):]
+		if !fn(seq, e) {
+			return nil
+		}
 	}
-	return b.String()
+	return nil
+}
+
+// trim drops a run's oldest events until both retention limits hold,
+// always keeping the newest one, and returns the new first sequence
+// number, count and size.
+func (s *Store) trim(ctx context.Context, tx *sql.Tx, id string, first, last, count, size int64) (int64, int64, int64, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT first_seq, last_seq, data FROM segments WHERE run_id = ? ORDER BY last_seq`, id)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	cut := first - 1 // drop seq <= cut
+	var partFirst, partLast int64
+	var part []byte // the segment holding cut, when cut is not its last event
+	for rows.Next() {
+		var sf, sl int64
+		var data []byte
+		if err := rows.Scan(&sf, &sl, &data); err != nil {
+			rows.Close()
+			return 0, 0, 0, err
+		}
+		stopped := false
+		err := decodeSegment(sf, data, func(seq int64, e []byte) bool {
+			if seq == last || (count <= s.opts.MaxEvents && size <= s.opts.MaxBytes) {
+				stopped = true
+				return false
+			}
+			cut, count, size = seq, count-1, size-int64(len(e))
+			return true
+		})
+		if err != nil {
+			rows.Close()
+			return 0, 0, 0, err
+		}
+		if stopped {
+			if cut >= sf { // cut is inside this segment, before its last event
+				partFirst, partLast, part = sf, sl, data
+			}
+			break
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return 0, 0, 0, err
+	}
+	if cut < first {
+		return first, count, size, nil
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM segments WHERE run_id = ? AND last_seq <= ?`, id, cut); err != nil {
+		return 0, 0, 0, err
+	}
+	if part != nil {
+		var keep [][]byte
+		decodeSegment(partFirst, part, func(seq int64, e []byte) bool {
+			if seq > cut {
+				keep = append(keep, e)
+			}
+			return true
+		})
+		_, data := encodeSegment(keep) // keep fits: it is a part of one segment
+		if _, err := tx.ExecContext(ctx, `UPDATE segments SET first_seq = ?, data = ? WHERE run_id = ? AND last_seq = ?`,
+			cut+1, data, id, partLast); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	return cut + 1, count, size, nil
 }
 
 // Events returns up to limit events of a run with a sequence number
 // greater than after, in order.
 func (s *Store) Events(ctx context.Context, id string, after int64, limit int) ([]Event, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, data FROM events WHERE run_id = ? AND seq > ?
-		ORDER BY seq LIMIT ?`, id, after, limit)
+	rows, err := s.r.QueryContext(ctx, `SELECT first_seq, data FROM segments WHERE run_id = ? AND last_seq > ?
+		ORDER BY last_seq`, id, after)
 	if err != nil {
 		return nil, fmt.Errorf("events of run %s: %w", id, err)
 	}
 	defer rows.Close()
 	var out []Event
-	for rows.Next() {
-		var e Event
-		if err := rows.Scan(&e.Seq, &e.Data); err != nil {
+	for len(out) < limit && rows.Next() {
+		var first int64
+		var data []byte
+		if err := rows.Scan(&first, &data); err != nil {
 			return nil, fmt.Errorf("events of run %s: %w", id, err)
 		}
-		out = append(out, e)
+		err := decodeSegment(first, data, func(seq int64, e []byte) bool {
+			if seq > after {
+				out = append(out, Event{Seq: seq, Data: e})
+			}
+			return len(out) < limit
+		})
+		if err != nil {
+			return nil, fmt.Errorf("events of run %s: %w", id, err)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("events of run %s: %w", id, err)
@@ -183,7 +221,7 @@ func (s *Store) Prune(ctx context.Context) error {
 			q    string
 			args []any
 		}{
-			{`DELETE FROM events WHERE run_id IN (SELECT id FROM runs WHERE status != 'running'
+			{`DELETE FROM segments WHERE run_id IN (SELECT id FROM runs WHERE status != 'running'
 				AND replay_expires_at > 0 AND replay_expires_at <= ?)`, []any{now}},
 			{`UPDATE runs SET replay_expired = 1, first_seq = last_seq + 1, retained_events = 0, retained_bytes = 0
 				WHERE status != 'running' AND replay_expires_at > 0 AND replay_expires_at <= ? AND replay_expired = 0`, []any{now}},

@@ -69,8 +69,6 @@ type Store struct {
 	mu   sync.Mutex // serialises writes on w
 	w    *sql.DB    // one connection: the writer
 	r    *sql.DB    // readers
-	// insertFull inserts insertRows events; prepared once on w.
-	insertFull *sql.Stmt
 }
 
 // FileName is the database file's name inside the data directory.
@@ -106,10 +104,6 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
-	if s.insertFull, err = w.PrepareContext(ctx, insertSQL(insertRows)); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("open store: %w", err)
-	}
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
 			s.Close()
@@ -121,11 +115,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 
 // Close closes the database.
 func (s *Store) Close() error {
-	var err error
-	if s.insertFull != nil {
-		err = s.insertFull.Close()
-	}
-	return errors.Join(err, s.r.Close(), s.w.Close())
+	return errors.Join(s.r.Close(), s.w.Close())
 }
 
 // Options returns the store's effective options.
@@ -159,13 +149,13 @@ CREATE TABLE IF NOT EXISTS runs (
 	marker TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
-CREATE TABLE IF NOT EXISTS events (
+CREATE TABLE IF NOT EXISTS segments (
 	run_id TEXT NOT NULL,
-	seq INTEGER NOT NULL,
-	size INTEGER NOT NULL,
-	data BLOB NOT NULL,
-	PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
+	first_seq INTEGER NOT NULL,
+	last_seq INTEGER NOT NULL,
+	data BLOB NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS segments_run ON segments(run_id, last_seq);
 CREATE TABLE IF NOT EXISTS cancellations (
 	operation_id TEXT PRIMARY KEY,
 	digest TEXT NOT NULL,
@@ -185,7 +175,7 @@ CREATE TABLE IF NOT EXISTS sessions (
 func (s *Store) migrate(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.w.ExecContext(ctx, schema); err != nil {
+	if _, err := s.w.ExecContext(ctx, schema+retainedSchema+interactionSchema); err != nil {
 		return fmt.Errorf("migrate store: %w", err)
 	}
 	return nil

@@ -112,6 +112,10 @@ func TestStore_Retention(t *testing.T) {
 		{"count across batches", Options{MaxEvents: 4, MaxBytes: 1000}, []int{3, 3}, 3, 4},
 		{"bytes", Options{MaxEvents: 100, MaxBytes: 35}, []int{2, 2, 2}, 4, 3},
 		{"one event over bytes is kept", Options{MaxEvents: 100, MaxBytes: 5}, []int{3}, 3, 1},
+		{"count across segments", Options{MaxEvents: 300, MaxBytes: 1 << 20}, []int{600}, 301, 300},
+		{"count at a segment edge", Options{MaxEvents: 344, MaxBytes: 1 << 20}, []int{600}, 257, 344},
+		{"bytes across segments", Options{MaxEvents: 10000, MaxBytes: 3000}, []int{100, 500, 7}, 308, 300},
+		{"many small batches", Options{MaxEvents: 50, MaxBytes: 1 << 20}, []int{7, 7, 7, 7, 7, 7, 7, 7, 7, 7}, 21, 50},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,6 +146,19 @@ func TestStore_Retention(t *testing.T) {
 			evs, _ := s.Events(ctx, "r", 0, 1000)
 			if int64(len(evs)) != tt.wantCount || evs[0].Seq != tt.wantFirst {
 				t.Errorf("Events = %v, want %d events from %d", seqs(evs), tt.wantCount, tt.wantFirst)
+			}
+			for i, ev := range evs {
+				if want := fmt.Sprintf("ev-%07d", ev.Seq-1); ev.Seq != tt.wantFirst+int64(i) || string(ev.Data) != want {
+					t.Fatalf("event %d = %d %q, want %d %q", i, ev.Seq, ev.Data, tt.wantFirst+int64(i), want)
+				}
+			}
+			// Paging from every cursor gives the same events.
+			for _, after := range []int64{0, tt.wantFirst, tt.wantFirst + tt.wantCount/2, int64(n) - 1, int64(n)} {
+				page, err := s.Events(ctx, "r", after, 7)
+				want := min(7, max(0, int64(n)-max(after, tt.wantFirst-1)))
+				if err != nil || int64(len(page)) != want || (len(page) > 0 && page[0].Seq != max(after, tt.wantFirst-1)+1) {
+					t.Errorf("Events(after %d, 7) = %v, %v, want %d events", after, seqs(page), err, want)
+				}
 			}
 			if r.RetainedBytes != tt.wantCount*10 {
 				t.Errorf("RetainedBytes = %d, want %d", r.RetainedBytes, tt.wantCount*10)

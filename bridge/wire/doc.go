@@ -5,6 +5,11 @@
 // Names here are wire names and must match the TypeScript cli-bridge exactly:
 // a field renamed here breaks every client of every deployed box.
 //
+// capabilities.schema.json is the JSON Schema of Capabilities (the document
+// of GET /v1/capabilities), generated from the Go types; `go test
+// ./bridge/wire -update` regenerates it, and the tests fail while it is
+// stale.
+//
 // Everything in this package is a value type or a pure function; it is safe
 // for concurrent use.
 package wire

@@ -87,7 +87,8 @@ func StatusFor(typ string) int {
 		return http.StatusNotFound
 	case TypeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
-	case TypeRunIdentityConflict, TypeSessionBusy, TypeInvalidReplayCursor:
+	case TypeRunIdentityConflict, TypeSessionBusy, TypeInvalidReplayCursor,
+		TypeSessionConflict, TypeTurnConflict, TypeSessionClosed:
 		return http.StatusConflict
 	case TypeExpiredReplayCursor:
 		return http.StatusGone

@@ -33,8 +33,9 @@ type buildOptions struct {
 	buildkitAddr string
 	dockerHost   string
 	progress     string
-	dockerfile   string
+	file         string
 	contextDir   string
+	print        bool
 	bridge       string
 	base         string
 	buildArgs    []string
@@ -57,7 +58,7 @@ func newBuildCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "build",
 		Short: "Build the box image with BuildKit and publish it (docker, registry, ECR, E2B, Daytona)",
-		Long: `build renders the box image from the embedded pins (or takes --dockerfile),
+		Long: `build renders the box image from the embedded pins (or takes --file),
 builds it with BuildKit and publishes it to --target:
 
   docker     load it into the local Docker engine as NAME:TAG
@@ -70,14 +71,19 @@ builds it with BuildKit and publishes it to --target:
              create a snapshot and wait until it is active (DAYTONA_API_KEY)
 
 Every target prints the image digest and size; --output json prints a build
-record that boxctl conformance reads. BuildKit progress goes to stderr.`,
+record that boxctl conformance reads. BuildKit progress goes to stderr.
+--dockerfile prints the rendered Dockerfile and builds nothing.`,
 		Example: `  boxctl build --harness claude,pi
+  boxctl build --dockerfile --harness pi
   boxctl build --target registry --push 127.0.0.1:5000/boxctl/box:dev
   boxctl build --target e2b --ecr-repository boxctl/box -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
 				return usageError{err}
+			}
+			if o.print {
+				return printDockerfile(a, o)
 			}
 			return runBuild(cmd.Context(), a, o)
 		},
@@ -93,8 +99,9 @@ record that boxctl conformance reads. BuildKit progress goes to stderr.`,
 	f.StringVar(&o.buildkitAddr, "buildkit-addr", "", "buildkitd address (default: BUILDKIT_HOST, then the test bed's)")
 	f.StringVar(&o.dockerHost, "docker-host", "", "Docker engine address (default: DOCKER_HOST)")
 	f.StringVar(&o.progress, "progress", o.progress, "BuildKit progress: auto, tty, plain or quiet")
-	f.StringVar(&o.dockerfile, "dockerfile", "", "build this Dockerfile instead of rendering one from the pins")
-	f.StringVar(&o.contextDir, "context", "", "build context for --dockerfile (default: its directory)")
+	f.BoolVar(&o.print, "dockerfile", false, "print the rendered Dockerfile and build nothing")
+	f.StringVarP(&o.file, "file", "f", "", "build this Dockerfile instead of rendering one from the pins")
+	f.StringVar(&o.contextDir, "context", "", "build context for --file (default: its directory)")
 	f.StringVar(&o.bridge, "bridge", "", "static box-bridge binary (default: box-bridge next to boxctl)")
 	f.StringVar(&o.base, "base", "", "base image by digest (reference@sha256:...) instead of the pinned one")
 	f.StringArrayVar(&o.buildArgs, "build-arg", nil, "Dockerfile ARG value KEY=VALUE (repeatable)")
@@ -135,11 +142,14 @@ func (o *buildOptions) validate() error {
 			return fmt.Errorf("--target %s needs --push REF or --ecr-repository NAME", o.target)
 		}
 	}
-	if o.contextDir != "" && o.dockerfile == "" {
-		return errors.New("--context goes with --dockerfile")
+	if o.contextDir != "" && o.file == "" {
+		return errors.New("--context goes with --file")
 	}
-	if o.dockerfile != "" && (len(o.harnesses) > 0 || o.base != "") {
-		return errors.New("--harness and --base render the Dockerfile: they exclude --dockerfile")
+	if o.file != "" && (len(o.harnesses) > 0 || o.base != "") {
+		return errors.New("--harness and --base render the Dockerfile: they exclude --file")
+	}
+	if o.file != "" && o.print {
+		return errors.New("--dockerfile prints the rendered Dockerfile: it excludes --file")
 	}
 	for _, kv := range o.buildArgs {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
@@ -178,7 +188,7 @@ type prepared struct {
 	cleanup   func()
 }
 
-// prepare renders the build context from the pins, or takes --dockerfile.
+// prepare renders the build context from the pins, or takes --file.
 func (o *buildOptions) prepare(a *app) (*prepared, error) {
 	addr, err := o.buildkitAddress()
 	if err != nil {
@@ -193,34 +203,19 @@ func (o *buildOptions) prepare(a *app) (*prepared, error) {
 		k, v, _ := strings.Cut(kv, "=")
 		p.opts.BuildArgs[k] = v
 	}
-	if o.dockerfile != "" {
-		df, err := os.ReadFile(o.dockerfile)
+	if o.file != "" {
+		df, err := os.ReadFile(o.file)
 		if err != nil {
-			return nil, fmt.Errorf("read --dockerfile: %w", err)
+			return nil, fmt.Errorf("read --file: %w", err)
 		}
 		p.opts.Dockerfile, p.opts.ContextDir = df, o.contextDir
 		if p.opts.ContextDir == "" {
-			p.opts.ContextDir = filepath.Dir(o.dockerfile)
+			p.opts.ContextDir = filepath.Dir(o.file)
 		}
 		return p, nil
 	}
 
-	pp, err := pins.Load()
-	if err != nil {
-		return nil, err
-	}
-	var ropts []boximage.RenderOption
-	if len(o.harnesses) > 0 {
-		ropts = append(ropts, boximage.WithHarnesses(o.harnesses...))
-	}
-	if o.base != "" {
-		b, err := pins.ParseBase(o.base)
-		if err != nil {
-			return nil, usageError{fmt.Errorf("--base: %w", err)}
-		}
-		ropts = append(ropts, boximage.WithBase(b))
-	}
-	r, err := boximage.Render(pp, ropts...)
+	pp, r, err := o.render()
 	if err != nil {
 		return nil, err
 	}
@@ -246,6 +241,44 @@ func (o *buildOptions) prepare(a *app) (*prepared, error) {
 		p.harnesses = append(p.harnesses, h.Name)
 	}
 	return p, nil
+}
+
+// render renders the box image from the embedded pins with --harness and
+// --base applied.
+func (o *buildOptions) render() (*pins.Pins, *boximage.Rendered, error) {
+	pp, err := pins.Load()
+	if err != nil {
+		return nil, nil, err
+	}
+	var ropts []boximage.RenderOption
+	if len(o.harnesses) > 0 {
+		ropts = append(ropts, boximage.WithHarnesses(o.harnesses...))
+	}
+	if o.base != "" {
+		b, err := pins.ParseBase(o.base)
+		if err != nil {
+			return nil, nil, usageError{fmt.Errorf("--base: %w", err)}
+		}
+		ropts = append(ropts, boximage.WithBase(b))
+	}
+	r, err := boximage.Render(pp, ropts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pp, r, nil
+}
+
+// printDockerfile writes the rendered Dockerfile to stdout (as a JSON string
+// field with --output json).
+func printDockerfile(a *app, o *buildOptions) error {
+	_, r, err := o.render()
+	if err != nil {
+		return err
+	}
+	return a.print(map[string]string{"dockerfile": string(r.Dockerfile)}, func(w io.Writer) error {
+		_, err := w.Write(r.Dockerfile)
+		return err
+	})
 }
 
 func (o *buildOptions) bridgeBinary() (string, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/tangle-network/boxctl/boximage"
 	"github.com/tangle-network/boxctl/boximage/ecrfake"
 	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonafake"
 	"github.com/tangle-network/boxctl/vendors/e2b/e2bfake"
 )
@@ -40,13 +41,13 @@ func TestBuildCmd_Flags(t *testing.T) {
 		{"registry without push", []string{"--target", "registry"}, "needs --push REF or --ecr-repository"},
 		{"e2b without push", []string{"--target", "e2b"}, "needs --push REF or --ecr-repository"},
 		{"push and ecr", []string{"--target", "registry", "--push", "r/x", "--ecr-repository", "x"}, "exclude each other"},
-		{"context alone", []string{"--context", "."}, "--context goes with --dockerfile"},
-		{"harness with dockerfile", []string{"--dockerfile", df, "--harness", "pi"}, "exclude --dockerfile"},
+		{"context alone", []string{"--context", "."}, "--context goes with --file"},
+		{"harness with dockerfile", []string{"--file", df, "--harness", "pi"}, "exclude --file"},
 		{"bad build arg", []string{"--build-arg", "NOVALUE"}, "want KEY=VALUE"},
 		{"latest tag", []string{"--tag", "latest"}, "other than latest"},
 		{"name with tag", []string{"--name", "box:1"}, "without tag"},
-		{"e2b without key", []string{"--target", "e2b", "--push", "r/x", "--dockerfile", df, "--buildkit-addr", "unix:///nope"}, "E2B_API_KEY"},
-		{"daytona without key", []string{"--target", "daytona", "--dockerfile", df, "--buildkit-addr", "unix:///nope"}, "DAYTONA_API_KEY"},
+		{"e2b without key", []string{"--target", "e2b", "--push", "r/x", "--file", df, "--buildkit-addr", "unix:///nope"}, "E2B_API_KEY"},
+		{"daytona without key", []string{"--target", "daytona", "--file", df, "--buildkit-addr", "unix:///nope"}, "DAYTONA_API_KEY"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -169,7 +170,7 @@ func TestBuildCmd_Publish(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			df := scratchContext(t)
-			args := append([]string{"build", "-o", "json", "--progress", "plain", "--dockerfile", df,
+			args := append([]string{"build", "-o", "json", "--progress", "plain", "--file", df,
 				"--build-arg", "NONCE=" + randomTag()}, tt.args...)
 			out, stderr, err := run(t, args...)
 			if err != nil {
@@ -203,7 +204,7 @@ func TestBuildCmd_Publish(t *testing.T) {
 
 	t.Run("wrong AWS key fails before building", func(t *testing.T) {
 		t.Setenv("AWS_ACCESS_KEY_ID", "AKIAWRONG")
-		_, stderr, err := run(t, "build", "--target", "e2b", "--ecr-repository", repo, "--dockerfile", scratchContext(t),
+		_, stderr, err := run(t, "build", "--target", "e2b", "--ecr-repository", repo, "--file", scratchContext(t),
 			"--e2b-api-url", e2bSrv.URL, "--progress", "plain")
 		if exitCode(err) != 1 || !strings.Contains(err.Error(), "UnrecognizedClientException") {
 			t.Fatalf("build with a wrong AWS key = %v, want UnrecognizedClientException", err)
@@ -225,7 +226,7 @@ func TestBuildCmd_Docker(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = docker.ImageRemove(context.WithoutCancel(t.Context()), "boxctl-test/docker:"+tag, image.RemoveOptions{Force: true})
 	})
-	out, stderr, err := run(t, "build", "--dockerfile", scratchContext(t), "--buildkit-addr", env.BuildkitHost,
+	out, stderr, err := run(t, "build", "--file", scratchContext(t), "--buildkit-addr", env.BuildkitHost,
 		"--docker-host", env.DockerHost, "--name", "boxctl-test/docker", "--tag", tag, "--progress", "plain")
 	if err != nil {
 		t.Fatalf("build: %v\n%s", err, stderr)
@@ -241,5 +242,30 @@ func TestBuildCmd_Docker(t *testing.T) {
 	var rec boximage.Record
 	if json.Unmarshal([]byte(out), &rec) == nil {
 		t.Errorf("text output parsed as JSON: %q", out)
+	}
+}
+
+func TestBuildCmd_PrintDockerfile(t *testing.T) {
+	pp, err := pins.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := boximage.Render(pp, boximage.WithHarnesses("pi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, "build", "--dockerfile", "--harness", "pi", "--buildkit-addr", "unix:///nope")
+	if err != nil {
+		t.Fatalf("build --dockerfile: %v", err)
+	}
+	if out != string(want.Dockerfile) {
+		t.Errorf("build --dockerfile printed\n%s\nwant the rendered Dockerfile\n%s", out, want.Dockerfile)
+	}
+	if !strings.Contains(out, "@sha256:") {
+		t.Errorf("build --dockerfile: base not pinned by digest:\n%s", out)
+	}
+	_, _, err = run(t, "build", "--dockerfile", "--file", "Dockerfile")
+	if exitCode(err) != 2 {
+		t.Errorf("build --dockerfile --file: exit %d (%v), want a usage error", exitCode(err), err)
 	}
 }

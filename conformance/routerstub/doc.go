@@ -1,12 +1,15 @@
 // Package routerstub is a local model endpoint that stands in for the model
-// Router in tests and offline runs. It speaks the wire of three model APIs,
+// Router in tests and offline runs. It speaks the wire of four model APIs,
 // streaming and not:
 //
 //   - the Anthropic Messages API: POST /v1/messages (any query, such as
 //     Claude Code's ?beta=true) and POST /v1/messages/count_tokens;
 //   - the OpenAI Responses API: POST /v1/responses and POST /responses;
 //   - the OpenAI Chat Completions API: POST /v1/chat/completions and
-//     POST /chat/completions.
+//     POST /chat/completions;
+//   - Google's Generative Language API (Gemini): POST
+//     /v1beta/models/{model}:generateContent, :streamGenerateContent
+//     (?alt=sse) and :countTokens, keyed by x-goog-api-key or ?key=.
 //
 // Every answer is scripted: a Script picks a Reply per request (Queue is the
 // usual one), and the Reply is rendered in the shape of the family the

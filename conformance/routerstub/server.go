@@ -151,6 +151,9 @@ func route(method, path string) (f Family, count bool) {
 	case "/v1/chat/completions", "/chat/completions":
 		return FamilyChat, false
 	}
+	if ok, count := geminiRoute(method, path); ok {
+		return FamilyGemini, count
+	}
 	return FamilyNone, false
 }
 
@@ -158,6 +161,9 @@ func route(method, path string) (f Family, count bool) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	family, count := route(r.Method, r.URL.Path)
 	kind, key := presentedKey(r.Header)
+	if kind == AuthNone {
+		kind, key = googKey(r)
+	}
 	rec := &Request{
 		Time: time.Now(), Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
 		UserAgent: r.UserAgent(), Family: family, AuthKind: kind, Key: key,
@@ -170,6 +176,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if parseErr == nil && family != FamilyNone {
 		parseErr = json.Unmarshal(body, &wr)
 		inspect(family, &wr, rec)
+		if family == FamilyGemini && parseErr == nil {
+			parseErr = inspectGemini(r.URL.Path, body, &wr, rec)
+		}
 	}
 	s.log.add(rec)
 	defer func() { s.opts.logger.Debug("model request", "request", s.snapshot(rec)) }()
@@ -205,6 +214,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.update(rec, func(r *Request) {
 			r.Status, r.Reply, r.Usage = http.StatusOK, "count_tokens", Usage{InputTokens: input}
 		})
+		if family == FamilyGemini {
+			writeJSON(w, http.StatusOK, map[string]int{"totalTokens": input})
+			return
+		}
 		writeJSON(w, http.StatusOK, map[string]int{"input_tokens": input})
 		return
 	}
@@ -241,6 +254,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		responsesAnswer(r.Context(), t)
 	case FamilyChat:
 		chatAnswer(r.Context(), t)
+	case FamilyGemini:
+		geminiAnswer(r.Context(), t)
 	}
 }
 

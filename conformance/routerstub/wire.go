@@ -112,6 +112,10 @@ func writeError(w http.ResponseWriter, f Family, status int, code, message strin
 	if !retry {
 		w.Header().Set("X-Should-Retry", "false")
 	}
+	if f == FamilyGemini {
+		writeGeminiError(w, status, message)
+		return
+	}
 	if f == FamilyAnthropic {
 		typ, ok := anthropicErrorTypes[status]
 		if !ok {

@@ -11,7 +11,9 @@
 // are dropped; CLAUDE_CONFIG_DIR is the session's private state directory.
 //
 // Parser: text, thinking and tool-use deltas of the wrapped Anthropic
-// stream events become events; a full `assistant` message is used only
+// stream events become events (text and thinking deltas, nearly all of a
+// turn's lines, through a reflection-free path held to the general one by
+// a test); a full `assistant` message is used only
 // when its stream events were not seen. The served model is reported only
 // from `message_start` (the model API's own answer), never from `init`.
 // The `result` line ends the turn with measured usage; `is_error` makes it

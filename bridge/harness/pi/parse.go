@@ -18,6 +18,10 @@ type parser struct {
 	// calls marks the tool call ids already reported.
 	calls    map[string]bool
 	nextTool int
+	// texts counts the assistant messages that reported text; msgText
+	// says whether the current one did.
+	texts   int
+	msgText bool
 	// usage sums the assistant messages of the turn; measured reports
 	// that at least one carried usage.
 	usage    wire.Usage
@@ -103,7 +107,7 @@ func (p *parser) Line(raw []byte) []harness.Event {
 		return p.response(l)
 	case "message_start":
 		if l.Message != nil && l.Message.Role == "assistant" {
-			p.sent = map[int]int{}
+			p.sent, p.msgText = map[int]int{}, false
 		}
 	case "message_update":
 		return p.update(l)
@@ -212,6 +216,14 @@ func (p *parser) add(index int, kind harness.EventKind, text string) []harness.E
 		return nil
 	}
 	p.sent[index] += len(text)
+	if kind == harness.KindText && !p.msgText {
+		// Messages of one turn read as paragraphs.
+		if p.texts > 0 {
+			text = "\n\n" + text
+		}
+		p.texts++
+		p.msgText = true
+	}
 	return []harness.Event{{Kind: kind, Text: text}}
 }
 
@@ -238,7 +250,7 @@ func (p *parser) messageEnd(m message) []harness.Event {
 			out = append(out, p.toolCall(b)...)
 		}
 	}
-	p.sent = map[int]int{}
+	p.sent, p.msgText = map[int]int{}, false
 	if m.ResponseModel != "" {
 		out = append(out, harness.Event{Kind: harness.KindProviderModel, ProviderModel: m.ResponseModel})
 	}

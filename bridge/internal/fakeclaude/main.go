@@ -13,6 +13,14 @@
 //	stubborn       ignores SIGTERM, spawns a child (also stubborn) and stalls;
 //	               writes "<pid> <childpid>" to $FAKE_PIDFILE
 //	echo-env       replies with the names of its CLAUDE*/ANTHROPIC* variables
+//	whoami         replies with its session id (--session-id or --resume)
+//	bash:CMD       in a retained turn (--permission-prompt-tool stdio), asks
+//	               permission to run CMD (control_request can_use_tool), waits
+//	               for the control_response, then runs it with sh -c and
+//	               replies "ran: <output>", or replies "denied: <message>"
+//
+// A retained turn (--input-format stream-json with --permission-prompt-tool
+// stdio) reads only its first user line, since stdin stays open.
 //
 // `--version` prints "9.9.9 (Claude Code)". With $FAKE_ARGS_FILE set it
 // writes its arguments there, one per line.
@@ -47,21 +55,29 @@ func main() {
 		os.WriteFile(f, []byte(strings.Join(args, "\n")), 0o600)
 	}
 	prompt := ""
-	stdinJSON := false
+	stdinJSON, retained := false, false
 	for i, a := range args {
 		if a == "--input-format" && i+1 < len(args) && args[i+1] == "stream-json" {
 			stdinJSON = true
 		}
+		if a == "--permission-prompt-tool" && i+1 < len(args) && args[i+1] == "stdio" {
+			retained = true
+		}
 	}
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	if stdinJSON {
-		sc := bufio.NewScanner(os.Stdin)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		// A retained turn keeps stdin open for permission answers: read its
+		// one user line only. Otherwise the prompt is the last user line.
 		for sc.Scan() {
 			var l struct {
 				Message struct{ Content []struct{ Text string } }
 			}
 			if json.Unmarshal(sc.Bytes(), &l) == nil && len(l.Message.Content) > 0 {
 				prompt = l.Message.Content[0].Text
+				if retained {
+					break
+				}
 			}
 		}
 	} else if len(args) > 0 {
@@ -136,6 +152,40 @@ func main() {
 		}
 		text("working")
 		time.Sleep(time.Hour)
+	case "whoami":
+		text(session)
+		result(false, session)
+	case "bash":
+		// Ask permission to run arg as a Bash command (retained turns), wait
+		// for the answer on stdin, then run it or report the refusal.
+		if !retained {
+			text("no permission prompt tool")
+			result(true, "no permission prompt tool")
+			os.Exit(1)
+		}
+		emit(map[string]any{"type": "control_request", "request_id": "req-1", "request": map[string]any{
+			"subtype": "can_use_tool", "tool_name": "Bash", "input": map[string]any{"command": arg}}})
+		for sc.Scan() {
+			var l struct {
+				Type     string
+				Response struct {
+					RequestID string `json:"request_id"`
+					Response  struct{ Behavior, Message string }
+				}
+			}
+			if json.Unmarshal(sc.Bytes(), &l) != nil || l.Type != "control_response" || l.Response.RequestID != "req-1" {
+				continue
+			}
+			if l.Response.Response.Behavior == "allow" {
+				b, err := exec.Command("sh", "-c", arg).CombinedOutput()
+				text(fmt.Sprintf("ran: %s (err %v)", strings.TrimSpace(string(b)), err))
+			} else {
+				text("denied: " + l.Response.Response.Message)
+			}
+			result(false, "")
+			return
+		}
+		os.Exit(4) // stdin closed without an answer
 	case "echo-env":
 		var names []string
 		for _, kv := range os.Environ() {

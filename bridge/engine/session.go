@@ -1,0 +1,243 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/store"
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// ErrTurnConflict: the turn id is bound to a different turn, or the run id
+// to a different run.
+var ErrTurnConflict = errors.New("turn id is bound to a different turn")
+
+// ErrNotRetained: the harness cannot run retained session turns.
+var ErrNotRetained = errors.New("harness does not support retained sessions")
+
+// retainedState is the engine's state of retained session turns. Its zero
+// value is ready to use.
+type retainedState struct {
+	mu sync.Mutex
+	// bc wakes the readers of a session's events when a turn is
+	// admitted or the session closes.
+	bc map[string]*broadcast
+	// runs are the live retained runs, by run id.
+	runs map[string]*retainedRun
+}
+
+// retainedRun is the part of a live retained run that answers
+// interactions. mu serialises answers with each other and with the
+// run's end, so an interaction is answered at most once and never after
+// its run closed it.
+type retainedRun struct {
+	mu        sync.Mutex
+	adapter   harness.Retained
+	write     func([]byte) error // the harness's stdin
+	questions map[string]harness.Question
+	closed    bool
+}
+
+// SessionNotifier returns the channel closed at the next change of session
+// id (a turn admitted, the session closed).
+func (e *Engine) SessionNotifier(id string) <-chan struct{} {
+	return e.sessionBC(id).wait()
+}
+
+// NotifySession wakes the readers of session id.
+func (e *Engine) NotifySession(id string) { e.sessionBC(id).notify() }
+
+func (e *Engine) sessionBC(id string) *broadcast {
+	e.ret.mu.Lock()
+	defer e.ret.mu.Unlock()
+	if e.ret.bc == nil {
+		e.ret.bc = map[string]*broadcast{}
+	}
+	b := e.ret.bc[id]
+	if b == nil {
+		b = newBroadcast()
+		e.ret.bc[id] = b
+	}
+	return b
+}
+
+// TurnRequest is one validated turn of a retained session.
+type TurnRequest struct {
+	// Turn names the session, turn id and the turn's digest.
+	Turn store.Turn
+	// RunID and Digest are the run's identity; Digest is also the turn's.
+	RunID, Digest                        string
+	Provider, EnvironmentID, ExecutionID string
+	Backend                              *Backend
+	// Model is the bare model for the harness; ModelID the full id.
+	Model, ModelID string
+	Prompt         string
+	Cwd            string
+	Env            map[string]string
+	// Policy is the session's interaction policy (wire.Policy...).
+	Policy string
+	// Boundary encodes the session's context boundary after the turn.
+	Boundary func(store.Turn) []byte
+}
+
+// AdmitTurn admits a retained turn and starts its run, or returns the
+// turn and run already admitted under the same turn id with created false.
+// A turn id bound to another turn, or a run id already used, is
+// ErrTurnConflict.
+func (e *Engine) AdmitTurn(ctx context.Context, req TurnRequest) (_ store.Turn, _ store.Run, created bool, err error) {
+	ra, ok := req.Backend.Adapter.(harness.Retained)
+	if !ok {
+		return store.Turn{}, store.Run{}, false, ErrNotRetained
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return store.Turn{}, store.Run{}, false, ErrClosed
+	}
+	t := req.Turn
+	if got, err := e.store.GetTurn(ctx, t.SessionID, t.TurnID); err == nil {
+		if got.Digest != t.Digest {
+			return got, store.Run{}, false, ErrTurnConflict
+		}
+		run, err := e.store.GetRun(ctx, got.RunID)
+		return got, run, false, err
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return store.Turn{}, store.Run{}, false, err
+	}
+	if len(e.live) >= e.opts.MaxRuns {
+		return store.Turn{}, store.Run{}, false, ErrSaturated
+	}
+	name := req.Backend.Adapter.Name()
+	for _, l := range e.live {
+		if l.sessionID == t.SessionID && l.harness == name {
+			return store.Turn{}, store.Run{}, false, ErrSessionBusy
+		}
+	}
+	now := time.Now()
+	t, run, created, err := e.store.AdmitTurn(ctx, t, store.Run{
+		ID: req.RunID, Digest: req.Digest, Harness: name, Model: req.ModelID, Provider: req.Provider,
+		EnvironmentID: req.EnvironmentID, SessionID: t.SessionID, ExecutionID: req.ExecutionID,
+		StartedAt: now, LifetimeExpiresAt: now.Add(e.opts.MaxLifetime), Marker: MarkerVar + "=" + req.RunID,
+	}, req.Boundary)
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return t, run, false, ErrTurnConflict
+	case err != nil:
+		return t, run, false, err
+	case !created:
+		return t, run, false, nil
+	}
+	l := &liveRun{id: req.RunID, sessionID: t.SessionID, harness: name, bc: newBroadcast(),
+		done: make(chan struct{}), cancel: make(chan struct{})}
+	e.live[req.RunID] = l
+	rr := &retainedRun{adapter: ra, questions: map[string]harness.Question{}}
+	e.ret.mu.Lock()
+	if e.ret.runs == nil {
+		e.ret.runs = map[string]*retainedRun{}
+	}
+	e.ret.runs[req.RunID] = rr
+	e.ret.mu.Unlock()
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.executeRetained(l, rr, req, run)
+	}()
+	e.sessionBC(t.SessionID).notify()
+	return t, run, true, nil
+}
+
+// InteractionAnswer is the engine's verdict on one interaction command:
+// the acknowledgement status, a message, whether to store it, and
+// whether a transport failure may be retried.
+type InteractionAnswer struct {
+	Status    string
+	Message   string
+	Retryable bool
+}
+
+// Respond answers interaction iid of run runID with outcome (wire.Outcome...)
+// whose response digest is respDigest, and stores the acknowledgement
+// ack(status) under the command's operation id when it is final. A
+// repeated operation id returns its stored acknowledgement. The caller
+// has checked the command's binding and digest.
+func (e *Engine) Respond(ctx context.Context, runID, iid, operationID, outcome, respDigest string,
+	ack func(InteractionAnswer) ([]byte, int)) (body []byte, httpStatus int, err error) {
+	st := e.store
+	if op, err := st.GetInteractionOp(ctx, operationID); err == nil {
+		return op.Body, op.HTTPStatus, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, 0, err
+	}
+	e.ret.mu.Lock()
+	rr := e.ret.runs[runID]
+	e.ret.mu.Unlock()
+	if rr != nil {
+		rr.mu.Lock()
+		defer rr.mu.Unlock()
+	}
+	it, err := st.GetInteraction(ctx, runID, iid)
+	if errors.Is(err, store.ErrNotFound) {
+		b, code := ack(InteractionAnswer{Status: wire.InteractionUnknownInteraction, Message: "the run raised no interaction " + iid})
+		return b, code, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	put := func(a InteractionAnswer, res *store.Resolution) ([]byte, int, error) {
+		b, code := ack(a)
+		op, _, err := st.PutInteractionOp(ctx, store.InteractionOp{OperationID: operationID, RunID: runID, InteractionID: iid,
+			HTTPStatus: code, Body: b}, res)
+		if err != nil {
+			return nil, 0, err
+		}
+		return op.Body, op.HTTPStatus, nil
+	}
+	switch it.Status {
+	case store.InteractionCancelled:
+		return put(InteractionAnswer{Status: wire.InteractionCancelled, Message: "the interaction was cancelled with its run"}, nil)
+	case store.InteractionResolved:
+		if it.ResponseDigest == respDigest {
+			return put(InteractionAnswer{Status: wire.InteractionAlreadyResolvedSame, Message: "the interaction was already resolved with this response"}, nil)
+		}
+		return put(InteractionAnswer{Status: wire.InteractionAlreadyResolvedDifferent,
+			Message: "the interaction was already resolved with a different response (" + it.Outcome + ")"}, nil)
+	}
+	if rr == nil || rr.closed {
+		// Open in the store but its run is gone: the bridge restarted.
+		return put(InteractionAnswer{Status: wire.InteractionExpired, Message: "the run that raised the interaction is no longer live"}, nil)
+	}
+	q, ok := rr.questions[iid]
+	if !ok {
+		return put(InteractionAnswer{Status: wire.InteractionExpired, Message: "the interaction is no longer awaited"}, nil)
+	}
+	line, err := rr.adapter.Answer(q, outcome == wire.OutcomeAccepted, "the user "+outcome+" this request")
+	if err == nil {
+		err = rr.write(line)
+	}
+	if err != nil {
+		b, code := ack(InteractionAnswer{Status: wire.InteractionTransportFailure, Retryable: true,
+			Message: "the answer could not be delivered to the harness: " + err.Error()})
+		return b, code, nil
+	}
+	delete(rr.questions, iid)
+	return put(InteractionAnswer{Status: wire.InteractionAccepted}, &store.Resolution{ResponseDigest: respDigest, Outcome: outcome})
+}
+
+// closeInteractions ends the interactions of a retained run that is
+// finishing: no answer is taken after it, and the open ones are marked
+// cancelled and returned.
+func (e *Engine) closeInteractions(ctx context.Context, runID string, rr *retainedRun) ([]store.Interaction, error) {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	rr.closed = true
+	rr.questions = nil
+	open, err := e.store.CancelInteractions(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("cancel open interactions: %w", err)
+	}
+	return open, nil
+}

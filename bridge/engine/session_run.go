@@ -1,0 +1,317 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/store"
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// InteractionRequest is the `request` of an `interaction` event.
+type InteractionRequest struct {
+	ID      string                  `json:"id"`
+	Kind    string                  `json:"kind"`
+	Title   string                  `json:"title"`
+	Tool    string                  `json:"tool,omitempty"`
+	Input   json.RawMessage         `json:"input,omitempty"`
+	Fields  []InteractionField      `json:"fields"`
+	Binding wire.InteractionBinding `json:"binding"`
+}
+
+// InteractionField is one answer field of an interaction request.
+type InteractionField struct {
+	ID      string   `json:"id"`
+	Type    string   `json:"type"`
+	Options []string `json:"options,omitempty"`
+}
+
+type interactionEvent struct {
+	Type    string             `json:"type"`
+	Request InteractionRequest `json:"request"`
+}
+
+type interactionCancelEvent struct {
+	Type   string `json:"type"`
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
+}
+
+// executeRetained runs one retained turn to its end: like execute, but
+// its frames are canonical envelopes, the harness's stdin stays open for
+// answers to its questions, and every question is answered by the
+// session's policy or through Respond.
+func (e *Engine) executeRetained(l *liveRun, rr *retainedRun, req TurnRequest, run store.Run) {
+	ctx := context.Background() // the run outlives the request that admitted it
+	log := e.log.With("run", l.id, "session", l.sessionID)
+	c := newCanonical(l.id, 0)
+	var pending [][]byte
+	finish := func(f store.Finish, last func() [][]byte) {
+		open, err := e.closeInteractions(ctx, l.id, rr)
+		if err != nil {
+			log.Error("close interactions", "err", err)
+		}
+		var frames [][]byte
+		frames = append(frames, pending...)
+		for _, it := range open {
+			frames = append(frames, c.frame(interactionCancelEvent{Type: "interaction.cancel", ID: it.ID, Reason: f.ErrType}))
+		}
+		frames = append(frames, last()...)
+		if _, err := e.store.Finish(ctx, l.id, f, frames); err != nil {
+			log.Error("finish run", "err", err)
+		}
+		e.ret.mu.Lock()
+		delete(e.ret.runs, l.id)
+		e.ret.mu.Unlock()
+		e.mu.Lock()
+		delete(e.live, l.id)
+		e.mu.Unlock()
+		close(l.done)
+		l.bc.notify()
+		e.NotifySession(l.sessionID)
+	}
+	fail := func(status, typ, msg string) {
+		f := store.Finish{Status: store.StatusError, ErrType: typ, ErrMessage: msg}
+		if status == "cancelled" {
+			f.Status = store.StatusCancelled
+		}
+		finish(f, func() [][]byte { return [][]byte{c.status(status, typ+": "+msg)} })
+	}
+	commit := func() bool {
+		if len(pending) == 0 {
+			return true
+		}
+		last, err := e.store.Append(ctx, l.id, pending)
+		pending = nil
+		if err != nil {
+			log.Error("append events", "err", err)
+			if r, gerr := e.store.GetRun(ctx, l.id); gerr == nil {
+				c.seq = r.LastSeq
+			}
+			return false
+		}
+		c.seq = last
+		l.bc.notify()
+		return true
+	}
+
+	pending = append(pending, c.status("started", ""))
+	b := req.Backend
+	name := b.Adapter.Name()
+	native, err := e.store.NativeSession(ctx, l.sessionID, name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		fail("failed", wire.TypeServerError, "look up session: "+err.Error())
+		return
+	}
+	stateDir, err := e.sessionDir(name, l.sessionID)
+	if err != nil {
+		fail("failed", wire.TypeServerError, err.Error())
+		return
+	}
+	content := mustJSON(req.Prompt)
+	spec, err := rr.adapter.RetainedCommand(harness.Turn{
+		RunID: l.id, Bin: b.Bin, Model: req.Model, Messages: []wire.Message{{Role: "user", Content: content}},
+		NativeSessionID: native, Cwd: req.Cwd, StateDir: stateDir, Environ: e.opts.Environ, Env: req.Env,
+		RouterURL: e.opts.RouterURL, RouterKey: e.opts.RouterKey,
+	})
+	if err == nil {
+		err = harness.WriteFiles(spec.Files)
+	}
+	if err != nil {
+		fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
+		return
+	}
+	proc, err := startProcess(spec, MarkerVar+"="+l.id)
+	if err != nil {
+		fail("failed", wire.TypeHarnessUnavailable, "start "+name+": "+redact(err.Error(), e.opts.Secrets))
+		return
+	}
+	defer killGroup(proc.pgid, syscall.SIGKILL)
+	defer proc.closeStdin()
+	rr.mu.Lock()
+	rr.write = proc.writeStdin
+	rr.mu.Unlock()
+	if err := e.store.SetProcess(ctx, l.id, proc.pgid); err != nil {
+		log.Error("record process group", "err", err)
+	}
+	commit()
+
+	limit := e.opts.MaxLifetime
+	if b.Timeout > 0 && b.Timeout < limit {
+		limit = b.Timeout
+	}
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	idle := time.NewTimer(e.opts.IdleTimeout)
+	defer idle.Stop()
+	parser := spec.Parser
+	if parser == nil {
+		parser = b.Adapter.NewParser()
+	}
+	var (
+		end                   *harness.Event
+		stopReason            string
+		questions             int
+		lines, exited, cancel = proc.lines, proc.exited, l.cancel
+		graceC, killC, drainC <-chan time.Time
+	)
+	stop := func(reason string, soft bool) {
+		if stopReason == "" {
+			stopReason = reason
+		}
+		if soft {
+			killGroup(proc.pgid, syscall.SIGTERM)
+			killC = time.After(e.opts.KillGrace)
+			return
+		}
+		killGroup(proc.pgid, syscall.SIGKILL)
+	}
+	handle := func(line []byte) {
+		if q, ok := rr.adapter.ParseQuestion(line); ok {
+			questions++
+			pending = append(pending, e.question(ctx, l, rr, req, run, q, questions, c)...)
+			return
+		}
+		for _, ev := range parser.Line(line) {
+			switch ev.Kind {
+			case harness.KindSession:
+				if err := e.store.PutNativeSession(ctx, l.sessionID, name, ev.NativeSessionID); err != nil {
+					log.Error("record native session", "err", err)
+				}
+			case harness.KindEnd:
+				if end == nil {
+					end = &ev
+				}
+			default:
+				pending = append(pending, c.events(ev)...)
+			}
+		}
+	}
+	for lines != nil || exited != nil {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				lines = nil
+				continue
+			}
+			idle.Reset(e.opts.IdleTimeout)
+			handle(line)
+		drain:
+			for n := 1; n < maxBatch; n++ {
+				select {
+				case line, ok := <-lines:
+					if !ok {
+						lines = nil
+						break drain
+					}
+					handle(line)
+				default:
+					break drain
+				}
+			}
+			if !commit() {
+				stop(wire.TypeServerError, false)
+			}
+			if end != nil && graceC == nil && exited != nil {
+				proc.closeStdin()
+				graceC = time.After(e.opts.ResultGrace)
+			}
+		case <-exited:
+			exited = nil
+			killGroup(proc.pgid, syscall.SIGKILL)
+			if lines != nil {
+				drainC = time.After(e.opts.ResultGrace)
+			}
+		case <-drainC:
+			proc.stdout.Close()
+			drainC = nil
+		case <-graceC:
+			stop("", false)
+			graceC = nil
+		case <-idle.C:
+			if end == nil {
+				stop(wire.TypeHarnessStalled, false)
+			}
+		case <-deadline.C:
+			if end == nil {
+				stop(wire.TypeHarnessTimeout, false)
+			}
+		case <-cancel:
+			cancel = nil
+			if end == nil {
+				reason, _ := l.cancelReason.Load().(string)
+				stop(reason, true)
+			}
+		case <-killC:
+			killC = nil
+			killGroup(proc.pgid, syscall.SIGKILL)
+		}
+	}
+	killGroup(proc.pgid, syscall.SIGKILL)
+	switch {
+	case end != nil && stopReason != wire.TypeServerError:
+		f := store.Finish{Status: store.StatusDone}
+		if end.Err != nil {
+			f = store.Finish{Status: store.StatusError, ErrType: end.Err.Type, ErrMessage: end.Err.Message}
+		}
+		finish(f, func() [][]byte { return c.end(*end) })
+	case stopReason == wire.TypeRunCancelled:
+		fail("cancelled", wire.TypeRunCancelled, "the run was cancelled; its process group was killed")
+	case stopReason == wire.TypeBridgeShutdown:
+		fail("failed", stopReason, "the bridge shut down while the run was live; its process group was killed")
+	case stopReason == wire.TypeHarnessStalled:
+		fail("failed", stopReason, fmt.Sprintf("%s printed nothing for %s; its process group was killed", name, e.opts.IdleTimeout)+diagnosis(parser, e.opts.Secrets))
+	case stopReason == wire.TypeHarnessTimeout:
+		fail("failed", stopReason, fmt.Sprintf("the turn exceeded its deadline of %s; its process group was killed", limit)+diagnosis(parser, e.opts.Secrets))
+	case stopReason == wire.TypeServerError:
+		pending = nil
+		fail("failed", stopReason, "the bridge could not store the run's events")
+	default:
+		select {
+		case <-proc.errDone:
+		case <-time.After(500 * time.Millisecond):
+		}
+		msg := fmt.Sprintf("%s exited (%s) before finishing the turn", name, exitStatus(proc.exitErr))
+		if t := proc.stderr.String(e.opts.Secrets); t != "" {
+			msg += "; stderr: " + t
+		}
+		fail("failed", wire.TypeHarnessError, msg)
+	}
+}
+
+// question handles a harness's question: answered at once under an
+// unattended policy, otherwise stored as an open interaction and
+// announced by the returned `interaction` event.
+func (e *Engine) question(ctx context.Context, l *liveRun, rr *retainedRun, req TurnRequest, run store.Run, q harness.Question, n int, c *canonical) [][]byte {
+	log := e.log.With("run", l.id)
+	if req.Policy == wire.PolicyUnattendedAllow || req.Policy == wire.PolicyUnattendedDeny {
+		allow := req.Policy == wire.PolicyUnattendedAllow
+		line, err := rr.adapter.Answer(q, allow, "denied by the session's unattended-deny interaction policy")
+		if err == nil {
+			err = rr.write(line)
+		}
+		if err != nil {
+			log.Error("answer question", "err", err)
+		}
+		return nil
+	}
+	id := "perm-" + strconv.Itoa(n)
+	ir := InteractionRequest{ID: id, Kind: q.Kind, Title: q.Title, Tool: q.Tool, Input: q.Input,
+		Fields: []InteractionField{{ID: "decision", Type: "select", Options: []string{wire.OutcomeAccepted, wire.OutcomeDeclined}}},
+		Binding: wire.InteractionBinding{RunID: l.id, Provider: run.Provider, EnvironmentID: run.EnvironmentID,
+			SessionID: run.SessionID, ExecutionID: run.ExecutionID, InteractionID: id, RequestDigest: run.Digest}}
+	rr.mu.Lock()
+	rr.questions[id] = q
+	rr.mu.Unlock()
+	if err := e.store.PutInteraction(ctx, store.Interaction{RunID: l.id, ID: id, NativeID: q.NativeID, Request: mustJSON(ir)}); err != nil {
+		log.Error("store interaction", "err", err)
+	}
+	// The frame is numbered by the run's canonical encoder.
+	return [][]byte{c.frame(interactionEvent{Type: "interaction", Request: ir})}
+}

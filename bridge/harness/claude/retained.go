@@ -1,0 +1,101 @@
+package claude
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tangle-network/boxctl/bridge/harness"
+)
+
+var _ harness.Retained = Adapter{}
+
+// RetainedCommand builds the process of one turn of a retained session:
+// `claude -p --input-format stream-json --permission-prompt-tool stdio`,
+// with the prompt as one user line on stdin, which stays open so that
+// permission answers (control_response lines) can follow it.
+func (Adapter) RetainedCommand(t harness.Turn) (harness.Command, error) {
+	prompt, system := promptOf(t)
+	if strings.TrimSpace(prompt) == "" {
+		return harness.Command{}, fmt.Errorf("claude: the turn has no user message text")
+	}
+	args := []string{"-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages",
+		"--input-format", "stream-json", "--permission-prompt-tool", "stdio"}
+	if m := t.Model; m != "" && !strings.EqualFold(m, "default") {
+		args = append(args, "--model", m)
+	}
+	if t.NativeSessionID != "" {
+		args = append(args, "--resume", t.NativeSessionID)
+	} else {
+		args = append(args, "--session-id", newUUID())
+	}
+	if system != "" {
+		args = append(args, "--append-system-prompt", system)
+	}
+	line, err := json.Marshal(map[string]any{
+		"type":    "user",
+		"message": map[string]any{"role": "user", "content": []map[string]string{{"type": "text", "text": prompt}}},
+	})
+	if err != nil {
+		return harness.Command{}, fmt.Errorf("claude: encode prompt: %w", err)
+	}
+	return harness.Command{Path: t.Bin, Args: args, Env: Env(t), Dir: t.Cwd, Stdin: append(line, '\n'), HoldStdin: true}, nil
+}
+
+// controlRequest is a `control_request` line.
+type controlRequest struct {
+	Type      string `json:"type"`
+	RequestID string `json:"request_id"`
+	Request   struct {
+		Subtype     string          `json:"subtype"`
+		ToolName    string          `json:"tool_name"`
+		Input       json.RawMessage `json:"input"`
+		Description string          `json:"description"`
+	} `json:"request"`
+}
+
+// ParseQuestion decodes a `control_request` of subtype `can_use_tool`.
+func (Adapter) ParseQuestion(line []byte) (harness.Question, bool) {
+	if !strings.Contains(string(line), `"control_request"`) {
+		return harness.Question{}, false
+	}
+	var cr controlRequest
+	if err := json.Unmarshal(line, &cr); err != nil || cr.Type != "control_request" || cr.Request.Subtype != "can_use_tool" || cr.RequestID == "" {
+		return harness.Question{}, false
+	}
+	input := cr.Request.Input
+	if len(input) == 0 || string(input) == "null" {
+		input = json.RawMessage(`{}`)
+	}
+	title := "Allow " + cr.Request.ToolName + "?"
+	if cr.Request.Description != "" {
+		title = cr.Request.Description
+	} else {
+		var in struct {
+			Command string `json:"command"`
+		}
+		if json.Unmarshal(input, &in) == nil && in.Command != "" {
+			title = fmt.Sprintf("Allow %s to run: %s", cr.Request.ToolName, in.Command)
+		}
+	}
+	return harness.Question{NativeID: cr.RequestID, Kind: "permission", Tool: cr.Request.ToolName, Input: input, Title: title}, true
+}
+
+// Answer encodes the `control_response` to a permission question. An
+// allowed tool runs with its input unchanged.
+func (Adapter) Answer(q harness.Question, allow bool, message string) ([]byte, error) {
+	decision := map[string]any{"behavior": "deny", "message": message}
+	if allow {
+		input := q.Input
+		if len(input) == 0 {
+			input = json.RawMessage(`{}`)
+		}
+		decision = map[string]any{"behavior": "allow", "updatedInput": input}
+	}
+	b, err := json.Marshal(map[string]any{"type": "control_response", "response": map[string]any{
+		"subtype": "success", "request_id": q.NativeID, "response": decision}})
+	if err != nil {
+		return nil, fmt.Errorf("claude: encode permission answer: %w", err)
+	}
+	return append(b, '\n'), nil
+}

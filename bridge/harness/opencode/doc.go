@@ -1,0 +1,30 @@
+// Package opencode is the harness adapter for opencode (`opencode run
+// --format json`, and `-s <session>` to continue).
+//
+// Model ids are opencode/<provider>/<model>, or opencode/<model> for a
+// model of the generic "router" provider. Command: the adapter has the
+// engine write an opencode.json in the session's state directory
+// (OPENCODE_CONFIG) with an entry for the requested provider whose
+// baseURL is the router and whose apiKey is "{env:TANGLE_API_KEY}",
+// resolved by opencode from the environment, so the router key is never
+// written to a file: "anthropic" and "openai" keep their own SDKs
+// (Anthropic Messages, OpenAI Responses), any other provider speaks Chat
+// Completions through @ai-sdk/openai-compatible. opencode's sessions live
+// in the state directory (XDG_DATA_HOME and XDG_STATE_HOME). A session
+// title is always given (--title), which spares opencode the extra model
+// call that would generate one. Automatic updates, model catalog fetches,
+// LSP downloads and sharing are off; inherited OPENCODE_* variables are
+// dropped. The request's effort is the model --variant. `opencode run`
+// takes no system prompt, so system messages go before the prompt in a
+// <system> block. The prompt goes on stdin, which is then closed: `run`
+// quotes every argument that holds a space.
+//
+// Parser: opencode prints each part once it is complete: `text` and
+// `reasoning` parts become text and reasoning (one delta per part),
+// `tool_use` a tool call with its result. `step_finish` carries a step's
+// measured tokens (opencode splits cached input and reasoning out of
+// input and output, so they are added back); the turn ends at the first
+// step that did not stop for tool calls, with the usage summed over its
+// steps. An `error` line ends the turn with an error. opencode does not
+// report the model that served a request, so none is reported.
+package opencode

@@ -1,0 +1,75 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// capabilities answers GET /v1/capabilities?model=: the capability
+// document of the model's harness (see Capabilities).
+func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
+	model := r.URL.Query().Get("model")
+	if model == "" {
+		writeError(w, wire.TypeInvalidRequest, "the model query parameter is required")
+		return
+	}
+	b, _, ok := s.resolveModel(model)
+	if !ok {
+		writeError(w, wire.TypeModelNotFound, fmt.Sprintf("model %q names no registered harness", model))
+		return
+	}
+	h := s.health.probe(r.Context(), b, false)
+	if h.State != wire.BackendReady {
+		writeError(w, wire.TypeBackendNotReady, fmt.Sprintf("%s is %s: %s", h.Name, h.State, h.Detail))
+		return
+	}
+	writeJSON(w, http.StatusOK, Capabilities(b.Adapter))
+}
+
+// Capabilities is the capability document of a harness's routes: exactly
+// what this bridge does for it, and nothing it does not.
+//
+//   - Streaming (live SSE, replay from a cursor, detached readers, a
+//     repeated run id attaching to its run) is the engine's and holds for
+//     every harness.
+//   - Session continuation is claimed for adapters that resume their CLI's
+//     own conversation (harness.Continuer), and retained control (exact run,
+//     result, event and cancellation identity) only with it, as the
+//     contract requires.
+//   - Retained native sessions and permission interactions are claimed for
+//     adapters that run retained turns (harness.Retained): one permission
+//     at a time, answered with a select field, for that interaction only,
+//     replayed with the run's events, and idempotent per operation id.
+//   - Native continuation (POST /v1/sessions/:id/continue), agent profile
+//     materialisation, workspace and branching operations, placement and
+//     confidential execution are not implemented, so not claimed.
+func Capabilities(a harness.Adapter) wire.Capabilities {
+	c := wire.Capabilities{
+		Streaming: wire.StreamingCaps{Live: true, Replay: true, Detach: true, TurnIdempotency: true},
+		Usage:     true,
+		// The bridge names the runs, sessions and executions it serves, their
+		// lifecycle and their measured model usage; the caller knows the
+		// endpoint it reached. Where the bridge runs and what it costs are
+		// known only to whoever provisioned it.
+		Observation: &wire.ObservationCaps{Identity: true, Lifecycle: true, Endpoint: true, ModelUsage: true},
+	}
+	if cont, ok := a.(harness.Continuer); ok && cont.ContinuesSessions() {
+		c.Sessions.Continue = true
+		c.RetainedControl = &wire.RetainedControlCaps{ExactRunIdentity: true, ResultIdentity: true, EventIdentity: true,
+			CancellationIdempotency: true}
+	}
+	if _, ok := a.(harness.Retained); ok && c.RetainedControl != nil {
+		c.Sessions.List = true // GET /v1/sessions
+		c.Interactions = &wire.InteractionCaps{
+			Kinds:               []string{"permission"},
+			AnswerFieldTypes:    []string{wire.FieldSelect},
+			ResponseScopes:      []string{wire.ScopeInteraction},
+			Replay:              true,
+			ResponseIdempotency: true,
+		}
+	}
+	return c
+}

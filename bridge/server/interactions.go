@@ -1,0 +1,95 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/tangle-network/boxctl/bridge/engine"
+	"github.com/tangle-network/boxctl/bridge/store"
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// respondInteraction answers POST /v1/runs/:runId/interactions/:interactionId/respond
+// with an acknowledgement (wire.InteractionAck) whose HTTP status is
+// wire.InteractionHTTPStatus of its status. Final acknowledgements are
+// stored per operation id by the engine.
+func (s *Server) respondInteraction(w http.ResponseWriter, r *http.Request) {
+	runID, iid := r.PathValue("id"), r.PathValue("iid")
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	var cmd wire.InteractionCommand
+	if _, err := decodeStrict(body, &cmd); err != nil {
+		writeError(w, wire.TypeInvalidRequest, "invalid interaction command: "+err.Error())
+		return
+	}
+	if err := wire.ValidIdentifier(cmd.OperationID); err != nil {
+		writeError(w, wire.TypeInvalidRequest, "operationId "+err.Error())
+		return
+	}
+	ack := func(a engine.InteractionAnswer) ([]byte, int) {
+		out := wire.InteractionAck{OperationID: cmd.OperationID, Binding: cmd.Binding, CommandDigest: cmd.CommandDigest,
+			Status: a.Status, Message: a.Message}
+		code := wire.InteractionHTTPStatus(a.Status)
+		if a.Status == wire.InteractionTransportFailure || code >= 400 {
+			retry := a.Retryable
+			out.Retryable = &retry
+		}
+		return mustJSON(out), code
+	}
+	answer := func(a engine.InteractionAnswer) {
+		b, code := ack(a)
+		writeRaw(w, code, b)
+	}
+	st := s.opts.Engine.Store()
+	if op, err := st.GetInteractionOp(r.Context(), cmd.OperationID); err == nil {
+		writeRaw(w, op.HTTPStatus, op.Body)
+		return
+	}
+	run, err := st.GetRun(r.Context(), runID)
+	if errors.Is(err, store.ErrNotFound) {
+		answer(engine.InteractionAnswer{Status: wire.InteractionUnknownRun, Message: "this bridge has no record of run " + runID})
+		return
+	}
+	if err != nil {
+		s.writeRunLookupError(w, runID, err)
+		return
+	}
+	b := cmd.Binding
+	if b.RunID != runID || b.InteractionID != iid || cmd.Response.ID != iid || b.Provider != run.Provider ||
+		b.EnvironmentID != run.EnvironmentID || b.SessionID != run.SessionID || b.ExecutionID != run.ExecutionID ||
+		b.RequestDigest != run.Digest {
+		answer(engine.InteractionAnswer{Status: wire.InteractionBindingMismatch, Message: "the binding does not match the run and interaction"})
+		return
+	}
+	digest, err := wire.Digest(map[string]any{"binding": b, "response": cmd.Response})
+	if err != nil || digest != cmd.CommandDigest {
+		answer(engine.InteractionAnswer{Status: wire.InteractionInvalidResponse, Message: "commandDigest does not match the binding and response"})
+		return
+	}
+	switch cmd.Response.Outcome {
+	case wire.OutcomeAccepted, wire.OutcomeDeclined, wire.OutcomeCancelled:
+	default:
+		answer(engine.InteractionAnswer{Status: wire.InteractionInvalidResponse, Message: "response outcome must be accepted, declined or cancelled"})
+		return
+	}
+	respDigest, err := wire.Digest(cmd.Response)
+	if err != nil {
+		answer(engine.InteractionAnswer{Status: wire.InteractionInvalidResponse, Message: err.Error()})
+		return
+	}
+	out, code, err := s.opts.Engine.Respond(r.Context(), runID, iid, cmd.OperationID, cmd.Response.Outcome, respDigest, ack)
+	if err != nil {
+		s.log.Error("respond to interaction", "run", runID, "interaction", iid, "err", err)
+		answer(engine.InteractionAnswer{Status: wire.InteractionTransportFailure, Retryable: true, Message: "the bridge could not record the answer"})
+		return
+	}
+	writeRaw(w, code, out)
+}
+
+func writeRaw(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
+}

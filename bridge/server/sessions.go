@@ -1,0 +1,394 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tangle-network/boxctl/bridge/engine"
+	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/store"
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// sessionView is a retained session as the session routes return it:
+// the wire view and the session's own state.
+type sessionView struct {
+	wire.SessionView
+	InteractionPolicy string `json:"interaction_policy"`
+	Closed            bool   `json:"closed"`
+	CreatedAt         int64  `json:"created_at"`
+}
+
+func viewOf(rs store.RetainedSession) sessionView {
+	v := sessionView{SessionView: wire.SessionView{ID: rs.ID, Model: rs.Model, CreateRequestDigest: rs.Digest},
+		InteractionPolicy: rs.Policy, Closed: !rs.ClosedAt.IsZero(), CreatedAt: rs.CreatedAt.UnixMilli()}
+	if rs.Boundary != nil {
+		var p wire.BoundaryProof
+		if json.Unmarshal(rs.Boundary, &p) == nil {
+			v.ContextBoundary = &p
+		}
+	}
+	return v
+}
+
+// decodeStrict decodes a JSON object into v, rejecting unknown fields and
+// trailing data. It returns the object as a generic map too.
+func decodeStrict(body []byte, v any) (map[string]any, error) {
+	var generic map[string]any
+	if err := json.Unmarshal(body, &generic); err != nil || generic == nil {
+		return nil, errors.New("request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return nil, err
+	}
+	return generic, nil
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	var req wire.SessionCreateRequest
+	generic, err := decodeStrict(body, &req)
+	if err != nil {
+		writeError(w, wire.TypeInvalidRequest, "invalid session request: "+err.Error())
+		return
+	}
+	if req.ID == "" {
+		req.ID = newID("ses_")
+		generic["id"] = req.ID
+	}
+	if err := wire.ValidIdentifier(req.ID); err != nil {
+		writeError(w, wire.TypeInvalidRequest, "id "+err.Error())
+		return
+	}
+	if strings.TrimSpace(req.Model) == "" {
+		writeError(w, wire.TypeInvalidRequest, "model is required")
+		return
+	}
+	b, _, found := s.resolveModel(req.Model)
+	if !found {
+		writeError(w, wire.TypeModelNotFound, fmt.Sprintf("model %q names no registered harness", req.Model))
+		return
+	}
+	if _, ok := b.Adapter.(harness.Retained); !ok {
+		writeError(w, wire.TypeInvalidRequest, b.Adapter.Name()+" does not support retained native sessions")
+		return
+	}
+	switch req.InteractionPolicy {
+	case "":
+		req.InteractionPolicy = wire.PolicyInteractive
+	case wire.PolicyInteractive, wire.PolicyUnattendedDeny, wire.PolicyUnattendedAllow:
+	default:
+		writeError(w, wire.TypeInvalidRequest, fmt.Sprintf("interaction_policy %q is not one of interactive, unattended-deny, unattended-allow", req.InteractionPolicy))
+		return
+	}
+	if req.Cwd != nil {
+		if !filepath.IsAbs(*req.Cwd) {
+			writeError(w, wire.TypeInvalidRequest, "cwd must be an absolute path")
+			return
+		}
+		if fi, err := os.Stat(*req.Cwd); err != nil || !fi.IsDir() {
+			writeError(w, wire.TypeInvalidRequest, "cwd "+*req.Cwd+" is not a directory")
+			return
+		}
+	}
+	for k := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			writeError(w, wire.TypeInvalidRequest, fmt.Sprintf("env name %q is invalid", k))
+			return
+		}
+	}
+	digest, err := wire.Digest(generic)
+	if err != nil {
+		writeError(w, wire.TypeInvalidRequest, err.Error())
+		return
+	}
+	stored, err := json.Marshal(req)
+	if err != nil {
+		writeError(w, wire.TypeServerError, "encode session")
+		return
+	}
+	rs, created, err := s.opts.Engine.Store().CreateSession(r.Context(), store.RetainedSession{ID: req.ID, Harness: b.Adapter.Name(),
+		Model: req.Model, Digest: digest, Request: stored, Policy: req.InteractionPolicy})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		writeError(w, wire.TypeSessionConflict, "session "+req.ID+" exists with a different create request")
+	case err != nil:
+		s.log.Error("create session", "session", req.ID, "err", err)
+		writeError(w, wire.TypeServerError, "create session")
+	case created:
+		writeJSON(w, http.StatusCreated, viewOf(rs))
+	default:
+		writeJSON(w, http.StatusOK, viewOf(rs))
+	}
+}
+
+// sessionOr404 loads the session of the path; it has answered when ok is
+// false.
+func (s *Server) sessionOr404(w http.ResponseWriter, r *http.Request) (store.RetainedSession, bool) {
+	id := r.PathValue("id")
+	if err := wire.ValidIdentifier(id); err != nil {
+		writeError(w, wire.TypeInvalidRequest, "session id "+err.Error())
+		return store.RetainedSession{}, false
+	}
+	rs, err := s.opts.Engine.Store().GetSession(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, wire.TypeNotFound, "session "+id+" not found")
+		return rs, false
+	}
+	if err != nil {
+		s.log.Error("load session", "session", id, "err", err)
+		writeError(w, wire.TypeServerError, "load session")
+		return rs, false
+	}
+	return rs, true
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	all, err := s.opts.Engine.Store().ListSessions(r.Context())
+	if err != nil {
+		s.log.Error("list sessions", "err", err)
+		writeError(w, wire.TypeServerError, "list sessions")
+		return
+	}
+	out := []sessionView{}
+	for _, rs := range all {
+		out = append(out, viewOf(rs))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	if rs, ok := s.sessionOr404(w, r); ok {
+		writeJSON(w, http.StatusOK, viewOf(rs))
+	}
+}
+
+// turnText is the prompt of a turn: its message, or the text of its parts.
+func turnText(req wire.TurnRequest) (string, error) {
+	if len(req.Parts) == 0 || string(req.Parts) == "null" {
+		return req.Message, nil
+	}
+	if req.Message != "" {
+		return "", errors.New("give message or parts, not both")
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(req.Parts, &parts); err != nil {
+		return "", errors.New("parts must be an array of {type, text} objects")
+	}
+	var texts []string
+	for i, p := range parts {
+		if p.Type != "text" {
+			return "", fmt.Errorf("parts[%d].type %q is not supported (only text)", i, p.Type)
+		}
+		texts = append(texts, p.Text)
+	}
+	return strings.Join(texts, "\n\n"), nil
+}
+
+func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) {
+	rs, ok := s.sessionOr404(w, r)
+	if !ok {
+		return
+	}
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	var req wire.TurnRequest
+	generic, err := decodeStrict(body, &req)
+	if err != nil {
+		writeError(w, wire.TypeInvalidRequest, "invalid turn request: "+err.Error())
+		return
+	}
+	for _, f := range []struct{ name, v string }{{"turn_id", req.TurnID}, {"execution_id", req.ExecutionID}} {
+		if err := wire.ValidIdentifier(f.v); err != nil {
+			writeError(w, wire.TypeInvalidRequest, f.name+" "+err.Error())
+			return
+		}
+	}
+	if err := wire.ValidRunID(req.RunID); err != nil {
+		writeError(w, wire.TypeInvalidRequest, "run_id: "+err.Error())
+		return
+	}
+	for _, f := range []struct{ name, v string }{{"provider", req.Provider}, {"environment_id", req.EnvironmentID}} {
+		if f.v == "" {
+			continue
+		}
+		if err := wire.ValidIdentifier(f.v); err != nil {
+			writeError(w, wire.TypeInvalidRequest, f.name+" "+err.Error())
+			return
+		}
+	}
+	prompt, err := turnText(req)
+	if err == nil && strings.TrimSpace(prompt) == "" {
+		err = errors.New("message or text parts are required")
+	}
+	if err != nil {
+		writeError(w, wire.TypeInvalidRequest, err.Error())
+		return
+	}
+	if len(req.Interactions) > 0 && string(req.Interactions) != "null" {
+		var kinds map[string]any
+		if json.Unmarshal(req.Interactions, &kinds) != nil || kinds == nil {
+			writeError(w, wire.TypeInvalidRequest, "interactions must be an object keyed by interaction kind")
+			return
+		}
+		for k := range kinds {
+			if k != "permission" {
+				writeError(w, wire.TypeInvalidRequest, fmt.Sprintf("interaction kind %q is not supported (only permission)", k))
+				return
+			}
+		}
+	}
+	if !rs.ClosedAt.IsZero() {
+		writeError(w, wire.TypeSessionClosed, "session "+rs.ID+" is closed")
+		return
+	}
+	b, bare, found := s.resolveModel(rs.Model)
+	if !found {
+		writeError(w, wire.TypeModelNotFound, fmt.Sprintf("model %q names no registered harness", rs.Model))
+		return
+	}
+	digest, err := wire.Digest(map[string]any{"schema": wire.RetainedTurnDigestSchema, "harness": b.Adapter.Name(),
+		"session": rs.ID, "turn": generic})
+	if err != nil {
+		writeError(w, wire.TypeInvalidRequest, err.Error())
+		return
+	}
+	var create wire.SessionCreateRequest
+	if err := json.Unmarshal(rs.Request, &create); err != nil {
+		s.log.Error("decode stored session", "session", rs.ID, "err", err)
+		writeError(w, wire.TypeServerError, "load session")
+		return
+	}
+	cwd := ""
+	if create.Cwd != nil {
+		cwd = *create.Cwd
+	}
+	observed := time.Now().UTC().Format(time.RFC3339Nano)
+	tr := engine.TurnRequest{
+		Turn:  store.Turn{SessionID: rs.ID, TurnID: req.TurnID, Digest: digest},
+		RunID: req.RunID, Digest: digest, Provider: req.Provider, EnvironmentID: req.EnvironmentID, ExecutionID: req.ExecutionID,
+		Backend: b, Model: bare, ModelID: rs.Model, Prompt: prompt, Cwd: cwd, Env: create.Env, Policy: rs.Policy,
+		Boundary: func(t store.Turn) []byte {
+			return mustJSON(wire.BoundaryProof{RunID: req.RunID, Provider: req.Provider, EnvironmentID: req.EnvironmentID,
+				SessionID: rs.ID, ExecutionID: req.ExecutionID, RequestDigest: digest,
+				Boundary: wire.ContextBoundary{Kind: "revision", Revision: strconv.FormatInt(t.Index+1, 10)}, ObservedAt: observed})
+		},
+	}
+	_, run, _, err := s.opts.Engine.AdmitTurn(r.Context(), tr)
+	switch {
+	case errors.Is(err, engine.ErrTurnConflict):
+		writeError(w, wire.TypeTurnConflict, "turn "+req.TurnID+" or run "+req.RunID+" is bound to a different turn")
+		return
+	case errors.Is(err, engine.ErrSessionBusy):
+		writeError(w, wire.TypeSessionBusy, "session "+rs.ID+" has a live run")
+		return
+	case errors.Is(err, engine.ErrSaturated):
+		w.Header().Set(wire.HeaderRetryAfter, "1")
+		writeError(w, wire.TypeExecutorSaturated, "too many concurrent runs")
+		return
+	case err != nil:
+		s.log.Error("admit turn", "session", rs.ID, "err", err)
+		writeError(w, wire.TypeServerError, "admit turn")
+		return
+	}
+	rs, err = s.opts.Engine.Store().GetSession(r.Context(), rs.ID)
+	if err != nil {
+		s.log.Error("load session", "session", rs.ID, "err", err)
+		writeError(w, wire.TypeServerError, "load session")
+		return
+	}
+	setRunHeaders(w, run)
+	writeJSON(w, http.StatusAccepted, map[string]any{"session": viewOf(rs), "run": wire.AdmittedRun{ID: run.ID,
+		Provider: run.Provider, EnvironmentID: run.EnvironmentID, SessionID: run.SessionID, ExecutionID: run.ExecutionID,
+		RequestDigest: run.Digest}})
+}
+
+// currentRun is the run of a session's last turn, if any.
+func (s *Server) currentRun(r *http.Request, id string) (string, bool, error) {
+	turns, err := s.opts.Engine.Store().Turns(r.Context(), id, 0)
+	if err != nil || len(turns) == 0 {
+		return "", false, err
+	}
+	return turns[len(turns)-1].RunID, true, nil
+}
+
+func (s *Server) cancelSession(w http.ResponseWriter, r *http.Request) {
+	rs, ok := s.sessionOr404(w, r)
+	if !ok {
+		return
+	}
+	s.stopSession(w, r, rs)
+}
+
+func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
+	rs, ok := s.sessionOr404(w, r)
+	if !ok {
+		return
+	}
+	if err := s.opts.Engine.Store().CloseSession(r.Context(), rs.ID); err != nil {
+		s.log.Error("close session", "session", rs.ID, "err", err)
+		writeError(w, wire.TypeServerError, "close session")
+		return
+	}
+	s.opts.Engine.NotifySession(rs.ID)
+	s.stopSession(w, r, rs)
+}
+
+// stopSession cancels the session's live run, waits for it within
+// wait_ms, and answers the session and its current run.
+func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, rs store.RetainedSession) {
+	wait, err := parseWait(r, s.opts.CancelWait)
+	if err != nil {
+		writeError(w, wire.TypeInvalidRequest, err.Error())
+		return
+	}
+	out := map[string]any{}
+	runID, ok, err := s.currentRun(r, rs.ID)
+	if err != nil {
+		s.log.Error("load session turns", "session", rs.ID, "err", err)
+		writeError(w, wire.TypeServerError, "load session")
+		return
+	}
+	status := http.StatusOK
+	if ok {
+		requested, err := s.opts.Engine.Cancel(r.Context(), runID)
+		if err != nil {
+			s.log.Error("cancel run", "run", runID, "err", err)
+			writeError(w, wire.TypeServerError, "cancel run")
+			return
+		}
+		s.waitTerminal(r.Context(), runID, wait)
+		_, snap, err := s.loadRun(r.Context(), runID)
+		if err != nil {
+			s.writeRunLookupError(w, runID, err)
+			return
+		}
+		out["cancel_requested"], out["cancelled"], out["terminal"], out["run"] = requested, snap.Status == wire.StatusCancelled, snap.Terminal, snap
+		if !snap.Terminal {
+			status = http.StatusAccepted
+		}
+	}
+	if rs2, err := s.opts.Engine.Store().GetSession(r.Context(), rs.ID); err == nil {
+		rs = rs2
+	}
+	out["session"] = viewOf(rs)
+	writeJSON(w, status, out)
+}

@@ -1,0 +1,276 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+func TestCreateSession(t *testing.T) {
+	v := newEnv(t, config{})
+	createSession(t, v, "s-dup", "")
+	tests := []struct {
+		name       string
+		body       string
+		wantStatus int
+		wantType   string
+	}{
+		{"unknown field", `{"id":"s1","model":"claude-code/sonnet","colour":"red"}`, 400, wire.TypeInvalidRequest},
+		{"not an object", `["s1"]`, 400, wire.TypeInvalidRequest},
+		{"trailing data", `{"id":"s1","model":"claude-code/sonnet"} {}`, 400, wire.TypeInvalidRequest},
+		{"no model", `{"id":"s1"}`, 400, wire.TypeInvalidRequest},
+		{"bad id", `{"id":" a","model":"claude-code/sonnet"}`, 400, wire.TypeInvalidRequest},
+		{"bad policy", `{"id":"s1","model":"claude-code/sonnet","interaction_policy":"yolo"}`, 400, wire.TypeInvalidRequest},
+		{"relative cwd", `{"id":"s1","model":"claude-code/sonnet","cwd":"work"}`, 400, wire.TypeInvalidRequest},
+		{"unknown harness", `{"id":"s1","model":"nope/x"}`, 404, wire.TypeModelNotFound},
+		{"same id, other request", `{"id":"s-dup","model":"claude-code/opus"}`, 409, wire.TypeSessionConflict},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := v.do(t, "POST", "/v1/sessions", tt.body)
+			e := decode[wire.ErrorResponse](t, resp)
+			if resp.StatusCode != tt.wantStatus || e.Error.Type != tt.wantType || e.Error.Message == "" {
+				t.Errorf("POST /v1/sessions %s = %d %+v, want %d %s", tt.body, resp.StatusCode, e.Error, tt.wantStatus, tt.wantType)
+			}
+		})
+	}
+	t.Run("identical repeat", func(t *testing.T) {
+		first := decode[sessionView](t, v.do(t, "GET", "/v1/sessions/s-dup", ""))
+		resp := v.do(t, "POST", "/v1/sessions", `{"id":"s-dup","model":"claude-code/sonnet"}`)
+		again := decode[sessionView](t, resp)
+		if resp.StatusCode != http.StatusOK || again.CreateRequestDigest != first.CreateRequestDigest || again.ID != "s-dup" {
+			t.Errorf("repeated create = %d %+v, want 200 %+v", resp.StatusCode, again, first)
+		}
+		if first.InteractionPolicy != wire.PolicyInteractive || first.ContextBoundary != nil || first.Closed {
+			t.Errorf("new session = %+v, want interactive, no boundary, open", first)
+		}
+	})
+}
+
+func TestUnknownSession(t *testing.T) {
+	v := newEnv(t, config{})
+	for _, r := range []struct{ method, path, body string }{
+		{"GET", "/v1/sessions/nope", ""},
+		{"GET", "/v1/sessions/nope/events", ""},
+		{"POST", "/v1/sessions/nope/turns", turnBody("t1", "r1", "hello")},
+		{"POST", "/v1/sessions/nope/cancel", ""},
+		{"POST", "/v1/sessions/nope/close", ""},
+	} {
+		t.Run(r.method+" "+r.path, func(t *testing.T) {
+			resp := v.do(t, r.method, r.path, r.body)
+			if e := decode[wire.ErrorResponse](t, resp); resp.StatusCode != 404 || e.Error.Type != wire.TypeNotFound {
+				t.Errorf("%s %s = %d %+v, want 404 %s", r.method, r.path, resp.StatusCode, e.Error, wire.TypeNotFound)
+			}
+		})
+	}
+	// Native continuation is not implemented: its route does not exist,
+	// whatever the session.
+	createSession(t, v, "s1", "")
+	for _, id := range []string{"s1", "nope"} {
+		resp := v.do(t, "POST", "/v1/sessions/"+id+"/continue", `{"request":{},"turn":{}}`)
+		if e := decode[wire.ErrorResponse](t, resp); resp.StatusCode != 404 || e.Error.Type != wire.TypeNotFound {
+			t.Errorf("POST /v1/sessions/%s/continue = %d %+v, want 404 %s", id, resp.StatusCode, e.Error, wire.TypeNotFound)
+		}
+	}
+}
+
+func TestPostTurn_Invalid(t *testing.T) {
+	v := newEnv(t, config{})
+	createSession(t, v, "s1", "")
+	ok := `"turn_id":"t1","execution_id":"e1","run_id":"r1"`
+	tests := []struct{ name, body string }{
+		{"unknown field", `{"message":"hi",` + ok + `,"colour":"red"}`},
+		{"no turn_id", `{"message":"hi","execution_id":"e1","run_id":"r1"}`},
+		{"no execution_id", `{"message":"hi","turn_id":"t1","run_id":"r1"}`},
+		{"no run_id", `{"message":"hi","turn_id":"t1","execution_id":"e1"}`},
+		{"bad run_id", `{"message":"hi","turn_id":"t1","execution_id":"e1","run_id":"-r"}`},
+		{"no message", `{` + ok + `}`},
+		{"blank message", `{"message":"  ",` + ok + `}`},
+		{"message and parts", `{"message":"hi","parts":[{"type":"text","text":"x"}],` + ok + `}`},
+		{"image part", `{"parts":[{"type":"image","text":"x"}],` + ok + `}`},
+		{"unknown interaction kind", `{"message":"hi",` + ok + `,"interactions":{"question":true}}`},
+		{"interactions not an object", `{"message":"hi",` + ok + `,"interactions":[1]}`},
+		{"not an object", `"hi"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := v.do(t, "POST", "/v1/sessions/s1/turns", tt.body)
+			if e := decode[wire.ErrorResponse](t, resp); resp.StatusCode != 400 || e.Error.Type != wire.TypeInvalidRequest {
+				t.Errorf("turn %s = %d %+v, want 400 %s", tt.body, resp.StatusCode, e.Error, wire.TypeInvalidRequest)
+			}
+		})
+	}
+	// None of them admitted a turn.
+	if resp := v.do(t, "GET", "/v1/runs/r1", ""); resp.StatusCode != 404 {
+		t.Errorf("GET /v1/runs/r1 after rejected turns = %d, want 404", resp.StatusCode)
+	}
+}
+
+func TestPostTurn_Identity(t *testing.T) {
+	v := newEnv(t, config{})
+	createSession(t, v, "s1", "")
+	body := turnBody("t1", "r1", "hello")
+	first := postTurn(t, v, "s1", body)
+	want := wire.AdmittedRun{ID: "r1", Provider: "test", EnvironmentID: "env-1", SessionID: "s1", ExecutionID: "exec-t1",
+		RequestDigest: first.Run.RequestDigest}
+	if diff := cmp.Diff(want, first.Run); diff != "" || !strings.HasPrefix(first.Run.RequestDigest, "sha256:") {
+		t.Errorf("admitted run (-want +got):\n%s", diff)
+	}
+	if first.Session.ContextBoundary == nil || first.Session.ContextBoundary.RunID != "r1" {
+		t.Errorf("session after the turn = %+v, want a context boundary of run r1", first.Session)
+	}
+	snap := waitRun(t, v, "r1")
+	if snap.Status != wire.StatusDone || snap.SessionID != "s1" || snap.ExecutionID != "exec-t1" || snap.RequestDigest != first.Run.RequestDigest {
+		t.Errorf("run r1 = %+v", snap)
+	}
+
+	t.Run("identical repeat returns the same run", func(t *testing.T) {
+		again := postTurn(t, v, "s1", body)
+		if diff := cmp.Diff(first.Run, again.Run); diff != "" {
+			t.Errorf("repeated turn run (-first +again):\n%s", diff)
+		}
+		if s := decode[wire.RunSnapshot](t, v.do(t, "GET", "/v1/runs/r1", "")); s.StartedAt != snap.StartedAt || s.LastSeq != snap.LastSeq {
+			t.Errorf("run r1 after the repeat = %+v, want it untouched (%+v)", s, snap)
+		}
+	})
+	conflicts := []struct{ name, body string }{
+		{"same turn id, other message", turnBody("t1", "r1", "hello again")},
+		{"same turn id, other run id", turnBody("t1", "r9", "hello")},
+		{"other turn id, taken run id", turnBody("t2", "r1", "hello")},
+	}
+	for _, tt := range conflicts {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := v.do(t, "POST", "/v1/sessions/s1/turns", tt.body)
+			if e := decode[wire.ErrorResponse](t, resp); resp.StatusCode != 409 || e.Error.Type != wire.TypeTurnConflict {
+				t.Errorf("turn %s = %d %+v, want 409 %s", tt.body, resp.StatusCode, e.Error, wire.TypeTurnConflict)
+			}
+		})
+	}
+}
+
+// stopAnswer is the answer of POST /v1/sessions/:id/cancel and /close.
+type stopAnswer struct {
+	Cancelled bool             `json:"cancelled"`
+	Terminal  bool             `json:"terminal"`
+	Run       wire.RunSnapshot `json:"run"`
+	Session   sessionView      `json:"session"`
+}
+
+func TestPostTurn_BusyCancelClose(t *testing.T) {
+	v := newEnv(t, config{})
+	createSession(t, v, "s1", "")
+	postTurn(t, v, "s1", turnBody("t1", "r1", "slow:100:100"))
+
+	resp := v.do(t, "POST", "/v1/sessions/s1/turns", turnBody("t2", "r2", "hello"))
+	if e := decode[wire.ErrorResponse](t, resp); resp.StatusCode != 409 || e.Error.Type != wire.TypeSessionBusy {
+		t.Errorf("turn on a busy session = %d %+v, want 409 %s", resp.StatusCode, e.Error, wire.TypeSessionBusy)
+	}
+	resp = v.do(t, "POST", "/v1/sessions/s1/cancel?wait_ms=10000", "")
+	out := decode[stopAnswer](t, resp)
+	if resp.StatusCode != 200 || !out.Cancelled || !out.Terminal || out.Run.ID != "r1" || out.Run.Status != wire.StatusCancelled || out.Session.Closed {
+		t.Errorf("cancel session = %d %+v", resp.StatusCode, out)
+	}
+	// The session outlives its cancelled run.
+	postTurn(t, v, "s1", turnBody("t2", "r2", "hello"))
+	if s := waitRun(t, v, "r2"); s.Status != wire.StatusDone {
+		t.Errorf("turn after cancel = %+v, want done", s)
+	}
+
+	resp = v.do(t, "POST", "/v1/sessions/s1/close", "")
+	if c := decode[sessionView](t, v.do(t, "GET", "/v1/sessions/s1", "")); resp.StatusCode != 200 || !c.Closed {
+		t.Errorf("close = %d, session %+v, want closed", resp.StatusCode, c)
+	}
+	resp = v.do(t, "POST", "/v1/sessions/s1/turns", turnBody("t3", "r3", "hello"))
+	if e := decode[wire.ErrorResponse](t, resp); resp.StatusCode != 409 || e.Error.Type != wire.TypeSessionClosed {
+		t.Errorf("turn on a closed session = %d %+v, want 409 %s", resp.StatusCode, e.Error, wire.TypeSessionClosed)
+	}
+	// An admitted turn repeated after close still names its run.
+	resp = v.do(t, "POST", "/v1/sessions/s1/turns", turnBody("t2", "r2", "hello"))
+	if resp.StatusCode == http.StatusAccepted {
+		if a := decode[admission](t, resp); a.Run.ID != "r2" {
+			t.Errorf("repeat after close = %+v, want run r2", a.Run)
+		}
+	} else if e := decode[wire.ErrorResponse](t, resp); resp.StatusCode != 409 || e.Error.Type != wire.TypeSessionClosed {
+		t.Errorf("repeat after close = %d %+v, want 202 r2 or 409 %s", resp.StatusCode, e.Error, wire.TypeSessionClosed)
+	}
+}
+
+func TestSessionEvents_Canonical(t *testing.T) {
+	v := newEnv(t, config{})
+	createSession(t, v, "s1", "")
+	live := openEvents(t, v, "/v1/sessions/s1/events", "")
+	postTurn(t, v, "s1", turnBody("t1", "r1", "hello"))
+	first := live.until(isTerminal)
+	postTurn(t, v, "s1", turnBody("t2", "r2", "many:20"))
+	second := live.until(isTerminal)
+	if resp := v.do(t, "POST", "/v1/sessions/s1/close", ""); resp.StatusCode != 200 {
+		t.Fatalf("close = %d", resp.StatusCode)
+	}
+	if rest := live.all(); len(rest) != 0 {
+		t.Errorf("after close the stream carried %d more frames", len(rest))
+	}
+	all := append(append([]cframe{}, first...), second...)
+	for i, f := range all {
+		if f.id != int64(i+1) {
+			t.Errorf("session frame %d has id %d, want %d (no gap)", i, f.id, i+1)
+		}
+	}
+	for _, turn := range []struct {
+		run    string
+		frames []cframe
+	}{{"r1", first}, {"r2", second}} {
+		if turn.frames[0].typ != "status" || turn.frames[0].body["status"] != "started" {
+			t.Errorf("run %s starts with %s %v, want status started", turn.run, turn.frames[0].typ, turn.frames[0].body)
+		}
+		if last := turn.frames[len(turn.frames)-1]; last.body["status"] != "completed" {
+			t.Errorf("run %s ends with %v, want status completed", turn.run, last.body)
+		}
+		for _, f := range turn.frames {
+			if f.env.RunID != turn.run {
+				t.Errorf("frame %d of run %s names run %s", f.id, turn.run, f.env.RunID)
+			}
+		}
+	}
+	if got := frameText(first); got != "Hello, world" {
+		t.Errorf("turn 1 text = %q", got)
+	}
+	if got := frameText(second); !strings.HasPrefix(got, "d0 d1 ") || !strings.HasSuffix(got, "d19 ") {
+		t.Errorf("turn 2 text = %q", got)
+	}
+
+	t.Run("replay from a cursor", func(t *testing.T) {
+		for _, cursor := range []int{0, 1, len(first), len(first) + 3, len(all)} {
+			got := openEvents(t, v, "/v1/sessions/s1/events", strconvItoa(cursor)).all()
+			want := all[cursor:]
+			if len(got) != len(want) {
+				t.Fatalf("replay after %d = %d frames, want %d", cursor, len(got), len(want))
+			}
+			for i := range got {
+				if got[i].id != want[i].id || string(got[i].raw) != string(want[i].raw) {
+					t.Errorf("replay after %d frame %d = %s, want %s", cursor, i, got[i].raw, want[i].raw)
+				}
+			}
+		}
+	})
+	t.Run("cursor ahead", func(t *testing.T) {
+		resp := v.do(t, "GET", "/v1/sessions/s1/events", "", wire.HeaderLastEventID, strconvItoa(len(all)+1))
+		if e := decode[wire.ErrorResponse](t, resp); resp.StatusCode != 409 || e.Error.Type != wire.TypeInvalidReplayCursor {
+			t.Errorf("cursor ahead = %d %+v", resp.StatusCode, e.Error)
+		}
+	})
+	t.Run("run events", func(t *testing.T) {
+		got := openEvents(t, v, "/v1/runs/r2/events", "").all()
+		if len(got) != len(second) || !isTerminal(got[len(got)-1]) {
+			t.Fatalf("run r2 events = %d frames, want %d ending in a terminal status", len(got), len(second))
+		}
+		for i := range got {
+			if got[i].id != int64(i+1) || got[i].env.RunID != "r2" {
+				t.Errorf("run r2 frame %d = id %d run %s", i, got[i].id, got[i].env.RunID)
+			}
+		}
+	})
+}
