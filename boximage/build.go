@@ -56,6 +56,9 @@ type BuildOptions struct {
 	Insecure []string
 	// Log receives a line per phase. Default discards.
 	Log *slog.Logger
+	// ConnectTimeout bounds the wait for buildkitd to answer before the
+	// build starts. Default 10s.
+	ConnectTimeout time.Duration
 }
 
 // RegistryAuth is a registry login. It never prints its password.
@@ -97,7 +100,8 @@ type Exporter interface {
 }
 
 // Build builds opts.Dockerfile with BuildKit and hands the image to exp.
-// Cancelling ctx cancels the build.
+// Cancelling ctx cancels the build. Its errors are typed as the package
+// documentation says: *BuildkitError, *PushError, *StepError.
 func Build(ctx context.Context, opts BuildOptions, exp Exporter) (Result, error) {
 	start := time.Now()
 	if len(opts.Dockerfile) == 0 {
@@ -152,11 +156,17 @@ func Build(ctx context.Context, opts BuildOptions, exp Exporter) (Result, error)
 		CacheExports:  cacheEntries(opts.CacheTo, opts.Insecure, true),
 	}
 
-	c, err := client.New(ctx, opts.BuildkitAddr)
+	c, err := connect(ctx, opts)
 	if err != nil {
-		return Result{}, fmt.Errorf("build: connect to buildkitd %s: %w", opts.BuildkitAddr, err)
+		return Result{}, fmt.Errorf("build: %w", err)
 	}
 	defer c.Close()
+	if pc, ok := exp.(pushChecker); ok {
+		// A refused push fails now, not after the build.
+		if err := pc.checkPush(ctx, auth); err != nil {
+			return Result{}, fmt.Errorf("build: %w", err)
+		}
+	}
 
 	var probeDigest string
 	if r, ok := exp.(reuser); ok {
@@ -186,6 +196,9 @@ func Build(ctx context.Context, opts BuildOptions, exp Exporter) (Result, error)
 	solveOpt.Exports = []client.ExportEntry{exp.entry()}
 	solveOpt.Session = []session.Attachable{auth.provider()}
 	resp, err := solve(ctx, c, opts, solveOpt, exp.run)
+	if pc, ok := exp.(pushChecker); ok && err != nil {
+		err = pc.pushError(ctx, err, auth)
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -206,6 +219,40 @@ func Build(ctx context.Context, opts BuildOptions, exp Exporter) (Result, error)
 	res.Duration = time.Since(start)
 	opts.Log.Debug("build: done", "reference", res.Reference, "digest", res.Digest, "took", res.Duration)
 	return res, nil
+}
+
+// connect dials buildkitd and waits, at most opts.ConnectTimeout, for it
+// to answer, so that a wrong address fails in seconds with a
+// *BuildkitError rather than in the middle of the build.
+func connect(ctx context.Context, opts BuildOptions) (*client.Client, error) {
+	timeout := opts.ConnectTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	c, err := client.New(ctx, opts.BuildkitAddr)
+	if err != nil {
+		return nil, &BuildkitError{Addr: opts.BuildkitAddr, Err: err}
+	}
+	ictx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := c.Info(ictx); err != nil {
+		c.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if ictx.Err() != nil {
+			err = fmt.Errorf("no answer within %v: %w", timeout, err)
+		}
+		return nil, &BuildkitError{Addr: opts.BuildkitAddr, Err: err}
+	}
+	return c, nil
+}
+
+// pushChecker is an Exporter that pushes: Build checks before the build
+// that the registry takes a push, and maps a failed push to a *PushError.
+type pushChecker interface {
+	checkPush(ctx context.Context, auth authLookup) error
+	pushError(ctx context.Context, err error, auth authLookup) error
 }
 
 // reuser is an Exporter whose target may already hold the image: Build
@@ -241,6 +288,8 @@ func solve(ctx context.Context, c *client.Client, opts BuildOptions, so client.S
 		return nil, err
 	}
 	ch := make(chan *client.SolveStatus)
+	shown := make(chan *client.SolveStatus)
+	steps := newStepLogs()
 	solved := make(chan struct{})
 	var resp *client.SolveResponse
 	var solveErr error
@@ -255,8 +304,13 @@ func solve(ctx context.Context, c *client.Client, opts BuildOptions, so client.S
 		return nil
 	})
 	eg.Go(func() error {
-		// Not egCtx: the display must drain ch and show the failing step.
-		_, err := display.UpdateFrom(context.WithoutCancel(ctx), ch)
+		// tee closes shown when Solve has closed ch.
+		steps.tee(ch, shown)
+		return nil
+	})
+	eg.Go(func() error {
+		// Not egCtx: the display must drain shown and show the failing step.
+		_, err := display.UpdateFrom(context.WithoutCancel(ctx), shown)
 		return err
 	})
 	if run != nil {
@@ -264,7 +318,7 @@ func solve(ctx context.Context, c *client.Client, opts BuildOptions, so client.S
 	}
 	if err := eg.Wait(); err != nil {
 		if solveErr != nil { // the cause, rather than the export it broke
-			return nil, fmt.Errorf("build: %w", solveErr)
+			return nil, fmt.Errorf("build: %w", steps.wrap(solveErr))
 		}
 		return nil, err
 	}

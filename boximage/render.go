@@ -29,6 +29,16 @@
 // `sleep infinity`) under timeout(1) until BOX_DEADLINE (Unix seconds) or
 // BOX_LIFETIME (seconds from start; the image sets a default): at the
 // deadline the process group gets SIGTERM, then SIGKILL, and the box ends.
+//
+// # Errors
+//
+// Build fails in seconds with a *BuildkitError (ErrBuildkitUnreachable) when
+// no buildkitd answers, and, for a registry target, checks before building
+// that the registry takes a push: a refusal then or during the push is a
+// *PushError (ErrPushDenied when the credentials are refused) carrying the
+// registry's message with every credential removed. A failed step is a
+// *StepError quoting what the step printed (npm's error lines); one whose
+// output reports a hash mismatch (npm's EINTEGRITY) matches ErrIntegrity.
 package boximage
 
 import (

@@ -111,11 +111,20 @@ func TestCapabilities_EveryHarness(t *testing.T) {
 				t.Errorf("retainedControl claimed %v with sessions.continue %v: it needs continuation and holds with it", c.RetainedControl != nil, c.Sessions.Continue)
 			}
 			_, retained := a.(harness.Retained)
-			if (c.Interactions != nil) != (retained && claimed) {
-				t.Errorf("interactions claimed %v, but retained native turns with permission questions: %v", c.Interactions != nil, retained)
+			asks := retained
+			if qc, ok := a.(harness.QuestionClaimer); ok {
+				asks = retained && qc.ClaimsInteractions()
 			}
-			if c.NativeContinuation != nil {
-				t.Error("nativeContinuation is claimed, but POST /v1/sessions/:id/continue is not implemented")
+			if (c.Interactions != nil) != (asks && claimed) {
+				t.Errorf("interactions claimed %v, but retained native turns with proven questions: %v", c.Interactions != nil, asks)
+			}
+			nc, _ := a.(harness.NativeContinuer)
+			native := retained && claimed && nc != nil && nc.ContinuesNatively()
+			if (c.NativeContinuation != nil) != native {
+				t.Errorf("nativeContinuation claimed %v, but retained sessions with proven native continuation: %v", c.NativeContinuation != nil, native)
+			}
+			if nc := c.NativeContinuation; nc != nil && (!nc.AtomicBoundary || !nc.RequestIdempotency) {
+				t.Errorf("nativeContinuation = %+v, want both guarantees", *nc)
 			}
 			if !c.Streaming.Live || !c.Streaming.Replay || !c.Streaming.Detach || !c.Streaming.TurnIdempotency {
 				t.Errorf("streaming = %+v, want all of it (the engine provides it for every harness)", c.Streaming)

@@ -47,8 +47,8 @@ type liveBridge struct {
 }
 
 // startLive runs the bridge in process with the real Claude Code CLI,
-// pointed at a router stub.
-func startLive(t *testing.T, script routerstub.Script) (*liveBridge, *routerstub.Server, string) {
+// pointed at a router stub; opts adjust the engine's options.
+func startLive(t *testing.T, script routerstub.Script, opts ...func(*engine.Options)) (*liveBridge, *routerstub.Server, string) {
 	t.Helper()
 	env := testbed.Require(t)
 	pkg := npmtest.Install(t, env, claudeCodeSpec)
@@ -75,10 +75,14 @@ func startLive(t *testing.T, script routerstub.Script) (*liveBridge, *routerstub
 		defer b.mu.Unlock()
 		assertGroupsGone(t, st, b.runs)
 	})
-	eng, err := engine.New(context.Background(), st, engine.Options{
+	eo := engine.Options{
 		DataDir: data, RouterURL: hs.URL, RouterKey: key, KillGrace: time.Second,
 		Environ: []string{"PATH=" + pkg.PATH(), "HOME=" + t.TempDir()},
-	})
+	}
+	for _, o := range opts {
+		o(&eo)
+	}
+	eng, err := engine.New(context.Background(), st, eo)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,13 +49,16 @@ type Config struct {
 	MaxBodyBytes int64
 	Keepalive    time.Duration
 	IdleTimeout  time.Duration
-	ResultGrace  time.Duration
-	MaxLifetime  time.Duration
-	MaxEvents    int64
-	MaxBytes     int64
-	ReplayTTL    time.Duration
-	IdentityTTL  time.Duration
-	LogLevel     string
+	// SessionIdle is how long a retained session's harness process waits
+	// for the next turn (engine.Options.SessionIdleTimeout).
+	SessionIdle time.Duration
+	ResultGrace time.Duration
+	MaxLifetime time.Duration
+	MaxEvents   int64
+	MaxBytes    int64
+	ReplayTTL   time.Duration
+	IdentityTTL time.Duration
+	LogLevel    string
 }
 
 // ConfigFromEnv reads the configuration from environment variables (see
@@ -96,6 +99,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	int64Var("BRIDGE_MAX_BODY_BYTES", &c.MaxBodyBytes)
 	msVar("BRIDGE_SSE_HEARTBEAT_MS", &c.Keepalive)
 	msVar("BRIDGE_IDLE_TIMEOUT_MS", &c.IdleTimeout)
+	msVar("BRIDGE_SESSION_IDLE_MS", &c.SessionIdle)
 	msVar("BRIDGE_RESULT_GRACE_MS", &c.ResultGrace)
 	msVar("BRIDGE_MAX_RUN_MS", &c.MaxLifetime)
 	int64Var("BRIDGE_REPLAY_MAX_EVENTS", &c.MaxEvents)
@@ -151,6 +155,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) *SecretFiles {
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "request body limit; 0 for 10 MiB (BRIDGE_MAX_BODY_BYTES)")
 	fs.DurationVar(&c.Keepalive, "keepalive", c.Keepalive, "SSE keepalive interval; 0 for 15s (BRIDGE_SSE_HEARTBEAT_MS)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "kill a harness silent this long; 0 for 10m (BRIDGE_IDLE_TIMEOUT_MS)")
+	fs.DurationVar(&c.SessionIdle, "session-idle", c.SessionIdle, "time a retained session's harness process waits for the next turn; 0 for 15m, negative for a fresh process per turn (BRIDGE_SESSION_IDLE_MS)")
 	fs.DurationVar(&c.ResultGrace, "result-grace", c.ResultGrace, "time a harness may take to exit after its result; 0 for 2s (BRIDGE_RESULT_GRACE_MS)")
 	fs.DurationVar(&c.MaxLifetime, "max-run", c.MaxLifetime, "longest a run may live; 0 for 6h (BRIDGE_MAX_RUN_MS)")
 	fs.Int64Var(&c.MaxEvents, "replay-max-events", c.MaxEvents, "events kept per run; 0 for 10000 (BRIDGE_REPLAY_MAX_EVENTS)")

@@ -39,7 +39,8 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 	}
 	eng, err := engine.New(ctx, st, engine.Options{DataDir: c.DataDir, RouterURL: c.RouterURL, RouterKey: c.RouterKey,
 		MaxRuns: c.MaxRuns, MaxLifetime: c.MaxLifetime, IdleTimeout: c.IdleTimeout, ResultGrace: c.ResultGrace,
-		Secrets: secrets, Logger: log})
+		SessionIdleTimeout: c.SessionIdle,
+		Secrets:            secrets, Logger: log})
 	if err != nil {
 		return err
 	}

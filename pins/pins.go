@@ -274,7 +274,7 @@ func (p *Pins) Select(names []string) ([]Harness, error) {
 			}
 		}
 		if len(out) == 0 {
-			return nil, fmt.Errorf("%w: no harness is proven yet; name them (known: %s)", ErrNoHarness, strings.Join(p.names(), ", "))
+			return nil, fmt.Errorf("%w: no harness is proven yet: name the ones to install (known: %s), or prove one with the conformance suite", ErrNoHarness, strings.Join(p.names(), ", "))
 		}
 		return out, nil
 	}
@@ -282,7 +282,7 @@ func (p *Pins) Select(names []string) ([]Harness, error) {
 	for _, n := range names {
 		h, ok := p.Harness(n)
 		if !ok {
-			return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownHarness, n, strings.Join(p.names(), ", "))
+			return nil, &UnknownHarnessError{Name: n, Known: p.names()}
 		}
 		want[h.Name] = true
 	}

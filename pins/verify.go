@@ -23,6 +23,8 @@ type Check struct {
 	Registry string `json:"registryIntegrity,omitempty"`
 	// Error says why the check failed; empty when it passed.
 	Error string `json:"error,omitempty"`
+	// Fix says how to settle a failed check.
+	Fix string `json:"fix,omitempty"`
 }
 
 // OK reports whether the registry publishes the pinned version with the
@@ -34,8 +36,9 @@ var ErrMismatch = errors.New("pins disagree with the npm registry")
 
 // Verify asks the registry for every pinned npm package (each harness, its
 // platform packages, and Node's distributions) and compares integrity. It
-// returns one Check per package in pins order. The error wraps ErrMismatch
-// when any check failed, or is the context's error when ctx ended first.
+// returns one Check per package in pins order. The error is a *MismatchError
+// (matching ErrMismatch) when any check failed, or wraps the context's error
+// when ctx ended first.
 // At most four requests run at once.
 func Verify(ctx context.Context, p *Pins, reg *Registry) ([]Check, error) {
 	var checks []Check
@@ -65,13 +68,16 @@ func Verify(ctx context.Context, p *Pins, reg *Registry) ([]Check, error) {
 				return gctx.Err()
 			case errors.Is(err, ErrNotFound):
 				c.Error = "version not in the registry"
+				c.Fix = fix(c.Subject, c.Version, false)
 			case err != nil:
 				c.Error = err.Error()
+				c.Fix = "check that the npm registry (--registry, NPM_CONFIG_REGISTRY) answers"
 			case m.Version != c.Version:
 				c.Error = fmt.Sprintf("registry answered version %s", m.Version)
 			case m.Dist.Integrity != c.Integrity:
 				c.Registry = m.Dist.Integrity
 				c.Error = "integrity differs from the registry's"
+				c.Fix = fix(c.Subject, c.Version, true)
 			default:
 				c.Registry = m.Dist.Integrity
 			}
@@ -81,14 +87,14 @@ func Verify(ctx context.Context, p *Pins, reg *Registry) ([]Check, error) {
 	if err := g.Wait(); err != nil {
 		return checks, fmt.Errorf("verify pins: %w", err)
 	}
-	failed := 0
+	var failed []Check
 	for _, c := range checks {
 		if !c.OK() {
-			failed++
+			failed = append(failed, c)
 		}
 	}
-	if failed > 0 {
-		return checks, fmt.Errorf("verify pins: %d of %d: %w", failed, len(checks), ErrMismatch)
+	if len(failed) > 0 {
+		return checks, &MismatchError{Failed: failed, Total: len(checks)}
 	}
 	return checks, nil
 }

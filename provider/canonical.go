@@ -59,9 +59,11 @@ func (d *decoder) canonical(f frame) error {
 		out.ProviderModels = canonicalProviderModels(ev.Event)
 	}
 	if ev.Type == EventInteraction {
-		if err := d.checkInteraction(env.Event); err != nil {
+		req, err := d.checkInteraction(env.Event)
+		if err != nil {
 			return err
 		}
+		out.Interaction = req
 	}
 	if ev.Type == EventStatus && (ev.Status == StatusCompleted || ev.Status == StatusFailed || ev.Status == StatusCancelled) {
 		out.RunID, out.SessionID, out.ExecutionID = d.ref.RunID, d.ref.SessionID, d.ref.ExecutionID
@@ -71,23 +73,25 @@ func (d *decoder) canonical(f frame) error {
 	return d.emit(f.ID, []Event{out})
 }
 
-// checkInteraction rejects an interaction event bound to another run.
-func (d *decoder) checkInteraction(raw json.RawMessage) error {
+// checkInteraction decodes an interaction event's request, and rejects one
+// whose digest does not match its content or that is bound to another run.
+func (d *decoder) checkInteraction(raw json.RawMessage) (*wire.InteractionRequest, error) {
 	var ev struct {
-		Request struct {
-			ID      string                  `json:"id"`
-			Binding wire.InteractionBinding `json:"binding"`
-		} `json:"request"`
+		Request *wire.InteractionRequest `json:"request"`
 	}
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		return d.protocolErr("cli-bridge emitted an invalid interaction event")
+	if err := json.Unmarshal(raw, &ev); err != nil || ev.Request == nil || ev.Request.ID == "" {
+		return nil, d.protocolErr("cli-bridge emitted an invalid interaction event")
 	}
-	b := ev.Request.Binding
+	req := ev.Request
+	if digest, err := wire.InteractionRequestDigest(*req); err != nil || digest != req.RequestDigest {
+		return nil, d.protocolErr("cli-bridge interaction request digest does not match its content")
+	}
+	b := req.Binding
 	if b.RunID != d.ref.RunID || b.Provider != d.ref.Provider || b.EnvironmentID != d.ref.EnvironmentID ||
-		b.SessionID != d.ref.SessionID || b.ExecutionID != d.ref.ExecutionID || b.InteractionID != ev.Request.ID {
-		return &IdentityMismatchError{Op: d.spec.op, Reason: "cli-bridge interaction event does not bind to the retained run"}
+		b.SessionID != d.ref.SessionID || b.ExecutionID != d.ref.ExecutionID || b.InteractionID != req.ID {
+		return nil, &IdentityMismatchError{Op: d.spec.op, Reason: "cli-bridge interaction event does not bind to the retained run"}
 	}
-	return nil
+	return req, nil
 }
 
 // canonicalProviderModels reads the models a raw usage event says the

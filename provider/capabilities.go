@@ -31,10 +31,12 @@ func (c *Capabilities) NativeContinuationProven() bool {
 }
 
 // InteractionsProven reports whether typed interactions (and the retained
-// native session transport they need) work.
+// native session transport they need) work. Concurrent requests are
+// fine: every interaction event carries its own binding, and each is
+// answered by its own command.
 func (c *Capabilities) InteractionsProven() bool {
 	in := c.Interactions
-	return in != nil && len(in.Kinds) > 0 && in.Replay && in.ResponseIdempotency && !in.ConcurrentRequests &&
+	return in != nil && len(in.Kinds) > 0 && in.Replay && in.ResponseIdempotency &&
 		c.Streaming.Live && c.RetainedControlProven()
 }
 

@@ -3,6 +3,8 @@ package provider
 import (
 	"encoding/json"
 	"math"
+
+	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
 // Event types. Canonical streams carry the bridge's own types; legacy
@@ -52,6 +54,10 @@ type Event struct {
 	// ProviderModels are the models the model API itself said served the
 	// turn; a requested model name never appears here.
 	ProviderModels []string
+
+	// Interaction is the request of an interaction event, its digest and
+	// binding checked; answer it with NewInteractionCommand.
+	Interaction *wire.InteractionRequest
 
 	// FinalText and FinishReason are set on the result event.
 	FinalText    string

@@ -2,7 +2,6 @@ package provider_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,18 +152,12 @@ func TestLive_ClaudeCodeSession(t *testing.T) {
 		switch {
 		case ev.Type == provider.EventInteraction:
 			asked = true
-			var in struct {
-				Request struct {
-					ID   string `json:"id"`
-					Kind string `json:"kind"`
-					Tool string `json:"tool"`
-				} `json:"request"`
+			in := ev.Interaction
+			if in == nil || in.Kind != wire.InteractionKindPermission || in.Subject == nil || in.Subject.ToolName != "Bash" {
+				t.Fatalf("interaction = %s, want a Bash permission", ev.Raw)
 			}
-			if err := json.Unmarshal(ev.Raw, &in); err != nil || in.Request.Kind != "permission" || in.Request.Tool != "Bash" {
-				t.Fatalf("interaction = %s, %v, want a Bash permission", ev.Raw, err)
-			}
-			cmd, err := provider.NewInteractionCommand("op-live-allow", ref.ControlRef,
-				wire.InteractionResponse{ID: in.Request.ID, Outcome: wire.OutcomeAccepted})
+			cmd, err := provider.NewInteractionCommand("op-live-allow", *in,
+				wire.InteractionResponse{Outcome: wire.OutcomeAccepted, Data: provider.PermissionGrant(wire.GrantAllowOnce)})
 			if err != nil {
 				t.Fatal(err)
 			}

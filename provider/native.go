@@ -282,22 +282,31 @@ func (s *Session) ContinueNative(ctx context.Context, request wire.ContinuationR
 	return &out, nil
 }
 
-// NewInteractionCommand builds the digest-bound command answering one
-// interaction of run.
-func NewInteractionCommand(operationID string, run ControlRef, response wire.InteractionResponse) (wire.InteractionCommand, error) {
+// NewInteractionCommand builds the digest-bound command answering the
+// interaction request req (Event.Interaction) with response, whose ID is
+// set to the request's. A permission is granted with outcome accepted and
+// data {"grant":["allow_once"]} (PermissionGrant), refused with declined.
+func NewInteractionCommand(operationID string, req wire.InteractionRequest, response wire.InteractionResponse) (wire.InteractionCommand, error) {
 	if err := wire.ValidIdentifier(operationID); err != nil {
 		return wire.InteractionCommand{}, fmt.Errorf("interaction operation id %w", err)
 	}
-	if err := wire.ValidIdentifier(response.ID); err != nil {
+	if err := wire.ValidIdentifier(req.ID); err != nil {
 		return wire.InteractionCommand{}, fmt.Errorf("interaction id %w", err)
 	}
-	b := wire.InteractionBinding{RunID: run.RunID, Provider: run.Provider, EnvironmentID: run.EnvironmentID, SessionID: run.SessionID,
-		ExecutionID: run.ExecutionID, InteractionID: response.ID, RequestDigest: run.RequestDigest}
-	d, err := wire.Digest(map[string]any{"binding": b, "response": response})
+	response.ID = req.ID
+	b := req.ResponseBinding()
+	d, err := wire.InteractionCommandDigest(b, response)
 	if err != nil {
 		return wire.InteractionCommand{}, err
 	}
 	return wire.InteractionCommand{OperationID: operationID, Binding: b, CommandDigest: d, Response: response}, nil
+}
+
+// PermissionGrant is the data of an accepted permission response granting
+// grant (wire.GrantAllowOnce or wire.GrantDeny).
+func PermissionGrant(grant string) json.RawMessage {
+	b, _ := json.Marshal(map[string][]string{wire.PermissionGrantField: {grant}})
+	return b
 }
 
 // RespondToInteraction sends a retry-safe interaction response. The
@@ -315,7 +324,7 @@ func (s *Session) RespondToInteraction(ctx context.Context, cmd wire.Interaction
 		ack.Status, ack.Message = wire.InteractionBindingMismatch, "interaction response does not use this cli-bridge environment binding"
 		return ack, nil
 	}
-	if d, err := wire.Digest(map[string]any{"binding": b, "response": cmd.Response}); err != nil || d != cmd.CommandDigest || b.InteractionID != cmd.Response.ID {
+	if d, err := wire.InteractionCommandDigest(b, cmd.Response); err != nil || d != cmd.CommandDigest || b.InteractionID != cmd.Response.ID {
 		return wire.InteractionAck{}, fmt.Errorf("%s: interaction response command digest does not match its content", op)
 	}
 	path := "/v1/runs/" + url.PathEscape(b.RunID) + "/interactions/" + url.PathEscape(b.InteractionID) + "/respond"

@@ -80,7 +80,10 @@ func TestNative_turnInteractionAndContinuation(t *testing.T) {
 	if !ok {
 		t.Fatal("no control ref after a native turn")
 	}
-	cmd, err := NewInteractionCommand("op-1", ref, wire.InteractionResponse{ID: "perm-1", Outcome: wire.OutcomeAccepted})
+	ireq := wire.InteractionRequest{ID: "perm-1", RequestDigest: "sha256:" + strings.Repeat("1", 64),
+		Binding: wire.InteractionRequestBinding{RunID: ref.RunID, Provider: ref.Provider, EnvironmentID: ref.EnvironmentID,
+			SessionID: ref.SessionID, ExecutionID: ref.ExecutionID, InteractionID: "perm-1"}}
+	cmd, err := NewInteractionCommand("op-1", ireq, wire.InteractionResponse{Outcome: wire.OutcomeAccepted, Data: PermissionGrant(wire.GrantAllowOnce)})
 	if err != nil {
 		t.Fatal(err)
 	}

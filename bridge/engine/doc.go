@@ -18,6 +18,13 @@
 // frame. Only Cancel, the run's deadline, the no-output watchdog, and Close
 // stop a harness; detaching a reader never does.
 //
+// Retained sessions of a harness.Persistent adapter keep one harness
+// process per session across turns (session_proc.go): a turn takes it
+// from the engine's registry, writes its input line and ends at its
+// terminal event; between turns it waits SessionIdleTimeout. A process
+// that died is replaced by a fresh one resuming the session, and each run
+// records the process's group and marker for crash recovery.
+//
 // Crash recovery: New ends every run the store still marks running: it
 // kills leftover processes of the previous incarnation (found by the
 // recorded process group and an environment marker inherited by the

@@ -48,6 +48,9 @@ const (
 	DefaultIdleTimeout = 10 * time.Minute
 	DefaultResultGrace = 2 * time.Second
 	DefaultKillGrace   = 2 * time.Second
+	// DefaultSessionIdleTimeout is how long a retained session's harness
+	// process waits for the next turn.
+	DefaultSessionIdleTimeout = 15 * time.Minute
 )
 
 // Options configure an Engine. Zero values mean the defaults.
@@ -68,6 +71,12 @@ type Options struct {
 	ResultGrace time.Duration
 	// KillGrace is the time between SIGTERM and SIGKILL (default 2 s).
 	KillGrace time.Duration
+	// SessionIdleTimeout is how long the long-lived process of a retained
+	// session (harness.Persistent) waits for the session's next turn
+	// before it is ended; the turn after that starts a fresh process that
+	// resumes the session (default 15 min). Negative runs every retained
+	// turn in a fresh process.
+	SessionIdleTimeout time.Duration
 	// Secrets are redacted from every harness stderr the engine reports.
 	// The router key is always among them.
 	Secrets []string
@@ -96,6 +105,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.KillGrace <= 0 {
 		o.KillGrace = DefaultKillGrace
+	}
+	if o.SessionIdleTimeout == 0 {
+		o.SessionIdleTimeout = DefaultSessionIdleTimeout
 	}
 	if o.Environ == nil {
 		for _, kv := range os.Environ() {
@@ -315,7 +327,8 @@ func (e *Engine) LiveCount() int {
 }
 
 // Close refuses new runs, stops every live run (finished as error
-// bridge_shutdown) and waits for them, or for ctx.
+// bridge_shutdown) and waits for them, or for ctx, then ends the
+// long-lived processes of retained sessions.
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	e.closed = true
@@ -327,8 +340,10 @@ func (e *Engine) Close(ctx context.Context) error {
 	go func() { e.wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		e.endSessionProcs()
 		return nil
 	case <-ctx.Done():
+		e.endSessionProcs()
 		return fmt.Errorf("close engine: %w", ctx.Err())
 	}
 }

@@ -28,6 +28,10 @@ type retainedState struct {
 	bc map[string]*broadcast
 	// runs are the live retained runs, by run id.
 	runs map[string]*retainedRun
+	// procs are the idle long-lived processes of retained sessions
+	// (session_proc.go), by sessionProcKey; a run takes its session's
+	// out while it runs a turn.
+	procs map[string]*sessionProc
 }
 
 // retainedRun is the part of a live retained run that answers
@@ -82,6 +86,9 @@ type TurnRequest struct {
 	Policy string
 	// Boundary encodes the session's context boundary after the turn.
 	Boundary func(store.Turn) []byte
+	// Admit, when set, stores the turn and its run instead of
+	// store.AdmitTurn, with the same contract (see AdmitContinuation).
+	Admit func(ctx context.Context, t store.Turn, r store.Run, boundary func(store.Turn) []byte) (store.Turn, store.Run, bool, error)
 }
 
 // AdmitTurn admits a retained turn and starts its run, or returns the
@@ -118,7 +125,11 @@ func (e *Engine) AdmitTurn(ctx context.Context, req TurnRequest) (_ store.Turn, 
 		}
 	}
 	now := time.Now()
-	t, run, created, err := e.store.AdmitTurn(ctx, t, store.Run{
+	admit := e.store.AdmitTurn
+	if req.Admit != nil {
+		admit = req.Admit
+	}
+	t, run, created, err := admit(ctx, t, store.Run{
 		ID: req.RunID, Digest: req.Digest, Harness: name, Model: req.ModelID, Provider: req.Provider,
 		EnvironmentID: req.EnvironmentID, SessionID: t.SessionID, ExecutionID: req.ExecutionID,
 		StartedAt: now, LifetimeExpiresAt: now.Add(e.opts.MaxLifetime), Marker: MarkerVar + "=" + req.RunID,
@@ -159,12 +170,12 @@ type InteractionAnswer struct {
 	Retryable bool
 }
 
-// Respond answers interaction iid of run runID with outcome (wire.Outcome...)
-// whose response digest is respDigest, and stores the acknowledgement
+// Respond answers interaction iid of run runID with decision d whose
+// response digest is respDigest, and stores the acknowledgement
 // ack(status) under the command's operation id when it is final. A
 // repeated operation id returns its stored acknowledgement. The caller
-// has checked the command's binding and digest.
-func (e *Engine) Respond(ctx context.Context, runID, iid, operationID, outcome, respDigest string,
+// has checked the command's binding, digest and answer.
+func (e *Engine) Respond(ctx context.Context, runID, iid, operationID string, d Decision, respDigest string,
 	ack func(InteractionAnswer) ([]byte, int)) (body []byte, httpStatus int, err error) {
 	st := e.store
 	if op, err := st.GetInteractionOp(ctx, operationID); err == nil {
@@ -214,7 +225,11 @@ func (e *Engine) Respond(ctx context.Context, runID, iid, operationID, outcome, 
 	if !ok {
 		return put(InteractionAnswer{Status: wire.InteractionExpired, Message: "the interaction is no longer awaited"}, nil)
 	}
-	line, err := rr.adapter.Answer(q, outcome == wire.OutcomeAccepted, "the user "+outcome+" this request")
+	msg := d.Message
+	if msg == "" {
+		msg = "the user " + d.Outcome + " this request"
+	}
+	line, err := rr.adapter.Answer(q, d.Allow, msg)
 	if err == nil {
 		err = rr.write(line)
 	}
@@ -224,7 +239,7 @@ func (e *Engine) Respond(ctx context.Context, runID, iid, operationID, outcome, 
 		return b, code, nil
 	}
 	delete(rr.questions, iid)
-	return put(InteractionAnswer{Status: wire.InteractionAccepted}, &store.Resolution{ResponseDigest: respDigest, Outcome: outcome})
+	return put(InteractionAnswer{Status: wire.InteractionAccepted}, &store.Resolution{ResponseDigest: respDigest, Outcome: d.Outcome})
 }
 
 // closeInteractions ends the interactions of a retained run that is

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -14,40 +13,15 @@ import (
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
-// InteractionRequest is the `request` of an `interaction` event.
-type InteractionRequest struct {
-	ID      string                  `json:"id"`
-	Kind    string                  `json:"kind"`
-	Title   string                  `json:"title"`
-	Tool    string                  `json:"tool,omitempty"`
-	Input   json.RawMessage         `json:"input,omitempty"`
-	Fields  []InteractionField      `json:"fields"`
-	Binding wire.InteractionBinding `json:"binding"`
-}
-
-// InteractionField is one answer field of an interaction request.
-type InteractionField struct {
-	ID      string   `json:"id"`
-	Type    string   `json:"type"`
-	Options []string `json:"options,omitempty"`
-}
-
-type interactionEvent struct {
-	Type    string             `json:"type"`
-	Request InteractionRequest `json:"request"`
-}
-
-type interactionCancelEvent struct {
-	Type   string `json:"type"`
-	ID     string `json:"id"`
-	Reason string `json:"reason"`
-}
-
 // executeRetained runs one retained turn to its end: like execute, but
 // its frames are canonical envelopes, the harness's stdin stays open for
 // answers to its questions, and every question is answered by the
 // session's policy or through Respond.
 func (e *Engine) executeRetained(l *liveRun, rr *retainedRun, req TurnRequest, run store.Run) {
+	if p, ok := rr.adapter.(harness.Persistent); ok && e.opts.SessionIdleTimeout > 0 {
+		e.executePersistent(l, rr, p, req, run)
+		return
+	}
 	ctx := context.Background() // the run outlives the request that admitted it
 	log := e.log.With("run", l.id, "session", l.sessionID)
 	c := newCanonical(l.id, 0)
@@ -302,10 +276,14 @@ func (e *Engine) question(ctx context.Context, l *liveRun, rr *retainedRun, req 
 		return nil
 	}
 	id := "perm-" + strconv.Itoa(n)
-	ir := InteractionRequest{ID: id, Kind: q.Kind, Title: q.Title, Tool: q.Tool, Input: q.Input,
-		Fields: []InteractionField{{ID: "decision", Type: "select", Options: []string{wire.OutcomeAccepted, wire.OutcomeDeclined}}},
-		Binding: wire.InteractionBinding{RunID: l.id, Provider: run.Provider, EnvironmentID: run.EnvironmentID,
-			SessionID: run.SessionID, ExecutionID: run.ExecutionID, InteractionID: id, RequestDigest: run.Digest}}
+	ir, err := interactionRequest(q, id, run)
+	if err != nil {
+		log.Error("build interaction request", "err", err)
+		if line, err := rr.adapter.Answer(q, false, "the bridge could not present this request"); err == nil {
+			rr.write(line)
+		}
+		return nil
+	}
 	rr.mu.Lock()
 	rr.questions[id] = q
 	rr.mu.Unlock()

@@ -11,3 +11,24 @@ type Continuer interface {
 	// Turn.NativeSessionID.
 	ContinuesSessions() bool
 }
+
+// QuestionClaimer is implemented by Retained adapters that say whether
+// their questions are proven to reach a caller as interactions. A Retained
+// adapter that does not implement it is taken to answer true; one that
+// answers false runs retained turns without the bridge claiming
+// `interactions` for it.
+type QuestionClaimer interface {
+	// ClaimsInteractions reports whether the bridge claims interactions
+	// for the adapter's retained turns.
+	ClaimsInteractions() bool
+}
+
+// NativeContinuer is implemented by Retained adapters for which native
+// continuation (POST /v1/sessions/:id/continue) is proven: the bridge
+// claims `nativeContinuation` and serves the route only for adapters that
+// implement it and answer true.
+type NativeContinuer interface {
+	// ContinuesNatively reports whether the adapter's sessions take
+	// native continuations.
+	ContinuesNatively() bool
+}

@@ -40,12 +40,18 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 //     result, event and cancellation identity) only with it, as the
 //     contract requires.
 //   - Retained native sessions and permission interactions are claimed for
-//     adapters that run retained turns (harness.Retained): one permission
-//     at a time, answered with a select field, for that interaction only,
-//     replayed with the run's events, and idempotent per operation id.
-//   - Native continuation (POST /v1/sessions/:id/continue), agent profile
-//     materialisation, workspace and branching operations, placement and
-//     confidential execution are not implemented, so not claimed.
+//     adapters that run retained turns (harness.Retained): permissions
+//     answered with the permission answer spec (a select grant and a text
+//     feedback), for that interaction only, several at once where the
+//     harness asks them so (harness.ConcurrentQuestioner),
+//     replayed with the run's events, and idempotent per operation id;
+//     interactions not for an adapter that declines them
+//     (harness.QuestionClaimer).
+//   - Native continuation (POST /v1/sessions/:id/continue) is claimed for
+//     retained adapters that declare it proven (harness.NativeContinuer).
+//   - Agent profile materialisation, workspace and branching operations,
+//     placement and confidential execution are not implemented, so not
+//     claimed.
 func Capabilities(a harness.Adapter) wire.Capabilities {
 	c := wire.Capabilities{
 		Streaming: wire.StreamingCaps{Live: true, Replay: true, Detach: true, TurnIdempotency: true},
@@ -63,12 +69,20 @@ func Capabilities(a harness.Adapter) wire.Capabilities {
 	}
 	if _, ok := a.(harness.Retained); ok && c.RetainedControl != nil {
 		c.Sessions.List = true // GET /v1/sessions
+		if continuesNatively(a) {
+			c.NativeContinuation = &wire.NativeContinuationCaps{AtomicBoundary: true, RequestIdempotency: true}
+		}
+	}
+	if _, ok := a.(harness.Retained); ok && c.RetainedControl != nil && claimsInteractions(a) {
 		c.Interactions = &wire.InteractionCaps{
-			Kinds:               []string{"permission"},
-			AnswerFieldTypes:    []string{wire.FieldSelect},
+			Kinds:               []string{wire.InteractionKindPermission},
+			AnswerFieldTypes:    []string{wire.FieldSelect, wire.FieldText},
 			ResponseScopes:      []string{wire.ScopeInteraction},
 			Replay:              true,
 			ResponseIdempotency: true,
+		}
+		if cq, ok := a.(harness.ConcurrentQuestioner); ok {
+			c.Interactions.ConcurrentRequests = cq.ConcurrentQuestions()
 		}
 	}
 	return c

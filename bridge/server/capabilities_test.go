@@ -34,8 +34,8 @@ func TestCapabilities_ClaudeCode(t *testing.T) {
 		Streaming:       wire.StreamingCaps{Live: true, Replay: true, Detach: true, TurnIdempotency: true},
 		Sessions:        wire.SessionCaps{Continue: true, List: true},
 		RetainedControl: &wire.RetainedControlCaps{ExactRunIdentity: true, ResultIdentity: true, EventIdentity: true, CancellationIdempotency: true},
-		Interactions: &wire.InteractionCaps{Kinds: []string{"permission"}, AnswerFieldTypes: []string{wire.FieldSelect},
-			ResponseScopes: []string{wire.ScopeInteraction}, Replay: true, ResponseIdempotency: true},
+		Interactions: &wire.InteractionCaps{Kinds: []string{"permission"}, AnswerFieldTypes: []string{wire.FieldSelect, wire.FieldText},
+			ResponseScopes: []string{wire.ScopeInteraction}, ConcurrentRequests: true, Replay: true, ResponseIdempotency: true},
 		Usage:       true,
 		Observation: &wire.ObservationCaps{Identity: true, Lifecycle: true, Endpoint: true, ModelUsage: true},
 	}
@@ -128,16 +128,13 @@ func TestCapabilities_ClaudeCode(t *testing.T) {
 		events := openEvents(t, v, "/v1/runs/ask-1/events", "")
 		asked := events.until(func(f cframe) bool { return f.typ == "interaction" })
 		var ev struct {
-			Request struct {
-				Kind   string
-				Fields []struct{ Type string }
-			}
+			Request wire.InteractionRequest
 		}
 		json.Unmarshal(asked[len(asked)-1].env.Event, &ev)
-		if !slices.Contains(c.Interactions.Kinds, ev.Request.Kind) || len(ev.Request.Fields) == 0 {
+		if !slices.Contains(c.Interactions.Kinds, ev.Request.Kind) || len(ev.Request.AnswerSpec.Fields) == 0 {
 			t.Errorf("interaction %s: kind or fields not claimed", asked[len(asked)-1].env.Event)
 		}
-		for _, f := range ev.Request.Fields {
+		for _, f := range ev.Request.AnswerSpec.Fields {
 			if !slices.Contains(c.Interactions.AnswerFieldTypes, f.Type) {
 				t.Errorf("interaction field type %q is not claimed", f.Type)
 			}
@@ -161,10 +158,10 @@ func TestCapabilities_ClaudeCode(t *testing.T) {
 			t.Errorf("completion usage = %+v (%v), want measured usage", out.Usage, err)
 		}
 	})
-	t.Run("nativeContinuation is not claimed and has no route", func(t *testing.T) {
-		r := v.do(t, "POST", "/v1/sessions/asks/continue", `{}`)
-		if e := decode[wire.ErrorResponse](t, r); r.StatusCode != 404 || e.Error.Type != wire.TypeNotFound {
-			t.Errorf("POST continue = %d %+v, want 404 %s", r.StatusCode, e.Error, wire.TypeNotFound)
+	t.Run("nativeContinuation is not claimed and not served", func(t *testing.T) {
+		r := v.do(t, "POST", "/v1/sessions/asks/continue", `{"request":{"operationId":"cont-1"},"turn":{"prompt":"go on"}}`)
+		if o := decode[wire.ContinuationOutcome](t, r); r.StatusCode != 422 || o.Acknowledgement.Status != wire.ContinuationUnverified {
+			t.Errorf("POST continue = %d %+v, want 422 %s", r.StatusCode, o.Acknowledgement, wire.ContinuationUnverified)
 		}
 	})
 }

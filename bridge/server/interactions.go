@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -58,20 +59,34 @@ func (s *Server) respondInteraction(w http.ResponseWriter, r *http.Request) {
 	}
 	b := cmd.Binding
 	if b.RunID != runID || b.InteractionID != iid || cmd.Response.ID != iid || b.Provider != run.Provider ||
-		b.EnvironmentID != run.EnvironmentID || b.SessionID != run.SessionID || b.ExecutionID != run.ExecutionID ||
-		b.RequestDigest != run.Digest {
+		b.EnvironmentID != run.EnvironmentID || b.SessionID != run.SessionID || b.ExecutionID != run.ExecutionID {
 		answer(engine.InteractionAnswer{Status: wire.InteractionBindingMismatch, Message: "the binding does not match the run and interaction"})
 		return
 	}
-	digest, err := wire.Digest(map[string]any{"binding": b, "response": cmd.Response})
+	it, err := st.GetInteraction(r.Context(), runID, iid)
+	if errors.Is(err, store.ErrNotFound) {
+		answer(engine.InteractionAnswer{Status: wire.InteractionUnknownInteraction, Message: "the run raised no interaction " + iid})
+		return
+	}
+	if err != nil {
+		s.log.Error("load interaction", "run", runID, "interaction", iid, "err", err)
+		answer(engine.InteractionAnswer{Status: wire.InteractionTransportFailure, Retryable: true, Message: "the bridge could not load the interaction"})
+		return
+	}
+	var req wire.InteractionRequest
+	if err := json.Unmarshal(it.Request, &req); err != nil || b.RequestDigest != req.RequestDigest {
+		answer(engine.InteractionAnswer{Status: wire.InteractionBindingMismatch, Message: "the binding does not name the interaction's request digest"})
+		return
+	}
+	digest, err := wire.InteractionCommandDigest(b, cmd.Response)
 	if err != nil || digest != cmd.CommandDigest {
 		answer(engine.InteractionAnswer{Status: wire.InteractionInvalidResponse, Message: "commandDigest does not match the binding and response"})
 		return
 	}
-	switch cmd.Response.Outcome {
-	case wire.OutcomeAccepted, wire.OutcomeDeclined, wire.OutcomeCancelled:
-	default:
-		answer(engine.InteractionAnswer{Status: wire.InteractionInvalidResponse, Message: "response outcome must be accepted, declined or cancelled"})
+	d := engine.Decision{Outcome: cmd.Response.Outcome}
+	d.Allow, d.Message, err = wire.PermissionDecision(req, cmd.Response)
+	if err != nil {
+		answer(engine.InteractionAnswer{Status: wire.InteractionInvalidResponse, Message: err.Error()})
 		return
 	}
 	respDigest, err := wire.Digest(cmd.Response)
@@ -79,7 +94,7 @@ func (s *Server) respondInteraction(w http.ResponseWriter, r *http.Request) {
 		answer(engine.InteractionAnswer{Status: wire.InteractionInvalidResponse, Message: err.Error()})
 		return
 	}
-	out, code, err := s.opts.Engine.Respond(r.Context(), runID, iid, cmd.OperationID, cmd.Response.Outcome, respDigest, ack)
+	out, code, err := s.opts.Engine.Respond(r.Context(), runID, iid, cmd.OperationID, d, respDigest, ack)
 	if err != nil {
 		s.log.Error("respond to interaction", "run", runID, "interaction", iid, "err", err)
 		answer(engine.InteractionAnswer{Status: wire.InteractionTransportFailure, Retryable: true, Message: "the bridge could not record the answer"})

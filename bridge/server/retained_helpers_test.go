@@ -210,7 +210,7 @@ func waitRun(t *testing.T, v *env, id string) wire.RunSnapshot {
 func command(t *testing.T, op string, b wire.InteractionBinding, outcome string) wire.InteractionCommand {
 	t.Helper()
 	resp := wire.InteractionResponse{ID: b.InteractionID, Outcome: outcome}
-	d, err := wire.Digest(map[string]any{"binding": b, "response": resp})
+	d, err := wire.InteractionCommandDigest(b, resp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,19 +232,20 @@ func respond(t *testing.T, v *env, cmd wire.InteractionCommand) (int, wire.Inter
 	return resp.StatusCode, ack, string(raw)
 }
 
-// bindingOf reads the binding of an `interaction` frame.
+// bindingOf reads the response binding of an `interaction` frame, after
+// checking its request digest.
 func bindingOf(t *testing.T, f cframe) wire.InteractionBinding {
 	t.Helper()
 	var ev struct {
-		Request struct {
-			ID      string                  `json:"id"`
-			Binding wire.InteractionBinding `json:"binding"`
-		} `json:"request"`
+		Request wire.InteractionRequest `json:"request"`
 	}
 	if err := json.Unmarshal(f.env.Event, &ev); err != nil || ev.Request.Binding.InteractionID != ev.Request.ID {
 		t.Fatalf("interaction event %s: %v", f.env.Event, err)
 	}
-	return ev.Request.Binding
+	if d, err := wire.InteractionRequestDigest(ev.Request); err != nil || d != ev.Request.RequestDigest {
+		t.Fatalf("interaction request digest = %s, want %s (%v)", ev.Request.RequestDigest, d, err)
+	}
+	return ev.Request.ResponseBinding()
 }
 
 func strconvItoa(n int) string { return strconv.Itoa(n) }

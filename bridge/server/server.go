@@ -104,6 +104,7 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/sessions/{id}/events", s.sessionEvents)
 	s.mux.HandleFunc("POST /v1/sessions/{id}/cancel", s.cancelSession)
 	s.mux.HandleFunc("POST /v1/sessions/{id}/close", s.closeSession)
+	s.mux.HandleFunc("POST /v1/sessions/{id}/continue", s.continueSession)
 	s.mux.HandleFunc("/", s.notFound)
 	return s, nil
 }
@@ -113,7 +114,7 @@ var endpoints = []string{"GET /", "GET /health", "GET /v1/models", "GET /v1/capa
 	"POST /v1/chat/completions", "GET /v1/runs/:id", "GET /v1/runs/:id/events", "POST /v1/runs/:id/cancel",
 	"POST /v1/runs/:runId/interactions/:interactionId/respond", "POST /v1/sessions", "GET /v1/sessions",
 	"GET /v1/sessions/:id", "POST /v1/sessions/:id/turns", "GET /v1/sessions/:id/events",
-	"POST /v1/sessions/:id/cancel", "POST /v1/sessions/:id/close"}
+	"POST /v1/sessions/:id/cancel", "POST /v1/sessions/:id/close", "POST /v1/sessions/:id/continue"}
 
 // ServeHTTP authenticates, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -350,6 +350,7 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 	}
 	s.opts.Engine.NotifySession(rs.ID)
 	s.stopSession(w, r, rs)
+	s.opts.Engine.EndSession(rs.ID)
 }
 
 // stopSession cancels the session's live run, waits for it within

@@ -67,13 +67,13 @@ func TestUnknownSession(t *testing.T) {
 			}
 		})
 	}
-	// Native continuation is not implemented: its route does not exist,
-	// whatever the session.
+	// Native continuation answers typed outcomes: an unknown session, and
+	// a harness that does not offer it (TestContinue covers the rest).
 	createSession(t, v, "s1", "")
-	for _, id := range []string{"s1", "nope"} {
-		resp := v.do(t, "POST", "/v1/sessions/"+id+"/continue", `{"request":{},"turn":{}}`)
-		if e := decode[wire.ErrorResponse](t, resp); resp.StatusCode != 404 || e.Error.Type != wire.TypeNotFound {
-			t.Errorf("POST /v1/sessions/%s/continue = %d %+v, want 404 %s", id, resp.StatusCode, e.Error, wire.TypeNotFound)
+	for _, tt := range []struct{ id, status string }{{"nope", wire.ContinuationUnknownSession}, {"s1", wire.ContinuationUnverified}} {
+		resp := v.do(t, "POST", "/v1/sessions/"+tt.id+"/continue", `{"request":{"operationId":"op-1"},"turn":{"prompt":"x"}}`)
+		if o := decode[wire.ContinuationOutcome](t, resp); o.Acknowledgement.Status != tt.status {
+			t.Errorf("POST /v1/sessions/%s/continue = %d %+v, want %s", tt.id, resp.StatusCode, o.Acknowledgement, tt.status)
 		}
 	}
 }

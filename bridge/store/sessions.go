@@ -169,12 +169,24 @@ func (s *Store) CloseSession(ctx context.Context, id string) error {
 // different digest it is ErrConflict. The caller guarantees that the
 // session's previous run is terminal, so its event count is final.
 func (s *Store) AdmitTurn(ctx context.Context, t Turn, r Run, boundary func(Turn) []byte) (_ Turn, _ Run, created bool, err error) {
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		t, r, created, err = s.admitTurnTx(ctx, tx, t, r, boundary)
+		return err
+	})
+	if err != nil {
+		return t, r, false, fmt.Errorf("admit turn %s of session %s: %w", t.TurnID, t.SessionID, err)
+	}
+	return t, r, created, nil
+}
+
+// admitTurnTx is AdmitTurn inside the caller's transaction.
+func (s *Store) admitTurnTx(ctx context.Context, tx *sql.Tx, t Turn, r Run, boundary func(Turn) []byte) (_ Turn, _ Run, created bool, err error) {
 	if r.StartedAt.IsZero() {
 		r.StartedAt = s.opts.Now()
 	}
 	t.RunID = r.ID
 	r.Status, r.LastSeq, r.FirstSeq = StatusRunning, 0, 1
-	err = s.tx(ctx, func(tx *sql.Tx) error {
+	err = func() error {
 		got, err := scanTurn(tx.QueryRowContext(ctx, `SELECT `+turnColumns+` FROM retained_turns
 			WHERE session_id = ? AND turn_id = ?`, t.SessionID, t.TurnID))
 		if err == nil {
@@ -224,11 +236,8 @@ func (s *Store) AdmitTurn(ctx context.Context, t Turn, r Run, boundary func(Turn
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE retained_sessions SET boundary = ? WHERE id = ?`, boundary(t), t.SessionID)
 		return err
-	})
-	if err != nil {
-		return t, r, false, fmt.Errorf("admit turn %s of session %s: %w", t.TurnID, t.SessionID, err)
-	}
-	return t, r, created, nil
+	}()
+	return t, r, created, err
 }
 
 // Turns returns a session's turns in admission order, from index from on.

@@ -175,7 +175,7 @@ CREATE TABLE IF NOT EXISTS sessions (
 func (s *Store) migrate(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.w.ExecContext(ctx, schema+retainedSchema+interactionSchema); err != nil {
+	if _, err := s.w.ExecContext(ctx, schema+retainedSchema+interactionSchema+continueSchema); err != nil {
 		return fmt.Errorf("migrate store: %w", err)
 	}
 	return nil

@@ -190,6 +190,17 @@ type prepared struct {
 
 // prepare renders the build context from the pins, or takes --file.
 func (o *buildOptions) prepare(a *app) (*prepared, error) {
+	var (
+		pp *pins.Pins
+		r  *boximage.Rendered
+	)
+	if o.file == "" {
+		// The harness selection is checked before anything else is looked up.
+		var err error
+		if pp, r, err = o.render(); err != nil {
+			return nil, err
+		}
+	}
 	addr, err := o.buildkitAddress()
 	if err != nil {
 		return nil, err
@@ -215,10 +226,6 @@ func (o *buildOptions) prepare(a *app) (*prepared, error) {
 		return p, nil
 	}
 
-	pp, r, err := o.render()
-	if err != nil {
-		return nil, err
-	}
 	bridge, err := o.bridgeBinary()
 	if err != nil {
 		return nil, err
@@ -262,10 +269,25 @@ func (o *buildOptions) render() (*pins.Pins, *boximage.Rendered, error) {
 		ropts = append(ropts, boximage.WithBase(b))
 	}
 	r, err := boximage.Render(pp, ropts...)
-	if err != nil {
+	var unknown *pins.UnknownHarnessError
+	switch {
+	case errors.As(err, &unknown):
+		return nil, nil, usageErrorf("--harness %s: %w", unknown.Name, unknown)
+	case errors.Is(err, pins.ErrNoHarness):
+		return nil, nil, usageErrorf("no harness is proven yet, so there is no default set to install: "+
+			"pass --harness NAME[,NAME...] (known: %s), or run the conformance suite to prove one", strings.Join(harnessNames(pp), ", "))
+	case err != nil:
 		return nil, nil, err
 	}
 	return pp, r, nil
+}
+
+func harnessNames(p *pins.Pins) []string {
+	out := make([]string, len(p.Harnesses))
+	for i, h := range p.Harnesses {
+		out[i] = h.Name
+	}
+	return out
 }
 
 // printDockerfile writes the rendered Dockerfile to stdout (as a JSON string

@@ -162,7 +162,7 @@ locks/<harness>.json, marks the row unproven, and rewrites the pins directory
 			}
 			h, ok := p.Harness(args[0])
 			if !ok {
-				return usageErrorf("bump: %v %q", pins.ErrUnknownHarness, args[0])
+				return usageErrorf("bump: %w", &pins.UnknownHarnessError{Name: args[0], Known: harnessNames(p)})
 			}
 			version := ""
 			if len(args) == 2 {

@@ -10,6 +10,16 @@
 // are off; inherited CLAUDECODE, CLAUDE_CODE_* and ANTHROPIC_* variables
 // are dropped; CLAUDE_CONFIG_DIR is the session's private state directory.
 //
+// Retained sessions (harness.Persistent): one long-lived process per
+// session, `--input-format stream-json --permission-prompt-tool stdio`,
+// reads one user line per turn and answers it up to that turn's `result`
+// line; a turn is cancelled with the stream-json `interrupt` control
+// request, after which Claude Code stops the model call or the running
+// tool and ends the turn with an error `result`. Permission prompts
+// (`control_request` can_use_tool) are questions answered with a
+// `control_response`; for parallel tool calls that may run together
+// Claude Code asks several at once (ConcurrentQuestions).
+//
 // Parser: text, thinking and tool-use deltas of the wrapped Anthropic
 // stream events become events (text and thinking deltas, nearly all of a
 // turn's lines, through a reflection-free path held to the general one by

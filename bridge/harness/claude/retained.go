@@ -8,17 +8,32 @@ import (
 	"github.com/tangle-network/boxctl/bridge/harness"
 )
 
-var _ harness.Retained = Adapter{}
+var _ harness.Persistent = Adapter{}
 
 // RetainedCommand builds the process of one turn of a retained session:
-// `claude -p --input-format stream-json --permission-prompt-tool stdio`,
-// with the prompt as one user line on stdin, which stays open so that
-// permission answers (control_response lines) can follow it.
-func (Adapter) RetainedCommand(t harness.Turn) (harness.Command, error) {
-	prompt, system := promptOf(t)
-	if strings.TrimSpace(prompt) == "" {
-		return harness.Command{}, fmt.Errorf("claude: the turn has no user message text")
+// the session's process (SessionCommand) with the turn's prompt as its
+// first stdin line; stdin stays open so that permission answers
+// (control_response lines) can follow it.
+func (a Adapter) RetainedCommand(t harness.Turn) (harness.Command, error) {
+	line, err := a.TurnInput(t)
+	if err != nil {
+		return harness.Command{}, err
 	}
+	cmd, err := a.SessionCommand(t)
+	if err != nil {
+		return harness.Command{}, err
+	}
+	cmd.Stdin = line
+	return cmd, nil
+}
+
+// SessionCommand builds the long-lived process of a retained session:
+// `claude -p --input-format stream-json --permission-prompt-tool stdio`,
+// which reads one user line per turn from stdin, answers it up to its
+// `result` line, and waits for the next until stdin closes. A session
+// with a native id resumes it; a new one gets a fresh --session-id.
+func (Adapter) SessionCommand(t harness.Turn) (harness.Command, error) {
+	_, system := promptOf(t)
 	args := []string{"-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages",
 		"--input-format", "stream-json", "--permission-prompt-tool", "stdio"}
 	if m := t.Model; m != "" && !strings.EqualFold(m, "default") {
@@ -32,15 +47,33 @@ func (Adapter) RetainedCommand(t harness.Turn) (harness.Command, error) {
 	if system != "" {
 		args = append(args, "--append-system-prompt", system)
 	}
+	return harness.Command{Path: t.Bin, Args: args, Env: Env(t), Dir: t.Cwd, Stdin: []byte{}, HoldStdin: true}, nil
+}
+
+// TurnInput encodes the stream-json user line of a turn: its last user
+// message as one text block.
+func (Adapter) TurnInput(t harness.Turn) ([]byte, error) {
+	prompt, _ := promptOf(t)
+	if strings.TrimSpace(prompt) == "" {
+		return nil, fmt.Errorf("claude: the turn has no user message text")
+	}
 	line, err := json.Marshal(map[string]any{
 		"type":    "user",
 		"message": map[string]any{"role": "user", "content": []map[string]string{{"type": "text", "text": prompt}}},
 	})
 	if err != nil {
-		return harness.Command{}, fmt.Errorf("claude: encode prompt: %w", err)
+		return nil, fmt.Errorf("claude: encode prompt: %w", err)
 	}
-	return harness.Command{Path: t.Bin, Args: args, Env: Env(t), Dir: t.Cwd, Stdin: append(line, '\n'), HoldStdin: true}, nil
+	return append(line, '\n'), nil
 }
+
+// interruptLine is the stream-json control request that stops the running
+// turn: Claude Code acknowledges it, aborts the model call or the running
+// tool, and ends the turn with an error_during_execution `result`.
+const interruptLine = `{"type":"control_request","request_id":"bridge-interrupt","request":{"subtype":"interrupt"}}` + "\n"
+
+// Interrupt returns the stream-json `interrupt` control request.
+func (Adapter) Interrupt() []byte { return []byte(interruptLine) }
 
 // controlRequest is a `control_request` line.
 type controlRequest struct {

@@ -18,6 +18,14 @@
 // request's effort becomes --thinking. Inherited PI_* variables are
 // dropped; startup network traffic and telemetry are off.
 //
+// Retained sessions: each turn of a retained session is a fresh rpc process
+// resuming the session's native conversation (--session), its stdin held
+// open for answers. Pi has no permission prompts of its own; its
+// extensions ask through `extension_ui_request` lines, of which a
+// `confirm` becomes a permission question, answered by an
+// `extension_ui_response` with `confirmed`. Interactions are not claimed
+// for Pi (no live test proves them); native continuation is.
+//
 // Parser: 0.73 sends, with every `message_update`, the whole partial
 // message so far (`message`, and `partial` in the event), sometimes ahead
 // of the event's own delta; 1.x sends only deltas. The parser keeps, per

@@ -1,0 +1,182 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tangle-network/boxctl/bridge/harness"
+)
+
+// sessionProc is the long-lived harness process of a retained session
+// (harness.Persistent). Ownership: while a turn runs, the run's goroutine
+// owns it and it is out of the engine's registry; between turns it sits
+// in retainedState.procs with an idle timer, and whoever removes it from
+// there (the next turn, the timer, EndSession, Close) owns it.
+type sessionProc struct {
+	key  string
+	proc *process
+	// marker is the environment entry the process was started with; the
+	// runs it serves record it for crash recovery.
+	marker string
+	// fingerprint names what the process was started for (binary, model,
+	// directory, environment): a turn asking for something else gets a
+	// fresh process.
+	fingerprint string
+	idle        *time.Timer
+	endOnce     sync.Once
+}
+
+// sessionProcKey is the registry key of a session's process.
+func sessionProcKey(harnessName, sessionID string) string { return harnessName + "\x00" + sessionID }
+
+// turnFingerprint is what a session's process depends on in a turn.
+func turnFingerprint(t harness.Turn) string {
+	env := make([]string, 0, len(t.Env))
+	for k, v := range t.Env {
+		env = append(env, k+"="+v)
+	}
+	slices.Sort(env)
+	return fmt.Sprintf("%q %q %q %q %q", t.Bin, t.Model, t.Cwd, t.StateDir, env)
+}
+
+// dead reports whether the process has exited.
+func (sp *sessionProc) dead() bool {
+	select {
+	case <-sp.proc.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// takeSessionProc removes the idle process of key from the registry and
+// returns it if it is alive and started for fingerprint; otherwise it
+// ends it and returns nil.
+func (e *Engine) takeSessionProc(key, fingerprint string) *sessionProc {
+	e.ret.mu.Lock()
+	sp := e.ret.procs[key]
+	delete(e.ret.procs, key)
+	e.ret.mu.Unlock()
+	if sp == nil {
+		return nil
+	}
+	sp.idle.Stop()
+	if sp.fingerprint != fingerprint || sp.dead() {
+		e.endSessionProc(sp)
+		return nil
+	}
+	// Whatever it printed between turns belongs to no turn.
+	for {
+		select {
+		case _, ok := <-sp.proc.lines:
+			if !ok {
+				e.endSessionProc(sp)
+				return nil
+			}
+			continue
+		default:
+		}
+		return sp
+	}
+}
+
+// keepSessionProc puts a process whose turn ended cleanly back in the
+// registry, to wait SessionIdleTimeout for the session's next turn. A
+// closed engine or session ends it instead.
+func (e *Engine) keepSessionProc(ctx context.Context, sp *sessionProc, sessionID string) {
+	if rs, err := e.store.GetSession(ctx, sessionID); err != nil || !rs.ClosedAt.IsZero() {
+		e.endSessionProc(sp)
+		return
+	}
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	e.ret.mu.Lock()
+	if closed || e.ret.procs[sp.key] != nil {
+		e.ret.mu.Unlock()
+		e.endSessionProc(sp)
+		return
+	}
+	if e.ret.procs == nil {
+		e.ret.procs = map[string]*sessionProc{}
+	}
+	e.ret.procs[sp.key] = sp
+	sp.idle = time.AfterFunc(e.opts.SessionIdleTimeout, func() {
+		e.ret.mu.Lock()
+		mine := e.ret.procs[sp.key] == sp
+		if mine {
+			delete(e.ret.procs, sp.key)
+		}
+		e.ret.mu.Unlock()
+		if mine {
+			e.log.Debug("session process idle; ending it", "pgid", sp.proc.pgid)
+			e.endSessionProc(sp)
+		}
+	})
+	e.ret.mu.Unlock()
+	// Close may have emptied the registry before this process entered it.
+	e.mu.Lock()
+	closed = e.closed
+	e.mu.Unlock()
+	if closed {
+		e.endSessionProcs()
+	}
+}
+
+// endSessionProc ends a process that is out of the registry: stdin is
+// closed so that the harness can finish its session records, then after
+// ResultGrace its group is killed. It returns once the process is gone.
+func (e *Engine) endSessionProc(sp *sessionProc) {
+	sp.endOnce.Do(func() {
+		p := sp.proc
+		p.closeStdin()
+		select {
+		case <-p.exited:
+		case <-time.After(e.opts.ResultGrace):
+		}
+		killGroup(p.pgid, syscall.SIGKILL)
+		select {
+		case <-p.exited:
+		case <-time.After(e.opts.KillGrace):
+			e.log.Warn("session process did not exit after SIGKILL", "pgid", p.pgid)
+		}
+	})
+}
+
+// EndSession ends the idle long-lived process of a retained session, if
+// any. A process still serving a turn is ended when the turn ends, since
+// the session is then closed in the store.
+func (e *Engine) EndSession(sessionID string) {
+	e.ret.mu.Lock()
+	var ended []*sessionProc
+	for key, sp := range e.ret.procs {
+		if strings.HasSuffix(key, "\x00"+sessionID) {
+			delete(e.ret.procs, key)
+			ended = append(ended, sp)
+		}
+	}
+	e.ret.mu.Unlock()
+	for _, sp := range ended {
+		sp.idle.Stop()
+		e.endSessionProc(sp)
+	}
+}
+
+// endSessionProcs ends every idle session process.
+func (e *Engine) endSessionProcs() {
+	e.ret.mu.Lock()
+	procs := e.ret.procs
+	e.ret.procs = nil
+	e.ret.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, sp := range procs {
+		sp.idle.Stop()
+		wg.Go(func() { e.endSessionProc(sp) })
+	}
+	wg.Wait()
+}

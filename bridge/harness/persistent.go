@@ -1,0 +1,30 @@
+package harness
+
+// Persistent is implemented by retained adapters whose CLI serves every
+// turn of a session from one long-lived process: the engine starts
+// SessionCommand once, writes each turn's TurnInput to its stdin, ends the
+// turn at the turn's terminal event, and keeps the process for the next
+// turn. A process that died, or was stopped, is replaced by a fresh one
+// that resumes Turn.NativeSessionID.
+type Persistent interface {
+	Retained
+	// SessionCommand builds the session's process. t carries no messages;
+	// its stdin stays open (HoldStdin) and starts empty.
+	SessionCommand(t Turn) (Command, error)
+	// TurnInput encodes the stdin line (with its newline) that starts turn
+	// t in the live process.
+	TurnInput(t Turn) ([]byte, error)
+	// Interrupt encodes the stdin line (with its newline) that asks the
+	// live process to stop its current turn, which then ends with its
+	// terminal event; nil when the CLI has no such request and only
+	// ending the process stops a turn.
+	Interrupt() []byte
+}
+
+// ConcurrentQuestioner is implemented by retained adapters whose CLI can
+// ask several questions at once, before any is answered (Claude Code asks
+// for each of a reply's parallel tool calls). The bridge claims
+// `interactions.concurrentRequests` only for those answering true.
+type ConcurrentQuestioner interface {
+	ConcurrentQuestions() bool
+}

@@ -1,0 +1,66 @@
+package pi
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tangle-network/boxctl/bridge/harness"
+)
+
+var _ harness.Retained = Adapter{}
+
+// RetainedCommand builds the process of one turn of a retained session:
+// the same `pi --mode rpc` process as Command, resuming the session's
+// native conversation with --session. Its stdin stays open until the turn
+// ends, so that answers to Pi's questions can follow the prompt.
+func (a Adapter) RetainedCommand(t harness.Turn) (harness.Command, error) {
+	return a.Command(t)
+}
+
+// uiRequest is an `extension_ui_request` line: a question an extension
+// asks the host in rpc mode.
+type uiRequest struct {
+	Type    string `json:"type"`
+	ID      string `json:"id"`
+	Method  string `json:"method"`
+	Title   string `json:"title"`
+	Message string `json:"message"`
+}
+
+// ParseQuestion decodes an `extension_ui_request` whose method is
+// `confirm`: a yes/no question Pi blocks on until the host answers, which
+// is how Pi extensions gate tool calls. Fire-and-forget requests (notify,
+// setStatus, ...) are not questions. The free-form dialogs (select, input,
+// editor) are not either: an accept-or-decline answer cannot fill them, so
+// they wait for their own timeout, or for the run's watchdogs.
+func (Adapter) ParseQuestion(line []byte) (harness.Question, bool) {
+	if !strings.Contains(string(line), `"extension_ui_request"`) {
+		return harness.Question{}, false
+	}
+	var r uiRequest
+	if err := json.Unmarshal(line, &r); err != nil || r.Type != "extension_ui_request" || r.Method != "confirm" || r.ID == "" {
+		return harness.Question{}, false
+	}
+	title := r.Title
+	if r.Message != "" {
+		if title != "" {
+			title += ": "
+		}
+		title += r.Message
+	}
+	if title == "" {
+		title = "Pi asks for confirmation"
+	}
+	return harness.Question{NativeID: r.ID, Kind: "permission", Title: title, Input: json.RawMessage(`{}`)}, true
+}
+
+// Answer encodes the `extension_ui_response` to a confirm question:
+// confirmed when allowed. message is not part of Pi's answer.
+func (Adapter) Answer(q harness.Question, allow bool, _ string) ([]byte, error) {
+	b, err := json.Marshal(map[string]any{"type": "extension_ui_response", "id": q.NativeID, "confirmed": allow})
+	if err != nil {
+		return nil, fmt.Errorf("pi: encode confirmation: %w", err)
+	}
+	return append(b, '\n'), nil
+}

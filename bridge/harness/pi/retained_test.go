@@ -1,0 +1,77 @@
+package pi
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+func TestAdapter_ParseQuestion(t *testing.T) {
+	for _, tt := range []struct {
+		name, line string
+		want       harness.Question
+		ok         bool
+	}{
+		{"confirm", `{"type":"extension_ui_request","id":"uuid-2","method":"confirm","title":"Run rm -rf build?","message":"It deletes the build.","timeout":5000}`,
+			harness.Question{NativeID: "uuid-2", Kind: "permission", Title: "Run rm -rf build?: It deletes the build.", Input: json.RawMessage(`{}`)}, true},
+		{"confirm without text", `{"type":"extension_ui_request","id":"u","method":"confirm"}`,
+			harness.Question{NativeID: "u", Kind: "permission", Title: "Pi asks for confirmation", Input: json.RawMessage(`{}`)}, true},
+		{"select is not a yes/no question", `{"type":"extension_ui_request","id":"u","method":"select","title":"t","options":["a","b"]}`, harness.Question{}, false},
+		{"notify is fire-and-forget", `{"type":"extension_ui_request","id":"u","method":"notify","message":"m"}`, harness.Question{}, false},
+		{"no id", `{"type":"extension_ui_request","method":"confirm","title":"t"}`, harness.Question{}, false},
+		{"an event", `{"type":"agent_end","messages":[]}`, harness.Question{}, false},
+		{"not JSON", `extension_ui_request`, harness.Question{}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := Adapter{}.ParseQuestion([]byte(tt.line))
+			if ok != tt.ok {
+				t.Fatalf("ParseQuestion(%s) ok = %v, want %v", tt.line, ok, tt.ok)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ParseQuestion(%s) (-want +got):\n%s", tt.line, diff)
+			}
+		})
+	}
+}
+
+func TestAdapter_Answer(t *testing.T) {
+	q := harness.Question{NativeID: "uuid-2", Kind: "permission"}
+	for _, tt := range []struct {
+		allow bool
+		want  string
+	}{
+		{true, `{"confirmed":true,"id":"uuid-2","type":"extension_ui_response"}` + "\n"},
+		{false, `{"confirmed":false,"id":"uuid-2","type":"extension_ui_response"}` + "\n"},
+	} {
+		got, err := Adapter{}.Answer(q, tt.allow, "refused")
+		if err != nil || string(got) != tt.want {
+			t.Errorf("Answer(allow %v) = %s, %v, want %s", tt.allow, got, err, tt.want)
+		}
+	}
+}
+
+func TestAdapter_RetainedCommand(t *testing.T) {
+	turn := harness.Turn{Bin: "pi", Model: "router/m", StateDir: t.TempDir(), NativeSessionID: "sess-1",
+		Messages: []wire.Message{{Role: "user", Content: json.RawMessage(`"hello"`)}}}
+	got, err := Adapter{}.RetainedCommand(turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Adapter{}.Command(turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got.Env) // the environment's order is not part of it
+	slices.Sort(want.Env)
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b harness.Parser) bool { return a == b })); diff != "" {
+		t.Errorf("RetainedCommand differs from Command (-want +got):\n%s", diff)
+	}
+	if !got.HoldStdin || !slices.Contains(got.Args, "--session") {
+		t.Errorf("RetainedCommand = %v (hold stdin %v), want the session resumed with stdin held", got.Args, got.HoldStdin)
+	}
+}
