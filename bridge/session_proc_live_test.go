@@ -208,7 +208,8 @@ func TestLive_ClaudeConcurrentPermissions(t *testing.T) {
 	results := 0
 	for _, f := range end {
 		part, _ := f.Raw["part"].(map[string]any)
-		if out, ok := part["output"].(string); ok && part["error"] != true && out != "" {
+		state, _ := part["state"].(map[string]any)
+		if out, ok := state["output"].(string); ok && state["status"] == "completed" && out != "" {
 			results++
 		}
 	}

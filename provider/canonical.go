@@ -30,12 +30,13 @@ func (d *decoder) canonical(f frame) error {
 		return &IdentityMismatchError{Op: d.spec.op, Reason: "cli-bridge canonical event belongs to another retained run"}
 	}
 	var ev struct {
-		Type   string          `json:"type"`
-		Part   *Part           `json:"part"`
-		Delta  *string         `json:"delta"`
-		Status string          `json:"status"`
-		Detail string          `json:"detail"`
-		Event  json.RawMessage `json:"event"`
+		Type    string          `json:"type"`
+		Part    *Part           `json:"part"`
+		Delta   *string         `json:"delta"`
+		Status  string          `json:"status"`
+		Detail  string          `json:"detail"`
+		Backend *string         `json:"backend"`
+		Event   json.RawMessage `json:"event"`
 	}
 	if err := json.Unmarshal(env.Event, &ev); err != nil || ev.Type == "" {
 		return d.protocolErr("cli-bridge emitted an invalid canonical event envelope")
@@ -48,6 +49,14 @@ func (d *decoder) canonical(f frame) error {
 	}
 	if strconv.FormatInt(env.Sequence, 10) != f.ID || env.Sequence <= 0 {
 		return d.protocolErr("cli-bridge canonical event cursor does not match its sequence")
+	}
+	if ev.Type == EventMessagePart {
+		if reason := checkPart(env.Event, ev.Part, d.ref.SessionID); reason != "" {
+			return d.protocolErr("cli-bridge emitted an invalid message part: " + reason)
+		}
+	}
+	if ev.Type == "raw" && (ev.Backend == nil || *ev.Backend == "") {
+		return d.protocolErr("cli-bridge emitted a raw event without its backend")
 	}
 	out := Event{ID: f.ID, Type: ev.Type, EventID: env.EventID, Sequence: env.Sequence, Raw: env.Event,
 		Status: ev.Status, Detail: ev.Detail, Part: ev.Part}
@@ -71,6 +80,57 @@ func (d *decoder) canonical(f frame) error {
 		return nil
 	}
 	return d.emit(f.ID, []Event{out})
+}
+
+// checkPart checks a message.part.updated event against the agent
+// interface's part shape, and returns what is wrong with it, if anything:
+// every part has an id, a type, and its session (the retained session,
+// when the client knows it) and message; text and reasoning parts carry
+// their text; tool parts name their tool and carry a state whose status is
+// running, completed (with its output) or error (with the error), and
+// whose input is an object.
+func checkPart(raw json.RawMessage, p *Part, sessionID string) string {
+	if p == nil {
+		return "no part"
+	}
+	var fields struct {
+		Part map[string]json.RawMessage `json:"part"`
+	}
+	if json.Unmarshal(raw, &fields) != nil {
+		return "not an object"
+	}
+	switch {
+	case p.ID == "" || p.Type == "":
+		return "no id or type"
+	case p.SessionID == "" || p.MessageID == "":
+		return "no sessionID or messageID"
+	case sessionID != "" && p.SessionID != sessionID:
+		return "it belongs to another session"
+	}
+	switch p.Type {
+	case "text", "reasoning":
+		if _, ok := fields.Part["text"]; !ok {
+			return "a " + p.Type + " part without its text"
+		}
+	case "tool":
+		st := p.State
+		if p.Tool == "" || st == nil {
+			return "a tool part without its tool or state"
+		}
+		var input map[string]json.RawMessage
+		if json.Unmarshal(st.Input, &input) != nil || input == nil {
+			return "a tool state whose input is not an object"
+		}
+		switch {
+		case st.Status == ToolCompleted && st.Output == nil:
+			return "a completed tool state without its output"
+		case st.Status == ToolError && st.Error == "":
+			return "a failed tool state without its error"
+		case st.Status != ToolRunning && st.Status != ToolCompleted && st.Status != ToolError && st.Status != "pending":
+			return "a tool state of status " + strconv.Quote(st.Status)
+		}
+	}
+	return ""
 }
 
 // checkInteraction decodes an interaction event's request, and rejects one

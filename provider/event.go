@@ -71,13 +71,35 @@ type Event struct {
 	Raw json.RawMessage
 }
 
-// Part is a message part: text, reasoning or a tool call.
+// Part is a message part: text, reasoning or a tool call. In a canonical
+// stream it names its session and message; a text or reasoning part's Text
+// is its whole text so far (the event's Delta is what it adds); a tool
+// part's State follows its call from running to completed or error.
 type Part struct {
-	ID     string `json:"id"`
-	Type   string `json:"type"`
-	Text   string `json:"text,omitempty"`
-	Tool   string `json:"tool,omitempty"`
-	CallID string `json:"callID,omitempty"`
+	ID        string     `json:"id"`
+	SessionID string     `json:"sessionID,omitempty"`
+	MessageID string     `json:"messageID,omitempty"`
+	Type      string     `json:"type"`
+	Text      string     `json:"text,omitempty"`
+	Tool      string     `json:"tool,omitempty"`
+	CallID    string     `json:"callID,omitempty"`
+	State     *ToolState `json:"state,omitempty"`
+}
+
+// Tool states of a ToolState.
+const (
+	ToolRunning   = "running"
+	ToolCompleted = "completed"
+	ToolError     = "error"
+)
+
+// ToolState is the state of a tool part: its input, then its output once
+// completed or its error once failed.
+type ToolState struct {
+	Status string          `json:"status"`
+	Input  json.RawMessage `json:"input"`
+	Output *string         `json:"output,omitempty"`
+	Error  string          `json:"error,omitempty"`
 }
 
 // Usage provenances.

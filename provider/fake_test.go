@@ -17,8 +17,8 @@ import (
 )
 
 // fakeBridge is an httptest stand-in that speaks the documented wire and
-// serves recorded SSE transcripts. $RUN in a transcript is replaced by the
-// run id.
+// serves recorded SSE transcripts. $RUN and $SESSION in a transcript are
+// replaced by the run's id and session id.
 type fakeBridge struct {
 	t   *testing.T
 	srv *httptest.Server
@@ -216,7 +216,7 @@ func (f *fakeBridge) setRunHeaders(h http.Header, ref ControlRef) {
 func (f *fakeBridge) stream(w http.ResponseWriter, fr *fakeRun, transcript, cursor string) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(200)
-	text := strings.ReplaceAll(transcript, "$RUN", fr.ref.RunID)
+	text := strings.NewReplacer("$RUN", fr.ref.RunID, "$SESSION", fr.ref.SessionID).Replace(transcript)
 	var after int64
 	fmt.Sscan(cursor, &after)
 	for _, fr := range strings.SplitAfter(text, "\n\n") {

@@ -24,7 +24,7 @@ func (e *Engine) executeRetained(l *liveRun, rr *retainedRun, req TurnRequest, r
 	}
 	ctx := context.Background() // the run outlives the request that admitted it
 	log := e.log.With("run", l.id, "session", l.sessionID)
-	c := newCanonical(l.id, 0)
+	c := newCanonical(l.id, l.sessionID, req.Backend.Adapter.Name(), 0)
 	var pending [][]byte
 	finish := func(f store.Finish, last func() [][]byte) {
 		open, err := e.closeInteractions(ctx, l.id, rr)

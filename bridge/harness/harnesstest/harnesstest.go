@@ -46,6 +46,9 @@ type Config struct {
 	// RouterURL, when set, replaces the stub's URL as the router the
 	// harness is pointed at (an endpoint that does not answer, say).
 	RouterURL string
+	// SessionIdleTimeout is the engine's SessionIdleTimeout (0 for its
+	// default, negative for a fresh process per retained turn).
+	SessionIdleTimeout time.Duration
 }
 
 // Live is a running bridge with one real harness.
@@ -121,7 +124,7 @@ func Start(t *testing.T, c Config) *Live {
 		router = c.RouterURL
 	}
 	eng, err := engine.New(context.Background(), st, engine.Options{
-		DataDir: data, RouterURL: router, RouterKey: key, KillGrace: time.Second,
+		DataDir: data, RouterURL: router, RouterKey: key, KillGrace: time.Second, SessionIdleTimeout: c.SessionIdleTimeout,
 		Environ: []string{"PATH=" + pkg.PATH(), "HOME=" + home},
 	})
 	if err != nil {

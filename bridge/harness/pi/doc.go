@@ -18,9 +18,14 @@
 // request's effort becomes --thinking. Inherited PI_* variables are
 // dropped; startup network traffic and telemetry are off.
 //
-// Retained sessions: each turn of a retained session is a fresh rpc process
-// resuming the session's native conversation (--session), its stdin held
-// open for answers. Pi has no permission prompts of its own; its
+// Retained sessions (harness.Persistent): one long-lived rpc process
+// serves every turn of a session. Each turn writes a `prompt` and a
+// `get_state` command to its stdin and ends at the turn's end event; a
+// cancel writes an rpc `abort`, after which Pi ends the turn as aborted
+// and the process stays for the next turn. A process that died, idled
+// out, or was killed is replaced by a fresh one resuming the session's
+// native conversation (--session); with the engine's session processes
+// off, each turn is such a fresh process. Pi has no permission prompts of its own; its
 // extensions ask through `extension_ui_request` lines, of which a
 // `confirm` becomes a permission question, answered by an
 // `extension_ui_response` with `confirmed`. Interactions are not claimed

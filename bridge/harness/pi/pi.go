@@ -37,18 +37,30 @@ func (Adapter) NewParser() harness.Parser { return newParser() }
 const KeyVar = "TANGLE_API_KEY"
 
 // Command builds `pi --mode rpc ...` and its stdin commands for a turn.
-func (Adapter) Command(t harness.Turn) (harness.Command, error) {
+func (a Adapter) Command(t harness.Turn) (harness.Command, error) {
+	input, err := a.TurnInput(t)
+	if err != nil {
+		return harness.Command{}, err
+	}
+	cmd, err := command(t)
+	if err != nil {
+		return harness.Command{}, err
+	}
+	cmd.Stdin = input
+	return cmd, nil
+}
+
+// command builds the `pi --mode rpc` process of t, its stdin held open and
+// empty.
+func command(t harness.Turn) (harness.Command, error) {
 	provider, model, ok := strings.Cut(t.Model, "/")
 	if !ok || provider == "" || model == "" {
 		return harness.Command{}, fmt.Errorf("pi: model %q is not provider/model (use a model id pi/<provider>/<model>)", t.Model)
 	}
-	prompt, system := harness.SplitPrompt(t)
-	if strings.TrimSpace(prompt) == "" {
-		return harness.Command{}, fmt.Errorf("pi: the turn has no user message text")
-	}
 	if t.StateDir == "" {
 		return harness.Command{}, fmt.Errorf("pi: the turn has no state directory")
 	}
+	_, system := harness.SplitPrompt(t)
 	agentDir := filepath.Join(t.StateDir, "agent")
 	args := []string{"--mode", "rpc", "--model", provider + "/" + model}
 	if t.Effort != "" {
@@ -60,6 +72,22 @@ func (Adapter) Command(t harness.Turn) (harness.Command, error) {
 	if t.NativeSessionID != "" {
 		args = append(args, "--session", t.NativeSessionID)
 	}
+	var files []harness.File
+	if t.RouterURL != "" {
+		files = append(files, harness.File{Path: filepath.Join(agentDir, "models.json"), Data: modelsJSON(t.RouterURL, provider, model)})
+	}
+	return harness.Command{Path: t.Bin, Args: args, Env: Env(t, agentDir), Dir: t.Cwd, Stdin: []byte{},
+		HoldStdin: true, Files: files}, nil
+}
+
+// TurnInput encodes the rpc commands that start turn t: a `prompt` with
+// its last user message, then a `get_state`, whose answer names the
+// session.
+func (Adapter) TurnInput(t harness.Turn) ([]byte, error) {
+	prompt, _ := harness.SplitPrompt(t)
+	if strings.TrimSpace(prompt) == "" {
+		return nil, fmt.Errorf("pi: the turn has no user message text")
+	}
 	var stdin []byte
 	for _, c := range []map[string]string{
 		{"type": "prompt", "id": "prompt", "message": prompt},
@@ -67,16 +95,11 @@ func (Adapter) Command(t harness.Turn) (harness.Command, error) {
 	} {
 		b, err := json.Marshal(c)
 		if err != nil {
-			return harness.Command{}, fmt.Errorf("pi: encode command: %w", err)
+			return nil, fmt.Errorf("pi: encode command: %w", err)
 		}
 		stdin = append(append(stdin, b...), '\n')
 	}
-	var files []harness.File
-	if t.RouterURL != "" {
-		files = append(files, harness.File{Path: filepath.Join(agentDir, "models.json"), Data: modelsJSON(t.RouterURL, provider, model)})
-	}
-	return harness.Command{Path: t.Bin, Args: args, Env: Env(t, agentDir), Dir: t.Cwd, Stdin: stdin,
-		HoldStdin: true, Files: files}, nil
+	return stdin, nil
 }
 
 // modelsJSON is the models.json that points provider at the router.

@@ -8,15 +8,32 @@ import (
 	"github.com/tangle-network/boxctl/bridge/harness"
 )
 
-var _ harness.Retained = Adapter{}
+var _ harness.Persistent = Adapter{}
 
-// RetainedCommand builds the process of one turn of a retained session:
-// the same `pi --mode rpc` process as Command, resuming the session's
-// native conversation with --session. Its stdin stays open until the turn
-// ends, so that answers to Pi's questions can follow the prompt.
+// RetainedCommand builds the process of one turn of a retained session
+// run in a process of its own: the same `pi --mode rpc` process as
+// Command, resuming the session's native conversation with --session. Its
+// stdin stays open until the turn ends, so that answers to Pi's questions
+// can follow the prompt.
 func (a Adapter) RetainedCommand(t harness.Turn) (harness.Command, error) {
 	return a.Command(t)
 }
+
+// SessionCommand builds the long-lived `pi --mode rpc` process of a
+// retained session, resuming its native conversation with --session when
+// it has one. Its stdin starts empty and stays open: each turn writes its
+// TurnInput, and Pi answers it up to the turn's end event.
+func (Adapter) SessionCommand(t harness.Turn) (harness.Command, error) {
+	return command(t)
+}
+
+// abortLine is the rpc command that stops the running turn: Pi aborts the
+// model call or the running tool, ends the assistant message as
+// `aborted`, and ends the turn with its end event; the process stays.
+const abortLine = `{"type":"abort","id":"abort"}` + "\n"
+
+// Interrupt returns the rpc `abort` command.
+func (Adapter) Interrupt() []byte { return []byte(abortLine) }
 
 // uiRequest is an `extension_ui_request` line: a question an extension
 // asks the host in rpc mode.

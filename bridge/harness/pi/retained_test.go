@@ -75,3 +75,42 @@ func TestAdapter_RetainedCommand(t *testing.T) {
 		t.Errorf("RetainedCommand = %v (hold stdin %v), want the session resumed with stdin held", got.Args, got.HoldStdin)
 	}
 }
+
+func TestAdapter_Persistent(t *testing.T) {
+	turn := harness.Turn{Bin: "pi", Model: "router/m", StateDir: t.TempDir(), NativeSessionID: "sess-1",
+		Messages: []wire.Message{{Role: "user", Content: json.RawMessage(`"hello"`)}}}
+	a := Adapter{}
+	sess, err := a.SessionCommand(turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := a.Command(turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	input, err := a.TurnInput(turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"prompt","message":"hello","type":"prompt"}` + "\n" + `{"id":"state","type":"get_state"}` + "\n"
+	if string(input) != want {
+		t.Errorf("TurnInput = %q, want %q", input, want)
+	}
+	if string(fresh.Stdin) != string(input) {
+		t.Errorf("Command stdin = %q, want the turn's input %q", fresh.Stdin, input)
+	}
+	if !sess.HoldStdin || len(sess.Stdin) != 0 || !slices.Equal(sess.Args, fresh.Args) || len(sess.Files) != len(fresh.Files) {
+		t.Errorf("SessionCommand = %+v, want Command's process with an empty held stdin", sess)
+	}
+	if got := string(a.Interrupt()); got != `{"type":"abort","id":"abort"}`+"\n" {
+		t.Errorf("Interrupt = %q", got)
+	}
+	noText := turn
+	noText.Messages = []wire.Message{{Role: "user", Content: json.RawMessage(`"  "`)}}
+	if _, err := a.TurnInput(noText); err == nil {
+		t.Error("TurnInput of a turn without text succeeded")
+	}
+	if _, err := a.SessionCommand(harness.Turn{Bin: "pi", Model: "no-slash", StateDir: t.TempDir()}); err == nil {
+		t.Error("SessionCommand of a model without a provider succeeded")
+	}
+}
