@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"syscall"
@@ -22,78 +21,16 @@ func (e *Engine) executeRetained(l *liveRun, rr *retainedRun, req TurnRequest, r
 		e.executePersistent(l, rr, p, req, run)
 		return
 	}
-	ctx := context.Background() // the run outlives the request that admitted it
-	log := e.log.With("run", l.id, "session", l.sessionID)
-	c := newCanonical(l.id, l.sessionID, req.Backend.Adapter.Name(), 0)
-	var pending [][]byte
-	finish := func(f store.Finish, last func() [][]byte) {
-		open, err := e.closeInteractions(ctx, l.id, rr)
-		if err != nil {
-			log.Error("close interactions", "err", err)
-		}
-		var frames [][]byte
-		frames = append(frames, pending...)
-		for _, it := range open {
-			frames = append(frames, c.frame(interactionCancelEvent{Type: "interaction.cancel", ID: it.ID, Reason: f.ErrType}))
-		}
-		frames = append(frames, last()...)
-		if _, err := e.store.Finish(ctx, l.id, f, frames); err != nil {
-			log.Error("finish run", "err", err)
-		}
-		e.ret.mu.Lock()
-		delete(e.ret.runs, l.id)
-		e.ret.mu.Unlock()
-		e.mu.Lock()
-		delete(e.live, l.id)
-		e.mu.Unlock()
-		close(l.done)
-		l.bc.notify()
-		e.NotifySession(l.sessionID)
+	rt := e.newRetainedTurn(l, rr, req)
+	ctx, log, c := rt.ctx, rt.log, rt.c
+	finish, fail, commit := rt.finish, rt.fail, rt.commit
+	turn, ok := rt.start(req)
+	if !ok {
+		return
 	}
-	fail := func(status, typ, msg string) {
-		f := store.Finish{Status: store.StatusError, ErrType: typ, ErrMessage: msg}
-		if status == "cancelled" {
-			f.Status = store.StatusCancelled
-		}
-		finish(f, func() [][]byte { return [][]byte{c.status(status, typ+": "+msg)} })
-	}
-	commit := func() bool {
-		if len(pending) == 0 {
-			return true
-		}
-		last, err := e.store.Append(ctx, l.id, pending)
-		pending = nil
-		if err != nil {
-			log.Error("append events", "err", err)
-			if r, gerr := e.store.GetRun(ctx, l.id); gerr == nil {
-				c.seq = r.LastSeq
-			}
-			return false
-		}
-		c.seq = last
-		l.bc.notify()
-		return true
-	}
-
-	pending = append(pending, c.status("started", ""))
 	b := req.Backend
 	name := b.Adapter.Name()
-	native, err := e.store.NativeSession(ctx, l.sessionID, name)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		fail("failed", wire.TypeServerError, "look up session: "+err.Error())
-		return
-	}
-	stateDir, err := e.sessionDir(name, l.sessionID)
-	if err != nil {
-		fail("failed", wire.TypeServerError, err.Error())
-		return
-	}
-	content := mustJSON(req.Prompt)
-	spec, err := rr.adapter.RetainedCommand(harness.Turn{
-		RunID: l.id, Bin: b.Bin, Model: req.Model, Messages: []wire.Message{{Role: "user", Content: content}},
-		NativeSessionID: native, Cwd: req.Cwd, StateDir: stateDir, Environ: e.opts.Environ, Env: req.Env,
-		RouterURL: e.opts.RouterURL, RouterKey: e.opts.RouterKey,
-	})
+	spec, err := rr.adapter.RetainedCommand(turn)
 	if err == nil {
 		err = harness.WriteFiles(spec.Files)
 	}
@@ -149,7 +86,7 @@ func (e *Engine) executeRetained(l *liveRun, rr *retainedRun, req TurnRequest, r
 	handle := func(line []byte) {
 		if q, ok := rr.adapter.ParseQuestion(line); ok {
 			questions++
-			pending = append(pending, e.question(ctx, l, rr, req, run, q, questions, c)...)
+			rt.pending = append(rt.pending, e.question(ctx, l, rr, req, run, q, questions, c)...)
 			return
 		}
 		for _, ev := range parser.Line(line) {
@@ -163,7 +100,7 @@ func (e *Engine) executeRetained(l *liveRun, rr *retainedRun, req TurnRequest, r
 					end = &ev
 				}
 			default:
-				pending = append(pending, c.events(ev)...)
+				rt.pending = append(rt.pending, c.events(ev)...)
 			}
 		}
 	}
@@ -244,7 +181,7 @@ func (e *Engine) executeRetained(l *liveRun, rr *retainedRun, req TurnRequest, r
 	case stopReason == wire.TypeHarnessTimeout:
 		fail("failed", stopReason, fmt.Sprintf("the turn exceeded its deadline of %s; its process group was killed", limit)+diagnosis(parser, e.opts.Secrets))
 	case stopReason == wire.TypeServerError:
-		pending = nil
+		rt.pending = nil
 		fail("failed", stopReason, "the bridge could not store the run's events")
 	default:
 		select {
