@@ -176,14 +176,15 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 		}
 		break
 	}
+	// The process goes back to the session (or away) before the run reads
+	// terminal: a caller that admits the next turn the moment this one ends
+	// must find it.
 	healthy := end != nil && !killed && exited != nil && lines != nil
-	defer func() {
-		if healthy {
-			e.keepSessionProc(ctx, sp, l.sessionID)
-		} else {
-			e.endSessionProc(sp)
-		}
-	}()
+	if healthy {
+		e.keepSessionProc(ctx, sp, l.sessionID)
+	} else {
+		defer e.endSessionProc(sp)
+	}
 	exitErr := errors.New("still running")
 	if end == nil {
 		killGroup(proc.pgid, syscall.SIGKILL)
