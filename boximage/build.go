@@ -317,6 +317,11 @@ func solve(ctx context.Context, c *client.Client, opts BuildOptions, so client.S
 		eg.Go(func() error { return run(egCtx, solved, &solveErr) })
 	}
 	if err := eg.Wait(); err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			// Cancelled or past its deadline: say so in terms callers can
+			// test with errors.Is, whatever BuildKit's stream reported.
+			return nil, fmt.Errorf("build: %w (buildkit: %v)", cause, err)
+		}
 		if solveErr != nil { // the cause, rather than the export it broke
 			return nil, fmt.Errorf("build: %w", steps.wrap(solveErr))
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -191,6 +192,9 @@ func TestBuild_Fails(t *testing.T) {
 			_, err = boximage.Build(ctx, opts, exp)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("Build() = %v, want error containing %q", err, tt.wantErr)
+			}
+			if tt.name == "cancelled" && !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Build() = %v, want it to wrap context.DeadlineExceeded", err)
 			}
 			if d := time.Since(start); d > tt.timeout+30*time.Second {
 				t.Errorf("Build() returned after %v, want soon after %v", d, tt.timeout)
