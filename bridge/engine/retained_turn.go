@@ -116,3 +116,29 @@ func (t *retainedTurn) start(req TurnRequest) (harness.Turn, bool) {
 		RouterURL: e.opts.RouterURL, RouterKey: e.opts.RouterKey,
 	}, true
 }
+
+// handle turns one line of the harness's output into queued frames: a
+// question becomes an interaction (numbered through *questions), a native
+// session id is recorded for the next turn's resume, and the first end
+// event is kept in *end.
+func (t *retainedTurn) handle(line []byte, parser harness.Parser, req TurnRequest, run store.Run, questions *int, end **harness.Event) {
+	if q, ok := t.rr.adapter.ParseQuestion(line); ok {
+		*questions++
+		t.pending = append(t.pending, t.e.question(t.ctx, t.l, t.rr, req, run, q, *questions, t.c)...)
+		return
+	}
+	for _, ev := range parser.Line(line) {
+		switch ev.Kind {
+		case harness.KindSession:
+			if err := t.e.store.PutNativeSession(t.ctx, t.l.sessionID, req.Backend.Adapter.Name(), ev.NativeSessionID); err != nil {
+				t.log.Error("record native session", "err", err)
+			}
+		case harness.KindEnd:
+			if *end == nil {
+				*end = &ev
+			}
+		default:
+			t.pending = append(t.pending, t.c.events(ev)...)
+		}
+	}
+}

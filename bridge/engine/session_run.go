@@ -83,27 +83,7 @@ func (e *Engine) executeRetained(l *liveRun, rr *retainedRun, req TurnRequest, r
 		}
 		killGroup(proc.pgid, syscall.SIGKILL)
 	}
-	handle := func(line []byte) {
-		if q, ok := rr.adapter.ParseQuestion(line); ok {
-			questions++
-			rt.pending = append(rt.pending, e.question(ctx, l, rr, req, run, q, questions, c)...)
-			return
-		}
-		for _, ev := range parser.Line(line) {
-			switch ev.Kind {
-			case harness.KindSession:
-				if err := e.store.PutNativeSession(ctx, l.sessionID, name, ev.NativeSessionID); err != nil {
-					log.Error("record native session", "err", err)
-				}
-			case harness.KindEnd:
-				if end == nil {
-					end = &ev
-				}
-			default:
-				rt.pending = append(rt.pending, c.events(ev)...)
-			}
-		}
-	}
+	handle := func(line []byte) { rt.handle(line, parser, req, run, &questions, &end) }
 	for lines != nil || exited != nil {
 		select {
 		case line, ok := <-lines:

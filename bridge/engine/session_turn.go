@@ -64,27 +64,7 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 		killed = true
 		killGroup(proc.pgid, syscall.SIGKILL)
 	}
-	handle := func(line []byte) {
-		if q, ok := rr.adapter.ParseQuestion(line); ok {
-			questions++
-			rt.pending = append(rt.pending, e.question(ctx, l, rr, req, run, q, questions, c)...)
-			return
-		}
-		for _, ev := range parser.Line(line) {
-			switch ev.Kind {
-			case harness.KindSession:
-				if err := e.store.PutNativeSession(ctx, l.sessionID, name, ev.NativeSessionID); err != nil {
-					log.Error("record native session", "err", err)
-				}
-			case harness.KindEnd:
-				if end == nil {
-					end = &ev
-				}
-			default:
-				rt.pending = append(rt.pending, c.events(ev)...)
-			}
-		}
-	}
+	handle := func(line []byte) { rt.handle(line, parser, req, run, &questions, &end) }
 	// A process kept from the last turn may have died since, or die as
 	// the turn's input reaches it: when it goes without a word of the
 	// turn, the turn runs once more in a fresh process that resumes the

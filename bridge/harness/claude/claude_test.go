@@ -1,10 +1,7 @@
 package claude
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -12,22 +9,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
 func parseFile(t *testing.T, name string) ([]harness.Event, harness.Parser) {
 	t.Helper()
-	data, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := Adapter{}.NewParser()
-	var out []harness.Event
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		out = append(out, p.Line(sc.Bytes())...)
-	}
-	return out, p
+	return harnesstest.Replay(t, p, name), p
 }
 
 func i64(v int64) *int64 { return &v }

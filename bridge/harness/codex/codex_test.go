@@ -1,7 +1,6 @@
 package codex
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
@@ -26,16 +26,7 @@ import (
 
 func parse(t *testing.T, p harness.Parser, name string) []harness.Event {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []harness.Event
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		out = append(out, p.Line(sc.Bytes())...)
-	}
-	return out
+	return harnesstest.Replay(t, p, filepath.Join("testdata", name))
 }
 
 func i64(v int64) *int64 { return &v }

@@ -1,10 +1,8 @@
 package opencode
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
@@ -25,18 +24,8 @@ import (
 
 func parse(t *testing.T, name string) ([]harness.Event, harness.Parser) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := Adapter{}.NewParser()
-	var out []harness.Event
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		out = append(out, p.Line(sc.Bytes())...)
-	}
-	return out, p
+	return harnesstest.Replay(t, p, filepath.Join("testdata", name)), p
 }
 
 func i64(v int64) *int64 { return &v }
