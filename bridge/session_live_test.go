@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/conformance/routerstub"
 )
@@ -192,36 +193,12 @@ func TestLive_ClaudeRetainedSession(t *testing.T) {
 	}
 }
 
-// interactionCommand answers the interaction of frame f, after checking
-// that its request is in the agent interface's shape: a permission for a
-// tool, the permission answer spec, and a digest of its content. An
-// accepted answer grants allow_once, as a TypeScript client sends it.
+// interactionCommand answers the interaction of frame f with outcome
+// under operation id op, after checking its request's shape.
 func interactionCommand(t *testing.T, f sseFrame, op, outcome string) string {
 	t.Helper()
-	var ev struct {
-		Request wire.InteractionRequest `json:"request"`
-	}
-	if err := json.Unmarshal(f.Env.Event, &ev); err != nil {
-		t.Fatal(err)
-	}
-	req := ev.Request
-	if d, err := wire.InteractionRequestDigest(req); err != nil || d != req.RequestDigest {
-		t.Fatalf("interaction requestDigest = %s, want %s (%v)", req.RequestDigest, d, err)
-	}
-	if req.Kind != wire.InteractionKindPermission || req.Subject == nil || req.Subject.Type != wire.SubjectTool ||
-		req.Subject.ToolName == "" || len(req.AnswerSpec.Fields) == 0 || req.Binding.InteractionID != req.ID {
-		t.Fatalf("interaction request = %s, want a tool permission with an answer spec", f.Env.Event)
-	}
-	resp := wire.InteractionResponse{ID: req.ID, Outcome: outcome}
-	if outcome == wire.OutcomeAccepted {
-		resp.Data = json.RawMessage(`{"grant":["allow_once"]}`)
-	}
-	b := req.ResponseBinding()
-	d, err := wire.InteractionCommandDigest(b, resp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(mustMarshal(t, wire.InteractionCommand{OperationID: op, Binding: b, CommandDigest: d, Response: resp}))
+	_, cmd := harnesstest.AnswerInteraction(t, f.Env.Event, op, outcome)
+	return cmd
 }
 
 func mustMarshal(t *testing.T, v any) []byte {
@@ -264,24 +241,9 @@ func TestLive_ClaudePermissionInteraction(t *testing.T) {
 			if f.Type != "interaction" {
 				t.Fatalf("run ended without an interaction: %s", textOf(asked))
 			}
-			cmd := interactionCommand(t, f, "op-1", outcome)
-			code, ack := b.respond(t, run, "perm-1", cmd)
-			if code != 200 || ack.Status != wire.InteractionAccepted {
-				t.Fatalf("respond = %d %+v, want 200 accepted", code, ack)
-			}
-			if code2, ack2 := b.respond(t, run, "perm-1", cmd); code2 != 200 || ack2 != ack {
-				t.Errorf("repeated operation = %d %+v, want the stored %+v", code2, ack2, ack)
-			}
-			other := map[string]string{wire.OutcomeAccepted: wire.OutcomeDeclined, wire.OutcomeDeclined: wire.OutcomeAccepted}[outcome]
-			if code, ack := b.respond(t, run, "perm-1", interactionCommand(t, f, "op-2", other)); code != 409 || ack.Status != wire.InteractionAlreadyResolvedDifferent {
-				t.Errorf("different answer = %d %+v, want 409 already_resolved_different", code, ack)
-			}
-			if code, ack := b.respond(t, run, "perm-1", interactionCommand(t, f, "op-3", outcome)); code != 200 || ack.Status != wire.InteractionAlreadyResolvedSame {
-				t.Errorf("same answer, new operation = %d %+v, want already_resolved_same", code, ack)
-			}
-			if code, ack := b.respond(t, run, "perm-9", interactionCommand(t, f, "op-6", outcome)); code != 409 || ack.Status != wire.InteractionBindingMismatch {
-				t.Errorf("answer for another interaction = %d %+v, want binding_mismatch", code, ack)
-			}
+			harnesstest.ResolveInteraction(t, f.Env.Event, outcome, func(iid, body string) (int, wire.InteractionAck) {
+				return b.respond(t, run, iid, body)
+			})
 			end := rd.until(terminalStatus)
 			if s := end[len(end)-1].Raw["status"]; s != "completed" {
 				t.Fatalf("run ended %v: %s", s, textOf(end))

@@ -11,9 +11,10 @@ var (
 // ContinuesSessions reports true: Command resumes Turn.NativeSessionID.
 func (Adapter) ContinuesSessions() bool { return true }
 
-// ClaimsInteractions reports false: Pi asks questions only through
-// extensions, and no live test proves them yet.
-func (Adapter) ClaimsInteractions() bool { return false }
+// ClaimsInteractions reports true: retained turns load the bridge's
+// permission gate, whose questions reach the caller as interactions
+// (TestLive_PiPermissionInteraction, both release lines).
+func (Adapter) ClaimsInteractions() bool { return true }
 
 // ContinuesNatively reports true: a retained Pi session takes native
 // continuations (TestLive_PiNativeContinuation).

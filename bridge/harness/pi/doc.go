@@ -25,11 +25,22 @@
 // and the process stays for the next turn. A process that died, idled
 // out, or was killed is replaced by a fresh one resuming the session's
 // native conversation (--session); with the engine's session processes
-// off, each turn is such a fresh process. Pi has no permission prompts of its own; its
-// extensions ask through `extension_ui_request` lines, of which a
-// `confirm` becomes a permission question, answered by an
-// `extension_ui_response` with `confirmed`. Interactions are not claimed
-// for Pi (no live test proves them); native continuation is.
+// off, each turn is such a fresh process.
+//
+// Interactions: Pi has no permission prompts of its own. A retained turn's
+// process loads the bridge's permission gate (permissions.ts, written into
+// the private agent directory and named by --extension, so one-shot runs
+// never load it): before any tool other than read, grep, find and ls runs,
+// it asks through an rpc `confirm` dialog whose message is a JSON object
+// naming the tool and its input. ParseQuestion turns that
+// `extension_ui_request` into a permission question about the tool, and
+// Answer sends the `extension_ui_response` with `confirmed`; a refused
+// call is blocked and Pi tells the model so. The gate passes the turn's
+// abort signal to the dialog, so a cancelled turn dismisses it (the call
+// is blocked) and Pi's process stays for the next turn. Confirm dialogs of
+// other extensions are permission questions without a tool. Pi asks one
+// question at a time (its tool_call handlers run in turn), so concurrent
+// requests are not claimed; interactions and native continuation are.
 //
 // Parser: 0.73 sends, with every `message_update`, the whole partial
 // message so far (`message`, and `partial` in the event), sometimes ahead

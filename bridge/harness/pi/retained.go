@@ -1,8 +1,10 @@
 package pi
 
 import (
+	_ "embed"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
@@ -16,7 +18,11 @@ var _ harness.Persistent = Adapter{}
 // stdin stays open until the turn ends, so that answers to Pi's questions
 // can follow the prompt.
 func (a Adapter) RetainedCommand(t harness.Turn) (harness.Command, error) {
-	return a.Command(t)
+	cmd, err := a.Command(t)
+	if err != nil {
+		return harness.Command{}, err
+	}
+	return withGate(cmd, t), nil
 }
 
 // SessionCommand builds the long-lived `pi --mode rpc` process of a
@@ -24,7 +30,33 @@ func (a Adapter) RetainedCommand(t harness.Turn) (harness.Command, error) {
 // it has one. Its stdin starts empty and stays open: each turn writes its
 // TurnInput, and Pi answers it up to the turn's end event.
 func (Adapter) SessionCommand(t harness.Turn) (harness.Command, error) {
-	return command(t)
+	cmd, err := command(t)
+	if err != nil {
+		return harness.Command{}, err
+	}
+	return withGate(cmd, t), nil
+}
+
+// gate is the Pi extension that asks, through a confirm dialog, before
+// Pi runs any tool that is not read-only (read, grep, find, ls).
+//
+//go:embed permissions.ts
+var gate []byte
+
+// gateMarker is the value of the "boxctl" member of the dialog message
+// the gate sends.
+const gateMarker = "tool_permission"
+
+// withGate loads the permission gate into a retained turn's process:
+// written into the private agent directory, outside the directories Pi
+// discovers extensions in, and named by --extension, so a one-shot run
+// that shares the agent directory never waits on a question nobody can
+// answer.
+func withGate(cmd harness.Command, t harness.Turn) harness.Command {
+	path := filepath.Join(t.StateDir, "agent", "boxctl", "permissions.ts")
+	cmd.Files = append(cmd.Files, harness.File{Path: path, Data: gate})
+	cmd.Args = append([]string{"--extension", path}, cmd.Args...)
+	return cmd
 }
 
 // abortLine is the rpc command that stops the running turn: Pi aborts the
@@ -58,6 +90,22 @@ func (Adapter) ParseQuestion(line []byte) (harness.Question, bool) {
 	var r uiRequest
 	if err := json.Unmarshal(line, &r); err != nil || r.Type != "extension_ui_request" || r.Method != "confirm" || r.ID == "" {
 		return harness.Question{}, false
+	}
+	var gated struct {
+		Boxctl string          `json:"boxctl"`
+		Tool   string          `json:"tool"`
+		Input  json.RawMessage `json:"input"`
+	}
+	if json.Unmarshal([]byte(r.Message), &gated) == nil && gated.Boxctl == gateMarker && gated.Tool != "" {
+		input := gated.Input
+		if len(input) == 0 || input[0] != '{' {
+			input = json.RawMessage(`{}`)
+		}
+		title := r.Title
+		if title == "" {
+			title = "Allow " + gated.Tool + "?"
+		}
+		return harness.Question{NativeID: r.ID, Kind: "permission", Tool: gated.Tool, Input: input, Title: title}, true
 	}
 	title := r.Title
 	if r.Message != "" {

@@ -2,6 +2,7 @@ package pi
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -21,6 +22,12 @@ func TestAdapter_ParseQuestion(t *testing.T) {
 			harness.Question{NativeID: "uuid-2", Kind: "permission", Title: "Run rm -rf build?: It deletes the build.", Input: json.RawMessage(`{}`)}, true},
 		{"confirm without text", `{"type":"extension_ui_request","id":"u","method":"confirm"}`,
 			harness.Question{NativeID: "u", Kind: "permission", Title: "Pi asks for confirmation", Input: json.RawMessage(`{}`)}, true},
+		{"the bridge's gate", `{"type":"extension_ui_request","id":"g1","method":"confirm","title":"Allow bash?","message":"{\"boxctl\":\"tool_permission\",\"tool\":\"bash\",\"input\":{\"command\":\"ls\"}}"}`,
+			harness.Question{NativeID: "g1", Kind: "permission", Tool: "bash", Title: "Allow bash?", Input: json.RawMessage(`{"command":"ls"}`)}, true},
+		{"the gate with an input that is no object", `{"type":"extension_ui_request","id":"g2","method":"confirm","message":"{\"boxctl\":\"tool_permission\",\"tool\":\"edit\",\"input\":[1]}"}`,
+			harness.Question{NativeID: "g2", Kind: "permission", Tool: "edit", Title: "Allow edit?", Input: json.RawMessage(`{}`)}, true},
+		{"another extension's JSON message", `{"type":"extension_ui_request","id":"u","method":"confirm","title":"t","message":"{\"tool\":\"bash\"}"}`,
+			harness.Question{NativeID: "u", Kind: "permission", Title: `t: {"tool":"bash"}`, Input: json.RawMessage(`{}`)}, true},
 		{"select is not a yes/no question", `{"type":"extension_ui_request","id":"u","method":"select","title":"t","options":["a","b"]}`, harness.Question{}, false},
 		{"notify is fire-and-forget", `{"type":"extension_ui_request","id":"u","method":"notify","message":"m"}`, harness.Question{}, false},
 		{"no id", `{"type":"extension_ui_request","method":"confirm","title":"t"}`, harness.Question{}, false},
@@ -66,10 +73,13 @@ func TestAdapter_RetainedCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	gatePath := filepath.Join(turn.StateDir, "agent", "boxctl", "permissions.ts")
+	want.Args = append([]string{"--extension", gatePath}, want.Args...)
+	want.Files = append(want.Files, harness.File{Path: gatePath, Data: gate})
 	slices.Sort(got.Env) // the environment's order is not part of it
 	slices.Sort(want.Env)
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b harness.Parser) bool { return a == b })); diff != "" {
-		t.Errorf("RetainedCommand differs from Command (-want +got):\n%s", diff)
+		t.Errorf("RetainedCommand is not Command with the permission gate (-want +got):\n%s", diff)
 	}
 	if !got.HoldStdin || !slices.Contains(got.Args, "--session") {
 		t.Errorf("RetainedCommand = %v (hold stdin %v), want the session resumed with stdin held", got.Args, got.HoldStdin)
@@ -99,8 +109,15 @@ func TestAdapter_Persistent(t *testing.T) {
 	if string(fresh.Stdin) != string(input) {
 		t.Errorf("Command stdin = %q, want the turn's input %q", fresh.Stdin, input)
 	}
-	if !sess.HoldStdin || len(sess.Stdin) != 0 || !slices.Equal(sess.Args, fresh.Args) || len(sess.Files) != len(fresh.Files) {
-		t.Errorf("SessionCommand = %+v, want Command's process with an empty held stdin", sess)
+	retained, err := a.RetainedCommand(turn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sess.HoldStdin || len(sess.Stdin) != 0 || !slices.Equal(sess.Args, retained.Args) || !cmp.Equal(sess.Files, retained.Files) {
+		t.Errorf("SessionCommand = %+v, want RetainedCommand's process with an empty held stdin", sess)
+	}
+	if slices.Contains(fresh.Args, "--extension") {
+		t.Errorf("Command (one-shot) = %v, want no permission gate: nobody could answer it", fresh.Args)
 	}
 	if got := string(a.Interrupt()); got != `{"type":"abort","id":"abort"}`+"\n" {
 		t.Errorf("Interrupt = %q", got)
