@@ -52,13 +52,17 @@ type Config struct {
 	// SessionIdle is how long a retained session's harness process waits
 	// for the next turn (engine.Options.SessionIdleTimeout).
 	SessionIdle time.Duration
-	ResultGrace time.Duration
-	MaxLifetime time.Duration
-	MaxEvents   int64
-	MaxBytes    int64
-	ReplayTTL   time.Duration
-	IdentityTTL time.Duration
-	LogLevel    string
+	// SessionIdleClose is how long an open retained session may go
+	// without a turn before the bridge closes it (store.Options
+	// SessionIdle): 0 means 24 h, negative never.
+	SessionIdleClose time.Duration
+	ResultGrace      time.Duration
+	MaxLifetime      time.Duration
+	MaxEvents        int64
+	MaxBytes         int64
+	ReplayTTL        time.Duration
+	IdentityTTL      time.Duration
+	LogLevel         string
 }
 
 // ConfigFromEnv reads the configuration from environment variables (see
@@ -94,12 +98,27 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			*dst = time.Duration(n) * time.Millisecond
 		}
 	}
+	// signedMsVar is msVar for the durations where a negative value
+	// means "never" (or "off").
+	signedMsVar := func(name string, dst *time.Duration) {
+		if v := getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: want an integer", name, v))
+				return
+			}
+			if n != 0 {
+				*dst = time.Duration(n) * time.Millisecond
+			}
+		}
+	}
 	intVar("BRIDGE_PORT", &c.Port)
 	intVar("BRIDGE_MAX_RUNS", &c.MaxRuns)
 	int64Var("BRIDGE_MAX_BODY_BYTES", &c.MaxBodyBytes)
 	msVar("BRIDGE_SSE_HEARTBEAT_MS", &c.Keepalive)
 	msVar("BRIDGE_IDLE_TIMEOUT_MS", &c.IdleTimeout)
-	msVar("BRIDGE_SESSION_IDLE_MS", &c.SessionIdle)
+	signedMsVar("BRIDGE_SESSION_IDLE_MS", &c.SessionIdle)
+	signedMsVar("BRIDGE_SESSION_IDLE_CLOSE_MS", &c.SessionIdleClose)
 	msVar("BRIDGE_RESULT_GRACE_MS", &c.ResultGrace)
 	msVar("BRIDGE_MAX_RUN_MS", &c.MaxLifetime)
 	int64Var("BRIDGE_REPLAY_MAX_EVENTS", &c.MaxEvents)
@@ -156,6 +175,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) *SecretFiles {
 	fs.DurationVar(&c.Keepalive, "keepalive", c.Keepalive, "SSE keepalive interval; 0 for 15s (BRIDGE_SSE_HEARTBEAT_MS)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "kill a harness silent this long; 0 for 10m (BRIDGE_IDLE_TIMEOUT_MS)")
 	fs.DurationVar(&c.SessionIdle, "session-idle", c.SessionIdle, "time a retained session's harness process waits for the next turn; 0 for 15m, negative for a fresh process per turn (BRIDGE_SESSION_IDLE_MS)")
+	fs.DurationVar(&c.SessionIdleClose, "session-idle-close", c.SessionIdleClose, "close an open retained session without a turn this long; 0 for 24h, negative never (BRIDGE_SESSION_IDLE_CLOSE_MS)")
 	fs.DurationVar(&c.ResultGrace, "result-grace", c.ResultGrace, "time a harness may take to exit after its result; 0 for 2s (BRIDGE_RESULT_GRACE_MS)")
 	fs.DurationVar(&c.MaxLifetime, "max-run", c.MaxLifetime, "longest a run may live; 0 for 6h (BRIDGE_MAX_RUN_MS)")
 	fs.Int64Var(&c.MaxEvents, "replay-max-events", c.MaxEvents, "events kept per run; 0 for 10000 (BRIDGE_REPLAY_MAX_EVENTS)")

@@ -28,7 +28,7 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 		return err
 	}
 	st, err := store.Open(ctx, c.DataDir, store.Options{MaxEvents: c.MaxEvents, MaxBytes: c.MaxBytes,
-		ReplayTTL: c.ReplayTTL, IdentityTTL: c.IdentityTTL})
+		ReplayTTL: c.ReplayTTL, IdentityTTL: c.IdentityTTL, SessionIdle: c.SessionIdleClose})
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 			defer cancel()
 			return errors.Join(fmt.Errorf("serve: %w", err), eng.Close(closeCtx))
 		case <-ticker.C:
-			if err := st.Prune(ctx); err != nil {
+			if err := eng.Prune(ctx); err != nil {
 				log.Error("prune", "err", err)
 			}
 		case <-ctx.Done():

@@ -77,3 +77,45 @@ func TestCanonical_shape(t *testing.T) {
 		t.Errorf("canonical events (-want +got):\n%s", diff)
 	}
 }
+
+// TestCanonical_toolStates follows one tool part through the calls and
+// results harnesses send: streamed arguments make one pending frame, then
+// one running frame once they form a JSON object.
+func TestCanonical_toolStates(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []canonicalStep
+		want  []string // status and input of each frame's tool state
+	}{
+		{"streamed arguments", []canonicalStep{call(0, "c1", "Bash", ""), fragment(0, `{"command"`), fragment(0, `:"ls"}`),
+			result("c1", "a", false)},
+			[]string{`pending {}`, `running {"command":"ls"}`, `completed {"command":"ls"}`}},
+		{"announced whole", []canonicalStep{call(0, "c1", "Read", `{"path":"/x"}`), result("c1", "no", true)},
+			[]string{`running {"path":"/x"}`, `error {"path":"/x"}`}},
+		{"result before the arguments completed", []canonicalStep{call(0, "c1", "Bash", ""), fragment(0, `{"comm`),
+			result("c1", "", true)},
+			[]string{`pending {}`, `error {"arguments":"{\"comm"}`}},
+		{"arguments not an object", []canonicalStep{call(0, "c1", "Edit", `"text"`)},
+			[]string{`running {"arguments":"\"text\""}`}},
+		{"fragment after the arguments completed", []canonicalStep{call(0, "c1", "Bash", ""), fragment(0, `{}`), fragment(0, ` `)},
+			[]string{`pending {}`, `running {}`, `running {}`}},
+		{"result without its call", []canonicalStep{result("cmd-1", "ok", false)},
+			[]string{`completed {}`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			frames := play(t, canonicalScenario{run: testRun("r1"), backend: "claude", steps: tt.steps})
+			var got []string
+			for _, ev := range decodeAll(t, frames) {
+				in, err := json.Marshal(ev.Part.State.Input)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, ev.Part.State.Status+" "+string(in))
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("tool states (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

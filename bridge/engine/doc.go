@@ -4,7 +4,11 @@
 //
 // Ownership: the Engine owns the set of live runs (admission, identity,
 // cancellation); each live run is owned by one goroutine that owns its
-// process, parser and pending frames. It hands batches of frames, in
+// process, parser and pending frames. Every kind of run (one-shot, a
+// retained turn in a process of its own, a retained turn in its session's
+// long-lived process) reads its harness through the same driver
+// (driver.go), which also enforces the watchdogs and cancellation. It
+// hands batches of frames, in
 // order, to the run's committer goroutine, the only writer of that run's
 // events, so output is parsed while the previous batch is made durable.
 // Readers never talk to either: they read committed events from the store
@@ -13,7 +17,8 @@
 // and catches up from the store; it cannot slow the harness or other readers.
 //
 // Ordering: a run's frames have sequence numbers 1..n in the order the
-// harness printed them; the terminal frame(s) and the terminal status are
+// harness printed them (a retained run's text deltas that arrive in one
+// batch go out as one part update); the terminal frame(s) and the terminal status are
 // committed together, so a reader that sees the run terminal has seen every
 // frame. Only Cancel, the run's deadline, the no-output watchdog, and Close
 // stop a harness; detaching a reader never does.

@@ -187,14 +187,102 @@ func (e *Engine) recover(ctx context.Context) error {
 	}
 	for _, r := range runs {
 		killed := killLeftovers(e.opts.ProcDir, r.PGID, r.Marker)
-		frame := errorFrame(wire.ErrorBody{Type: wire.TypeBridgeRestarted, Message: RestartReason})
+		frames, err := e.restartFrames(ctx, r)
+		if err != nil {
+			return fmt.Errorf("recover run %s: %w", r.ID, err)
+		}
 		if _, err := e.store.Finish(ctx, r.ID, store.Finish{Status: store.StatusError,
-			ErrType: wire.TypeBridgeRestarted, ErrMessage: RestartReason}, [][]byte{frame}); err != nil {
+			ErrType: wire.TypeBridgeRestarted, ErrMessage: RestartReason}, frames); err != nil {
 			return fmt.Errorf("recover run %s: %w", r.ID, err)
 		}
 		e.log.Warn("run was live when the bridge stopped", "run", r.ID, "pgid", r.PGID, "leftover_processes", killed)
 	}
 	return nil
+}
+
+// restartFrames are the last frames of a run the restart ended, in the
+// run's own format: a plain run's is an error frame; a retained turn's
+// are canonical, an interaction.cancel for each interaction still open
+// (which no answer can reach now) and a failed status, as the turn would
+// have ended itself.
+func (e *Engine) restartFrames(ctx context.Context, r store.Run) ([][]byte, error) {
+	if _, err := e.store.TurnOfRun(ctx, r.ID); errors.Is(err, store.ErrNotFound) {
+		return [][]byte{errorFrame(wire.ErrorBody{Type: wire.TypeBridgeRestarted, Message: RestartReason})}, nil
+	} else if err != nil {
+		return nil, err
+	}
+	open, err := e.store.CancelInteractions(ctx, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	c := newCanonical(r.ID, r.SessionID, r.Harness, r.LastSeq)
+	var frames [][]byte
+	for _, it := range open {
+		frames = append(frames, c.frame(interactionCancelEvent{Type: "interaction.cancel", ID: it.ID, Reason: wire.TypeBridgeRestarted}))
+	}
+	return append(frames, c.status("failed", wire.TypeBridgeRestarted+": "+RestartReason)), nil
+}
+
+// Prune applies the store's time-based retention. It first closes the
+// retained sessions idle for the store's SessionIdle
+// (store.CloseIdleSessions) and ends what still serves them, as closing
+// one through CloseSession does; then it runs store.Prune and removes the
+// harness state directories of the sessions the store forgot. The bridge
+// calls it periodically.
+func (e *Engine) Prune(ctx context.Context) error {
+	closed, err := e.store.CloseIdleSessions(ctx)
+	for _, id := range closed {
+		e.log.Debug("closing idle session", "session", id)
+		e.sessionClosed(id)
+	}
+	if err != nil {
+		return err
+	}
+	st, err := e.store.Prune(ctx)
+	removed := e.removeSessionDirs(st.Forgotten)
+	if !st.Empty() || len(closed) > 0 {
+		e.log.Debug("pruned", "sessions_closed", len(closed), "replay_expired", st.ReplayExpired, "runs", st.Runs,
+			"turns", st.Turns, "interactions", st.Interactions, "interaction_ops", st.InteractionOps,
+			"continuations", st.Continuations, "cancellations", st.Cancellations, "sessions", st.Sessions,
+			"native_sessions_forgotten", len(st.Forgotten), "state_dirs_removed", removed)
+	}
+	return err
+}
+
+// removeSessionDirs removes the state directories of forgotten sessions
+// and returns how many it removed. A session that has a live run, or that
+// was created again and already has a native session, keeps its
+// directory. The directory is renamed under the engine's lock, which
+// admissions take before a run creates it, and removed after.
+func (e *Engine) removeSessionDirs(refs []store.SessionRef) int {
+	var trash []string
+	e.mu.Lock()
+	for _, ref := range refs {
+		busy := false
+		for _, l := range e.live {
+			busy = busy || (l.sessionID == ref.ID && l.harness == ref.Harness)
+		}
+		if busy {
+			continue
+		}
+		if _, err := e.store.NativeSession(context.Background(), ref.ID, ref.Harness); err == nil {
+			continue
+		}
+		dir := e.sessionDirPath(ref.Harness, ref.ID)
+		gone := fmt.Sprintf("%s.pruned-%d", dir, time.Now().UnixNano())
+		if err := os.Rename(dir, gone); err == nil {
+			trash = append(trash, gone)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			e.log.Warn("remove session state", "session", ref.ID, "err", err)
+		}
+	}
+	e.mu.Unlock()
+	for _, d := range trash {
+		if err := os.RemoveAll(d); err != nil {
+			e.log.Warn("remove session state", "dir", d, "err", err)
+		}
+	}
+	return len(trash)
 }
 
 // StartRequest is one validated turn.
@@ -240,7 +328,7 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (_ store.Run, crea
 			}
 		}
 	}
-	now := time.Now()
+	now := e.store.Now()
 	run, created, err := e.store.CreateRun(ctx, store.Run{
 		ID: req.RunID, Digest: req.Digest, Harness: harnessName, Model: req.ModelID,
 		Provider: req.Provider, EnvironmentID: req.EnvironmentID, SessionID: req.SessionID,
@@ -348,10 +436,16 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 }
 
-// sessionDir is the private state directory of a harness session.
-func (e *Engine) sessionDir(harnessName, sessionID string) (string, error) {
+// sessionDirPath is where the private state of a harness session lives.
+func (e *Engine) sessionDirPath(harnessName, sessionID string) string {
 	sum := sha256.Sum256([]byte(sessionID))
-	dir := filepath.Join(e.opts.DataDir, "sessions", harnessName, hex.EncodeToString(sum[:16]))
+	return filepath.Join(e.opts.DataDir, "sessions", harnessName, hex.EncodeToString(sum[:16]))
+}
+
+// sessionDir is the private state directory of a harness session,
+// created if needed.
+func (e *Engine) sessionDir(harnessName, sessionID string) (string, error) {
+	dir := e.sessionDirPath(harnessName, sessionID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("session state dir: %w", err)
 	}

@@ -21,9 +21,6 @@ type interactionCancelEvent struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// maxIdentifier is the longest identifier the agent interface accepts.
-const maxIdentifier = 512
-
 // interactionRequest is the request of the interaction id that question q
 // of run raises, in the shape of the agent interface: a permission kind
 // answered with the permission answer spec, for this interaction only,
@@ -41,9 +38,9 @@ func interactionRequest(q harness.Question, id string, run store.Run) (wire.Inte
 			SessionID: run.SessionID, ExecutionID: run.ExecutionID, InteractionID: id},
 	}
 	if q.Kind != "" {
-		ir.Kind = q.Kind
+		ir.Kind = identifier(q.Kind, wire.InteractionKindPermission)
 	}
-	if tool := q.Tool; tool != "" && tool == strings.TrimSpace(tool) && len(tool) <= maxIdentifier {
+	if tool := q.Tool; tool != "" && tool == wire.TrimJS(tool) && len(tool) <= wire.MaxContractIdentifier {
 		ir.Subject = &wire.InteractionSubject{Type: wire.SubjectTool, ToolName: tool}
 		if in := q.Input; len(in) > 0 && in[0] == '{' && wire.BoundedJSON(in) {
 			ir.Subject.Input = in

@@ -1,14 +1,19 @@
 package engine
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/tangle-network/boxctl/bridge/harness"
 )
 
 // MarkerVar is the environment variable set on every harness process (and
@@ -126,4 +131,118 @@ func redact(s string, secrets []string) string {
 		}
 	}
 	return s
+}
+
+// process is a started harness.
+type process struct {
+	cmd     *exec.Cmd
+	pgid    int
+	lines   chan []byte   // stdout lines; closed at EOF
+	exited  chan struct{} // closed once the leader was reaped
+	exitErr error
+	stderr  *tail
+	errDone chan struct{} // closed at stderr EOF
+	stdout  *os.File
+	// closeStdin ends a held stdin (harness.Command.HoldStdin); it is
+	// safe to call more than once, and a no-op otherwise.
+	closeStdin func()
+	// writeStdin writes to a held stdin after its first contents; it
+	// fails once stdin is closed.
+	writeStdin func([]byte) error
+}
+
+func startProcess(spec harness.Command, marker string) (*process, error) {
+	cmd := exec.Command(spec.Path, spec.Args...)
+	cmd.Env = append(append([]string(nil), spec.Env...), marker)
+	cmd.Dir = spec.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	var inW *os.File
+	if spec.Stdin != nil {
+		var inR *os.File
+		if inR, inW, err = os.Pipe(); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return nil, err
+		}
+		cmd.Stdin = inR
+		defer inR.Close()
+	}
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if inW != nil {
+			inW.Close()
+		}
+		return nil, err
+	}
+	p := &process{cmd: cmd, pgid: cmd.Process.Pid, lines: make(chan []byte, 1024),
+		exited: make(chan struct{}), stderr: &tail{max: 4096}, errDone: make(chan struct{}), stdout: outR}
+	p.closeStdin = func() {}
+	p.writeStdin = func([]byte) error { return os.ErrClosed }
+	if inW != nil {
+		var once sync.Once
+		var wmu sync.Mutex // orders the first write before later ones
+		p.closeStdin = func() { once.Do(func() { inW.Close() }) }
+		p.writeStdin = func(b []byte) error {
+			wmu.Lock()
+			defer wmu.Unlock()
+			_, err := inW.Write(b)
+			return err
+		}
+		wmu.Lock()
+		go func() {
+			inW.Write(spec.Stdin)
+			wmu.Unlock()
+			if !spec.HoldStdin {
+				p.closeStdin()
+			}
+		}()
+	}
+	go func() {
+		io.Copy(p.stderr, errR)
+		errR.Close()
+		close(p.errDone)
+	}()
+	go func() {
+		defer close(p.lines)
+		defer outR.Close()
+		br := bufio.NewReaderSize(outR, 64<<10)
+		for {
+			line, err := br.ReadBytes('\n')
+			if len(line) > 0 {
+				p.lines <- trimEOL(line)
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		p.exitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+func trimEOL(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
 }

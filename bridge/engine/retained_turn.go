@@ -3,7 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
 	"github.com/tangle-network/boxctl/bridge/store"
@@ -21,12 +25,22 @@ type retainedTurn struct {
 	l       *liveRun
 	rr      *retainedRun
 	c       *canonical
+	run     store.Run
+	req     TurnRequest
 	pending [][]byte
+	// questions counts the turn's questions; end is its terminal event.
+	questions int
+	end       *harness.Event
+	// held is text (or reasoning, heldKind) the harness streamed that is
+	// not framed yet: the deltas of one batch of output lines go out as one
+	// part update (flushText).
+	held     strings.Builder
+	heldKind harness.EventKind
 }
 
-func (e *Engine) newRetainedTurn(l *liveRun, rr *retainedRun, req TurnRequest) *retainedTurn {
+func (e *Engine) newRetainedTurn(l *liveRun, rr *retainedRun, req TurnRequest, run store.Run) *retainedTurn {
 	return &retainedTurn{
-		e:   e,
+		e: e, run: run, req: req,
 		ctx: context.Background(), // the run outlives the request that admitted it
 		log: e.log.With("run", l.id, "session", l.sessionID),
 		l:   l, rr: rr,
@@ -39,6 +53,7 @@ func (e *Engine) newRetainedTurn(l *liveRun, rr *retainedRun, req TurnRequest) *
 // the run and wakes its readers.
 func (t *retainedTurn) finish(f store.Finish, last func() [][]byte) {
 	e, l := t.e, t.l
+	t.flushText()
 	open, err := e.closeInteractions(t.ctx, l.id, t.rr)
 	if err != nil {
 		t.log.Error("close interactions", "err", err)
@@ -118,27 +133,125 @@ func (t *retainedTurn) start(req TurnRequest) (harness.Turn, bool) {
 }
 
 // handle turns one line of the harness's output into queued frames: a
-// question becomes an interaction (numbered through *questions), a native
-// session id is recorded for the next turn's resume, and the first end
-// event is kept in *end.
-func (t *retainedTurn) handle(line []byte, parser harness.Parser, req TurnRequest, run store.Run, questions *int, end **harness.Event) {
+// question becomes an interaction, a native session id is recorded for
+// the next turn's resume, and the first end event is kept. Text and
+// reasoning deltas are held until flushText, so that what arrives in one
+// batch of lines is one part update rather than one per delta (each
+// update repeats the part's whole text so far).
+func (t *retainedTurn) handle(line []byte, parser harness.Parser) {
 	if q, ok := t.rr.adapter.ParseQuestion(line); ok {
-		*questions++
-		t.pending = append(t.pending, t.e.question(t.ctx, t.l, t.rr, req, run, q, *questions, t.c)...)
+		t.flushText()
+		t.questions++
+		t.pending = append(t.pending, t.e.question(t.ctx, t.l, t.rr, t.req, t.run, q, t.questions, t.c)...)
 		return
 	}
 	for _, ev := range parser.Line(line) {
 		switch ev.Kind {
+		case harness.KindText, harness.KindReasoning:
+			if ev.Kind != t.heldKind {
+				t.flushText()
+				t.heldKind = ev.Kind
+			}
+			t.held.WriteString(ev.Text)
 		case harness.KindSession:
-			if err := t.e.store.PutNativeSession(t.ctx, t.l.sessionID, req.Backend.Adapter.Name(), ev.NativeSessionID); err != nil {
+			if err := t.e.store.PutNativeSession(t.ctx, t.l.sessionID, t.req.Backend.Adapter.Name(), ev.NativeSessionID); err != nil {
 				t.log.Error("record native session", "err", err)
 			}
 		case harness.KindEnd:
-			if *end == nil {
-				*end = &ev
+			t.flushText()
+			if t.end == nil {
+				t.end = &ev
 			}
 		default:
+			t.flushText()
 			t.pending = append(t.pending, t.c.events(ev)...)
 		}
+	}
+}
+
+// flushText frames the held text as one part update.
+func (t *retainedTurn) flushText() {
+	if t.held.Len() == 0 {
+		return
+	}
+	t.pending = append(t.pending, t.c.events(harness.Event{Kind: t.heldKind, Text: t.held.String()})...)
+	t.held.Reset()
+}
+
+// attach points the turn's answers at proc's stdin.
+func (t *retainedTurn) attach(proc *process) {
+	t.rr.mu.Lock()
+	t.rr.write = proc.writeStdin
+	t.rr.mu.Unlock()
+}
+
+// driver returns the driver of the turn's output from proc.
+func (t *retainedTurn) driver(proc *process, parser harness.Parser, idle, deadline *time.Timer, cancel <-chan struct{}) *driver {
+	return &driver{e: t.e, l: t.l, log: t.log, proc: proc, idle: idle, deadline: deadline, cancel: cancel,
+		ended: func() bool { return t.end != nil },
+		handle: func(line []byte) [][]byte {
+			t.handle(line, parser)
+			out := t.pending
+			t.pending = nil
+			return out
+		},
+		flush: func() [][]byte {
+			t.flushText()
+			out := t.pending
+			t.pending = nil
+			return out
+		}}
+}
+
+// conclude ends the run after its driver returned: with the harness's
+// terminal event when the turn reached it (unless the store failed, or a
+// cancel made the harness end it with an error), otherwise with the
+// reason the driver stopped it, or the process's exit.
+func (t *retainedTurn) conclude(d *driver, parser harness.Parser, limit time.Duration) {
+	e, proc, end := t.e, d.proc, t.end
+	name := t.req.Backend.Adapter.Name()
+	exitErr := errors.New("still running")
+	if end == nil {
+		killGroup(proc.pgid, syscall.SIGKILL)
+		select {
+		case <-proc.exited:
+			exitErr = proc.exitErr
+		case <-time.After(e.opts.KillGrace):
+		}
+		select { // let the last stderr bytes arrive
+		case <-proc.errDone:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	switch reason := d.stopReason; {
+	case end != nil && reason != wire.TypeServerError && (reason == "" || end.Err == nil):
+		f := store.Finish{Status: store.StatusDone}
+		if end.Err != nil {
+			f = store.Finish{Status: store.StatusError, ErrType: end.Err.Type, ErrMessage: end.Err.Message}
+		}
+		t.finish(f, func() [][]byte { return t.c.end(*end) })
+	case reason == wire.TypeRunCancelled && d.interrupted && !d.killed:
+		t.fail("cancelled", wire.TypeRunCancelled, "the run was cancelled; "+name+" interrupted its turn")
+	case reason == wire.TypeRunCancelled:
+		t.fail("cancelled", wire.TypeRunCancelled, "the run was cancelled; its process group was killed")
+	case reason == wire.TypeBridgeShutdown:
+		t.fail("failed", reason, "the bridge shut down while the run was live; its process group was killed")
+	case reason == wire.TypeHarnessStalled:
+		t.fail("failed", reason, fmt.Sprintf("%s printed nothing for %s; its process group was killed", name, e.opts.IdleTimeout)+diagnosis(parser, e.opts.Secrets))
+	case reason == wire.TypeHarnessTimeout:
+		t.fail("failed", reason, fmt.Sprintf("the turn exceeded its deadline of %s; its process group was killed", limit)+diagnosis(parser, e.opts.Secrets))
+	case reason == wire.TypeServerError:
+		// The framer numbered frames the store did not take.
+		t.pending = nil
+		if r, err := e.store.GetRun(t.ctx, t.l.id); err == nil {
+			t.c.seq = r.LastSeq
+		}
+		t.fail("failed", reason, "the bridge could not store the run's events")
+	default:
+		msg := fmt.Sprintf("%s exited (%s) before finishing the turn", name, exitStatus(exitErr))
+		if s := proc.stderr.String(e.opts.Secrets); s != "" {
+			msg += "; stderr: " + s
+		}
+		t.fail("failed", wire.TypeHarnessError, msg)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
 	"github.com/tangle-network/boxctl/bridge/store"
@@ -69,6 +68,25 @@ func (e *Engine) sessionBC(id string) *broadcast {
 	return b
 }
 
+// CloseSession closes a retained session: the store refuses its turns
+// from then on, its event readers are woken (they end once its last run
+// ended), and its idle long-lived process is ended. A turn still running
+// is not stopped here (the caller cancels it); its process ends with the
+// turn, since the session is closed. Closing twice is harmless.
+func (e *Engine) CloseSession(ctx context.Context, id string) error {
+	if err := e.store.CloseSession(ctx, id); err != nil {
+		return err
+	}
+	e.sessionClosed(id)
+	return nil
+}
+
+// sessionClosed ends what serves a session the store just closed.
+func (e *Engine) sessionClosed(id string) {
+	e.NotifySession(id)
+	e.EndSession(id)
+}
+
 // TurnRequest is one validated turn of a retained session.
 type TurnRequest struct {
 	// Turn names the session, turn id and the turn's digest.
@@ -124,7 +142,7 @@ func (e *Engine) AdmitTurn(ctx context.Context, req TurnRequest) (_ store.Turn, 
 			return store.Turn{}, store.Run{}, false, ErrSessionBusy
 		}
 	}
-	now := time.Now()
+	now := e.store.Now()
 	admit := e.store.AdmitTurn
 	if req.Admit != nil {
 		admit = req.Admit

@@ -119,12 +119,18 @@ func (e *Engine) keepSessionProc(ctx context.Context, sp *sessionProc, sessionID
 		}
 	})
 	e.ret.mu.Unlock()
-	// Close may have emptied the registry before this process entered it.
+	// Close may have emptied the registry before this process entered it,
+	// and the session may have closed since it was read above: CloseSession
+	// closes it in the store before it empties the registry, so one of the
+	// two sees the other.
 	e.mu.Lock()
 	closed = e.closed
 	e.mu.Unlock()
 	if closed {
 		e.endSessionProcs()
+	}
+	if rs, err := e.store.GetSession(ctx, sessionID); err != nil || !rs.ClosedAt.IsZero() {
+		e.EndSession(sessionID)
 	}
 }
 

@@ -1,11 +1,6 @@
 package engine
 
 import (
-	"errors"
-	"fmt"
-	"syscall"
-	"time"
-
 	"github.com/tangle-network/boxctl/bridge/harness"
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
@@ -21,9 +16,7 @@ import (
 // and the next turn starts a fresh one. Frames, interactions and the
 // run's end are as in executeRetained.
 func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persistent, req TurnRequest, run store.Run) {
-	rt := e.newRetainedTurn(l, rr, req)
-	ctx, log, c := rt.ctx, rt.log, rt.c
-	finish, fail, commit := rt.finish, rt.fail, rt.commit
+	rt := e.newRetainedTurn(l, rr, req, run)
 	turn, ok := rt.start(req)
 	if !ok {
 		return
@@ -32,39 +25,19 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 	name := b.Adapter.Name()
 	input, err := pa.TurnInput(turn)
 	if err != nil {
-		fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
+		rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
 		return
 	}
 	key, fp := sessionProcKey(name, l.sessionID), turnFingerprint(turn)
-	limit := e.opts.MaxLifetime
-	if b.Timeout > 0 && b.Timeout < limit {
-		limit = b.Timeout
-	}
-	deadline := time.NewTimer(limit)
+	idle, deadline, limit := e.watchdogs(b.Timeout)
 	defer deadline.Stop()
-	idle := time.NewTimer(e.opts.IdleTimeout)
 	defer idle.Stop()
 	var (
-		sp                *sessionProc
-		proc              *process
-		parser            harness.Parser
-		end               *harness.Event
-		stopReason        string
-		killed, interrupt bool
-		questions         int
-		lines             <-chan []byte
-		exited            <-chan struct{}
-		cancel            = l.cancel
-		killC, drainC     <-chan time.Time
+		sp     *sessionProc
+		d      *driver
+		parser harness.Parser
+		cancel <-chan struct{} = l.cancel
 	)
-	stop := func(reason string) {
-		if stopReason == "" {
-			stopReason = reason
-		}
-		killed = true
-		killGroup(proc.pgid, syscall.SIGKILL)
-	}
-	handle := func(line []byte) { rt.handle(line, parser, req, run, &questions, &end) }
 	// A process kept from the last turn may have died since, or die as
 	// the turn's input reaches it: when it goes without a word of the
 	// turn, the turn runs once more in a fresh process that resumes the
@@ -74,83 +47,30 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 		if sp = e.takeSessionProc(key, fp); sp == nil {
 			reused = false
 			if sp, err = e.startSessionProc(turn, pa, key, fp, l.id); err != nil {
-				fail("failed", wire.TypeHarnessUnavailable, "start "+name+": "+redact(err.Error(), e.opts.Secrets))
+				rt.fail("failed", wire.TypeHarnessUnavailable, "start "+name+": "+redact(err.Error(), e.opts.Secrets))
 				return
 			}
 		}
-		proc, parser = sp.proc, b.Adapter.NewParser()
-		lines, exited, drainC = proc.lines, proc.exited, nil
-		if err := proc.writeStdin(input); err != nil {
+		if err := sp.proc.writeStdin(input); err != nil {
 			e.endSessionProc(sp)
 			if reused && attempt == 0 {
 				continue
 			}
-			fail("failed", wire.TypeHarnessError, name+" did not take the turn's input: "+err.Error())
+			rt.fail("failed", wire.TypeHarnessError, name+" did not take the turn's input: "+err.Error())
 			return
 		}
-		rr.mu.Lock()
-		rr.write = proc.writeStdin
-		rr.mu.Unlock()
-		if err := e.store.SetProcessMarker(ctx, l.id, proc.pgid, sp.marker); err != nil {
-			log.Error("record process group", "err", err)
+		rt.attach(sp.proc)
+		if err := e.store.SetProcessMarker(rt.ctx, l.id, sp.proc.pgid, sp.marker); err != nil {
+			rt.log.Error("record process group", "err", err)
 		}
-		commit()
-		heard := false
-		for end == nil && lines != nil {
-			select {
-			case line, ok := <-lines:
-				if !ok {
-					lines = nil
-					continue
-				}
-				heard = true
-				idle.Reset(e.opts.IdleTimeout)
-				handle(line)
-			drain:
-				for n := 1; n < maxBatch && end == nil; n++ {
-					select {
-					case line, ok := <-lines:
-						if !ok {
-							lines = nil
-							break drain
-						}
-						handle(line)
-					default:
-						break drain
-					}
-				}
-				if !commit() {
-					stop(wire.TypeServerError)
-				}
-			case <-exited:
-				exited = nil
-				killGroup(proc.pgid, syscall.SIGKILL)
-				drainC = time.After(e.opts.ResultGrace)
-			case <-drainC:
-				proc.stdout.Close() // something outside the group holds stdout open
-				drainC = nil
-			case <-idle.C:
-				stop(wire.TypeHarnessStalled)
-			case <-deadline.C:
-				stop(wire.TypeHarnessTimeout)
-			case <-cancel:
-				cancel = nil
-				reason, _ := l.cancelReason.Load().(string)
-				line := pa.Interrupt()
-				if reason == wire.TypeRunCancelled && line != nil && proc.writeStdin(line) == nil {
-					// The turn ends with its terminal event; the process stays.
-					stopReason, interrupt = reason, true
-					killC = time.After(e.opts.KillGrace)
-					continue
-				}
-				stop(reason)
-			case <-killC:
-				killC = nil
-				stop(stopReason)
-			}
-		}
-		if end == nil && !heard && reused && attempt == 0 && stopReason == "" {
-			log.Debug("session process went before the turn; starting a fresh one")
+		rt.commit()
+		parser = b.Adapter.NewParser()
+		d = rt.driver(sp.proc, parser, idle, deadline, cancel)
+		d.stays, d.interrupt = true, pa.Interrupt()
+		d.run()
+		cancel = d.cancel
+		if rt.end == nil && !d.heard && reused && attempt == 0 && d.stopReason == "" {
+			rt.log.Debug("session process went before the turn; starting a fresh one")
 			e.endSessionProc(sp)
 			continue
 		}
@@ -159,52 +79,12 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 	// The process goes back to the session (or away) before the run reads
 	// terminal: a caller that admits the next turn the moment this one ends
 	// must find it.
-	healthy := end != nil && !killed && exited != nil && lines != nil
-	if healthy {
-		e.keepSessionProc(ctx, sp, l.sessionID)
+	if rt.end != nil && !d.killed && !d.gone {
+		e.keepSessionProc(rt.ctx, sp, l.sessionID)
 	} else {
 		defer e.endSessionProc(sp)
 	}
-	exitErr := errors.New("still running")
-	if end == nil {
-		killGroup(proc.pgid, syscall.SIGKILL)
-		select {
-		case <-proc.exited:
-			exitErr = proc.exitErr
-		case <-time.After(e.opts.KillGrace):
-		}
-		select { // let the last stderr bytes arrive
-		case <-proc.errDone:
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	switch {
-	case end != nil && stopReason != wire.TypeServerError && (stopReason == "" || end.Err == nil):
-		f := store.Finish{Status: store.StatusDone}
-		if end.Err != nil {
-			f = store.Finish{Status: store.StatusError, ErrType: end.Err.Type, ErrMessage: end.Err.Message}
-		}
-		finish(f, func() [][]byte { return c.end(*end) })
-	case stopReason == wire.TypeRunCancelled && interrupt && !killed:
-		fail("cancelled", wire.TypeRunCancelled, "the run was cancelled; "+name+" interrupted its turn")
-	case stopReason == wire.TypeRunCancelled:
-		fail("cancelled", wire.TypeRunCancelled, "the run was cancelled; its process group was killed")
-	case stopReason == wire.TypeBridgeShutdown:
-		fail("failed", stopReason, "the bridge shut down while the run was live; its process group was killed")
-	case stopReason == wire.TypeHarnessStalled:
-		fail("failed", stopReason, fmt.Sprintf("%s printed nothing for %s; its process group was killed", name, e.opts.IdleTimeout)+diagnosis(parser, e.opts.Secrets))
-	case stopReason == wire.TypeHarnessTimeout:
-		fail("failed", stopReason, fmt.Sprintf("the turn exceeded its deadline of %s; its process group was killed", limit)+diagnosis(parser, e.opts.Secrets))
-	case stopReason == wire.TypeServerError:
-		rt.pending = nil
-		fail("failed", stopReason, "the bridge could not store the run's events")
-	default:
-		msg := fmt.Sprintf("%s exited (%s) before finishing the turn", name, exitStatus(exitErr))
-		if t := proc.stderr.String(e.opts.Secrets); t != "" {
-			msg += "; stderr: " + t
-		}
-		fail("failed", wire.TypeHarnessError, msg)
-	}
+	rt.conclude(d, parser, limit)
 }
 
 // startSessionProc starts the long-lived process of a session for the run

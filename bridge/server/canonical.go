@@ -175,6 +175,14 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, t := range turns {
 			run, err := st.GetRun(r.Context(), t.RunID)
+			// Retention deletes a session's old turns with their runs;
+			// a reader that had not read them cannot go on from here.
+			if (t.Index > next && cursor < t.Offset) || errors.Is(err, store.ErrNotFound) {
+				c := cursor
+				cw.fail(wire.ErrorBody{Type: wire.TypeExpiredReplayCursor, RequestedEventID: &c,
+					Message: "turns of the session this reader had not read yet were dropped by retention"})
+				return
+			}
 			if err != nil {
 				cw.fail(wire.ErrorBody{Type: wire.TypeServerError, Message: "reading the session's runs failed"})
 				return

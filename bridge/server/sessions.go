@@ -300,6 +300,12 @@ func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, engine.ErrSessionBusy):
 		writeError(w, wire.TypeSessionBusy, "session "+rs.ID+" has a live run")
 		return
+	case errors.Is(err, store.ErrSessionClosed):
+		writeError(w, wire.TypeSessionClosed, "session "+rs.ID+" is closed")
+		return
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, wire.TypeNotFound, "session "+rs.ID+" not found")
+		return
 	case errors.Is(err, engine.ErrSaturated):
 		w.Header().Set(wire.HeaderRetryAfter, "1")
 		writeError(w, wire.TypeExecutorSaturated, "too many concurrent runs")
@@ -343,14 +349,13 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := s.opts.Engine.Store().CloseSession(r.Context(), rs.ID); err != nil {
+	// The engine's prune closes idle sessions the same way.
+	if err := s.opts.Engine.CloseSession(r.Context(), rs.ID); err != nil {
 		s.log.Error("close session", "session", rs.ID, "err", err)
 		writeError(w, wire.TypeServerError, "close session")
 		return
 	}
-	s.opts.Engine.NotifySession(rs.ID)
 	s.stopSession(w, r, rs)
-	s.opts.Engine.EndSession(rs.ID)
 }
 
 // stopSession cancels the session's live run, waits for it within

@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // eventPayload is a typical text-delta chunk.
@@ -79,4 +81,63 @@ func BenchmarkReplay(b *testing.B) {
 		b.Fatalf("replayed %d events, want %d", total, b.N*n)
 	}
 	b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkPrune measures one Prune that forgets 10,000 runs past their
+// identity, each with two interactions and an interaction operation, in
+// batches of DefaultPruneBatch.
+func BenchmarkPrune(b *testing.B) {
+	ctx := context.Background()
+	t0 := time.UnixMilli(1_700_000_000_000)
+	clk := &clock{t: t0}
+	s, err := Open(ctx, b.TempDir(), Options{Now: clk.Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const n = 10000
+	fill := func() {
+		err := s.tx(ctx, func(tx *sql.Tx) error {
+			for i := range n {
+				id := fmt.Sprintf("run-%05d", i)
+				if _, err := tx.ExecContext(ctx, `INSERT INTO runs (id, digest, harness, model, status, started_at, ended_at,
+					replay_expires_at, replay_expired, identity_expires_at, last_seq, first_seq)
+					VALUES (?, 'd', 'claude-code', 'm', 'done', ?, ?, ?, 1, ?, 40, 41)`,
+					id, ms(t0), ms(t0), ms(t0.Add(DefaultReplayTTL)), ms(t0.Add(DefaultIdentityTTL))); err != nil {
+					return err
+				}
+				for _, iid := range []string{"i1", "i2"} {
+					if _, err := tx.ExecContext(ctx, `INSERT INTO interactions (run_id, id, native_id, request, status, created_at)
+						VALUES (?, ?, 'n', '{}', 'resolved', ?)`, id, iid, ms(t0)); err != nil {
+						return err
+					}
+				}
+				if _, err := tx.ExecContext(ctx, `INSERT INTO interaction_ops (operation_id, run_id, interaction_id, http_status, body, created_at)
+					VALUES (?, ?, 'i1', 200, '{}', ?)`, "op-"+id, id, ms(t0)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	clk.Add(DefaultIdentityTTL + time.Second)
+	for b.Loop() {
+		b.StopTimer()
+		fill()
+		b.StartTimer()
+		st, err := s.Prune(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st.Runs != n || st.Interactions != 2*n || st.InteractionOps != n {
+			b.Fatalf("Prune = %+v, want %d runs with their interactions", st, n)
+		}
+	}
+	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "runs/s")
+	// Each batch is one write transaction: the longest a prune makes a
+	// writer wait.
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N*n/DefaultPruneBatch), "ms/batch")
 }

@@ -20,6 +20,8 @@ CREATE TABLE IF NOT EXISTS continuations (
 	body BLOB NOT NULL DEFAULT '',
 	created_at INTEGER NOT NULL
 );
+CREATE INDEX IF NOT EXISTS continuations_run ON continuations(run_id);
+CREATE INDEX IF NOT EXISTS continuations_session ON continuations(session_id);
 `
 
 // ErrContinuationExists is returned by AdmitContinuation when the

@@ -1,5 +1,6 @@
 // Package store is the bridge's durable event log: runs, their
-// sequence-numbered events, exact cancellations and harness sessions, kept in
+// sequence-numbered events, exact cancellations, retained sessions and
+// their turns, interactions and continuations, and harness sessions, kept in
 // one SQLite database (modernc.org/sqlite, pure Go) in WAL mode with
 // synchronous=FULL, so a committed event survives a crash of the process or
 // of the machine.
@@ -16,6 +17,14 @@
 //   - Retention (per run: at most MaxEvents events and MaxBytes bytes,
 //     oldest dropped first; events kept ReplayTTL after the run ended; the
 //     run's identity kept IdentityTTL) is applied by Append and Prune.
+//     Whatever only serves an ended run's identity (its interactions,
+//     interaction operations, continuation, retained turn) is deleted with
+//     the run, in the same transaction; a closed retained session goes
+//     with all of its own once it and its runs are past IdentityTTL.
+//     CloseIdleSessions closes open sessions idle for SessionIdle; the
+//     caller (the engine) ends their processes. Prune works in
+//     transactions of at most PruneBatch rows, so readers and appends
+//     wait for one batch at most. A running run is never pruned.
 //
 // Layout: a run's events are stored in segments, rows of up to 256
 // consecutive events, one or more per Append, so SQLite's per-row cost is

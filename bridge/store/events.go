@@ -209,35 +209,3 @@ func (s *Store) Events(ctx context.Context, id string, after int64, limit int) (
 	}
 	return out, nil
 }
-
-// Prune applies the time-based retention: events of runs that ended more
-// than ReplayTTL ago are dropped (the run stays, marked replay-expired),
-// and runs, cancellations and sessions past IdentityTTL are forgotten.
-func (s *Store) Prune(ctx context.Context) error {
-	now := ms(s.opts.Now())
-	identityCutoff := ms(s.opts.Now().Add(-s.opts.IdentityTTL))
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		stmts := []struct {
-			q    string
-			args []any
-		}{
-			{`DELETE FROM segments WHERE run_id IN (SELECT id FROM runs WHERE status != 'running'
-				AND replay_expires_at > 0 AND replay_expires_at <= ?)`, []any{now}},
-			{`UPDATE runs SET replay_expired = 1, first_seq = last_seq + 1, retained_events = 0, retained_bytes = 0
-				WHERE status != 'running' AND replay_expires_at > 0 AND replay_expires_at <= ? AND replay_expired = 0`, []any{now}},
-			{`DELETE FROM runs WHERE status != 'running' AND identity_expires_at > 0 AND identity_expires_at <= ?`, []any{now}},
-			{`DELETE FROM cancellations WHERE created_at <= ?`, []any{identityCutoff}},
-			{`DELETE FROM sessions WHERE updated_at <= ?`, []any{identityCutoff}},
-		}
-		for _, st := range stmts {
-			if _, err := tx.ExecContext(ctx, st.q, st.args...); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("prune store: %w", err)
-	}
-	return nil
-}

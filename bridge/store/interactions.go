@@ -29,6 +29,7 @@ CREATE TABLE IF NOT EXISTS interaction_ops (
 	body BLOB NOT NULL,
 	created_at INTEGER NOT NULL
 );
+CREATE INDEX IF NOT EXISTS interaction_ops_run ON interaction_ops(run_id);
 `
 
 // Interaction statuses.

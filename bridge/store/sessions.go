@@ -13,6 +13,9 @@ import (
 // to a different turn.
 var ErrConflict = errors.New("id is bound to a different request")
 
+// ErrSessionClosed is returned when admitting a turn to a closed session.
+var ErrSessionClosed = errors.New("session is closed")
+
 // retainedSchema holds retained native sessions, their turns, the
 // interactions their runs raised and the stored answers to interaction
 // operations.
@@ -166,7 +169,8 @@ func (s *Store) CloseSession(ctx context.Context, id string) error {
 // AdmitTurn stores a turn and creates its run in one transaction, and
 // sets the session's context boundary. A turn id already bound to the same
 // digest returns the stored turn and run with created false; bound to a
-// different digest it is ErrConflict. The caller guarantees that the
+// different digest it is ErrConflict. A session that does not exist is
+// ErrNotFound, a closed one ErrSessionClosed. The caller guarantees that the
 // session's previous run is terminal, so its event count is final.
 func (s *Store) AdmitTurn(ctx context.Context, t Turn, r Run, boundary func(Turn) []byte) (_ Turn, _ Run, created bool, err error) {
 	err = s.tx(ctx, func(tx *sql.Tx) error {
@@ -200,6 +204,18 @@ func (s *Store) admitTurnTx(ctx context.Context, tx *sql.Tx, t Turn, r Run, boun
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
+		}
+		// The session may have closed, or been pruned, since the caller
+		// looked at it.
+		var closed int64
+		err = tx.QueryRowContext(ctx, `SELECT closed_at FROM retained_sessions WHERE id = ?`, t.SessionID).Scan(&closed)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return ErrNotFound
+		case err != nil:
+			return err
+		case closed != 0:
+			return ErrSessionClosed
 		}
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM runs WHERE id = ?`, r.ID).Scan(&n); err != nil {

@@ -26,6 +26,8 @@ const (
 	DefaultMaxBytes    = 32 << 20
 	DefaultReplayTTL   = 60 * time.Second
 	DefaultIdentityTTL = 24 * time.Hour
+	DefaultSessionIdle = 24 * time.Hour
+	DefaultPruneBatch  = 500
 )
 
 // Options tune retention. The zero value means every default.
@@ -40,6 +42,13 @@ type Options struct {
 	// IdentityTTL is how long a run id stays bound to its request
 	// (default 24 h).
 	IdentityTTL time.Duration
+	// SessionIdle is how long an open retained session may go without a
+	// turn before CloseIdleSessions closes it (default 24 h; negative:
+	// never).
+	SessionIdle time.Duration
+	// PruneBatch is the most rows one Prune statement selects, so that
+	// no prune transaction holds the write lock long (default 500).
+	PruneBatch int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -56,6 +65,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.IdentityTTL <= 0 {
 		o.IdentityTTL = DefaultIdentityTTL
+	}
+	if o.SessionIdle == 0 {
+		o.SessionIdle = DefaultSessionIdle
+	}
+	if o.PruneBatch <= 0 {
+		o.PruneBatch = DefaultPruneBatch
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -149,6 +164,8 @@ CREATE TABLE IF NOT EXISTS runs (
 	marker TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
+CREATE INDEX IF NOT EXISTS runs_replay ON runs(replay_expired, replay_expires_at);
+CREATE INDEX IF NOT EXISTS runs_identity ON runs(identity_expires_at);
 CREATE TABLE IF NOT EXISTS segments (
 	run_id TEXT NOT NULL,
 	first_seq INTEGER NOT NULL,
@@ -170,6 +187,7 @@ CREATE TABLE IF NOT EXISTS sessions (
 	updated_at INTEGER NOT NULL,
 	PRIMARY KEY (id, harness)
 );
+CREATE INDEX IF NOT EXISTS cancellations_created ON cancellations(created_at);
 `
 
 func (s *Store) migrate(ctx context.Context) error {
@@ -209,3 +227,7 @@ func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	return tx.Commit()
 }
+
+// Now is the store's clock (Options.Now): the time its records are
+// stamped with, which the engine stamps runs with too.
+func (s *Store) Now() time.Time { return s.opts.Now() }

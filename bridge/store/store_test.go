@@ -204,7 +204,7 @@ func TestStore_PruneAndReopen(t *testing.T) {
 	}
 
 	clk.Add(DefaultReplayTTL + time.Second)
-	if err := s.Prune(ctx); err != nil {
+	if _, err := s.Prune(ctx); err != nil {
 		t.Fatal(err)
 	}
 	r, _ := s.GetRun(ctx, "done")
@@ -218,7 +218,7 @@ func TestStore_PruneAndReopen(t *testing.T) {
 		t.Errorf("Events(live) after prune = %d, want 3 (live runs keep events)", len(evs))
 	}
 	clk.Add(DefaultIdentityTTL)
-	if err := s.Prune(ctx); err != nil {
+	if _, err := s.Prune(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.GetRun(ctx, "done"); !errors.Is(err, ErrNotFound) {

@@ -38,7 +38,7 @@ func ValidIdentifier(v string) error {
 	if len(v) == 0 || len(v) > 512 {
 		return errors.New("must be 1-512 characters")
 	}
-	if v[0] == ' ' || v[0] == '\t' || v[len(v)-1] == ' ' || v[len(v)-1] == '\t' {
+	if TrimJS(v) != v {
 		return errors.New("must not have outer whitespace")
 	}
 	for _, r := range v {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"unicode"
 	"unicode/utf16"
 )
 
@@ -205,16 +207,22 @@ func PermissionDecision(req InteractionRequest, resp InteractionResponse) (allow
 const (
 	// MaxContractString is the longest string value.
 	MaxContractString = 16_384
-	// maxContractDepth, maxContractNodes and maxContractBytes bound a
-	// JSON value.
+	// MaxContractIdentifier is the longest identifier (an id, a name, a
+	// JSON object key).
+	MaxContractIdentifier = 512
+	// maxContractDepth, maxContractNodes, maxContractBytes,
+	// maxContractArray and maxContractMap bound a JSON value.
 	maxContractDepth = 16
 	maxContractNodes = 8_192
 	maxContractBytes = 1 << 20
+	maxContractArray = 1_024
+	maxContractMap   = 256
 )
 
 // BoundedJSON reports whether raw is a JSON value within the agent
-// interface's bounds (depth, node count, size, string length), so that a
-// TypeScript client accepts it inside an event.
+// interface's bounds (depth, node count, size, string and key length,
+// array and object size), so that a TypeScript client accepts it inside an
+// event. As the interface counts nodes, an array or object counts twice.
 func BoundedJSON(raw json.RawMessage) bool {
 	if len(raw) > maxContractBytes {
 		return false
@@ -234,7 +242,8 @@ func BoundedJSON(raw json.RawMessage) bool {
 		case string:
 			return JSLength(x) <= MaxContractString
 		case []any:
-			if depth >= maxContractDepth {
+			nodes++
+			if depth >= maxContractDepth || len(x) > maxContractArray {
 				return false
 			}
 			for _, e := range x {
@@ -243,18 +252,19 @@ func BoundedJSON(raw json.RawMessage) bool {
 				}
 			}
 		case map[string]any:
-			if depth >= maxContractDepth {
+			nodes++
+			if depth >= maxContractDepth || len(x) > maxContractMap {
 				return false
 			}
 			for k, e := range x {
-				if JSLength(k) > MaxContractString || !walk(e, depth+1) {
+				if JSLength(k) > MaxContractIdentifier || !walk(e, depth+1) {
 					return false
 				}
 			}
 		}
 		return true
 	}
-	return walk(v, 0)
+	return walk(v, 0) && nodes <= maxContractNodes
 }
 
 // JSLength is the length of s as JavaScript counts it (UTF-16 code units).
@@ -264,6 +274,20 @@ func JSLength(s string) int {
 		n += utf16.RuneLen(r)
 	}
 	return n
+}
+
+// TrimJS removes what JavaScript's String.prototype.trim removes from both
+// ends of s: white space (including U+00A0, U+FEFF and the Zs spaces) and
+// line terminators. The agent interface refuses an identifier that trim
+// would change.
+func TrimJS(s string) string { return strings.TrimFunc(s, isJSSpace) }
+
+func isJSSpace(r rune) bool {
+	switch r {
+	case '\t', '\n', '\v', '\f', '\r', '\u2028', '\u2029', '\ufeff':
+		return true
+	}
+	return unicode.Is(unicode.Zs, r)
 }
 
 // TruncateJS cuts s to at most max UTF-16 code units, on a rune boundary.

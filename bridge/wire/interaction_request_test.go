@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -125,6 +126,14 @@ func TestBoundedJSON(t *testing.T) {
 		{"astral runes count twice", `{"s":"` + strings.Repeat("😀", MaxContractString/2+1) + `"}`, false},
 		{"too deep", deep, false},
 		{"too many nodes", "[" + strings.Repeat("1,", maxContractNodes) + "1]", false},
+		{"nodes at the limit", "[" + strings.Repeat("["+strings.Repeat("1,", 1023)+"1],", 7) + "[]]", true},
+		{"containers count twice", "[" + strings.TrimSuffix(strings.Repeat("["+strings.Repeat("[],", 511)+"[]],", 8), ",") + "]", false},
+		{"array at the limit", "[" + strings.Repeat("1,", maxContractArray-1) + "1]", true},
+		{"array over the limit", "[" + strings.Repeat("1,", maxContractArray) + "1]", false},
+		{"key at the limit", `{"` + strings.Repeat("k", MaxContractIdentifier) + `":1}`, true},
+		{"key over the limit", `{"` + strings.Repeat("k", MaxContractIdentifier+1) + `":1}`, false},
+		{"object at the limit", jsonObject(maxContractMap), true},
+		{"object over the limit", jsonObject(maxContractMap + 1), false},
 		{"not json", `{`, false},
 	}
 	for _, tt := range tests {
@@ -136,5 +145,39 @@ func TestBoundedJSON(t *testing.T) {
 	}
 	if got := TruncateJS("ab😀c", 3); got != "ab" {
 		t.Errorf("TruncateJS = %q, want %q", got, "ab")
+	}
+}
+
+// jsonObject is an object of n keys.
+func jsonObject(n int) string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = `"k` + strconv.Itoa(i) + `":1`
+	}
+	return "{" + strings.Join(keys, ",") + "}"
+}
+
+// TestValidIdentifier_outerSpace refuses what JavaScript's trim would
+// change, since the agent interface refuses such an identifier.
+func TestValidIdentifier_outerSpace(t *testing.T) {
+	tests := []struct {
+		in   string
+		want bool
+	}{
+		{"ses_1", true},
+		{"a b", true},
+		{"\u00a0a\u00a0b", false},
+		{"a\ufeff", false},
+		{"\u3000a", false},
+		{"a\u2028", false},
+		{" a", false},
+		{"a\t", false},
+	}
+	for _, tt := range tests {
+		t.Run(strconv.Quote(tt.in), func(t *testing.T) {
+			if got := ValidIdentifier(tt.in) == nil; got != tt.want {
+				t.Errorf("ValidIdentifier(%q) = %v, want valid %v", tt.in, ValidIdentifier(tt.in), tt.want)
+			}
+		})
 	}
 }

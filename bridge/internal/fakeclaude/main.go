@@ -14,13 +14,16 @@
 //	               writes "<pid> <childpid>" to $FAKE_PIDFILE
 //	echo-env       replies with the names of its CLAUDE*/ANTHROPIC* variables
 //	whoami         replies with its session id (--session-id or --resume)
+//	pid            replies "pid=<its pid> session=<its session id>"
 //	bash:CMD       in a retained turn (--permission-prompt-tool stdio), asks
 //	               permission to run CMD (control_request can_use_tool), waits
 //	               for the control_response, then runs it with sh -c and
 //	               replies "ran: <output>", or replies "denied: <message>"
 //
-// A retained turn (--input-format stream-json with --permission-prompt-tool
-// stdio) reads only its first user line, since stdin stays open.
+// A session process (--input-format stream-json with
+// --permission-prompt-tool stdio) serves one turn per user line read from
+// stdin, as Claude Code does, until stdin closes; a scenario that stalls
+// (stall, stubborn) hangs the turn and the process with it.
 //
 // `--version` prints "9.9.9 (Claude Code)". With $FAKE_ARGS_FILE set it
 // writes its arguments there, one per line.
@@ -66,22 +69,18 @@ func main() {
 	}
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	if stdinJSON {
-		// A retained turn keeps stdin open for permission answers: read its
-		// one user line only. Otherwise the prompt is the last user line.
+	// userLine reads stdin up to the next user line and returns its text.
+	userLine := func() (string, bool) {
 		for sc.Scan() {
 			var l struct {
+				Type    string
 				Message struct{ Content []struct{ Text string } }
 			}
-			if json.Unmarshal(sc.Bytes(), &l) == nil && len(l.Message.Content) > 0 {
-				prompt = l.Message.Content[0].Text
-				if retained {
-					break
-				}
+			if json.Unmarshal(sc.Bytes(), &l) == nil && l.Type == "user" && len(l.Message.Content) > 0 {
+				return l.Message.Content[0].Text, true
 			}
 		}
-	} else if len(args) > 0 {
-		prompt = args[len(args)-1]
+		return "", false
 	}
 	session := "00000000-0000-4000-8000-000000000000"
 	for i, a := range args {
@@ -89,6 +88,34 @@ func main() {
 			session = args[i+1]
 		}
 	}
+	switch {
+	case stdinJSON && retained:
+		// A session process: stdin stays open between turns and for
+		// permission answers.
+		for {
+			p, ok := userLine()
+			if !ok {
+				return
+			}
+			turn(p, session, retained, sc)
+		}
+	case stdinJSON:
+		// The prompt is the last user line.
+		for {
+			p, ok := userLine()
+			if !ok {
+				break
+			}
+			prompt = p
+		}
+	case len(args) > 0:
+		prompt = args[len(args)-1]
+	}
+	turn(prompt, session, retained, sc)
+}
+
+// turn answers one prompt on stdout; sc is stdin, for permission answers.
+func turn(prompt, session string, retained bool, sc *bufio.Scanner) {
 	out := bufio.NewWriter(os.Stdout)
 	emit := func(v any) {
 		b, _ := json.Marshal(v)
@@ -155,6 +182,10 @@ func main() {
 	case "whoami":
 		text(session)
 		result(false, session)
+	case "pid":
+		reply := fmt.Sprintf("pid=%d session=%s", os.Getpid(), session)
+		text(reply)
+		result(false, reply)
 	case "bash":
 		// Ask permission to run arg as a Bash command (retained turns), wait
 		// for the answer on stdin, then run it or report the refusal.
