@@ -108,19 +108,6 @@ func TestParser_AssistantWithoutStream(t *testing.T) {
 	}
 }
 
-func envMap(env []string) map[string]string {
-	m := map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		if _, dup := m[k]; dup {
-			m[k] = "DUPLICATE"
-			continue
-		}
-		m[k] = v
-	}
-	return m
-}
-
 func TestAdapter_Command(t *testing.T) {
 	base := harness.Turn{
 		Bin: "/opt/claude", Model: "sonnet", StateDir: "/data/s1",
@@ -157,7 +144,7 @@ func TestAdapter_Command(t *testing.T) {
 		if !strings.Contains(prompt, "user: first") || !strings.HasSuffix(prompt, "second") {
 			t.Errorf("prompt = %q, want the transcript then the last message", prompt)
 		}
-		env := envMap(cmd.Env)
+		env := harnesstest.EnvMap(cmd.Env)
 		want := map[string]string{
 			"ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "ANTHROPIC_AUTH_TOKEN": "rk-secret",
 			"CLAUDE_CONFIG_DIR": "/data/s1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",

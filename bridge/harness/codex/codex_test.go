@@ -181,18 +181,6 @@ func TestParser_Updates(t *testing.T) {
 	}
 }
 
-func envMap(env []string) map[string]string {
-	m := map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		if _, dup := m[k]; dup {
-			v = "DUPLICATE"
-		}
-		m[k] = v
-	}
-	return m
-}
-
 func TestAdapter_Command(t *testing.T) {
 	state := t.TempDir()
 	base := harness.Turn{
@@ -225,7 +213,7 @@ func TestAdapter_Command(t *testing.T) {
 		if !strings.Contains(prompt, "user: first") || !strings.HasSuffix(prompt, "-second") {
 			t.Errorf("prompt = %q, want the transcript then the last message", prompt)
 		}
-		env := envMap(cmd.Env)
+		env := harnesstest.EnvMap(cmd.Env)
 		for k, v := range map[string]string{"CODEX_HOME": state, "TANGLE_API_KEY": "rk-secret", "FOO": "bar", "PATH": "/bin"} {
 			if env[k] != v {
 				t.Errorf("env %s = %q, want %q", k, env[k], v)
@@ -285,7 +273,7 @@ wire_api = "responses"
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(cmd.Files) != 0 || envMap(cmd.Env)["TANGLE_API_KEY"] == "rk-secret" {
+		if len(cmd.Files) != 0 || harnesstest.EnvMap(cmd.Env)["TANGLE_API_KEY"] == "rk-secret" {
 			t.Errorf("Files = %v, want no generated config without a router", cmd.Files)
 		}
 	})

@@ -49,43 +49,13 @@ func liveTurns(t *testing.T, pkg *npmtest.Package) {
 	}
 
 	turn := l.Chat(t, "codex-1", "s-codex", "codex/gpt-5.5", "Write the proof file, then say something.")
-	if !turn.Done || turn.Err != nil || turn.Finish != wire.FinishStop {
-		t.Fatalf("turn 1: %s", turn)
-	}
-	if !strings.Contains(turn.Text, want1) || turn.TextDeltas < 2 {
-		t.Errorf("turn 1 text = %q in %d deltas, want %q after the first message", turn.Text, turn.TextDeltas, want1)
-	}
-	if len(turn.ToolCalls) != 1 || turn.ToolCalls[0].Function.Name != "shell" || !strings.Contains(turn.ToolCalls[0].Function.Arguments, proof) ||
-		len(turn.ToolResults) != 1 || turn.ToolResults[0].IsError {
-		t.Errorf("turn 1 tool calls %+v, results %+v; want the shell call and its successful result", turn.ToolCalls, turn.ToolResults)
-	}
-	harnesstest.CheckMeasured(t, turn.Usage)
-	in, out, n := l.StubUsage(0)
-	if turn.Usage != nil && (turn.Usage.PromptTokens != in || turn.Usage.CompletionTokens != out) {
-		t.Errorf("turn 1 usage = %d in / %d out, want %d / %d as the stub measured over %d requests",
-			turn.Usage.PromptTokens, turn.Usage.CompletionTokens, in, out, n)
-	}
 	// Codex's output never names the model that served a request.
-	if len(turn.ProviderModels) != 0 {
-		t.Errorf("provider_models = %v, want none: codex does not report the served model", turn.ProviderModels)
-	}
-	seen := len(l.Stub.Requests())
+	seen := l.CheckToolTurn(t, turn, harnesstest.ToolTurnWant{Text: want1, MinDeltas: 2, Tool: "shell", Proof: proof})
 
 	turn2 := l.Chat(t, "codex-2", "s-codex", "codex/gpt-5.5", "Say something else.")
-	if !turn2.Done || turn2.Err != nil || !strings.Contains(turn2.Text, want2) || strings.Contains(turn2.Text, want1) {
-		t.Fatalf("turn 2: %s", turn2)
-	}
-	harnesstest.CheckMeasured(t, turn2.Usage)
-	in2, out2, n2 := l.StubUsage(seen)
-	if turn2.Usage != nil && (turn2.Usage.PromptTokens != in2 || turn2.Usage.CompletionTokens != out2) {
-		t.Errorf("resumed turn usage = %d in / %d out, want %d / %d as the stub measured over its %d requests",
-			turn2.Usage.PromptTokens, turn2.Usage.CompletionTokens, in2, out2, n2)
-	}
+	l.CheckResumedTurn(t, turn2, want2, want1, seen)
 	reqs := l.Stub.Requests()
 	last := reqs[len(reqs)-1]
-	if !strings.Contains(string(last.Body), want1) {
-		t.Error("the resumed turn's model request lacks turn one's answer: the thread was not resumed")
-	}
 	l.CheckKeyed(t, routerstub.AuthBearer)
 	if diff := cmp.Diff("gpt-5.5", last.Model); diff != "" {
 		t.Errorf("requested model (-want +got):\n%s", diff)

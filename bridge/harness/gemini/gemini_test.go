@@ -100,15 +100,6 @@ func TestParser_Errors(t *testing.T) {
 	})
 }
 
-func envMap(env []string) map[string]string {
-	m := map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
-	}
-	return m
-}
-
 func TestAdapter_Command(t *testing.T) {
 	state := t.TempDir()
 	base := harness.Turn{
@@ -133,7 +124,7 @@ func TestAdapter_Command(t *testing.T) {
 	if got, want := string(cmd.Stdin), "<system>\nbe brief\n</system>\n\n-x hello"; got != want {
 		t.Errorf("Stdin = %q, want %q", got, want)
 	}
-	env := envMap(cmd.Env)
+	env := harnesstest.EnvMap(cmd.Env)
 	for k, v := range map[string]string{"GEMINI_CLI_HOME": state, "GEMINI_API_KEY": "rk-secret", "GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:9",
 		"GEMINI_CLI_TRUST_WORKSPACE": "true", "GOOGLE_APPLICATION_CREDENTIALS": "/keep"} {
 		if env[k] != v {

@@ -331,3 +331,14 @@ func (turn Turn) String() string {
 	return fmt.Sprintf("text %q, finish %q, usage %s, provider models %v, error %+v, frames %d, done %v",
 		turn.Text, turn.Finish, usageString(turn.Usage), turn.ProviderModels, turn.Err, len(turn.Frames), turn.Done)
 }
+
+// EnvMap turns an environment list ("NAME=value") into a map; a later
+// entry for a name wins, as in a process environment.
+func EnvMap(env []string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}

@@ -1,12 +1,10 @@
 package opencode_test
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
 	"github.com/tangle-network/boxctl/bridge/harness/opencode"
-	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/conformance/routerstub"
 )
 
@@ -36,45 +34,17 @@ func TestLive_Opencode(t *testing.T) {
 
 	prompt := "-> Write the proof file, then say something."
 	turn := l.Chat(t, "oc-1", "s-oc", "opencode/anthropic/claude-sonnet-4-5", prompt)
-	if !turn.Done || turn.Err != nil || turn.Finish != wire.FinishStop {
-		t.Fatalf("turn 1: %s", turn)
-	}
-	if !strings.Contains(turn.Text, want1) || turn.TextDeltas < 2 || turn.Reasoning != "Plan: write it." {
-		t.Errorf("turn 1 text = %q in %d deltas, reasoning %q; want %q after the first part and the thinking",
-			turn.Text, turn.TextDeltas, turn.Reasoning, want1)
-	}
-	if len(turn.ToolCalls) != 1 || turn.ToolCalls[0].Function.Name != "bash" || !strings.Contains(turn.ToolCalls[0].Function.Arguments, proof) ||
-		len(turn.ToolResults) != 1 || turn.ToolResults[0].IsError {
-		t.Errorf("turn 1 tool calls %+v, results %+v; want the bash call and its result", turn.ToolCalls, turn.ToolResults)
-	}
-	harnesstest.CheckMeasured(t, turn.Usage)
-	in, out, n := l.StubUsage(0)
-	if turn.Usage != nil && (turn.Usage.PromptTokens != in || turn.Usage.CompletionTokens != out) {
-		t.Errorf("turn 1 usage = %d in / %d out, want %d / %d as the stub measured over %d requests",
-			turn.Usage.PromptTokens, turn.Usage.CompletionTokens, in, out, n)
-	}
 	// opencode's output never names the model that served a request.
-	if len(turn.ProviderModels) != 0 {
-		t.Errorf("provider_models = %v, want none: opencode does not report the served model", turn.ProviderModels)
+	seen := l.CheckToolTurn(t, turn, harnesstest.ToolTurnWant{Text: want1, MinDeltas: 2, Tool: "bash", Proof: proof})
+	if turn.Reasoning != "Plan: write it." {
+		t.Errorf("turn 1 reasoning = %q, want the scripted thinking", turn.Reasoning)
 	}
 	reqs := l.Stub.Requests()
-	if n != 2 || reqs[0].Prompt != prompt {
+	if _, _, n := l.StubUsage(0); n != 2 || reqs[0].Prompt != prompt {
 		t.Errorf("stub saw %d model requests, the first with prompt %q; want 2 (no title call) and %q", n, reqs[0].Prompt, prompt)
 	}
-	seen := len(reqs)
 
 	turn2 := l.Chat(t, "oc-2", "s-oc", "opencode/anthropic/claude-sonnet-4-5", "Say something else.")
-	if !turn2.Done || turn2.Err != nil || !strings.Contains(turn2.Text, want2) || strings.Contains(turn2.Text, want1) {
-		t.Fatalf("turn 2: %s", turn2)
-	}
-	harnesstest.CheckMeasured(t, turn2.Usage)
-	in2, out2, _ := l.StubUsage(seen)
-	if turn2.Usage != nil && (turn2.Usage.PromptTokens != in2 || turn2.Usage.CompletionTokens != out2) {
-		t.Errorf("resumed turn usage = %d in / %d out, want %d / %d", turn2.Usage.PromptTokens, turn2.Usage.CompletionTokens, in2, out2)
-	}
-	reqs = l.Stub.Requests()
-	if last := reqs[len(reqs)-1]; !strings.Contains(string(last.Body), want1) {
-		t.Error("the resumed turn's model request lacks turn one's answer: the session was not resumed")
-	}
+	l.CheckResumedTurn(t, turn2, want2, want1, seen)
 	l.CheckKeyed(t, routerstub.AuthAPIKey)
 }

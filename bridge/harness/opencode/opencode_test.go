@@ -101,15 +101,6 @@ func TestParser_Errors(t *testing.T) {
 	})
 }
 
-func envMap(env []string) map[string]string {
-	m := map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
-	}
-	return m
-}
-
 func TestAdapter_Command(t *testing.T) {
 	state := t.TempDir()
 	base := harness.Turn{
@@ -133,7 +124,7 @@ func TestAdapter_Command(t *testing.T) {
 	if got, want := string(cmd.Stdin), "<system>\nbe brief\n</system>\n\n-hello\nworld"; got != want {
 		t.Errorf("Stdin = %q, want %q", got, want)
 	}
-	env := envMap(cmd.Env)
+	env := harnesstest.EnvMap(cmd.Env)
 	config := filepath.Join(state, "opencode.json")
 	for k, v := range map[string]string{"OPENCODE_CONFIG": config, "TANGLE_API_KEY": "rk-secret", "XDG_DATA_HOME": filepath.Join(state, "data"),
 		"OPENCODE_DISABLE_AUTOUPDATE": "1", "PATH": "/bin"} {

@@ -1,14 +1,10 @@
 package pi_test
 
 import (
-	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
 	"github.com/tangle-network/boxctl/bridge/harness/pi"
-	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/conformance/routerstub"
 )
 
@@ -41,39 +37,14 @@ func liveTurns(t *testing.T, spec, version string) {
 	}
 
 	turn := l.Chat(t, "pi-1", "s-pi", "pi/router/router-chat", "Write the proof file, then say something.")
-	if !turn.Done || turn.Err != nil || turn.Finish != wire.FinishStop {
-		t.Fatalf("turn 1: %s", turn)
-	}
-	if !strings.Contains(turn.Text, want1) || turn.TextDeltas < 5 {
-		t.Errorf("turn 1 text = %q in %d deltas, want %q streamed", turn.Text, turn.TextDeltas, want1)
-	}
-	if len(turn.ToolCalls) != 1 || turn.ToolCalls[0].Function.Name != "bash" || !strings.Contains(turn.ToolCalls[0].Function.Arguments, proof) ||
-		len(turn.ToolResults) != 1 || turn.ToolResults[0].IsError {
-		t.Errorf("turn 1 tool calls %+v, results %+v; want the bash call and its result", turn.ToolCalls, turn.ToolResults)
-	}
-	harnesstest.CheckMeasured(t, turn.Usage)
-	in, out, n := l.StubUsage(0)
-	if turn.Usage != nil && (turn.Usage.PromptTokens != in || turn.Usage.CompletionTokens != out) {
-		t.Errorf("turn 1 usage = %d in / %d out, want %d / %d as the stub measured over %d requests",
-			turn.Usage.PromptTokens, turn.Usage.CompletionTokens, in, out, n)
-	}
-	if diff := cmp.Diff([]string{"router-served-model"}, turn.ProviderModels); diff != "" {
-		t.Errorf("provider_models (-want +got):\n%s", diff)
-	}
-	seen := len(l.Stub.Requests())
+	seen := l.CheckToolTurn(t, turn, harnesstest.ToolTurnWant{Text: want1, MinDeltas: 5, Tool: "bash", Proof: proof,
+		ServedModels: []string{"router-served-model"}})
 
 	turn2 := l.Chat(t, "pi-2", "s-pi", "pi/router/router-chat", "Say something else.")
-	if !turn2.Done || turn2.Err != nil || !strings.Contains(turn2.Text, want2) || strings.Contains(turn2.Text, want1) {
-		t.Fatalf("turn 2: %s", turn2)
-	}
-	harnesstest.CheckMeasured(t, turn2.Usage)
-	in2, out2, _ := l.StubUsage(seen)
-	if turn2.Usage != nil && (turn2.Usage.PromptTokens != in2 || turn2.Usage.CompletionTokens != out2) {
-		t.Errorf("resumed turn usage = %d in / %d out, want %d / %d", turn2.Usage.PromptTokens, turn2.Usage.CompletionTokens, in2, out2)
-	}
+	l.CheckResumedTurn(t, turn2, want2, want1, seen)
 	reqs := l.Stub.Requests()
-	if last := reqs[len(reqs)-1]; !strings.Contains(string(last.Body), want1) || last.Model != "router-chat" {
-		t.Errorf("the resumed turn's model request (model %q) lacks turn one's answer: the session was not resumed", last.Model)
+	if last := reqs[len(reqs)-1]; last.Model != "router-chat" {
+		t.Errorf("the resumed turn's model request asked for %q, want router-chat", last.Model)
 	}
 	l.CheckKeyed(t, routerstub.AuthBearer)
 }

@@ -160,15 +160,6 @@ func TestParser_Errors(t *testing.T) {
 	})
 }
 
-func envMap(env []string) map[string]string {
-	m := map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
-	}
-	return m
-}
-
 func TestAdapter_Command(t *testing.T) {
 	state := t.TempDir()
 	base := harness.Turn{
@@ -204,7 +195,7 @@ func TestAdapter_Command(t *testing.T) {
 		t.Errorf("stdin commands (-want +got):\n%s", diff)
 	}
 	agent := filepath.Join(state, "agent")
-	env := envMap(cmd.Env)
+	env := harnesstest.EnvMap(cmd.Env)
 	for k, v := range map[string]string{"PI_CODING_AGENT_DIR": agent, "TANGLE_API_KEY": "rk-secret", "PI_OFFLINE": "1", "PATH": "/bin"} {
 		if env[k] != v {
 			t.Errorf("env %s = %q, want %q", k, env[k], v)
