@@ -322,6 +322,32 @@ func TestEngine_CancelKillsGroup(t *testing.T) {
 	}
 }
 
+// TestEngine_CancelWinsOverItsError cancels a run whose harness answers
+// SIGTERM by ending its turn with an error: the run reads cancelled, not
+// the error the cancel caused.
+func TestEngine_CancelWinsOverItsError(t *testing.T) {
+	f := newFixture(t, Options{KillGrace: 5 * time.Second})
+	f.start(t, "r", "graceful")
+	// The harness printed its text, so it is listening for SIGTERM.
+	rd := f.e.NewReader("r", 0)
+	defer rd.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := rd.Next(ctx); err != nil {
+		t.Fatalf("first events: %v", err)
+	}
+	if requested, err := f.e.Cancel(context.Background(), "r"); err != nil || !requested {
+		t.Fatalf("Cancel = %v, %v, want requested", requested, err)
+	}
+	r := waitRun(t, f, "r")
+	if r.Status != store.StatusCancelled || r.ErrType != wire.TypeRunCancelled {
+		t.Errorf("run = %s %s (%s), want cancelled", r.Status, r.ErrType, r.ErrMessage)
+	}
+	if e := lastError(t, readAll(t, f.e, "r", 0)); e.Type != wire.TypeRunCancelled {
+		t.Errorf("last frame type = %q, want run_cancelled", e.Type)
+	}
+}
+
 func TestEngine_Admission(t *testing.T) {
 	f := newFixture(t, Options{MaxRuns: 1})
 	f.start(t, "a", "stall")

@@ -103,7 +103,9 @@ func (e *Engine) execute(l *liveRun, req StartRequest, started time.Time) {
 	stopReason := d.stopReason
 
 	switch {
-	case end != nil && stopReason != wire.TypeServerError:
+	// A harness that ends its turn with an error after the driver stopped
+	// it reports the stop, not the error the stop caused.
+	case end != nil && stopReason != wire.TypeServerError && (stopReason == "" || end.Err == nil):
 		f := store.Finish{Status: store.StatusDone}
 		if end.Err != nil {
 			f = store.Finish{Status: store.StatusError, ErrType: end.Err.Type, ErrMessage: end.Err.Message}

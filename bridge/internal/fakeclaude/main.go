@@ -10,6 +10,9 @@
 //	stall          init, then silence forever
 //	hang-after-result  a normal turn, then silence forever
 //	is-error       result with subtype success but is_error true
+//	graceful       some text, then waits; on SIGTERM ends its turn with an
+//	               error result ("interrupted") and exits 143, as an
+//	               interrupted CLI does
 //	stubborn       ignores SIGTERM, spawns a child (also stubborn) and stalls;
 //	               writes "<pid> <childpid>" to $FAKE_PIDFILE
 //	echo-env       replies with the names of its CLAUDE*/ANTHROPIC* variables
@@ -159,6 +162,13 @@ func turn(prompt, session string, retained bool, sc *bufio.Scanner) {
 		text("partial")
 		fmt.Fprintf(os.Stderr, "fatal: lost connection (token %s)\n", os.Getenv("ANTHROPIC_AUTH_TOKEN"))
 		os.Exit(3)
+	case "graceful":
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		text("working")
+		<-term
+		result(true, "interrupted")
+		os.Exit(143)
 	case "hang-after-result":
 		text("done")
 		result(false, "done")
