@@ -97,14 +97,20 @@ func (t *retainedTurn) commit() bool {
 	t.pending = nil
 	if err != nil {
 		t.log.Error("append events", "err", err)
-		if r, gerr := t.e.store.GetRun(t.ctx, t.l.id); gerr == nil {
-			t.c.seq = r.LastSeq
-		}
+		t.resync()
 		return false
 	}
 	t.c.seq = last
 	t.l.bc.notify()
 	return true
+}
+
+// resync numbers the framer's next frame after the run's last stored
+// event, once the store refused frames the framer had numbered.
+func (t *retainedTurn) resync() {
+	if r, err := t.e.store.GetRun(t.ctx, t.l.id); err == nil {
+		t.c.seq = r.LastSeq
+	}
 }
 
 // start queues the started status and returns the harness turn: the
@@ -243,9 +249,7 @@ func (t *retainedTurn) conclude(d *driver, parser harness.Parser, limit time.Dur
 	case reason == wire.TypeServerError:
 		// The framer numbered frames the store did not take.
 		t.pending = nil
-		if r, err := e.store.GetRun(t.ctx, t.l.id); err == nil {
-			t.c.seq = r.LastSeq
-		}
+		t.resync()
 		t.fail("failed", reason, "the bridge could not store the run's events")
 	default:
 		msg := fmt.Sprintf("%s exited (%s) before finishing the turn", name, exitStatus(exitErr))
