@@ -71,7 +71,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
 		Host: or(getenv("BRIDGE_HOST"), "127.0.0.1"), Port: DefaultPort, Bearer: getenv("BRIDGE_BEARER"),
 		DataDir: or(getenv("BRIDGE_DATA_DIR"), "./data"), Bins: map[string]string{}, Timeouts: map[string]time.Duration{},
-		RouterKey: getenv("TANGLE_API_KEY"), RouterURL: getenv("TANGLE_ROUTER_URL"), LogLevel: or(getenv("BRIDGE_LOG_LEVEL"), "info"),
+		RouterKey: getenv(harness.RouterKeyVar), RouterURL: getenv("TANGLE_ROUTER_URL"), LogLevel: or(getenv("BRIDGE_LOG_LEVEL"), "info"),
 	}
 	var errs []error
 	intVar := func(name string, dst *int) {

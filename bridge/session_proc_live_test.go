@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/bridge/engine"
+	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/conformance/routerstub"
 )
@@ -139,27 +139,13 @@ func TestLive_ClaudeSessionIdle(t *testing.T) {
 func TestLive_ClaudeSessionLatency(t *testing.T) {
 	const turns = 7
 	measure := func(t *testing.T, idle time.Duration) time.Duration {
-		replies := []routerstub.Reply{}
-		for i := range turns {
-			replies = append(replies, routerstub.Text("answer "+strconv.Itoa(i+1)))
-		}
-		b, _, _ := startLive(t, routerstub.NewQueue(routerstub.Text("unexpected extra call"), replies...),
+		b, _, _ := startLive(t, routerstub.NewQueue(routerstub.Text("unexpected extra call"), harnesstest.LatencyReplies(turns)...),
 			func(o *engine.Options) { o.SessionIdleTimeout = idle })
 		b.createSession(t, "lat", wire.PolicyInteractive, t.TempDir())
-		var took []time.Duration
-		for n := 1; n <= turns; n++ {
-			start := time.Now()
-			s, text, _ := b.runTurn(t, "lat", n, "turn "+strconv.Itoa(n))
-			if s != "completed" || !strings.Contains(text, "answer "+strconv.Itoa(n)) {
-				t.Fatalf("turn %d = %s %q", n, s, text)
-			}
-			if n > 1 {
-				took = append(took, time.Since(start))
-			}
-		}
-		slices.Sort(took)
-		t.Logf("turns 2..%d: %v", turns, took)
-		return took[len(took)/2]
+		return harnesstest.TurnLatency(t, turns, func(n int, prompt string) (string, string) {
+			s, text, _ := b.runTurn(t, "lat", n, prompt)
+			return s, text
+		})
 	}
 	var fresh, kept time.Duration
 	t.Run("fresh process per turn", func(t *testing.T) { fresh = measure(t, -1) })

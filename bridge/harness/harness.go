@@ -6,6 +6,12 @@ import (
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
+// RouterKeyVar is the environment variable that carries the router key:
+// the bridge reads it at start, and adapters whose generated configuration
+// names a variable for the key (instead of holding the key) name this one,
+// set only in the harness process's environment.
+const RouterKeyVar = "TANGLE_API_KEY"
+
 // Adapter drives one harness CLI.
 type Adapter interface {
 	// Name is the harness name used in model ids and /health

@@ -178,9 +178,10 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 			// Retention deletes a session's old turns with their runs;
 			// a reader that had not read them cannot go on from here.
 			if (t.Index > next && cursor < t.Offset) || errors.Is(err, store.ErrNotFound) {
-				c := cursor
-				cw.fail(wire.ErrorBody{Type: wire.TypeExpiredReplayCursor, RequestedEventID: &c,
-					Message: "turns of the session this reader had not read yet were dropped by retention"})
+				c, first := cursor, t.Offset+1
+				cw.fail(wire.ErrorBody{Type: wire.TypeExpiredReplayCursor, RequestedEventID: &c, FirstAvailableEventID: &first,
+					Message: "turns of the session this reader had not read yet were dropped by retention; read on from event " +
+						strconv.FormatInt(first, 10) + " or later"})
 				return
 			}
 			if err != nil {

@@ -35,7 +35,7 @@ func (Adapter) NewParser() harness.Parser { return newParser(&totals{}) }
 
 // KeyVar is the environment variable the generated model provider reads
 // the router key from.
-const KeyVar = "TANGLE_API_KEY"
+const KeyVar = harness.RouterKeyVar
 
 // maxArgPrompt is the largest prompt passed as an argument; larger ones go
 // on stdin.

@@ -34,7 +34,7 @@ func (Adapter) NewParser() harness.Parser { return newParser() }
 
 // KeyVar is the environment variable the generated provider entry reads
 // the router key from.
-const KeyVar = "TANGLE_API_KEY"
+const KeyVar = harness.RouterKeyVar
 
 // RouterProvider is the provider of a model id without one.
 const RouterProvider = "router"

@@ -34,7 +34,7 @@ func (Adapter) NewParser() harness.Parser { return newParser() }
 
 // KeyVar is the environment variable the generated provider entry reads
 // the router key from.
-const KeyVar = "TANGLE_API_KEY"
+const KeyVar = harness.RouterKeyVar
 
 // Command builds `pi --mode rpc ...` and its stdin commands for a turn.
 func (a Adapter) Command(t harness.Turn) (harness.Command, error) {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -157,28 +156,15 @@ func TestLive_PiSessionLatency(t *testing.T) {
 		t.Run(rel.version, func(t *testing.T) {
 			pkg := harnesstest.Install(t, rel.spec)
 			measure := func(t *testing.T, idle time.Duration) time.Duration {
-				var replies []routerstub.Reply
-				for i := range turns {
-					replies = append(replies, routerstub.Text("answer "+strconv.Itoa(i+1)))
-				}
 				l := harnesstest.Start(t, harnesstest.Config{Adapter: pi.Adapter{}, Spec: rel.spec, Pkg: &pkg, Bin: "pi",
-					Script: routerstub.NewQueue(routerstub.Text("unexpected extra call"), replies...), ServedModel: "router-served-model",
+					Script:             routerstub.NewQueue(routerstub.Text("unexpected extra call"), harnesstest.LatencyReplies(turns)...),
+					ServedModel:        "router-served-model",
 					SessionIdleTimeout: idle})
 				createSession(t, l, "lat")
-				var took []time.Duration
-				for n := 1; n <= turns; n++ {
-					start := time.Now()
-					s, text, _ := runPiTurn(t, l, "lat", n, "turn "+strconv.Itoa(n))
-					if s != "completed" || !strings.Contains(text, "answer "+strconv.Itoa(n)) {
-						t.Fatalf("turn %d = %s %q", n, s, text)
-					}
-					if n > 1 {
-						took = append(took, time.Since(start))
-					}
-				}
-				slices.Sort(took)
-				t.Logf("turns 2..%d: %v", turns, took)
-				return took[len(took)/2]
+				return harnesstest.TurnLatency(t, turns, func(n int, prompt string) (string, string) {
+					s, text, _ := runPiTurn(t, l, "lat", n, prompt)
+					return s, text
+				})
 			}
 			var fresh, kept time.Duration
 			t.Run("fresh process per turn", func(t *testing.T) { fresh = measure(t, -1) })
