@@ -13,6 +13,7 @@ import (
 	"github.com/moby/buildkit/client"
 	"github.com/moby/buildkit/exporter/containerimage/exptypes"
 	"github.com/moby/buildkit/session"
+	"github.com/moby/buildkit/util/appdefaults"
 	"github.com/moby/buildkit/util/progress/progressui"
 	"github.com/tonistiigi/fsutil"
 	"golang.org/x/sync/errgroup"
@@ -26,10 +27,27 @@ const (
 	ProgressQuiet = "quiet"
 )
 
+// DefaultBuildkitAddr is where a build dials buildkitd when neither
+// BuildOptions.BuildkitAddr nor $BUILDKIT_HOST names one: BuildKit's own
+// default socket (unix:///run/buildkit/buildkitd.sock on Linux).
+const DefaultBuildkitAddr = appdefaults.Address
+
+// buildkitAddr resolves a buildkitd address: addr, else $BUILDKIT_HOST,
+// else DefaultBuildkitAddr.
+func buildkitAddr(addr string) string {
+	if addr != "" {
+		return addr
+	}
+	if v := os.Getenv("BUILDKIT_HOST"); v != "" {
+		return v
+	}
+	return DefaultBuildkitAddr
+}
+
 // BuildOptions describes one image build. Zero values mean defaults.
 type BuildOptions struct {
 	// BuildkitAddr is the buildkitd address (unix:///..., tcp://...).
-	// Default $BUILDKIT_HOST.
+	// Default $BUILDKIT_HOST, else DefaultBuildkitAddr.
 	BuildkitAddr string
 	// Dockerfile is the Dockerfile text. Required.
 	Dockerfile []byte
@@ -110,12 +128,7 @@ func Build(ctx context.Context, opts BuildOptions, exp Exporter) (Result, error)
 	if exp == nil {
 		return Result{}, errors.New("build: no exporter")
 	}
-	if opts.BuildkitAddr == "" {
-		opts.BuildkitAddr = os.Getenv("BUILDKIT_HOST")
-	}
-	if opts.BuildkitAddr == "" {
-		return Result{}, errors.New("build: no buildkitd address (set BUILDKIT_HOST or --buildkit-addr)")
-	}
+	opts.BuildkitAddr = buildkitAddr(opts.BuildkitAddr)
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}

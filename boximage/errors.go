@@ -21,8 +21,8 @@ type BuildkitError struct {
 }
 
 func (e *BuildkitError) Error() string {
-	return fmt.Sprintf("buildkitd at %s is unreachable: %s: start the test bed's with `make testbed`, "+
-		"or point --buildkit-addr or BUILDKIT_HOST at a running buildkitd", e.Addr, dialCause(e.Err))
+	return fmt.Sprintf("buildkitd at %s is unreachable: %s: start buildkitd there, "+
+		"or point --buildkit-addr or BUILDKIT_HOST at a running one", e.Addr, dialCause(e.Err))
 }
 
 // Unwrap returns the cause.

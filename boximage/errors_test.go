@@ -68,32 +68,47 @@ func silentAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// TestBuild_unreachableBuildkit checks the error of a buildkitd that does
+// not answer, and which address a build dials: BuildOptions.BuildkitAddr,
+// else $BUILDKIT_HOST, else BuildKit's default socket.
 func TestBuild_unreachableBuildkit(t *testing.T) {
+	if _, err := os.Stat(strings.TrimPrefix(boximage.DefaultBuildkitAddr, "unix://")); err == nil {
+		t.Fatalf("something listens at %s: this test needs no buildkitd there", boximage.DefaultBuildkitAddr)
+	}
+	const missing = "dial unix /nonexistent.sock: connect: no such file or directory"
 	tests := []struct {
-		name, addr string
-		wantCause  string
+		name, addr, env string // BuildOptions.BuildkitAddr, $BUILDKIT_HOST
+		want, wantCause string // the address dialled, the cause shown
 	}{
-		{"missing socket", "unix:///nonexistent.sock", "dial unix /nonexistent.sock: connect: no such file or directory"},
-		{"closed port", "tcp://" + freeAddr(t), "connection refused"},
-		{"silent port", "tcp://" + silentAddr(t), "no answer within 500ms"},
+		{"missing socket", "unix:///nonexistent.sock", "", "unix:///nonexistent.sock", missing},
+		{"closed port", "tcp://" + freeAddr(t), "", "", "connection refused"},
+		{"silent port", "tcp://" + silentAddr(t), "", "", "no answer within 500ms"},
+		{"BUILDKIT_HOST", "", "unix:///nonexistent.sock", "unix:///nonexistent.sock", missing},
+		{"address over BUILDKIT_HOST", "unix:///nonexistent.sock", "tcp://" + freeAddr(t), "unix:///nonexistent.sock", missing},
+		{"BuildKit's default", "", "", boximage.DefaultBuildkitAddr, "no such file or directory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("BUILDKIT_HOST", tt.env)
+			want := tt.want
+			if want == "" {
+				want = tt.addr
+			}
 			start := time.Now()
 			_, err := boximage.Build(t.Context(), boximage.BuildOptions{BuildkitAddr: tt.addr,
 				Dockerfile: []byte("FROM scratch\n"), ConnectTimeout: 500 * time.Millisecond}, &boximage.RegistryExporter{})
 			took := time.Since(start)
 			var be *boximage.BuildkitError
-			if !errors.As(err, &be) || !errors.Is(err, boximage.ErrBuildkitUnreachable) || be.Addr != tt.addr {
-				t.Fatalf("Build(%s) = %v, want a *BuildkitError for the address", tt.addr, err)
+			if !errors.As(err, &be) || !errors.Is(err, boximage.ErrBuildkitUnreachable) || be.Addr != want {
+				t.Fatalf("Build(%q) with BUILDKIT_HOST=%q = %v, want a *BuildkitError for %s", tt.addr, tt.env, err, want)
 			}
-			for _, want := range []string{"buildkitd at " + tt.addr + " is unreachable", tt.wantCause, "make testbed", "BUILDKIT_HOST"} {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("Build(%s) = %q, want it to contain %q", tt.addr, err, want)
+			for _, w := range []string{"buildkitd at " + want + " is unreachable", tt.wantCause, "--buildkit-addr", "BUILDKIT_HOST"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Build(%q) = %q, want it to contain %q", tt.addr, err, w)
 				}
 			}
 			if took > 3*time.Second {
-				t.Errorf("Build(%s) took %v to fail, want seconds at most", tt.addr, took)
+				t.Errorf("Build(%q) took %v to fail, want seconds at most", tt.addr, took)
 			}
 		})
 	}

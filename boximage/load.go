@@ -13,21 +13,6 @@ import (
 	"github.com/moby/buildkit/exporter/containerimage/exptypes"
 )
 
-// NewDockerClient connects to the Docker engine at host (unix:///...,
-// tcp://...), or per DOCKER_HOST when host is empty, negotiating the API
-// version (Debian's engine speaks 1.41).
-func NewDockerClient(host string) (*client.Client, error) {
-	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
-	if host != "" {
-		opts = append(opts, client.WithHost(host))
-	}
-	c, err := client.NewClientWithOpts(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("docker client: %w", err)
-	}
-	return c, nil
-}
-
 // DockerExporter loads the image into a Docker engine under a tag: BuildKit
 // streams a docker-format tarball straight into the engine's image load.
 // A DockerExporter serves one Build.

@@ -1,6 +1,8 @@
 package boximage
 
 import (
+	"github.com/tangle-network/boxctl/internal/boxmeta"
+
 	"bytes"
 	"fmt"
 	"maps"
@@ -93,7 +95,7 @@ func dockerfile(p *pins.Pins, base pins.Base, hs []pins.Harness, labels map[stri
 	w("")
 	w("COPY --chmod=0755 %s /usr/local/bin/%s", InitFile, InitFile)
 	w("COPY --chmod=0755 %s /usr/local/bin/%s", BridgeFile, p.Bridge.Binary)
-	w("ENV BOX_LIFETIME=%d \\", int64(o.lifetime.Seconds()))
+	w("ENV %s=%d \\", boxmeta.EnvLifetime, int64(o.lifetime.Seconds()))
 	w("    HOME=/home/%s", o.user)
 	w("USER %d:%d", o.uid, o.uid)
 	w("WORKDIR %s", o.workspace)

@@ -1,5 +1,11 @@
 package boximage
 
+import (
+	"strings"
+
+	"github.com/tangle-network/boxctl/internal/boxmeta"
+)
+
 // initScript is box-init, the image's entrypoint under tini. It runs its
 // arguments (by default `sleep infinity`, which keeps the box up for
 // processes the bridge spawns) under timeout(1), so that the box ends at its
@@ -14,10 +20,15 @@ package boximage
 //	BOX_LIFETIME   seconds from start (the image sets a default)
 //
 // A deadline already past exits at once with status 124, as timeout does.
-const initScript = `#!/bin/sh
+var initScript = strings.NewReplacer("{{deadline}}", boxmeta.EnvDeadline, "{{lifetime}}", boxmeta.EnvLifetime,
+	"{{grace}}", boxmeta.EnvKillGrace).Replace(initTemplate)
+
+// initTemplate is box-init with the lifetime variables' names as
+// placeholders (package boxmeta names them).
+const initTemplate = `#!/bin/sh
 # box-init: run the box's main process until the box's deadline.
-# BOX_DEADLINE (Unix seconds) or BOX_LIFETIME (seconds from now) bound it;
-# BOX_KILL_GRACE (seconds, default 10) separates SIGTERM from SIGKILL.
+# {{deadline}} (Unix seconds) or {{lifetime}} (seconds from now) bound it;
+# {{grace}} (seconds, default 10) separates SIGTERM from SIGKILL.
 set -eu
 
 is_count() {
@@ -27,18 +38,18 @@ is_count() {
 }
 
 now=$(date +%s)
-if [ -n "${BOX_DEADLINE:-}" ]; then
-	is_count "$BOX_DEADLINE" || { echo "box-init: BOX_DEADLINE=$BOX_DEADLINE is not Unix seconds" >&2; exit 2; }
-	left=$((BOX_DEADLINE - now))
-elif [ -n "${BOX_LIFETIME:-}" ]; then
-	is_count "$BOX_LIFETIME" || { echo "box-init: BOX_LIFETIME=$BOX_LIFETIME is not seconds" >&2; exit 2; }
-	left=$BOX_LIFETIME
+if [ -n "${{{deadline}}:-}" ]; then
+	is_count "${{deadline}}" || { echo "box-init: {{deadline}}=${{deadline}} is not Unix seconds" >&2; exit 2; }
+	left=$(({{deadline}} - now))
+elif [ -n "${{{lifetime}}:-}" ]; then
+	is_count "${{lifetime}}" || { echo "box-init: {{lifetime}}=${{lifetime}} is not seconds" >&2; exit 2; }
+	left=${{lifetime}}
 else
-	echo "box-init: neither BOX_DEADLINE nor BOX_LIFETIME is set; a box must end" >&2
+	echo "box-init: neither {{deadline}} nor {{lifetime}} is set; a box must end" >&2
 	exit 2
 fi
-grace=${BOX_KILL_GRACE:-10}
-is_count "$grace" || { echo "box-init: BOX_KILL_GRACE=$grace is not seconds" >&2; exit 2; }
+grace=${{{grace}}:-10}
+is_count "$grace" || { echo "box-init: {{grace}}=$grace is not seconds" >&2; exit 2; }
 if [ "$left" -le 0 ]; then
 	echo "box-init: deadline passed $((-left))s ago" >&2
 	exit 124

@@ -211,14 +211,14 @@ func BenchmarkRSS(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		p := startBridge(b, b.TempDir())
 		ctx := context.Background()
-		resp, err := benchRequest(ctx, p.url, "GET", "/health", "")
+		resp, err := benchRequest(ctx, p.URL, "GET", "/health", "")
 		if err != nil {
 			b.Fatal(err)
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		time.Sleep(200 * time.Millisecond)
-		if idle, err = vmRSS(p.cmd.Process.Pid); err != nil {
+		if idle, err = vmRSS(p.PID()); err != nil {
 			b.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -229,7 +229,7 @@ func BenchmarkRSS(b *testing.B) {
 				defer wg.Done()
 				for j := w; j < runs; j += workers {
 					body := fmt.Sprintf(`{"model":"claude-code","run_id":"rss-%d","messages":[{"role":"user","content":"hello"}]}`, j)
-					resp, err := benchRequest(ctx, p.url, "POST", "/v1/chat/completions", body)
+					resp, err := benchRequest(ctx, p.URL, "POST", "/v1/chat/completions", body)
 					if err != nil {
 						errs <- err
 						return
@@ -248,11 +248,11 @@ func BenchmarkRSS(b *testing.B) {
 		for err := range errs {
 			b.Fatal(err)
 		}
-		if after, err = vmRSS(p.cmd.Process.Pid); err != nil {
+		if after, err = vmRSS(p.PID()); err != nil {
 			b.Fatal(err)
 		}
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		<-p.done
+		p.Signal(syscall.SIGTERM)
+		p.Wait()
 	}
 	b.ReportMetric(idle, "rss-idle-MB")
 	b.ReportMetric(after, "rss-200runs-MB")

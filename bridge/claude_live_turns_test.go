@@ -234,8 +234,7 @@ func TestLive_ClaudeCodeReplayAfterKill(t *testing.T) {
 	}
 	replayAll(b1, "before the kill")
 
-	b1.cmd.Process.Kill() // SIGKILL: no shutdown code runs
-	<-b1.done
+	b1.Kill() // SIGKILL: no shutdown code runs
 	b2 := startBridge(t, data, procEnv...)
 	sresp := b2.req(t, ctx, "GET", "/v1/runs/live-durable", "")
 	var snap wire.RunSnapshot
@@ -246,8 +245,7 @@ func TestLive_ClaudeCodeReplayAfterKill(t *testing.T) {
 	}
 	replayAll(b2, "after the restart")
 
-	b2.cmd.Process.Kill()
-	<-b2.done
+	b2.Kill()
 	st, err := store.Open(context.Background(), data, store.Options{})
 	if err != nil {
 		t.Fatal(err)

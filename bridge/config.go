@@ -18,6 +18,7 @@ import (
 	"github.com/tangle-network/boxctl/bridge/harness/gemini"
 	"github.com/tangle-network/boxctl/bridge/harness/opencode"
 	"github.com/tangle-network/boxctl/bridge/harness/pi"
+	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
 // Adapters are the harness adapters the bridge knows, by backend key.
@@ -69,9 +70,9 @@ type Config struct {
 // bridge-protocol.md); getenv is os.Getenv in production.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
-		Host: or(getenv("BRIDGE_HOST"), "127.0.0.1"), Port: DefaultPort, Bearer: getenv("BRIDGE_BEARER"),
-		DataDir: or(getenv("BRIDGE_DATA_DIR"), "./data"), Bins: map[string]string{}, Timeouts: map[string]time.Duration{},
-		RouterKey: getenv(harness.RouterKeyVar), RouterURL: getenv("TANGLE_ROUTER_URL"), LogLevel: or(getenv("BRIDGE_LOG_LEVEL"), "info"),
+		Host: or(getenv(wire.EnvHost), "127.0.0.1"), Port: DefaultPort, Bearer: getenv(wire.EnvBearer),
+		DataDir: or(getenv(wire.EnvDataDir), "./data"), Bins: map[string]string{}, Timeouts: map[string]time.Duration{},
+		RouterKey: getenv(harness.RouterKeyVar), RouterURL: getenv(wire.EnvRouterURL), LogLevel: or(getenv(wire.EnvLogLevel), "info"),
 	}
 	var errs []error
 	intVar := func(name string, dst *int) {
@@ -112,7 +113,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			}
 		}
 	}
-	intVar("BRIDGE_PORT", &c.Port)
+	intVar(wire.EnvPort, &c.Port)
 	intVar("BRIDGE_MAX_RUNS", &c.MaxRuns)
 	int64Var("BRIDGE_MAX_BODY_BYTES", &c.MaxBodyBytes)
 	msVar("BRIDGE_SSE_HEARTBEAT_MS", &c.Keepalive)
@@ -125,7 +126,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	int64Var("BRIDGE_REPLAY_MAX_BYTES", &c.MaxBytes)
 	msVar("BRIDGE_REPLAY_RETENTION_MS", &c.ReplayTTL)
 	msVar("BRIDGE_IDENTITY_RETENTION_MS", &c.IdentityTTL)
-	c.Backends = splitList(or(getenv("BRIDGE_BACKENDS"), "claude"))
+	c.Backends = splitList(or(getenv(wire.EnvBackends), "claude"))
 	for key := range Adapters() {
 		up := strings.ToUpper(key)
 		if v := getenv(up + "_BIN"); v != "" {

@@ -169,8 +169,7 @@ func TestCrashSessionProcess(t *testing.T) {
 	}
 
 	// SIGKILL: no shutdown code runs; the session's process group stays.
-	b1.cmd.Process.Signal(syscall.SIGKILL)
-	<-b1.done
+	b1.Kill() // SIGKILL: no shutdown code runs
 	for _, p := range pids {
 		if !alive(p) {
 			t.Fatalf("harness process %d died with the bridge; the test cannot show recovery kills it", p)

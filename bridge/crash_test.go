@@ -9,13 +9,9 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,69 +19,29 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/internal/bridgetest"
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 )
 
 // bridgeProc is a running box-bridge.
-type bridgeProc struct {
-	cmd  *exec.Cmd
-	url  string
-	done chan struct{}
-	logs *bytes.Buffer
-}
+type bridgeProc struct{ *boxbridgetest.Proc }
 
 // procBearer is the bearer token of the box-bridge processes the tests start.
 const procBearer = "crash-test-bearer"
 
-var listenRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
-
+// startBridge runs box-bridge on dataDir with fakeclaude as its claude
+// backend and env added to the test process's environment.
 func startBridge(t testing.TB, dataDir string, env ...string) *bridgeProc {
 	t.Helper()
-	cmd := exec.Command(bridgetest.BoxBridge(t), "-port", "0", "-data-dir", dataDir, "-log-level", "debug")
-	cmd.Env = append(os.Environ(), "BRIDGE_BEARER="+procBearer, "CLAUDE_BIN="+bridgetest.FakeClaude(t),
+	procEnv := append(os.Environ(), "BRIDGE_LOG_LEVEL=debug", "CLAUDE_BIN="+bridgetest.FakeClaude(t),
 		"TANGLE_API_KEY=rk-crash-test-key", "TANGLE_ROUTER_URL=http://127.0.0.1:9")
-	cmd.Env = append(cmd.Env, env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &bridgeProc{cmd: cmd, done: make(chan struct{}), logs: &bytes.Buffer{}}
-	addr := make(chan string, 1)
-	var mu sync.Mutex
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			mu.Lock()
-			p.logs.WriteString(sc.Text() + "\n")
-			mu.Unlock()
-			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		io.Copy(io.Discard, stderr)
-	}()
-	go func() { cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-p.done
-	})
-	select {
-	case a := <-addr:
-		p.url = "http://" + a
-	case <-p.done:
-		t.Fatalf("box-bridge exited before listening:\n%s", p.logs)
-	case <-time.After(20 * time.Second):
-		t.Fatal("box-bridge did not start listening")
-	}
-	return p
+	return &bridgeProc{boxbridgetest.Start(t, boxbridgetest.Options{
+		Env: append(procEnv, env...), Bearer: procBearer, DataDir: dataDir})}
 }
 
 func (p *bridgeProc) req(t testing.TB, ctx context.Context, method, path, body string, hdr ...string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, method, p.url+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+procBearer)
+	req, _ := http.NewRequestWithContext(ctx, method, p.URL+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+p.Bearer)
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
@@ -160,9 +116,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatalf("harness pids = %v", pids)
 	}
 
-	// SIGKILL: no shutdown code runs.
-	b1.cmd.Process.Signal(syscall.SIGKILL)
-	<-b1.done
+	b1.Kill() // SIGKILL: no shutdown code runs
 	resp.Body.Close()
 	for _, p := range pids {
 		if !alive(p) {

@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,9 +23,23 @@ type cancellationRequest struct {
 	RequestDigest string `json:"requestDigest"`
 }
 
+// reasonCleanup is the reason of every cancellation the provider makes on
+// its own behalf: a stream left early, a failed dispatch, Destroy, Cancel.
+const reasonCleanup = "provider cleanup"
+
+// newCancellationRequest builds the exact cancellation of ref. Its
+// operation id is fixed by the run and the reason, so a repeated
+// cancellation replays the bridge's stored answer, while one with another
+// reason (which the bridge would refuse as a conflicting reuse of the
+// operation id) is another operation.
 func newCancellationRequest(ref ControlRef, reason string) (cancellationRequest, error) {
+	opID := "cancel-" + strings.TrimPrefix(ref.RequestDigest, "sha256:")
+	if reason != reasonCleanup {
+		sum := sha256.Sum256([]byte(ref.RequestDigest + "\x00" + reason))
+		opID += "-" + hex.EncodeToString(sum[:8])
+	}
 	req := cancellationRequest{CancellationRequest: wire.CancellationRequest{
-		OperationID: "cancel-" + strings.TrimPrefix(ref.RequestDigest, "sha256:"),
+		OperationID: opID,
 		Run:         ref.wire(),
 		Reason:      reason,
 	}}
@@ -35,19 +51,21 @@ func newCancellationRequest(ref ControlRef, reason string) (cancellationRequest,
 	return req, nil
 }
 
-// cancelRun cancels the run and waits, within CancelWait, until the bridge
-// confirms it terminal. Concurrent callers share one cancellation; ctx
-// only stops this caller's wait.
-func (c *client) cancelRun(ctx context.Context, r *run) (*wire.RunSnapshot, error) {
+// cancelRun cancels the run with reason and waits, within CancelWait,
+// until the bridge confirms it terminal. Concurrent callers share one
+// cancellation (the first reason wins); ctx only stops this caller's
+// wait. The cancellation itself is background work of the Provider, so
+// Provider.Close waits for it.
+func (c *client) cancelRun(ctx context.Context, r *run, reason string) (*wire.RunSnapshot, error) {
 	r.mu.Lock()
 	op := r.cancel
 	if op == nil {
 		op = &cancelOp{done: make(chan struct{})}
 		r.cancel = op
-		go func() {
+		c.bg.run(func() {
 			wctx, stop := context.WithTimeout(context.Background(), c.opts.CancelWait)
 			defer stop()
-			op.snap, op.err = c.performCancel(wctx, r)
+			op.snap, op.err = c.performCancel(wctx, r, reason)
 			r.mu.Lock()
 			r.cancel = nil
 			readers := r.readers
@@ -59,7 +77,7 @@ func (c *client) cancelRun(ctx context.Context, r *run) (*wire.RunSnapshot, erro
 				}
 			}
 			close(op.done)
-		}()
+		})
 	}
 	r.mu.Unlock()
 	select {
@@ -70,7 +88,7 @@ func (c *client) cancelRun(ctx context.Context, r *run) (*wire.RunSnapshot, erro
 	}
 }
 
-func (c *client) performCancel(ctx context.Context, r *run) (*wire.RunSnapshot, error) {
+func (c *client) performCancel(ctx context.Context, r *run, reason string) (*wire.RunSnapshot, error) {
 	const op = "cancel run"
 	if !r.admitted() {
 		s, err := c.snapshot(ctx, op, r, 0)
@@ -86,7 +104,7 @@ func (c *client) performCancel(ctx context.Context, r *run) (*wire.RunSnapshot, 
 		}
 	}
 	ref := r.controlRef()
-	req, err := newCancellationRequest(ref, "provider cleanup")
+	req, err := newCancellationRequest(ref, reason)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
@@ -69,8 +70,14 @@ func (e *Environment) prepare(op string, turn *Turn) (*run, error) {
 	if err := e.live(); err != nil {
 		return nil, err
 	}
+	if e.p.c.bg.isClosed() {
+		return nil, fmt.Errorf("%s: %w", op, ErrClosed)
+	}
 	if e.reconstructed {
 		return nil, &ReconstructedError{Op: op}
+	}
+	if turn.Timeout < 0 {
+		return nil, fmt.Errorf("%s: turn timeout must not be negative", op)
 	}
 	model, err := resolveModel(e.p.c.opts, &e.req, turn.Model)
 	if err != nil {
@@ -96,9 +103,6 @@ func (e *Environment) prepare(op string, turn *Turn) (*run, error) {
 			sort.Strings(missing)
 			return nil, fmt.Errorf("%s: cli-bridge environment does not advertise requested interaction kind(s): %s", op, strings.Join(missing, ", "))
 		}
-	}
-	if e.native() && (turn.TurnID == "" || turn.ExecutionID == "") {
-		return nil, fmt.Errorf("%s: native cli-bridge turns require stable TurnID and ExecutionID", op)
 	}
 	r, err := prepareRun(e.p.Name(), e.id, turn)
 	if err != nil {
@@ -178,9 +182,12 @@ type Reference struct {
 // admitted the run, detaching its reader; the run goes on in the bridge.
 // Persist the returned ControlRef before treating the turn as accepted.
 // A *TransportError means the outcome is unknown: retry with the same
-// ExecutionID, or use Provider.LookupRun.
+// ExecutionID, or use Provider.LookupRun. A turn Timeout is enforced from
+// a goroutine the Provider owns: when it expires before the run ended, the
+// run is cancelled on the bridge, until Provider.Close stops enforcing.
 func (e *Environment) Dispatch(ctx context.Context, turn Turn) (Reference, error) {
 	const op = "environment.Dispatch"
+	start := time.Now()
 	r, err := e.prepare(op, &turn)
 	if err != nil {
 		return Reference{}, err
@@ -207,7 +214,7 @@ func (e *Environment) Dispatch(ctx context.Context, turn Turn) (Reference, error
 		if res.admitted {
 			cctx, cancel := e.cleanupContext(ctx)
 			defer cancel()
-			if _, cerr := e.p.c.cancelRun(cctx, r); cerr != nil {
+			if _, cerr := e.p.c.cancelRun(cctx, r, reasonCleanup); cerr != nil {
 				err = errors.Join(err, fmt.Errorf("cli-bridge dispatch %q failed and cancellation was not confirmed: %w", r.controlRef().RunID, cerr))
 			} else {
 				e.settled(r)
@@ -217,6 +224,9 @@ func (e *Environment) Dispatch(ctx context.Context, turn Turn) (Reference, error
 		restore()
 		return Reference{}, err
 	}
+	if turn.Timeout > 0 {
+		e.enforceTimeout(r, start.Add(turn.Timeout), turn.Timeout)
+	}
 	ref := r.controlRef()
 	return Reference{ID: ref.SessionID, ControlRef: ref}, nil
 }
@@ -224,7 +234,9 @@ func (e *Environment) Dispatch(ctx context.Context, turn Turn) (Reference, error
 // Stream starts a turn and yields its events until the run ends. The
 // iterator is single-use. Breaking out of the loop (or ctx ending) cancels
 // the run and waits for the bridge to confirm it terminal. An error ends
-// the sequence.
+// the sequence. When the turn's Timeout expires first, the run is
+// cancelled, and once the bridge confirms it terminal the stream ends with
+// a failed status event naming the timeout, then a *TimeoutError.
 func (e *Environment) Stream(ctx context.Context, turn Turn) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		r, err := e.prepare("environment.Stream", &turn)
@@ -239,7 +251,9 @@ func (e *Environment) Stream(ctx context.Context, turn Turn) iter.Seq2[Event, er
 // streamTracked runs a new turn's stream with the cleanup rules of
 // Stream.
 func (e *Environment) streamTracked(ctx context.Context, op string, r *run, turn *Turn, yield func(Event, error) bool) {
-	rctx, stop := context.WithCancelCause(ctx)
+	tctx, stopTimer := turnContext(ctx, op, r, turn.Timeout)
+	defer stopTimer()
+	rctx, stop := context.WithCancelCause(tctx)
 	defer stop(nil)
 	defer e.addReader(stop)()
 	defer r.addReader(stop)()
@@ -267,6 +281,13 @@ func (e *Environment) streamTracked(ctx context.Context, op string, r *run, turn
 		e.settled(r)
 		return
 	}
+	// Whatever failed once the turn's bound expired failed because of it;
+	// the caller's own ctx never yields a *TimeoutError.
+	var te *TimeoutError
+	reason := reasonCleanup
+	if errors.As(err, &te) {
+		err, reason = te, te.reason()
+	}
 	if res.rejected {
 		restore()
 		yield(Event{}, err)
@@ -276,24 +297,30 @@ func (e *Environment) streamTracked(ctx context.Context, op string, r *run, turn
 	defer cancel()
 	if errors.Is(err, errStopped) {
 		// The consumer stopped reading: the run must not go on unobserved.
-		if _, cerr := e.p.c.cancelRun(cctx, r); cerr == nil {
+		if _, cerr := e.p.c.cancelRun(cctx, r, reasonCleanup); cerr == nil {
 			e.settled(r)
 		}
 		return
 	}
 	s, serr := e.p.c.snapshot(cctx, op, r, 0)
 	var nf *NotFoundError
+	ended := false // the bridge confirmed the run terminal
 	switch {
 	case errors.As(serr, &nf) && !res.admitted:
 		restore() // the bridge never admitted the run
 	case serr == nil && s.Terminal:
 		e.settled(r)
-	case ctx.Err() != nil || !r.admitted() || isIdentityFailure(err):
-		if _, cerr := e.p.c.cancelRun(cctx, r); cerr != nil {
+		ended = true
+	case ctx.Err() != nil || te != nil || !r.admitted() || isIdentityFailure(err):
+		if _, cerr := e.p.c.cancelRun(cctx, r, reason); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("cli-bridge stream %q failed and exact cancellation was not confirmed: %w", r.controlRef().RunID, cerr))
 		} else {
 			e.settled(r)
+			ended = true
 		}
+	}
+	if te != nil && ended && !yield(timeoutEvent(r, te), nil) {
+		return
 	}
 	yield(Event{}, err)
 }
@@ -367,7 +394,7 @@ func (e *Environment) Destroy(ctx context.Context) error {
 		errs := make([]error, len(runs))
 		for i, r := range runs {
 			wg.Go(func() {
-				if _, err := e.p.c.cancelRun(ctx, r); err != nil {
+				if _, err := e.p.c.cancelRun(ctx, r, reasonCleanup); err != nil {
 					errs[i] = err
 					return
 				}

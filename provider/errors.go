@@ -14,6 +14,14 @@ var ErrUnsupported = errors.New("cli-bridge environment does not support this op
 // ErrDestroyed is returned by every call on a destroyed environment.
 var ErrDestroyed = errors.New("cli-bridge environment is destroyed")
 
+// ErrClosed is returned, wrapped with the refused call, by Provider.Create
+// and by every new turn (Dispatch, Stream, Session.Prompt,
+// Session.ContinueNative) once Provider.Close was called.
+var ErrClosed = errors.New("cli-bridge provider is closed")
+
+// ErrTurnTimeout matches every *TimeoutError with errors.Is.
+var ErrTurnTimeout = errors.New("cli-bridge turn timed out")
+
 // Exact messages of the refusals of a reconstructed environment.
 const (
 	msgReconstructedEnvironment = "a reconstructed cli-bridge environment can only control an existing run"
@@ -35,6 +43,31 @@ func (e *ReconstructedError) Error() string {
 	}
 	return msgReconstructedEnvironment
 }
+
+// TimeoutError is a turn that outlived its Turn.Timeout: the client
+// cancelled its run on the bridge. It is distinct from the caller's
+// context: a cancelled or expired ctx is context.Canceled or
+// context.DeadlineExceeded, never a *TimeoutError. errors.Is(err,
+// ErrTurnTimeout) reports it too.
+type TimeoutError struct {
+	// Op is the bounded call, e.g. "environment.Stream".
+	Op string
+	// RunID is the run that was cancelled.
+	RunID string
+	// Timeout is the turn's Timeout.
+	Timeout time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("%s: %s: cli-bridge run %q was cancelled", e.Op, e.reason(), e.RunID)
+}
+
+// Is reports whether target is ErrTurnTimeout.
+func (e *TimeoutError) Is(target error) bool { return target == ErrTurnTimeout }
+
+// reason is the cancellation reason sent to the bridge, and the start of
+// the failed status event's detail.
+func (e *TimeoutError) reason() string { return "turn timeout after " + e.Timeout.String() }
 
 // BridgeError is a request the bridge answered with a non-2xx status that
 // no more specific type covers, or an error frame that ended a run.

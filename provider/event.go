@@ -15,6 +15,9 @@ const (
 	EventStatus      = "status"
 	EventResult      = "result"
 	EventInteraction = "interaction"
+	// EventExecutionStarted opens a turn of the sandbox provider: the run
+	// was admitted, and Model names the model the environment declared.
+	EventExecutionStarted = "execution.started"
 )
 
 // Run statuses carried by status events.
@@ -58,6 +61,9 @@ type Event struct {
 	// Interaction is the request of an interaction event, its digest and
 	// binding checked; answer it with NewInteractionCommand.
 	Interaction *wire.InteractionRequest
+
+	// Model is the declared model route of an execution.started event.
+	Model string
 
 	// FinalText and FinishReason are set on the result event.
 	FinalText    string

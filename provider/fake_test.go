@@ -45,6 +45,12 @@ type fakeBridge struct {
 	// routes override any route by "METHOD /path".
 	routes  map[string]http.HandlerFunc
 	cancels int
+	// reasons are the reasons of the cancellations received, in order.
+	reasons []string
+	// sessions are the retained native sessions (POST /v1/sessions), and
+	// turns the turn requests they admitted, in order.
+	sessions map[string]*wire.SessionView
+	turns    []wire.TurnRequest
 	// started is closed when the first run is registered.
 	started     chan struct{}
 	startedOnce sync.Once
@@ -58,7 +64,8 @@ type fakeRun struct {
 
 func newFake(t *testing.T, transcript string) *fakeBridge {
 	t.Helper()
-	f := &fakeBridge{t: t, runs: map[string]*fakeRun{}, transcript: transcript, final: wire.StatusDone, routes: map[string]http.HandlerFunc{}, started: make(chan struct{})}
+	f := &fakeBridge{t: t, runs: map[string]*fakeRun{}, transcript: transcript, final: wire.StatusDone, routes: map[string]http.HandlerFunc{},
+		started: make(chan struct{}), sessions: map[string]*wire.SessionView{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -136,6 +143,12 @@ func (f *fakeBridge) serve(w http.ResponseWriter, r *http.Request) {
 		f.chat(w, r)
 	case key == "GET /v1/capabilities":
 		f.capabilities(w)
+	case key == "POST /v1/sessions":
+		f.createSession(w, r)
+	case len(parts) == 3 && parts[1] == "sessions" && r.Method == http.MethodGet:
+		f.getSession(w, parts[2])
+	case len(parts) == 4 && parts[1] == "sessions" && parts[3] == "turns" && r.Method == http.MethodPost:
+		f.admitTurn(w, r, parts[2])
 	case len(parts) == 3 && parts[1] == "runs" && r.Method == http.MethodGet:
 		f.writeSnapshot(w, parts[2])
 	case len(parts) == 4 && parts[1] == "runs" && parts[3] == "events":
@@ -274,6 +287,7 @@ func (f *fakeBridge) cancel(w http.ResponseWriter, r *http.Request, id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cancels++
+	f.reasons = append(f.reasons, req.Reason)
 	fr := f.runs[id]
 	if fr == nil {
 		writeError(w, 404, wire.TypeNotFound, "unknown run")
@@ -285,6 +299,77 @@ func (f *fakeBridge) cancel(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(wire.CancellationAck{OperationID: req.OperationID, RequestDigest: req.RequestDigest, Run: req.Run, Status: wire.CancelAccepted, Effect: effect})
+}
+
+// createSession creates a retained native session; its create digest is
+// the digest of the request body.
+func (f *fakeBridge) createSession(w http.ResponseWriter, r *http.Request) {
+	var body map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		writeError(w, 400, wire.TypeInvalidRequest, err.Error())
+		return
+	}
+	view := &wire.SessionView{}
+	view.ID, _ = body["id"].(string)
+	view.Model, _ = body["model"].(string)
+	view.CreateRequestDigest, _ = wire.Digest(body)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sessions[view.ID] != nil {
+		writeError(w, 409, wire.TypeSessionConflict, "session exists")
+		return
+	}
+	f.sessions[view.ID] = view
+	w.WriteHeader(201)
+	json.NewEncoder(w).Encode(view)
+}
+
+func (f *fakeBridge) getSession(w http.ResponseWriter, id string) {
+	f.mu.Lock()
+	view := f.sessions[id]
+	f.mu.Unlock()
+	if view == nil {
+		writeError(w, 404, wire.TypeNotFound, "unknown session")
+		return
+	}
+	json.NewEncoder(w).Encode(view)
+}
+
+// admitTurn admits a retained turn as the bridge does: the same run id
+// with the same request attaches to the admitted run, with another
+// request it is a conflict.
+func (f *fakeBridge) admitTurn(w http.ResponseWriter, r *http.Request, sessionID string) {
+	data, _ := io.ReadAll(r.Body)
+	var body wire.TurnRequest
+	var generic map[string]any
+	if json.Unmarshal(data, &body) != nil || json.Unmarshal(data, &generic) != nil {
+		writeError(w, 400, wire.TypeInvalidRequest, "invalid turn request")
+		return
+	}
+	digest, _ := wire.Digest(map[string]any{"session": sessionID, "turn": generic})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	view := f.sessions[sessionID]
+	if view == nil {
+		writeError(w, 404, wire.TypeNotFound, "unknown session")
+		return
+	}
+	if body.TurnID == "" || body.ExecutionID == "" || body.RunID == "" {
+		writeError(w, 400, wire.TypeInvalidRequest, "turn_id, execution_id and run_id are required")
+		return
+	}
+	f.turns = append(f.turns, body)
+	ref := ControlRef{RunID: body.RunID, Provider: body.Provider, EnvironmentID: body.EnvironmentID, SessionID: sessionID, ExecutionID: body.ExecutionID, RequestDigest: digest}
+	if fr := f.runs[ref.RunID]; fr != nil && fr.ref != ref {
+		writeError(w, 409, wire.TypeTurnConflict, "turn or run is bound to a different turn")
+		return
+	} else if fr == nil {
+		f.runs[ref.RunID] = &fakeRun{ref: ref, status: wire.StatusRunning}
+	}
+	f.startedOnce.Do(func() { close(f.started) })
+	w.WriteHeader(202)
+	json.NewEncoder(w).Encode(wire.TurnAdmission{Session: *view, Run: wire.AdmittedRun{ID: ref.RunID, Provider: ref.Provider,
+		EnvironmentID: ref.EnvironmentID, SessionID: ref.SessionID, ExecutionID: ref.ExecutionID, RequestDigest: ref.RequestDigest}})
 }
 
 func (f *fakeBridge) capabilities(w http.ResponseWriter) {

@@ -117,8 +117,10 @@ func TestLive_ClaudeCodeSession(t *testing.T) {
 				}
 				read = append(read, ev)
 			}
-			if len(read) != len(all) || len(all) < 6 {
-				t.Fatalf("resumed reader = %d events, want %d (and at least 6)", len(read), len(all))
+			// The CLI may coalesce the scripted pieces (4 to 11 events
+			// were seen); three leave one to resume after the two read.
+			if len(read) != len(all) || len(all) < 3 {
+				t.Fatalf("resumed reader = %d events, want %d (and at least 3)", len(read), len(all))
 			}
 			for j := range all {
 				if read[j].ID != all[j].ID || !bytes.Equal(read[j].Raw, all[j].Raw) {

@@ -1,21 +1,17 @@
 package provider_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/npmtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider"
@@ -24,21 +20,13 @@ import (
 // claudeCodeSpec is the Claude Code release the live test drives.
 const claudeCodeSpec = "@anthropic-ai/claude-code@2.1.332"
 
-// startBridge builds cmd/box-bridge and runs it with the real Claude Code
-// CLI pointed at a local model endpoint; it returns the bridge URL.
+// startBridge runs the box-bridge binary with the real Claude Code CLI
+// pointed at a local model endpoint; it returns the bridge URL. The bridge
+// takes the bearer "live-bearer".
 func startBridge(t *testing.T, script routerstub.Script) string {
 	t.Helper()
 	env := testbed.Require(t)
 	pkg := npmtest.Install(t, env, claudeCodeSpec)
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "box-bridge")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "github.com/tangle-network/boxctl/cmd/box-bridge")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	started := time.Now()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/box-bridge: %v\n%s", err, out)
-	}
-	t.Logf("built box-bridge in %s", time.Since(started).Round(time.Millisecond))
 	key := "sk-router-live-" + fmt.Sprint(time.Now().UnixNano())
 	stub, err := routerstub.New(routerstub.WithKeys(key), routerstub.WithScript(script), routerstub.WithServedModel("router-served-model"))
 	if err != nil {
@@ -46,50 +34,11 @@ func startBridge(t *testing.T, script routerstub.Script) string {
 	}
 	hs := httptest.NewServer(stub)
 	t.Cleanup(hs.Close)
-
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin)
-	cmd.Env = []string{
-		"BRIDGE_HOST=127.0.0.1", fmt.Sprintf("BRIDGE_PORT=%d", port), "BRIDGE_BEARER=live-bearer",
-		"BRIDGE_DATA_DIR=" + filepath.Join(dir, "data"), "BRIDGE_BACKENDS=claude", "CLAUDE_BIN=" + pkg.Bin("claude"),
+	p := boxbridgetest.Start(t, boxbridgetest.Options{Bearer: "live-bearer", Env: []string{
+		"BRIDGE_BACKENDS=claude", "CLAUDE_BIN=" + pkg.Bin("claude"),
 		"TANGLE_API_KEY=" + key, "TANGLE_ROUTER_URL=" + hs.URL, "PATH=" + pkg.PATH(), "HOME=" + t.TempDir(),
-	}
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 20 * time.Second
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("box-bridge output:\n%s", logs.String())
-		}
-	})
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return url
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("box-bridge not healthy within 60s (last: %v)\n%s", err, logs.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	}})
+	return p.URL
 }
 
 // TestLive_ClaudeCode drives the real bridge binary and the real Claude
@@ -117,8 +66,8 @@ func TestLive_ClaudeCode(t *testing.T) {
 		t.Fatalf("Capabilities: %v", err)
 	}
 	// Claude Code proves retained control and interactions, so turns go
-	// through the retained session routes, which need caller-stable turn
-	// and execution ids.
+	// through the retained session routes (TestLive_ClaudeCodePlainTurn
+	// drives them with turns that carry no caller ids).
 	if !caps.RetainedControlProven() || !caps.InteractionsProven() || caps.NativeContinuationProven() {
 		t.Fatalf("capabilities = %+v, want retained control and interactions, no native continuation", caps)
 	}
@@ -250,5 +199,96 @@ func TestLive_ClaudeCode(t *testing.T) {
 	}
 	if err := env.Destroy(ctx); err != nil {
 		t.Errorf("Destroy: %v", err)
+	}
+}
+
+// TestLive_ClaudeCodePlainTurn drives the real bridge and Claude Code CLI
+// with turns as clients of the TypeScript cli-bridge send them: a plain
+// turn with no ids, then a turn with only a session and an execution id
+// whose model call stalls past its Timeout, so the client cancels it; a
+// retry of that execution attaches to the same run without a new model
+// call. Then Close refuses new turns.
+func TestLive_ClaudeCodePlainTurn(t *testing.T) {
+	plain := "a plain turn through the retained routes"
+	q := routerstub.NewQueue(routerstub.Text("unexpected extra call"), routerstub.Deltas(plain, 3), routerstub.Stall(3*time.Minute))
+	var calls atomic.Int64
+	url := startBridge(t, routerstub.ScriptFunc(func(r routerstub.Request) routerstub.Reply {
+		if !r.Side {
+			calls.Add(1)
+		}
+		return q.Pick(r)
+	}))
+	ctx := t.Context()
+	p, err := provider.New(provider.Options{BaseURL: url, BearerToken: "live-bearer", DefaultModel: "claude-code/claude-sonnet-4-5", BodyTimeout: 3 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if caps, err := p.Capabilities(ctx); err != nil || !caps.InteractionsProven() {
+		t.Fatalf("Capabilities = %+v, %v, want interactions (the retained native routes)", caps, err)
+	}
+	env, err := p.Create(ctx, provider.CreateRequest{Profile: provider.Profile{Name: "live-plain", Harness: "claude-code"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var text string
+	var final provider.Event
+	for ev, err := range env.Stream(ctx, provider.Turn{Prompt: "Say something."}) {
+		if err != nil {
+			t.Fatalf("plain Stream: %v", err)
+		}
+		text += ev.Delta
+		final = ev
+	}
+	if final.Status != provider.StatusCompleted || !strings.Contains(text, plain) || final.ExecutionID != final.RunID || final.SessionID != final.RunID {
+		t.Fatalf("plain Stream = %q ending %+v, want %q and a completed run whose session and execution ids are its run id", text, final, plain)
+	}
+
+	turn := provider.Turn{Prompt: "Think for a long time.", SessionID: "live-plain-timeout", ExecutionID: "live-plain-timeout-exec", Timeout: 3 * time.Second}
+	start := time.Now()
+	var last provider.Event
+	var serr error
+	for ev, err := range env.Stream(ctx, turn) {
+		if err != nil {
+			serr = err
+			break
+		}
+		last = ev
+	}
+	t.Logf("timed-out turn ended after %s", time.Since(start).Round(time.Millisecond))
+	var te *provider.TimeoutError
+	if !errors.As(serr, &te) || te.Timeout != turn.Timeout || te.RunID != turn.ExecutionID {
+		t.Fatalf("Stream past its timeout = %v, want a *TimeoutError of run %s", serr, turn.ExecutionID)
+	}
+	if last.Type != provider.EventStatus || last.Status != provider.StatusFailed || !strings.Contains(last.Detail, "turn timeout after 3s") {
+		t.Errorf("last event = %+v, want a failed status naming the timeout", last)
+	}
+	s, err := env.Session(turn.SessionID, provider.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Status(ctx)
+	if err != nil || !st.Terminal || st.Status != provider.StatusCancelled {
+		t.Fatalf("Status after the timeout = %+v, %v, want terminal cancelled", st, err)
+	}
+	before := calls.Load()
+	turn.Timeout = 0 // not part of the run's identity
+	ref, err := env.Dispatch(ctx, turn)
+	if err != nil || ref.ControlRef.RunID != turn.ExecutionID || ref.ControlRef.RequestDigest != st.Snapshot.RequestDigest {
+		t.Fatalf("retried Dispatch = %+v, %v, want the timed-out run %s", ref, err, turn.ExecutionID)
+	}
+	if n := calls.Load() - before; n != 0 {
+		t.Errorf("the retry made %d model calls, want 0", n)
+	}
+
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	var closedErr error
+	for _, err := range env.Stream(ctx, provider.Turn{Prompt: "x"}) {
+		closedErr = err
+	}
+	if !errors.Is(closedErr, provider.ErrClosed) {
+		t.Errorf("Stream after Close = %v, want ErrClosed", closedErr)
 	}
 }

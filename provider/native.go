@@ -222,6 +222,9 @@ func NewContinuationRequest(operationID string, run ControlRef, boundary wire.Bo
 // new run.
 func (s *Session) ContinueNative(ctx context.Context, request wire.ContinuationRequest, turn wire.ContinuationTurn) (*wire.ContinuationOutcome, error) {
 	const op = "session.ContinueNative"
+	if s.e.p.c.bg.isClosed() {
+		return nil, fmt.Errorf("%s: %w", op, ErrClosed)
+	}
 	if !s.e.caps.NativeContinuationProven() {
 		return nil, fmt.Errorf("%s: %w: nativeContinuation", op, ErrUnsupported)
 	}

@@ -57,8 +57,9 @@ func TestNative_turnInteractionAndContinuation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.Dispatch(t.Context(), Turn{Prompt: "x", SessionID: "pi-session"}); err == nil || !strings.Contains(err.Error(), "require stable TurnID and ExecutionID") {
-		t.Errorf("native Dispatch without stable ids = %v", err)
+	// A turn with no caller ids derives them (see TestNative_plainTurn).
+	if ref, err := env.Dispatch(t.Context(), Turn{Prompt: "x", SessionID: "pi-session"}); err != nil || ref.ControlRef.ExecutionID != ref.ControlRef.RunID {
+		t.Errorf("native Dispatch without caller ids = %+v, %v, want a run whose execution id is its run id", ref, err)
 	}
 	events, err := drain(env.Stream(t.Context(), Turn{Prompt: "x", SessionID: "pi-session", TurnID: "t1", ExecutionID: "pi-exec-1", Interactions: map[string]any{}}))
 	if err != nil {

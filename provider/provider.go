@@ -16,7 +16,8 @@ import (
 // the caller that started it when others wait on it too.
 const discoveryTimeout = 2 * time.Minute
 
-// Provider is a client of one bridge. It is safe for concurrent use.
+// Provider is a client of one bridge. It is safe for concurrent use. It
+// owns the work it runs past its callers (see Close); Close it when done.
 type Provider struct {
 	c                 *client
 	configuredBackend string
@@ -40,7 +41,7 @@ func New(opts Options) (*Provider, error) {
 		return nil, err
 	}
 	return &Provider{
-		c:                 &client{opts: o},
+		c:                 &client{opts: o, bg: newBackground()},
 		configuredBackend: backendOfRoute(o.DefaultModel),
 		verified:          map[string]bool{},
 		creates:           map[string]*createRecord{},
@@ -74,6 +75,8 @@ func (p *Provider) resolveCapabilities(ctx context.Context, model string, remote
 		return localCapabilities(p.c.opts), nil
 	}
 	ch := p.flight.DoChan(model, func() (any, error) {
+		p.c.bg.add()
+		defer p.c.bg.done()
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discoveryTimeout)
 		defer cancel()
 		return p.c.discover(dctx, model)
@@ -95,6 +98,9 @@ func (p *Provider) resolveCapabilities(ctx context.Context, model string, remote
 // other environments claim no retained control.
 func (p *Provider) Create(ctx context.Context, req CreateRequest) (*Environment, error) {
 	const op = "create environment"
+	if p.c.bg.isClosed() {
+		return nil, fmt.Errorf("%s: %w", op, ErrClosed)
+	}
 	if req.Profile.Name == "" {
 		return nil, fmt.Errorf("%s: profile name is required", op)
 	}
@@ -156,6 +162,31 @@ func (p *Provider) Create(ctx context.Context, req CreateRequest) (*Environment,
 		p.mu.Unlock()
 	}
 	return env, nil
+}
+
+// Close stops p from starting anything new: Create, and every new turn of
+// its environments (Dispatch, Stream, Session.Prompt,
+// Session.ContinueNative), fail with ErrClosed from then on. It stops
+// enforcing the Timeout of dispatched turns (their runs go on in the
+// bridge, as after a process exit), then waits, bounded by ctx, for the
+// work p runs on its own: cancellations in flight, including those whose
+// caller stopped waiting (a Session.Cancel or Destroy whose ctx ended),
+// and shared capability discoveries. Finally it closes the
+// idle connections of the HTTP client. Work still running when ctx ends
+// goes on within its own bound (Options.CancelWait), and Close returns
+// ctx's cause.
+//
+// Streams already running, and control of existing runs (Status, Events,
+// Result, Cancel, Destroy, Get), keep working. Close is idempotent: a later
+// call waits again for whatever is still pending.
+func (p *Provider) Close(ctx context.Context) error {
+	p.c.bg.close()
+	err := p.c.bg.wait(ctx)
+	p.c.opts.HTTPClient.CloseIdleConnections()
+	if err != nil {
+		return fmt.Errorf("close provider: %w", err)
+	}
+	return nil
 }
 
 // GetOptions tunes Get.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Profile is the agent profile an environment runs: which harness, and
@@ -79,11 +80,12 @@ type Turn struct {
 	// whose id is the turn's run id.
 	SessionID string
 	// ExecutionID gives the turn a stable identity: a valid run id is used
-	// as the run id itself, so retrying the same turn attaches to the same
-	// run. Empty means the run id.
+	// as the run id itself (else the run id is derived from it), so
+	// retrying the same turn attaches to the same run. Empty means the run
+	// id. See "Turn identity" in the package doc.
 	ExecutionID string
-	// TurnID identifies the turn within its session; empty means random.
-	// Retained native turns require TurnID and ExecutionID.
+	// TurnID identifies the turn within its session. Empty means the
+	// ExecutionID, or for a turn with neither, the run id of a fresh turn.
 	TurnID string
 	// LastEventID resumes a direct stream after that event.
 	LastEventID string
@@ -94,6 +96,17 @@ type Turn struct {
 	// Context and ProviderOptions are forwarded as metadata.
 	Context         map[string]any
 	ProviderOptions map[string]any
+	// Timeout, when positive, bounds the turn from the moment the call
+	// starts: if the run is not terminal by then, the client cancels it on
+	// the bridge with a reason naming the timeout and waits for the bridge
+	// to confirm it terminal. Stream then ends with a failed status event
+	// naming the timeout and a *TimeoutError; Session.Prompt returns a
+	// failed TurnResult and the *TimeoutError; Dispatch enforces it from a
+	// goroutine the Provider owns until Provider.Close. It is neither sent
+	// to the bridge (which bounds runs only by its own per-harness limit)
+	// nor part of the run's identity. Zero means no bound; the caller's ctx
+	// bounds the call separately and keeps its own error.
+	Timeout time.Duration
 }
 
 // harnesses are the harness names a route's first segment may name.

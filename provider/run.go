@@ -61,30 +61,38 @@ func (r *run) addReader(cancel context.CancelCauseFunc) func() {
 }
 
 // runID picks the run id of a turn: its execution id when that is a valid
-// run id, else a digest of environment, session and execution (or turn).
-func runID(environmentID string, turn *Turn, turnID string) (string, error) {
+// run id, else "agent-" and the SHA-256 of environment, session and
+// execution id (or, without one, the turn's key: its TurnID or a fresh
+// nonce).
+func runID(environmentID string, turn *Turn, key string) string {
 	if turn.ExecutionID != "" && wire.ValidRunID(turn.ExecutionID) == nil {
-		return turn.ExecutionID, nil
+		return turn.ExecutionID
 	}
 	exec := turn.ExecutionID
 	if exec == "" {
-		exec = turnID
+		exec = key
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s", environmentID, turn.SessionID, exec)
-	return "agent-" + hex.EncodeToString(h.Sum(nil)), nil
+	return "agent-" + hex.EncodeToString(h.Sum(nil))
 }
 
-// prepareRun fixes the identity of a new run.
+// prepareRun fixes the identity of a new run by the rule of the package
+// doc ("Turn identity"): what the caller gave is kept, the rest is derived
+// from it, and only a turn with neither ExecutionID nor TurnID draws a
+// fresh nonce, once, here.
 func prepareRun(providerName, environmentID string, turn *Turn) (*run, error) {
 	turnID := turn.TurnID
 	if turnID == "" {
-		turnID = rand.Text()
+		// A retry of the same execution is the same turn; a reattached
+		// run (Environment.Session with a ControlRef) assumes the same.
+		turnID = turn.ExecutionID
 	}
-	id, err := runID(environmentID, turn, turnID)
-	if err != nil {
-		return nil, err
+	key := turnID
+	if key == "" {
+		key = rand.Text()
 	}
+	id := runID(environmentID, turn, key)
 	r := &run{turnID: turnID, ref: ControlRef{RunID: id, Provider: providerName, EnvironmentID: environmentID, SessionID: turn.SessionID, ExecutionID: turn.ExecutionID}}
 	if r.ref.SessionID == "" {
 		r.ref.SessionID = id
@@ -92,7 +100,10 @@ func prepareRun(providerName, environmentID string, turn *Turn) (*run, error) {
 	if r.ref.ExecutionID == "" {
 		r.ref.ExecutionID = id
 	}
-	for name, v := range map[string]string{"session id": r.ref.SessionID, "execution id": r.ref.ExecutionID} {
+	if r.turnID == "" {
+		r.turnID = r.ref.ExecutionID // a fresh turn is named by its run
+	}
+	for name, v := range map[string]string{"session id": r.ref.SessionID, "execution id": r.ref.ExecutionID, "turn id": r.turnID} {
 		if err := wire.ValidIdentifier(v); err != nil {
 			return nil, fmt.Errorf("cli-bridge %s %w", name, err)
 		}

@@ -157,7 +157,10 @@ func (s *Session) Result(ctx context.Context) (*TurnResult, error) {
 }
 
 // Prompt adds a turn to this session and returns its result. A session of
-// a reconstructed environment refuses with a *ReconstructedError.
+// a reconstructed environment refuses with a *ReconstructedError. When the
+// turn's Timeout expires first, the run is cancelled and Prompt returns
+// both the failed TurnResult (Status failed, Error naming the timeout) and
+// the *TimeoutError.
 func (s *Session) Prompt(ctx context.Context, turn Turn) (*TurnResult, error) {
 	const op = "session.Prompt"
 	if err := s.e.live(); err != nil {
@@ -247,6 +250,12 @@ func (e *Environment) collect(ctx context.Context, op string, r *run, read func(
 			res.Error = streamErr.Error()
 		}
 	}
+	if errors.Is(streamErr, ErrTurnTimeout) {
+		// The client ended the run: it failed its bound, whatever the
+		// bridge calls the cancellation.
+		res.Status = StatusFailed
+		return res, streamErr
+	}
 	return res, nil
 }
 
@@ -257,7 +266,7 @@ func (s *Session) Cancel(ctx context.Context) (RunStatus, error) {
 	if err != nil {
 		return RunStatus{}, err
 	}
-	snap, err := s.e.p.c.cancelRun(ctx, r)
+	snap, err := s.e.p.c.cancelRun(ctx, r, reasonCleanup)
 	if err != nil {
 		return RunStatus{}, err
 	}

@@ -27,9 +27,11 @@ var (
 	errBodyTimeout    = errors.New("no response body data within the body timeout")
 )
 
-// client sends requests to one bridge. It owns no state besides options.
+// client sends requests to one bridge. Besides its options it owns only
+// the background work it runs for its Provider.
 type client struct {
 	opts Options
+	bg   *background
 }
 
 // send makes one request. The returned body must be closed; closing it

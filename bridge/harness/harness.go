@@ -10,7 +10,7 @@ import (
 // the bridge reads it at start, and adapters whose generated configuration
 // names a variable for the key (instead of holding the key) name this one,
 // set only in the harness process's environment.
-const RouterKeyVar = "TANGLE_API_KEY"
+const RouterKeyVar = wire.EnvRouterKey
 
 // Adapter drives one harness CLI.
 type Adapter interface {

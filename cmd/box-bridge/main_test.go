@@ -4,55 +4,19 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 )
 
-// scratch holds the binary built for the tests; TestMain removes it.
-var scratch string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "box-bridge-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	scratch = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// bridgeBin builds box-bridge as the Makefile does: static, CGO off.
-func bridgeBin(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		binPath = filepath.Join(scratch, "box-bridge")
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", binPath, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("%v: %s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("build box-bridge: %v", buildErr)
-	}
-	return binPath
-}
+// TestMain gives the built binary a scratch directory removed at the end.
+func TestMain(m *testing.M) { boxbridgetest.Main(m) }
 
 func TestBinary_StaticAndVersion(t *testing.T) {
-	bin := bridgeBin(t)
+	bin := boxbridgetest.Build(t)
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)

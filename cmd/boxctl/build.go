@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tangle-network/boxctl/boximage"
-	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/pins"
 )
 
@@ -96,7 +95,8 @@ record that boxctl conformance reads. BuildKit progress goes to stderr.
 	f.StringVar(&o.tag, "tag", "", "image tag (default: derived from the Dockerfile)")
 	f.StringVar(&o.name, "name", o.name, "image, template and snapshot name")
 	f.StringSliceVar(&o.harnesses, "harness", nil, "harnesses to install, by name or backend (default: the proven ones)")
-	f.StringVar(&o.buildkitAddr, "buildkit-addr", "", "buildkitd address (default: BUILDKIT_HOST, then the test bed's)")
+	f.StringVar(&o.buildkitAddr, "buildkit-addr", "",
+		"buildkitd address, unix:///PATH or tcp://HOST:PORT (default: $BUILDKIT_HOST, else "+boximage.DefaultBuildkitAddr+")")
 	f.StringVar(&o.dockerHost, "docker-host", "", "Docker engine address (default: DOCKER_HOST)")
 	f.StringVar(&o.progress, "progress", o.progress, "BuildKit progress: auto, tty, plain or quiet")
 	f.BoolVar(&o.print, "dockerfile", false, "print the rendered Dockerfile and build nothing")
@@ -165,21 +165,6 @@ func (o *buildOptions) validate() error {
 	return nil
 }
 
-// buildkitAddr resolves --buildkit-addr: the flag, BUILDKIT_HOST, then the
-// test bed's buildkitd.
-func (o *buildOptions) buildkitAddress() (string, error) {
-	if o.buildkitAddr != "" {
-		return o.buildkitAddr, nil
-	}
-	if v := os.Getenv("BUILDKIT_HOST"); v != "" {
-		return v, nil
-	}
-	if env, err := testbed.Load(); err == nil {
-		return env.BuildkitHost, nil
-	}
-	return "", usageErrorf("no buildkitd: pass --buildkit-addr, set BUILDKIT_HOST or run `make testbed`")
-}
-
 // prepared is what to build: the Dockerfile, its context and what it holds.
 type prepared struct {
 	opts      boximage.BuildOptions
@@ -201,12 +186,10 @@ func (o *buildOptions) prepare(a *app) (*prepared, error) {
 			return nil, err
 		}
 	}
-	addr, err := o.buildkitAddress()
-	if err != nil {
-		return nil, err
-	}
+	// boximage.Build resolves an empty --buildkit-addr ($BUILDKIT_HOST, else
+	// BuildKit's default socket).
 	p := &prepared{cleanup: func() {}, opts: boximage.BuildOptions{
-		BuildkitAddr: addr, Platform: o.platform, Progress: a.errOut, ProgressMode: o.progress,
+		BuildkitAddr: o.buildkitAddr, Platform: o.platform, Progress: a.errOut, ProgressMode: o.progress,
 		NoCache: o.noCache, CacheFrom: o.cacheFrom, CacheTo: o.cacheTo, Insecure: o.insecure,
 		BuildArgs: map[string]string{}, Log: a.log,
 	}}

@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,6 +15,8 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/tangle-network/boxctl/boximage"
+	"github.com/tangle-network/boxctl/internal/boxbridgetest"
+	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/pins"
 )
@@ -62,21 +61,9 @@ func runInImage(ctx context.Context, t *testing.T, docker *client.Client, img st
 // rebuilds and expects the cache to serve it.
 func TestBuildCmd_BoxImage(t *testing.T) {
 	env := testbed.Require(t)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "cmd", "box-bridge")); err != nil {
-		t.Fatalf("the box image needs the bridge: cmd/box-bridge is missing (%v)", err)
-	}
-	bridge := filepath.Join(t.TempDir(), "box-bridge")
-	gobuild := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-o", bridge, "./cmd/box-bridge")
-	gobuild.Dir, gobuild.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := gobuild.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/box-bridge: %v\n%s", err, out)
-	}
+	bridge := boxbridgetest.Build(t)
 
-	docker, err := boximage.NewDockerClient(env.DockerHost)
+	docker, err := dockerclient.New(env.DockerHost)
 	if err != nil {
 		t.Fatal(err)
 	}

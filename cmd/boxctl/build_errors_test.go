@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
+	"github.com/tangle-network/boxctl/boximage"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/pins/pinstest"
@@ -88,6 +89,9 @@ func TestPinsVerifyCmd_IntegrityMismatch(t *testing.T) {
 	}
 }
 
+// TestBuildCmd_UnreachableBuildkit checks where --buildkit-addr points
+// (the flag, else $BUILDKIT_HOST, else BuildKit's default socket) through
+// the error of a buildkitd that does not answer there.
 func TestBuildCmd_UnreachableBuildkit(t *testing.T) {
 	bridge := filepath.Join(t.TempDir(), "box-bridge")
 	if err := os.WriteFile(bridge, []byte("#!/bin/sh\n"), 0o755); err != nil {
@@ -99,16 +103,47 @@ func TestBuildCmd_UnreachableBuildkit(t *testing.T) {
 	}
 	closed := "tcp://" + l.Addr().String()
 	l.Close()
-	for _, addr := range []string{"unix:///nonexistent.sock", closed} {
-		t.Run(addr, func(t *testing.T) {
-			args := []string{"build", "--harness", "pi", "--bridge", bridge, "--buildkit-addr", addr, "--progress", "quiet"}
+	tests := []struct {
+		name      string
+		flag, env string // --buildkit-addr, $BUILDKIT_HOST
+		want      string // the address dialled
+	}{
+		{"flag: missing socket", "unix:///nonexistent.sock", "", "unix:///nonexistent.sock"},
+		{"flag: closed port", closed, "", closed},
+		{"BUILDKIT_HOST", "", "unix:///nonexistent-env.sock", "unix:///nonexistent-env.sock"},
+		{"flag over BUILDKIT_HOST", "unix:///nonexistent.sock", closed, "unix:///nonexistent.sock"},
+		{"BuildKit's default", "", "", boximage.DefaultBuildkitAddr},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("BUILDKIT_HOST", tt.env)
+			if tt.want == boximage.DefaultBuildkitAddr {
+				if _, err := os.Stat(strings.TrimPrefix(tt.want, "unix://")); err == nil {
+					t.Fatalf("something listens at %s: this case needs no buildkitd there", tt.want)
+				}
+			}
+			args := []string{"build", "--harness", "pi", "--bridge", bridge, "--progress", "quiet"}
+			if tt.flag != "" {
+				args = append(args, "--buildkit-addr", tt.flag)
+			}
 			start := time.Now()
 			_, _, err := run(t, args...)
-			wantError(t, args, err, 1, "buildkitd at "+addr+" is unreachable", "make testbed", "BUILDKIT_HOST")
+			wantError(t, args, err, 1, "buildkitd at "+tt.want+" is unreachable", "--buildkit-addr", "BUILDKIT_HOST")
 			if d := time.Since(start); d > 5*time.Second {
 				t.Errorf("boxctl %v took %v to fail, want seconds", args, d)
 			}
 		})
+	}
+}
+
+func TestBuildCmd_BuildkitAddrHelp(t *testing.T) {
+	out, stderr, err := run(t, "build", "--help")
+	if err != nil {
+		t.Fatalf("boxctl build --help: %v\n%s", err, stderr)
+	}
+	want := "(default: $BUILDKIT_HOST, else unix:///run/buildkit/buildkitd.sock)"
+	if !strings.Contains(out+stderr, "--buildkit-addr") || !strings.Contains(out+stderr, want) {
+		t.Errorf("boxctl build --help = %q, want --buildkit-addr documented with %q", out+stderr, want)
 	}
 }
 

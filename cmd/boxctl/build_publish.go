@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/tangle-network/boxctl/boximage"
+	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/vendors/daytona"
 	"github.com/tangle-network/boxctl/vendors/e2b"
 )
@@ -132,7 +133,7 @@ func (p *publisher) referenceLabel() string {
 func (p *publisher) publish(ctx context.Context, opts boximage.BuildOptions) (boximage.Record, error) {
 	opts.Auth = p.auth
 	if p.o.target == boximage.TargetDocker {
-		docker, err := boximage.NewDockerClient(p.o.dockerHost)
+		docker, err := dockerclient.New(p.o.dockerHost)
 		if err != nil {
 			return boximage.Record{}, err
 		}
@@ -145,7 +146,7 @@ func (p *publisher) publish(ctx context.Context, opts boximage.BuildOptions) (bo
 		if err != nil {
 			return boximage.Record{}, err
 		}
-		return boximage.NewRecord(boximage.TargetDocker, res), nil
+		return rememberDockerBuild(ctx, p.a, boximage.NewRecord(boximage.TargetDocker, res)), nil
 	}
 
 	exp, err := boximage.NewRegistryExporter(p.pushRef, p.o.insecure...)

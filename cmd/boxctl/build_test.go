@@ -17,6 +17,7 @@ import (
 
 	"github.com/tangle-network/boxctl/boximage"
 	"github.com/tangle-network/boxctl/boximage/ecrfake"
+	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonafake"
@@ -217,7 +218,7 @@ func TestBuildCmd_Publish(t *testing.T) {
 
 func TestBuildCmd_Docker(t *testing.T) {
 	env := testbed.Require(t)
-	docker, err := boximage.NewDockerClient(env.DockerHost)
+	docker, err := dockerclient.New(env.DockerHost)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,12 +29,16 @@ func usageErrorf(format string, args ...any) error {
 }
 
 // exitCode maps an error to the process exit status: 0 ok, 2 usage,
-// 130 interrupted, 1 anything else. cobra has already printed the error.
+// 130 interrupted, a command's own status for `exec`, 1 anything else.
+// cobra has already printed the error.
 func exitCode(err error) int {
 	var ue usageError
+	var se exitStatusError
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &se):
+		return se.code
 	case errors.As(err, &ue):
 		return 2
 	case errors.Is(err, context.Canceled):

@@ -87,6 +87,13 @@ and proves with a conformance suite that a built image still works.`,
 	root.AddCommand(newRouterStubCmd(a))
 	root.AddCommand(newBuildCmd(a))
 	root.AddCommand(newPinsCmd(a))
+	root.AddCommand(newUpCmd(a, nil))
+	root.AddCommand(newTurnCmd(a, nil))
+	root.AddCommand(newExecCmd(a, nil))
+	root.AddCommand(newLogsCmd(a, nil))
+	root.AddCommand(newLsCmd(a, nil))
+	root.AddCommand(newRmCmd(a, nil))
+	root.AddCommand(newGCCmd(a, nil))
 	return root
 }
 

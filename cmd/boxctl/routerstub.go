@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,6 +25,8 @@ type routerStubOptions struct {
 	noAuth      bool
 	reply       string
 	servedModel string
+	until       string        // RFC 3339 or Unix seconds
+	lifetime    time.Duration // from the start
 }
 
 func newRouterStubCmd(a *app) *cobra.Command {
@@ -34,7 +39,8 @@ func newRouterStubCmd(a *app) *cobra.Command {
 Chat Completions (/v1/chat/completions), streaming or not. Every request gets
 --reply as text. Requests must carry the key (x-api-key or Authorization:
 Bearer) unless --no-auth is given. It prints its URL and runs until
-interrupted; requests are logged at debug level, without the key.`,
+interrupted, or until --until or for --lifetime; requests are logged at
+debug level, without the key.`,
 		Example: `  BOXCTL_ROUTER_KEY=secret boxctl router-stub --addr 127.0.0.1:8787 --reply "hello"
   boxctl router-stub --no-auth -o json`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -56,6 +62,8 @@ interrupted; requests are logged at debug level, without the key.`,
 	f.BoolVar(&o.noAuth, "no-auth", false, "accept requests with any key or none")
 	f.StringVar(&o.reply, "reply", o.reply, "the text every model request is answered with")
 	f.StringVar(&o.servedModel, "served-model", "", "model name answers report (default: the requested model)")
+	f.StringVar(&o.until, "until", "", "exit at this time, RFC 3339 or Unix seconds (default: run until interrupted)")
+	f.DurationVar(&o.lifetime, "lifetime", 0, "exit this long after the start (default: run until interrupted)")
 	return cmd
 }
 
@@ -71,6 +79,10 @@ func runRouterStub(ctx context.Context, a *app, o routerStubOptions) error {
 		return usageErrorf("a key is required: --key or $%s (or --no-auth)", routerKeyEnv)
 	case o.key != "" && o.noAuth:
 		return usageErrorf("--key and --no-auth exclude each other")
+	}
+	end, err := o.end(time.Now())
+	if err != nil {
+		return usageError{err}
 	}
 	script := routerstub.NewQueue(routerstub.Text(o.reply)).Side(routerstub.Text(o.reply))
 	opts := []routerstub.Option{routerstub.WithScript(script), routerstub.WithLogger(a.log)}
@@ -101,5 +113,37 @@ func runRouterStub(ctx context.Context, a *app, o routerStubOptions) error {
 		return err
 	}
 	a.log.Info("model endpoint listening", "url", out.URL, "auth", !o.noAuth)
-	return srv.Serve(ctx, l)
+	if !end.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, end)
+		defer cancel()
+	}
+	err = srv.Serve(ctx, l)
+	if err == nil && !end.IsZero() && !time.Now().Before(end) {
+		a.log.Info("model endpoint lifetime over", "until", end.Format(time.RFC3339))
+	}
+	return err
+}
+
+// end returns when the endpoint exits by itself (--until, --lifetime), or
+// the zero time.
+func (o routerStubOptions) end(now time.Time) (time.Time, error) {
+	switch {
+	case o.until != "" && o.lifetime != 0:
+		return time.Time{}, errors.New("--until and --lifetime exclude each other")
+	case o.lifetime < 0:
+		return time.Time{}, fmt.Errorf("--lifetime %v: want a positive duration", o.lifetime)
+	case o.lifetime > 0:
+		return now.Add(o.lifetime), nil
+	case o.until == "":
+		return time.Time{}, nil
+	}
+	if n, err := strconv.ParseInt(o.until, 10, 64); err == nil && n > 0 {
+		return time.Unix(n, 0), nil
+	}
+	t, err := time.Parse(time.RFC3339, o.until)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--until %q: want RFC 3339 (2006-01-02T15:04:05Z) or Unix seconds", o.until)
+	}
+	return t, nil
 }

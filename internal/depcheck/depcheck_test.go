@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -50,41 +51,103 @@ func under(path, prefix string) bool {
 	return path == prefix || strings.HasPrefix(path, prefix+"/")
 }
 
-// isFake reports a package that exists only to test against: fakes of cloud
-// control planes and test helpers.
-func isFake(p string) bool {
+// kind is what a test-only package is.
+type kind string
+
+const (
+	// fake is a test double of someone else's server or program.
+	fake kind = "fake"
+	// helper is a package other packages' tests use.
+	helper kind = "test helper"
+)
+
+// testOnlyPkg is a package that exists only for tests. It follows the
+// rules of its place in the tree (allowed) and may import, besides, what
+// extra lists (packages and their subpackages), test-only ones included.
+type testOnlyPkg struct {
+	kind  kind
+	extra []string
+}
+
+// testOnly lists every package that exists only for tests. Product code
+// imports none of them. A package named like one (a path segment starting
+// or ending with "fake", or ending with "test") must be listed here, and
+// every listed package must exist.
+var testOnly = map[string]testOnlyPkg{
+	"boximage/ecrfake":            {kind: fake},
+	"bridge/internal/fakeclaude":  {kind: fake},
+	"vendors/daytona/daytonafake": {kind: fake},
+	"vendors/e2b/e2bfake":         {kind: fake},
+
+	"internal/testbed":           {kind: helper},
+	"internal/testbed/baseimage": {kind: helper},
+	// The test bed's own tool pushes the base image it builds.
+	"internal/testbed/cmd/testbedctl": {kind: helper, extra: []string{"internal/testbed/baseimage"}},
+	// npm installs use the test bed's Node and cache.
+	"internal/npmtest":       {kind: helper, extra: []string{"internal/testbed"}},
+	"internal/boxbridgetest": {kind: helper},
+	// Builds the real box image (boximage, pins) on the test bed, with a
+	// box-bridge from boxbridgetest.
+	"internal/boxtest": {kind: helper, extra: []string{"boximage", "pins", "internal/boxbridgetest", "internal/testbed"}},
+	// The bridge's test programs are built by boxbridgetest.
+	"bridge/internal/bridgetest":  {kind: helper, extra: []string{"internal/boxbridgetest"}},
+	"bridge/internal/schemacheck": {kind: helper},
+	// A harness test points the real CLI, installed from npm, at the
+	// product's local model endpoint.
+	"bridge/harness/harnesstest": {kind: helper, extra: []string{"conformance/routerstub", "internal/npmtest", "internal/testbed"}},
+	"pins/pinstest":              {kind: helper},
+	"vendors/vendortest":         {kind: helper},
+}
+
+// pending are listed test-only packages the architecture names that are
+// not written yet (none today). A pending package that exists fails the
+// test, so an entry leaves here as soon as its package lands.
+var pending = map[string]bool{}
+
+// looksTestOnly reports a path named like a fake or a test helper.
+func looksTestOnly(p string) bool {
 	for _, seg := range strings.Split(p, "/") {
-		if strings.HasSuffix(seg, "fake") || strings.HasSuffix(seg, "test") {
+		if strings.HasPrefix(seg, "fake") || strings.HasSuffix(seg, "fake") || strings.HasSuffix(seg, "test") {
 			return true
 		}
 	}
 	return false
 }
 
-// allowed reports whether our package from may import our package to.
+// allowed reports whether a package at from may import our package to by
+// the architecture's direction: cmd -> everything; provider/sandbox ->
+// provider, vendors, pins; conformance -> provider/sandbox, vendors/...,
+// boximage, pins; boximage -> pins; the bridge none of the client side;
+// bridge/wire and vendors nothing but (for vendors) internal plumbing.
+// It holds for test-only packages by their place in the tree too;
+// permitted adds what separates them from product code.
 func allowed(from, to string) bool {
-	if under(to, "internal") && !isFake(to) {
-		return true
-	}
 	switch {
 	case under(from, "cmd"):
 		return true
 	case under(from, "bridge/wire"):
+		// The wire types both sides share import nothing of ours.
+		return false
+	case under(to, "internal"):
+		// Shared plumbing, for every part.
+		return true
+	case under(from, "internal"):
 		return false
 	case under(from, "bridge"):
 		return under(to, "bridge")
 	case under(from, "provider/sandbox"):
-		return under(to, "provider") || under(to, "vendors") || under(to, "pins") || under(to, "bridge/wire")
+		// The Vendor interface, never a vendor's implementation.
+		return under(to, "provider") || to == "vendors" || under(to, "pins") || under(to, "bridge/wire")
 	case under(from, "provider"):
-		return under(to, "provider") || under(to, "bridge/wire")
+		return under(to, "provider") && !under(to, "provider/sandbox") || under(to, "bridge/wire")
+	case from == "vendors":
+		// The interface package holds no vendor code.
+		return false
 	case under(from, "vendors"):
-		// vendors -> vendors (the interface package) only; no vendor imports another.
-		if to == "vendors" {
-			return true
-		}
-		fromVendor := strings.Split(from, "/")[1:]
-		toParts := strings.Split(to, "/")
-		return len(fromVendor) > 0 && len(toParts) > 1 && toParts[0] == "vendors" && toParts[1] == fromVendor[0]
+		// vendors/X -> the interface package and X's own subtree; no vendor
+		// imports another.
+		own := strings.Join(strings.Split(from, "/")[:2], "/")
+		return to == "vendors" || under(to, own)
 	case under(from, "boximage"):
 		return under(to, "boximage") || under(to, "pins")
 	case under(from, "pins"):
@@ -96,6 +159,25 @@ func allowed(from, to string) bool {
 	return false
 }
 
+// permitted reports whether our package from may import our package to,
+// and why not when it may not.
+func permitted(from, to string) (bool, string) {
+	src, fromTestOnly := testOnly[from]
+	dst, toTestOnly := testOnly[to]
+	if fromTestOnly && slices.ContainsFunc(src.extra, func(e string) bool { return under(to, e) }) {
+		return true, ""
+	}
+	switch {
+	case toTestOnly && !fromTestOnly:
+		return false, "product code never imports a " + string(dst.kind)
+	case toTestOnly:
+		return false, "a " + string(src.kind) + " imports a " + string(dst.kind) + " only by an explicit allowance in testOnly"
+	case !allowed(from, to):
+		return false, "against the architecture's import direction"
+	}
+	return true, ""
+}
+
 func TestImportDirection(t *testing.T) {
 	for _, p := range listPackages(t) {
 		from := rel(p.ImportPath)
@@ -103,14 +185,41 @@ func TestImportDirection(t *testing.T) {
 			if !strings.HasPrefix(imp, mod+"/") {
 				continue
 			}
-			to := rel(imp)
-			if isFake(to) && !isFake(from) {
-				t.Errorf("%s imports %s: product code never imports a fake or test helper", from, to)
-				continue
+			if ok, why := permitted(from, rel(imp)); !ok {
+				t.Errorf("%s imports %s: %s", from, rel(imp), why)
 			}
-			if !isFake(from) && !allowed(from, to) {
-				t.Errorf("%s imports %s: against the architecture's import direction", from, to)
+		}
+	}
+}
+
+// TestTestOnlyListed keeps testOnly exact: every package named like a
+// fake or a test helper is listed, and every listed package exists.
+func TestTestOnlyListed(t *testing.T) {
+	exists := map[string]bool{}
+	for _, p := range listPackages(t) {
+		path := rel(p.ImportPath)
+		exists[path] = true
+		if _, ok := testOnly[path]; looksTestOnly(path) && !ok {
+			t.Errorf("%s is named like a fake or a test helper but is not in testOnly: list it as one, or rename it", path)
+		}
+	}
+	for _, path := range slices.Sorted(func(yield func(string) bool) {
+		for p := range testOnly {
+			if !yield(p) {
+				return
 			}
+		}
+	}) {
+		switch {
+		case pending[path] && exists[path]:
+			t.Errorf("%s exists now: remove it from pending", path)
+		case !pending[path] && !exists[path]:
+			t.Errorf("testOnly lists %s, which no longer exists: remove it", path)
+		}
+	}
+	for path := range pending {
+		if _, ok := testOnly[path]; !ok {
+			t.Errorf("pending names %s, which testOnly does not list", path)
 		}
 	}
 }
@@ -123,10 +232,12 @@ func TestBridgeBinaryStaysSmall(t *testing.T) {
 		"github.com/google/go-containerregistry",
 		"github.com/aws/aws-sdk-go-v2",
 	}
+	found := false
 	for _, p := range listPackages(t) {
 		if rel(p.ImportPath) != "cmd/box-bridge" {
 			continue
 		}
+		found = true
 		for _, d := range p.Deps {
 			for _, f := range forbidden {
 				if under(d, f) {
@@ -134,6 +245,9 @@ func TestBridgeBinaryStaysSmall(t *testing.T) {
 				}
 			}
 		}
+	}
+	if !found {
+		t.Error("go list found no cmd/box-bridge")
 	}
 }
 
@@ -143,26 +257,90 @@ func TestAllowed(t *testing.T) {
 		want     bool
 	}{
 		{"cmd/boxctl", "vendors/docker", true},
+		{"cmd/boxctl", "provider/sandbox", true},
 		{"bridge/server", "bridge/wire", true},
 		{"bridge/server", "provider", false},
+		{"bridge/engine", "internal/buildinfo", true},
 		{"bridge/wire", "bridge/store", false},
+		{"bridge/wire", "internal/buildinfo", false},
 		{"provider", "bridge/wire", true},
 		{"provider", "bridge/server", false},
+		{"provider", "provider/sandbox", false},
+		{"provider/sandbox", "provider", true},
 		{"provider/sandbox", "vendors", true},
+		{"provider/sandbox", "vendors/docker", false},
+		{"provider/sandbox", "pins", true},
+		{"provider/sandbox", "bridge/wire", true},
+		{"provider/sandbox", "bridge/server", false},
+		{"provider/sandbox", "boximage", false},
+		{"provider/sandbox/internal/wait", "provider/sandbox", true},
+		{"vendors", "internal/boxmeta", true},
+		{"vendors", "bridge/wire", false},
+		{"vendors", "pins", false},
+		{"vendors", "vendors/docker", false},
 		{"vendors/docker", "vendors", true},
+		{"vendors/docker", "internal/dockerclient", true},
 		{"vendors/docker", "vendors/e2b", false},
+		{"vendors/docker", "pins", false},
 		{"vendors/e2b", "vendors/e2b/api", true},
+		{"vendors/vendortest", "vendors", true},
+		{"vendors/vendortest", "vendors/docker", false},
 		{"boximage", "pins", true},
+		{"boximage", "vendors", false},
 		{"pins", "boximage", false},
+		{"internal/dockerclient", "internal/buildinfo", true},
+		{"internal/boxmeta", "pins", false},
 		{"conformance", "provider/sandbox", true},
-		{"bridge/engine", "internal/buildinfo", true},
+		{"conformance", "vendors/docker", true},
+		{"conformance", "bridge/server", false},
 	}
 	for _, tt := range tests {
 		if got := allowed(tt.from, tt.to); got != tt.want {
 			t.Errorf("allowed(%q, %q) = %v, want %v", tt.from, tt.to, got, tt.want)
 		}
 	}
-	if !isFake("vendors/e2b/e2bfake") || !isFake("internal/npmtest") || isFake("vendors/e2b") {
-		t.Error("isFake misclassifies")
+}
+
+func TestPermitted(t *testing.T) {
+	tests := []struct {
+		from, to string
+		want     bool
+	}{
+		{"cmd/boxctl", "internal/testbed", false},
+		{"cmd/boxctl", "vendors/e2b/e2bfake", false},
+		{"cmd/boxctl", "conformance/routerstub", true},
+		{"cmd/box-bridge", "internal/boxbridgetest", false},
+		{"provider/sandbox", "internal/boxbridgetest", false},
+		{"bridge/harness", "conformance/routerstub", false},
+		{"bridge/harness/harnesstest", "conformance/routerstub", true},
+		{"bridge/harness/harnesstest", "internal/testbed", true},
+		{"bridge/harness/harnesstest", "provider", false},
+		{"bridge/internal/bridgetest", "internal/boxbridgetest", true},
+		{"bridge/internal/bridgetest", "internal/testbed", false},
+		{"internal/npmtest", "internal/testbed", true},
+		{"internal/testbed/cmd/testbedctl", "internal/testbed/baseimage", true},
+		{"internal/boxbridgetest", "bridge", false},
+		{"vendors/e2b/e2bfake", "vendors/e2b", true},
+		{"vendors/e2b/e2bfake", "vendors/daytona", false},
+		{"vendors/e2b/e2bfake", "internal/testbed", false},
+		{"vendors/vendortest", "vendors", true},
+		{"vendors/vendortest", "vendors/e2b/e2bfake", false},
+		{"boximage/ecrfake", "boximage", true},
+		{"pins/pinstest", "internal/testbed", false},
+		{"internal/boxtest", "boximage", true},
+		{"internal/boxtest", "vendors/docker", false},
+	}
+	for _, tt := range tests {
+		if got, why := permitted(tt.from, tt.to); got != tt.want {
+			t.Errorf("permitted(%q, %q) = %v (%s), want %v", tt.from, tt.to, got, why, tt.want)
+		}
+	}
+	for p, want := range map[string]bool{
+		"vendors/e2b/e2bfake": true, "bridge/internal/fakeclaude": true, "internal/npmtest": true,
+		"internal/boxbridgetest": true, "vendors/e2b": false, "conformance/routerstub": false, "internal/testbed": false,
+	} {
+		if got := looksTestOnly(p); got != want {
+			t.Errorf("looksTestOnly(%q) = %v, want %v", p, got, want)
+		}
 	}
 }

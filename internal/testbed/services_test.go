@@ -15,13 +15,13 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	docker "github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/google/go-cmp/cmp"
 	bkclient "github.com/moby/buildkit/client"
 	"github.com/tonistiigi/fsutil"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/testbed"
 )
 
@@ -42,7 +42,7 @@ func TestBaseImageRunsNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
-	cli, err := docker.NewClientWithOpts(docker.WithHost(env.DockerHost), docker.WithAPIVersionNegotiation())
+	cli, err := dockerclient.New(env.DockerHost)
 	if err != nil {
 		t.Fatalf("docker client for %s: %v", env.DockerHost, err)
 	}

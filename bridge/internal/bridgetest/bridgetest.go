@@ -1,102 +1,27 @@
 // Package bridgetest gives the bridge's tests the programs they run: a
-// scripted Claude Code stand-in (see bridge/internal/fakeclaude) and the
-// box-bridge binary, each built once per test binary into a scratch
-// directory that Main removes when the tests end, so no test leaves a
-// binary behind in the system's temporary directory.
+// scripted Claude Code stand-in (see bridge/internal/fakeclaude), built
+// once per test binary by internal/boxbridgetest into the scratch
+// directory its Main removes when the tests end, so no test leaves a
+// binary behind in the system's temporary directory. The box-bridge
+// binary itself comes from boxbridgetest.Build and boxbridgetest.Start.
 //
-// A package that uses FakeClaude or BoxBridge runs its tests through Main:
+// A package that uses FakeClaude runs its tests through Main:
 //
 //	func TestMain(m *testing.M) { bridgetest.Main(m) }
 package bridgetest
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
-	"sync"
 	"testing"
+
+	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 )
 
-// scratch is the directory binaries are built into; Main sets it.
-var scratch string
-
-// Main runs a package's tests (and benchmarks) with a scratch directory
-// for built binaries, removes it, and exits with the tests' status.
-func Main(m *testing.M) {
-	dir, err := os.MkdirTemp("", "bridgetest-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bridgetest: scratch directory:", err)
-		os.Exit(2)
-	}
-	scratch = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-type build struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-var (
-	buildsMu sync.Mutex
-	builds   = map[string]*build{}
-)
-
-// moduleDir is the directory of this module's go.mod.
-func moduleDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..")
-}
-
-// Binary builds the main package pkg (a path relative to the module root,
-// such as "cmd/box-bridge") static with CGO off, as the Makefile does,
-// once per test binary, and returns the path of the executable, named
-// name.
-func Binary(t testing.TB, pkg, name string) string {
-	t.Helper()
-	if scratch == "" {
-		t.Fatal("bridgetest: the package's tests do not run through bridgetest.Main; add `func TestMain(m *testing.M) { bridgetest.Main(m) }`")
-	}
-	buildsMu.Lock()
-	b := builds[pkg]
-	if b == nil {
-		b = &build{}
-		builds[pkg] = b
-	}
-	buildsMu.Unlock()
-	b.once.Do(func() {
-		dir := filepath.Join(scratch, filepath.Base(pkg))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			b.err = err
-			return
-		}
-		b.path = filepath.Join(dir, name)
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", b.path, "./"+pkg)
-		cmd.Dir = moduleDir()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build ./%s: %w: %s", pkg, err, out)
-		}
-	})
-	if b.err != nil {
-		t.Fatalf("bridgetest: %v", b.err)
-	}
-	return b.path
-}
+// Main runs a package's tests (and benchmarks) through boxbridgetest.Main,
+// which gives the built binaries their scratch directory.
+func Main(m *testing.M) { boxbridgetest.Main(m) }
 
 // FakeClaude returns the path of the fakeclaude binary (named claude).
 func FakeClaude(t testing.TB) string {
 	t.Helper()
-	return Binary(t, "bridge/internal/fakeclaude", "claude")
-}
-
-// BoxBridge returns the path of the box-bridge binary.
-func BoxBridge(t testing.TB) string {
-	t.Helper()
-	return Binary(t, "cmd/box-bridge", "box-bridge")
+	return boxbridgetest.Binary(t, "bridge/internal/fakeclaude", "claude")
 }

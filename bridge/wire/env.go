@@ -1,0 +1,22 @@
+package wire
+
+// Environment variables that configure a bridge process, for the code
+// that launches one (the sandbox provider, tests). bridge-protocol.md
+// lists the rest.
+const (
+	// EnvBearer is the bearer every route but /health requires. Secret.
+	EnvBearer = "BRIDGE_BEARER"
+	// EnvRouterKey is the model Router key the harnesses use. Secret.
+	EnvRouterKey = "TANGLE_API_KEY"
+	// EnvRouterURL is the model Router's base URL.
+	EnvRouterURL = "TANGLE_ROUTER_URL"
+	// EnvHost and EnvPort are the listen address.
+	EnvHost = "BRIDGE_HOST"
+	EnvPort = "BRIDGE_PORT"
+	// EnvBackends lists the backend keys to register.
+	EnvBackends = "BRIDGE_BACKENDS"
+	// EnvDataDir is the durable store's directory.
+	EnvDataDir = "BRIDGE_DATA_DIR"
+	// EnvLogLevel is debug, info, warn or error.
+	EnvLogLevel = "BRIDGE_LOG_LEVEL"
+)

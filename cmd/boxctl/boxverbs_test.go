@@ -1,0 +1,139 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+func TestBoxVerbs_Flags(t *testing.T) {
+	type parsed struct {
+		box    string
+		boxes  []string
+		cmd    []string
+		dir    string
+		follow bool
+		dryRun bool
+		target string
+	}
+	check := func(t *testing.T, args []string, got parsed, called bool, err error, want parsed, wantErr string) {
+		t.Helper()
+		if wantErr != "" {
+			if exitCode(err) != 2 || !strings.Contains(err.Error(), wantErr) || called {
+				t.Fatalf("%v: error %v (exit %d, ran %v), want exit 2 containing %q", args, err, exitCode(err), called, wantErr)
+			}
+			return
+		}
+		if err != nil || !called {
+			t.Fatalf("%v: %v (ran %v)", args, err, called)
+		}
+		if diff := cmp.Diff(want, got, cmp.AllowUnexported(parsed{})); diff != "" {
+			t.Errorf("%v (-want +got):\n%s", args, diff)
+		}
+	}
+	tests := []struct {
+		args    []string
+		want    parsed
+		wantErr string
+	}{
+		{args: []string{"exec", "last", "--", "ls", "-la"}, want: parsed{box: "last", cmd: []string{"ls", "-la"}, target: "docker"}},
+		{args: []string{"exec", "-w", "/tmp", "3f2a", "--", "sh", "-c", "exit 3"}, want: parsed{box: "3f2a", cmd: []string{"sh", "-c", "exit 3"}, dir: "/tmp", target: "docker"}},
+		{args: []string{"exec", "last", "ls"}, wantErr: "want <box> -- CMD"},
+		{args: []string{"exec", "last", "--"}, wantErr: "want <box> -- CMD"},
+		{args: []string{"exec", "--", "ls"}, wantErr: "want <box> -- CMD"},
+		{args: []string{"logs", "last"}, want: parsed{box: "last", target: "docker"}},
+		{args: []string{"logs", "-f", "last"}, want: parsed{box: "last", follow: true, target: "docker"}},
+		{args: []string{"logs"}, wantErr: "accepts 1 arg(s)"},
+		{args: []string{"rm", "last", "3f2a"}, want: parsed{boxes: []string{"last", "3f2a"}, target: "docker"}},
+		{args: []string{"rm"}, wantErr: "requires at least 1 arg(s)"},
+		{args: []string{"ls"}, want: parsed{target: "docker"}},
+		{args: []string{"ls", "--target", "e2b"}, wantErr: `--target "e2b"`},
+		{args: []string{"ls", "x"}, wantErr: "unknown command"},
+		{args: []string{"gc", "--dry-run"}, want: parsed{dryRun: true, target: "docker"}},
+		{args: []string{"gc", "--target", "nope"}, wantErr: `--target "nope"`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var got parsed
+			var called bool
+			var err error
+			switch tt.args[0] {
+			case "exec":
+				var o *execOptions
+				o, called, err = parseCmd(t, newExecCmd, tt.args...)
+				if o != nil {
+					got = parsed{box: o.box, cmd: o.command, dir: o.dir, target: o.target}
+				}
+			case "logs":
+				var o *logsOptions
+				o, called, err = parseCmd(t, newLogsCmd, tt.args...)
+				if o != nil {
+					got = parsed{box: o.box, follow: o.follow, target: o.target}
+				}
+			case "rm":
+				var o *rmOptions
+				o, called, err = parseCmd(t, newRmCmd, tt.args...)
+				if o != nil {
+					got = parsed{boxes: o.boxes, target: o.target}
+				}
+			case "ls":
+				var o *lsOptions
+				o, called, err = parseCmd(t, newLsCmd, tt.args...)
+				if o != nil {
+					got = parsed{target: o.target}
+				}
+			case "gc":
+				var o *gcOptions
+				o, called, err = parseCmd(t, newGCCmd, tt.args...)
+				if o != nil {
+					got = parsed{dryRun: o.dryRun, target: o.target}
+				}
+			}
+			check(t, tt.args, got, called, err, tt.want, tt.wantErr)
+		})
+	}
+}
+
+func TestListRows(t *testing.T) {
+	now := time.Unix(1900000000, 0)
+	owner := stateOwner()
+	st := &boxState{Boxes: []boxRecord{
+		{ID: "known-box-0001", Target: "docker", RunTag: "run-a", Reference: &sandbox.Reference{Harness: "claude-code"}},
+		{ID: "gone-box-00002", Target: "docker", RunTag: "run-g", Created: now.Add(-time.Hour), Deadline: now.Add(-time.Minute),
+			Reference: &sandbox.Reference{Harness: "pi"}},
+		{RunTag: "run-pending", Target: "docker"},
+	}}
+	infos := []vendors.Info{
+		{ID: "other-box-0003", State: vendors.StateRunning, Created: now.Add(-2 * time.Minute), Deadline: now.Add(time.Hour),
+			Labels: map[string]string{boxmeta.LabelRunTag: "run-o", boxmeta.LabelOwner: "pid:h:1:2"}},
+		{ID: "known-box-0001", State: vendors.StateRunning, Created: now.Add(-time.Minute), Deadline: now.Add(30 * time.Minute),
+			Labels: map[string]string{boxmeta.LabelRunTag: "run-a", boxmeta.LabelOwner: owner}},
+	}
+	rows := listRows(st, "docker", infos)
+	want := []lsBox{
+		{ID: "known-box-0001", State: "running", RunTag: "run-a", Owner: owner, Created: now.Add(-time.Minute),
+			Deadline: now.Add(30 * time.Minute), Harness: "claude-code", InState: true},
+		{ID: "other-box-0003", State: "running", RunTag: "run-o", Owner: "pid:h:1:2", Created: now.Add(-2 * time.Minute),
+			Deadline: now.Add(time.Hour)},
+		{ID: "gone-box-00002", State: stateGone, RunTag: "run-g", Owner: owner, Created: now.Add(-time.Hour),
+			Deadline: now.Add(-time.Minute), Harness: "pi", InState: true},
+	}
+	if diff := cmp.Diff(want, rows); diff != "" {
+		t.Errorf("listRows (-want +got):\n%s", diff)
+	}
+	var b strings.Builder
+	if err := printLs(&b, rows, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"known-box-00 ", "other-box-00*", "in 30m0s", "passed 1m0s ago", "gone", "* not in this user's state"} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("ls output lacks %q:\n%s", s, b.String())
+		}
+	}
+}

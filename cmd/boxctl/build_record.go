@@ -1,0 +1,26 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/tangle-network/boxctl/boximage"
+)
+
+// rememberDockerBuild records rec, the image a `boxctl build --target
+// docker` just loaded, in the state file, so that `boxctl up` starts boxes
+// from it by default. A failure to record is a warning: the build itself
+// succeeded.
+func rememberDockerBuild(ctx context.Context, a *app, rec boximage.Record) boximage.Record {
+	sf, err := openState()
+	if err == nil {
+		err = sf.update(ctx, func(st *boxState) error {
+			st.LastBuild = &lastBuild{Target: rec.Target, Image: rec.Reference, Digest: rec.Digest, Built: time.Now().UTC()}
+			return nil
+		})
+	}
+	if err != nil {
+		a.log.Warn("the built image is not recorded for `boxctl up`: pass it with --image", "image", rec.Reference, "err", err)
+	}
+	return rec
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/docker"
+)
+
+// lsOptions are the flags of `boxctl ls`.
+type lsOptions struct {
+	target string
+}
+
+// lsBox is one row of `boxctl ls`.
+type lsBox struct {
+	ID       string    `json:"id"`
+	State    string    `json:"state"`
+	RunTag   string    `json:"runTag"`
+	Owner    string    `json:"owner,omitempty"`
+	Created  time.Time `json:"created,omitzero"`
+	Deadline time.Time `json:"deadline,omitzero"`
+	Harness  string    `json:"harness,omitempty"`
+	Image    string    `json:"image,omitempty"`
+	// InState reports whether the state file knows the box (turn can
+	// drive it).
+	InState bool `json:"inState"`
+}
+
+// stateGone is the state of a box the state file names that the vendor
+// no longer has.
+const stateGone = "gone"
+
+func newLsCmd(a *app, runF func(context.Context, *lsOptions) error) *cobra.Command {
+	o := &lsOptions{target: docker.Name}
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List the boxes boxctl made on a vendor",
+		Long: `ls lists every box carrying boxctl's labels on the vendor (whoever made it):
+id, state, run tag, owner, deadline, and the harness when the state file knows
+the box. A box the state file does not know is marked with *; one the state file
+names that no longer exists is listed as gone (boxctl gc forgets it).`,
+		Example: `  boxctl ls
+  boxctl ls -o json`,
+		Args: boxArgs(cobra.NoArgs),
+		RunE: verbRunE(a, o, func([]string) error { return checkBoxTarget(o.target) }, runF, runLs),
+	}
+	cmd.Flags().StringVar(&o.target, "target", o.target, "the vendor to list: "+strings.Join(boxTargets, ", "))
+	return cmd
+}
+
+func runLs(ctx context.Context, a *app, o *lsOptions) error {
+	_, st, v, closeVendor, err := a.openStateVendor(o.target)
+	if err != nil {
+		return err
+	}
+	defer closeVendor()
+	infos, err := v.List(ctx, nil)
+	if err != nil {
+		return err
+	}
+	rows := listRows(st, o.target, infos)
+	return a.print(rows, func(w io.Writer) error { return printLs(w, rows, time.Now()) })
+}
+
+// listRows joins the vendor's boxes with the state's records of target:
+// newest first, then the records whose boxes are gone.
+func listRows(st *boxState, target string, infos []vendors.Info) []lsBox {
+	rows := make([]lsBox, 0, len(infos))
+	seen := map[string]bool{}
+	for _, b := range infos {
+		row := lsBox{ID: b.ID, State: string(b.State), RunTag: b.RunTag(), Owner: b.Owner(), Created: b.Created,
+			Deadline: b.Deadline, Image: b.Image}
+		if rec := st.find(b.ID); rec != nil && rec.Target == target {
+			row.InState, seen[b.ID] = true, true
+			if rec.Reference != nil {
+				row.Harness = rec.Reference.Harness
+			}
+		}
+		rows = append(rows, row)
+	}
+	slices.SortStableFunc(rows, func(x, y lsBox) int { return y.Created.Compare(x.Created) })
+	for _, rec := range st.Boxes {
+		if rec.pending() || rec.Target != target || seen[rec.ID] {
+			continue
+		}
+		row := lsBox{ID: rec.ID, State: stateGone, RunTag: rec.RunTag, Owner: stateOwner(), Created: rec.Created,
+			Deadline: rec.Deadline, Image: rec.Image, InState: true}
+		if rec.Reference != nil {
+			row.Harness = rec.Reference.Harness
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func printLs(w io.Writer, rows []lsBox, now time.Time) error {
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(w, "no boxes")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tRUN TAG\tOWNER\tDEADLINE\tHARNESS")
+	unknown := false
+	for _, r := range rows {
+		id := shortID(r.ID)
+		if !r.InState {
+			id += "*"
+			unknown = true
+		}
+		harness := r.Harness
+		if harness == "" {
+			harness = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", id, r.State, r.RunTag, dash(r.Owner), deadlineText(r.Deadline, now), harness)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if unknown {
+		_, err := fmt.Fprintln(w, "* not in this user's state: turn cannot drive it; exec, logs and rm can")
+		return err
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// deadlineText renders a deadline relative to now.
+func deadlineText(d, now time.Time) string {
+	if d.IsZero() {
+		return "-"
+	}
+	left := d.Sub(now).Round(time.Second)
+	if left <= 0 {
+		return "passed " + (-left).String() + " ago"
+	}
+	return "in " + left.String()
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// runMainEnv makes this test binary run boxctl's main instead of the
+// tests: `up --router local` starts `boxctl router-stub` from
+// os.Executable, which in tests is this binary.
+const runMainEnv = "BOXCTL_TEST_RUN_MAIN"
+
+// runMainIfReexecuted runs main (which exits) in a test binary started
+// with runMainEnv, and otherwise sets it for the binaries the tests start.
+func runMainIfReexecuted() {
+	if os.Getenv(runMainEnv) == "1" {
+		main()
+	}
+	os.Setenv(runMainEnv, "1")
+}
+
+// isolateState points the state file of every test that does not choose
+// its own (useState) at a per-user scratch file, so that no test reads
+// or writes the user's state: `boxctl build --target docker` records its
+// image there.
+func isolateState() {
+	dir := filepath.Join(os.TempDir(), "boxctl-cmd-test-"+strconv.Itoa(os.Getuid()))
+	os.Setenv(stateEnv, filepath.Join(dir, "boxes.json"))
+}
+
+// useState points the state file at a fresh directory for one test and
+// returns its path.
+func useState(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "state", "boxes.json")
+	t.Setenv(stateEnv, p)
+	return p
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tangle-network/boxctl/vendors/docker"
+)
+
+// rmOptions are the flags and arguments of `boxctl rm`.
+type rmOptions struct {
+	target string
+	boxes  []string
+}
+
+// rmResult is one box `rm` removed.
+type rmResult struct {
+	ID string `json:"id"`
+	// Forgotten reports that the state file named the box.
+	Forgotten bool `json:"forgotten"`
+	// RouterStopped reports that its local model endpoint was stopped.
+	RouterStopped bool `json:"routerStopped,omitempty"`
+}
+
+func newRmCmd(a *app, runF func(context.Context, *rmOptions) error) *cobra.Command {
+	o := &rmOptions{target: docker.Name}
+	cmd := &cobra.Command{
+		Use:   "rm <box>...",
+		Short: "Destroy boxes and forget them",
+		Long: `rm destroys each box, stops the local model endpoint ` + "`up --router local`" + ` started for
+it, and removes it from the state file. <box> is a box id, a unique prefix of it,
+or "last"; a box the state does not know is found among the vendor's boxes. A box
+that is already gone is not an error.`,
+		Example: `  boxctl rm last
+  boxctl rm 3f2a 9bc0`,
+		Args: boxArgs(cobra.MinimumNArgs(1)),
+		RunE: verbRunE(a, o, func(args []string) error { o.boxes = args; return nil }, runF, runRm),
+	}
+	cmd.Flags().StringVar(&o.target, "target", o.target, "the vendor of a box the state does not know")
+	return cmd
+}
+
+func runRm(ctx context.Context, a *app, o *rmOptions) error {
+	sf, st, v, closeVendor, err := a.openStateVendor(o.target)
+	if err != nil {
+		return err
+	}
+	defer closeVendor()
+	var (
+		done []rmResult
+		errs []error
+	)
+	for _, arg := range o.boxes {
+		id, rec, err := resolveVendorBox(ctx, st, v, arg)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := destroyBox(ctx, v, id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res := rmResult{ID: id}
+		if rec != nil {
+			res.RouterStopped = rec.Router != nil && rec.Router.running()
+			stopRouter(a, rec.Router)
+			err := sf.update(context.WithoutCancel(ctx), func(st *boxState) error {
+				st.remove(func(r *boxRecord) bool { return r.ID == id })
+				return nil
+			})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("box %s removed, but not forgotten: %w", shortID(id), err))
+			}
+			res.Forgotten = err == nil
+		}
+		a.log.Debug("box removed", "box", shortID(id))
+		done = append(done, res)
+	}
+	if err := a.print(done, func(w io.Writer) error {
+		for _, r := range done {
+			if _, err := fmt.Fprintf(w, "removed %s\n", shortID(r.ID)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}

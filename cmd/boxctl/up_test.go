@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
+)
+
+// parseCmd runs cmd with args through its runF, which stores what it
+// got; it returns that and the command's error.
+func parseCmd[T any](t *testing.T, newCmd func(*app, func(context.Context, T) error) *cobra.Command, args ...string) (T, bool, error) {
+	t.Helper()
+	var got T
+	called := false
+	var out, errOut bytes.Buffer
+	a := newApp(&out, &errOut)
+	root := newRootCmd(a)
+	// Replace the registered command by one whose runF records.
+	cmd := newCmd(a, func(_ context.Context, o T) error { got, called = o, true; return nil })
+	for _, c := range root.Commands() {
+		if c.Name() == cmd.Name() {
+			root.RemoveCommand(c)
+		}
+	}
+	root.AddCommand(cmd)
+	root.SetArgs(args)
+	err := root.ExecuteContext(t.Context())
+	return got, called, err
+}
+
+func TestUpCmd_Flags(t *testing.T) {
+	type want struct {
+		image, harness, model, repo, gitRef, routerURL, routerKey string
+		lifetime                                                  time.Duration
+		local, showBearer                                         bool
+	}
+	tests := []struct {
+		name    string
+		env     map[string]string // TANGLE_ROUTER_URL, TANGLE_API_KEY
+		args    []string
+		want    want
+		wantErr string // with exit code 2
+	}{
+		{name: "router from the environment", env: map[string]string{routerURLEnv: "https://r.example", routerKeyVar: "k1"},
+			want: want{harness: "claude-code", routerURL: "https://r.example", routerKey: "k1", lifetime: 30 * time.Minute}},
+		{name: "router flag, key from the environment", env: map[string]string{routerKeyVar: "k2"},
+			args: []string{"--router", "http://10.0.0.1:9", "--image", "img:1", "--model", "sonnet", "--lifetime", "1h",
+				"--repo", "https://example.com/r.git", "--git-ref", "main", "--show-bearer"},
+			want: want{image: "img:1", harness: "claude-code", model: "sonnet", repo: "https://example.com/r.git", gitRef: "main",
+				routerURL: "http://10.0.0.1:9", routerKey: "k2", lifetime: time.Hour, showBearer: true}},
+		{name: "local router needs no environment", args: []string{"--router", "local", "--harness", "pi"},
+			want: want{harness: "pi", lifetime: 30 * time.Minute, local: true}},
+		{name: "no router at all", wantErr: "no model Router: TANGLE_ROUTER_URL and TANGLE_API_KEY are not set; set both, or pass --router local"},
+		{name: "no key", env: map[string]string{routerURLEnv: "https://r.example"},
+			wantErr: "no model Router: TANGLE_API_KEY is not set; set it, or pass --router local"},
+		{name: "no URL", env: map[string]string{routerKeyVar: "k"},
+			wantErr: "no model Router: TANGLE_ROUTER_URL is not set; set it, or pass --router local"},
+		{name: "router flag without key", args: []string{"--router", "https://r.example"},
+			wantErr: "no key for the Router: --router URL takes it from TANGLE_API_KEY, which is not set"},
+		{name: "router not a URL", env: map[string]string{routerKeyVar: "k"}, args: []string{"--router", "r.example"},
+			wantErr: `Router URL "r.example": want an absolute http or https URL`},
+		{name: "router URL with credentials", env: map[string]string{routerKeyVar: "k"}, args: []string{"--router", "https://u:p@r.example"},
+			wantErr: "must not carry credentials"},
+		{name: "zero lifetime", args: []string{"--router", "local", "--lifetime", "0s"}, wantErr: "every box ends"},
+		{name: "long lifetime", args: []string{"--router", "local", "--lifetime", "200h"}, wantErr: "the longest is"},
+		{name: "git ref alone", args: []string{"--router", "local", "--git-ref", "main"}, wantErr: "--git-ref goes with --repo"},
+		{name: "repo like a flag", args: []string{"--router", "local", "--repo", "--upload-pack=x"}, wantErr: "must not start with '-'"},
+		{name: "unknown harness", args: []string{"--router", "local", "--harness", "nope"}, wantErr: `--harness "nope": known harnesses are`},
+		{name: "unknown target", args: []string{"--router", "local", "--target", "k8s"}, wantErr: `--target "k8s"`},
+		{name: "arguments", args: []string{"--router", "local", "extra"}, wantErr: "unknown command"},
+		{name: "router key is no flag", args: []string{"--router-key", "k"}, wantErr: "unknown flag"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(routerURLEnv, tt.env[routerURLEnv])
+			t.Setenv(routerKeyVar, tt.env[routerKeyVar])
+			o, called, err := parseCmd(t, newUpCmd, append([]string{"up"}, tt.args...)...)
+			if tt.wantErr != "" {
+				if exitCode(err) != 2 || !strings.Contains(err.Error(), tt.wantErr) || called {
+					t.Fatalf("up %v: error %v (exit %d, ran %v), want exit 2 containing %q", tt.args, err, exitCode(err), called, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !called {
+				t.Fatalf("up %v: %v (ran %v)", tt.args, err, called)
+			}
+			got := want{image: o.image, harness: o.harness, model: o.model, repo: o.repo, gitRef: o.gitRef,
+				routerURL: o.routerURL, routerKey: o.routerKey, lifetime: o.lifetime, local: o.router == routerLocal, showBearer: o.showBearer}
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("up %v options (-want +got):\n%s", tt.args, diff)
+			}
+		})
+	}
+}
+
+func TestUpCmd_NoImage(t *testing.T) {
+	useState(t)
+	_, _, err := run(t, "up", "--router", "local")
+	if exitCode(err) != 2 || !strings.Contains(err.Error(), "no box image: pass --image REF, or build one with `boxctl build --target docker`") {
+		t.Errorf("up without an image or a build = %v, want a usage error naming both ways", err)
+	}
+}

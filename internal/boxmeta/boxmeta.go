@@ -1,0 +1,62 @@
+// Package boxmeta holds the names every part of boxctl uses to describe a
+// box: the labels a vendor puts on it (and `boxctl gc` selects by), and the
+// lifetime variables the image's init reads. The image renderer, the
+// vendors and the sandbox provider import these constants; none of them
+// spells the strings itself.
+package boxmeta
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Label keys carried by every box.
+const (
+	// LabelPrefix starts every boxctl box label.
+	LabelPrefix = "io.github.tangle-network.boxctl.box."
+	// LabelManaged marks a box boxctl created ("true"); List and gc select
+	// on it.
+	LabelManaged = LabelPrefix + "managed"
+	// LabelRunTag is the run tag: one caller's boxes, removable together.
+	LabelRunTag = LabelPrefix + "run"
+	// LabelOwner names the process or state that owns the box (see
+	// Owner); gc removes boxes whose owner is gone.
+	LabelOwner = LabelPrefix + "owner"
+	// LabelDeadline is the box's end, in Unix seconds.
+	LabelDeadline = LabelPrefix + "deadline"
+	// LabelVersion is the boxctl version that created the box.
+	LabelVersion = LabelPrefix + "version"
+)
+
+// Lifetime variables read by the image's init (box-init).
+const (
+	// EnvDeadline is the absolute end of the box, in Unix seconds; the
+	// vendor sets it at create.
+	EnvDeadline = "BOX_DEADLINE"
+	// EnvLifetime is the box's lifetime in seconds from its start; the
+	// image sets a default.
+	EnvLifetime = "BOX_LIFETIME"
+	// EnvKillGrace separates SIGTERM from SIGKILL at the deadline, in
+	// seconds.
+	EnvKillGrace = "BOX_KILL_GRACE"
+)
+
+// FormatDeadline renders a deadline as the value of LabelDeadline and
+// EnvDeadline: Unix seconds, rounded up so a box never ends early.
+func FormatDeadline(t time.Time) string {
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return strconv.FormatInt(s, 10)
+}
+
+// ParseDeadline reads a LabelDeadline value.
+func ParseDeadline(v string) (time.Time, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return time.Time{}, fmt.Errorf("box deadline %q is not Unix seconds", v)
+	}
+	return time.Unix(n, 0), nil
+}

@@ -1,0 +1,52 @@
+// Package sandbox is the sandbox provider: it makes a box on a vendor,
+// boots the bridge inside it, and hands back an Environment that behaves
+// like provider.Environment over the box's exposed port.
+//
+// # The create flow
+//
+// Provider.Create runs these steps, in order:
+//
+//  1. Refuse every create field the vendor cannot honour (vendors.Check),
+//     an unknown harness, and a profile the provider would refuse, before
+//     any vendor call.
+//  2. Create the box from the image, with a finite lifetime, the run tag
+//     and the owner.
+//  3. Spawn box-bridge in the box with a fresh random bearer (256 bits) and
+//     the router key, in that process's environment only.
+//  4. Wait until /health reports the selected backend ready (a real request
+//     each poll, under ReadyTimeout), failing at once if the bridge exits.
+//  5. Check the version the backend reports against its pin.
+//  6. Clone the workspace repository into the box's workspace, at GitRef
+//     when given.
+//  7. Create the provider environment at the box's endpoint.
+//
+// Any failure after step 2 destroys the box before the error returns, on a
+// context that the caller's cancellation does not reach, with its own
+// deadline. If that destroy fails, the error is a *vendors.CleanupError
+// carrying the box id.
+//
+// # Turns
+//
+// Turns run through the bridge with the provider's rules (see package
+// provider). A streamed turn opens with an execution.started event naming
+// the declared model, and ends with the terminal result naming the model
+// the harness reported serving (Event.ProviderModels); usage carries token
+// counts and never a cost (the bridge's dollar figure is an estimate).
+// Turn.Timeout cancels the run and ends the stream with a failed
+// result naming the timeout; a cancelled context returns context.Canceled.
+// An environment runs one turn at a time: a turn while another is live is a
+// *provider.ConflictError of type session_busy. Destroy cancels live runs,
+// then destroys the box, even when a cancel fails.
+//
+// # Reconnecting
+//
+// Environment.Reference is everything another process needs to drive the
+// box again through Provider.Connect. It holds the bearer, a secret: its
+// String and LogValue redact it, and only its JSON form carries it, for
+// a state file the caller keeps private.
+//
+// # Garbage collection
+//
+// GC removes boxes of a vendor whose deadline passed or whose owner is gone
+// (see Owner), by label alone.
+package sandbox

@@ -1,0 +1,176 @@
+package sandbox
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/pins"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// Defaults.
+const (
+	// DefaultLifetime is a box's lifetime when neither Options nor the
+	// request sets one.
+	DefaultLifetime = 30 * time.Minute
+	// DefaultReadyTimeout bounds the wait for the bridge's backend.
+	DefaultReadyTimeout = 2 * time.Minute
+	// DefaultCloneTimeout bounds the workspace clone.
+	DefaultCloneTimeout = 5 * time.Minute
+	// DefaultDestroyTimeout bounds the destroy after a failed create.
+	DefaultDestroyTimeout = time.Minute
+	// BridgePort is the port the bridge listens on in the box.
+	BridgePort = 3344
+	// Workspace is the directory the harness works in, in the box.
+	Workspace = "/workspace"
+	// BridgeProcess is the name of the bridge's process in the box.
+	BridgeProcess = "bridge"
+)
+
+// Router is where the harnesses' model traffic goes.
+type Router struct {
+	// URL is the Router's base URL, as the box reaches it.
+	URL string
+	// Key is the per-run router key. Secret: it is passed to the bridge
+	// process only.
+	Key string
+}
+
+// check validates a router; Create requires one, Connect does not.
+func (r Router) check() error {
+	if u, err := url.Parse(r.URL); r.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("Router.URL must be an absolute http or https URL")
+	} else if u.User != nil {
+		return errors.New("Router.URL must not carry credentials: pass the key as Router.Key")
+	}
+	if r.Key == "" {
+		return errors.New("Router.Key is required")
+	}
+	return nil
+}
+
+// String hides the key.
+func (r Router) String() string { return "router(" + r.URL + ")" }
+
+// LogValue hides the key.
+func (r Router) LogValue() slog.Value { return slog.StringValue(r.String()) }
+
+// Options configures a Provider. Vendor and Image are required, and
+// Router for Create;
+// every other zero value means the documented default.
+type Options struct {
+	// Vendor makes the boxes.
+	Vendor vendors.Vendor
+	// Image is the box image (a reference the vendor can create from).
+	Image string
+	// Router is the model Router the box's harnesses use; required by
+	// Create (a provider that only reconnects with Connect needs none).
+	Router Router
+	// Pins are the versions to check the box's harnesses against.
+	// Default: the embedded pins.
+	Pins *pins.Pins
+	// Lifetime is each box's lifetime. Default: DefaultLifetime.
+	Lifetime time.Duration
+	// RunTag labels every box this provider makes. Default: a random tag
+	// per Provider.
+	RunTag string
+	// Owner is the owner label of every box. Default: ProcessOwner().
+	Owner string
+	// Resources are each box's limits. Default: the vendor's.
+	Resources vendors.Resources
+	// Labels are added to every box.
+	Labels map[string]string
+	// ReadyTimeout bounds the wait for the bridge. Default:
+	// DefaultReadyTimeout.
+	ReadyTimeout time.Duration
+	// CloneTimeout bounds the workspace clone. Default:
+	// DefaultCloneTimeout.
+	CloneTimeout time.Duration
+	// BridgeEnv is extra bridge configuration (bridge-protocol.md), such
+	// as BRIDGE_LOG_LEVEL; it may not set the bearer, the router or the
+	// listen address.
+	BridgeEnv map[string]string
+	// Logger receives progress records (never a secret). Default: discard.
+	Logger *slog.Logger
+}
+
+func (o Options) normalized() (Options, error) {
+	var errs []error
+	if o.Vendor == nil {
+		errs = append(errs, errors.New("Vendor is required"))
+	}
+	if o.Image == "" {
+		errs = append(errs, errors.New("Image is required"))
+	}
+	if o.Router != (Router{}) {
+		if err := o.Router.check(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for k := range o.BridgeEnv {
+		if reservedBridgeEnv[k] {
+			errs = append(errs, fmt.Errorf("BridgeEnv may not set %s", k))
+		}
+	}
+	if o.Lifetime < 0 || o.ReadyTimeout < 0 || o.CloneTimeout < 0 {
+		errs = append(errs, errors.New("durations must not be negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return o, fmt.Errorf("sandbox options: %w", err)
+	}
+	if o.Pins == nil {
+		p, err := pins.Load()
+		if err != nil {
+			return o, fmt.Errorf("sandbox options: %w", err)
+		}
+		o.Pins = p
+	}
+	if o.Lifetime == 0 {
+		o.Lifetime = DefaultLifetime
+	}
+	if o.RunTag == "" {
+		o.RunTag = NewRunTag()
+	}
+	if o.Owner == "" {
+		o.Owner = ProcessOwner()
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = DefaultReadyTimeout
+	}
+	if o.CloneTimeout == 0 {
+		o.CloneTimeout = DefaultCloneTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, nil
+}
+
+// NewRunTag returns a fresh random run tag.
+func NewRunTag() string {
+	return "run-" + strings.ToLower(rand.Text()[:16])
+}
+
+// newSecret returns 256 random bits, hex encoded.
+func newSecret() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	const hexdigits = "0123456789abcdef"
+	out := make([]byte, 64)
+	for i, c := range b {
+		out[2*i], out[2*i+1] = hexdigits[c>>4], hexdigits[c&15]
+	}
+	return string(out)
+}
+
+// reservedBridgeEnv are the bridge variables the provider sets itself.
+var reservedBridgeEnv = map[string]bool{
+	wire.EnvBearer: true, wire.EnvRouterKey: true, wire.EnvRouterURL: true, wire.EnvHost: true,
+	wire.EnvPort: true, wire.EnvBackends: true, wire.EnvDataDir: true,
+}

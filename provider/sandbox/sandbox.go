@@ -1,0 +1,324 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/pins"
+	"github.com/tangle-network/boxctl/provider"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// Provider makes environments in boxes of one vendor from one image. It
+// is safe for concurrent use.
+type Provider struct {
+	o Options
+}
+
+// New returns a Provider. It makes no vendor call.
+func New(o Options) (*Provider, error) {
+	o, err := o.normalized()
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{o: o}, nil
+}
+
+// RunTag returns the run tag of this provider's boxes.
+func (p *Provider) RunTag() string { return p.o.RunTag }
+
+// WorkspaceRepo asks for a repository checkout in the box.
+type WorkspaceRepo struct {
+	// RepoURL is cloned into the box's workspace. Credentials in it are
+	// used by git and never appear in an error.
+	RepoURL string
+	// GitRef is checked out after the clone (branch, tag or commit);
+	// empty means the default branch.
+	GitRef string
+}
+
+// CreateRequest describes one environment in a new box.
+type CreateRequest struct {
+	// Profile is the agent profile; Profile.Harness is required.
+	Profile provider.Profile
+	// Workspace asks for a repository in the box's workspace.
+	Workspace *WorkspaceRepo
+	// Env is added to the harness's environment on every turn.
+	Env map[string]string
+	// Metadata is forwarded with every turn.
+	Metadata map[string]any
+	// Lifetime overrides Options.Lifetime for this box.
+	Lifetime time.Duration
+	// Labels are added to this box's labels.
+	Labels map[string]string
+}
+
+func (p *Provider) spec(req CreateRequest) vendors.CreateSpec {
+	life := p.o.Lifetime
+	if req.Lifetime != 0 {
+		life = req.Lifetime
+	}
+	labels := maps.Clone(p.o.Labels)
+	if len(req.Labels) > 0 {
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		maps.Copy(labels, req.Labels)
+	}
+	return vendors.CreateSpec{Image: p.o.Image, Lifetime: life, RunTag: p.o.RunTag, Owner: p.o.Owner,
+		Labels: labels, Resources: p.o.Resources, Ports: []int{BridgePort}}
+}
+
+// check refuses what would fail later, before any vendor call.
+func (p *Provider) check(req CreateRequest) (*pins.Harness, vendors.CreateSpec, error) {
+	spec := p.spec(req)
+	if err := p.o.Router.check(); err != nil {
+		return nil, spec, fmt.Errorf("create box: %w", err)
+	}
+	if req.Lifetime < 0 {
+		return nil, spec, errors.New("create box: lifetime must not be negative")
+	}
+	if err := vendors.Check(p.o.Vendor, spec); err != nil {
+		return nil, spec, fmt.Errorf("create box: %w", err)
+	}
+	if req.Profile.Harness == "" {
+		return nil, spec, errors.New("create box: profile harness is required")
+	}
+	h, ok := p.o.Pins.Harness(req.Profile.Harness)
+	if !ok {
+		return nil, spec, fmt.Errorf("create box: harness %q: %w", req.Profile.Harness, pins.ErrUnknownHarness)
+	}
+	if err := provider.CheckCreate(p.envRequest(req, h)); err != nil {
+		return nil, spec, fmt.Errorf("create box: %w", err)
+	}
+	if w := req.Workspace; w != nil {
+		if w.RepoURL == "" {
+			return nil, spec, errors.New("create box: workspace repoUrl is required")
+		}
+		if strings.HasPrefix(w.RepoURL, "-") || strings.HasPrefix(w.GitRef, "-") {
+			return nil, spec, errors.New("create box: workspace repoUrl and gitRef must not start with '-'")
+		}
+	}
+	return h, spec, nil
+}
+
+// envRequest is the provider request of an environment.
+func (p *Provider) envRequest(req CreateRequest, h *pins.Harness) provider.CreateRequest {
+	prof := req.Profile
+	prof.Harness = h.Name
+	if prof.Name == "" {
+		prof.Name = h.Name
+	}
+	return provider.CreateRequest{Profile: prof, Workspace: &provider.Workspace{Cwd: Workspace}, Env: req.Env, Metadata: req.Metadata}
+}
+
+// Create makes a box and returns its environment; see the package
+// documentation for the steps and the cleanup rules.
+func (p *Provider) Create(ctx context.Context, req CreateRequest) (*Environment, error) {
+	h, spec, err := p.check(req)
+	if err != nil {
+		return nil, err
+	}
+	log := p.o.Logger.With("vendor", p.o.Vendor.Name(), "run", spec.RunTag)
+	start := time.Now()
+	box, err := p.o.Vendor.Create(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("create box: %w", err)
+	}
+	log = log.With("box", box.ID())
+	log.Debug("box created", "took", time.Since(start))
+	env, err := p.boot(ctx, box, req, h, spec)
+	if err != nil {
+		return nil, p.cleanup(ctx, box, err)
+	}
+	log.Debug("environment ready", "took", time.Since(start))
+	return env, nil
+}
+
+// cleanup destroys box after a failure, on a context Ctrl-C cannot end.
+func (p *Provider) cleanup(ctx context.Context, box vendors.Box, cause error) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultDestroyTimeout)
+	defer cancel()
+	if derr := box.Destroy(cctx); derr != nil {
+		return &vendors.CleanupError{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Err: errors.Join(cause, fmt.Errorf("destroy: %w", derr))}
+	}
+	return cause
+}
+
+func (p *Provider) boot(ctx context.Context, box vendors.Box, req CreateRequest, h *pins.Harness, spec vendors.CreateSpec) (*Environment, error) {
+	bearer := newSecret()
+	env := map[string]string{}
+	maps.Copy(env, p.o.BridgeEnv)
+	maps.Copy(env, map[string]string{
+		wire.EnvBearer: bearer, wire.EnvRouterKey: p.o.Router.Key, wire.EnvRouterURL: p.o.Router.URL,
+		wire.EnvHost: "0.0.0.0", wire.EnvPort: strconv.Itoa(BridgePort), wire.EnvBackends: h.Backend,
+		wire.EnvDataDir: "/home/box/.box-bridge",
+	})
+	proc, err := box.Spawn(ctx, vendors.SpawnSpec{Name: BridgeProcess, Command: []string{"box-bridge"}, Env: env, Dir: Workspace})
+	if err != nil {
+		return nil, fmt.Errorf("start bridge: %w", err)
+	}
+	ep, err := box.Endpoint(ctx, BridgePort)
+	if err != nil {
+		return nil, fmt.Errorf("bridge endpoint: %w", err)
+	}
+	client := ep.Client()
+	exited := make(chan error, 1)
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() {
+		code, err := proc.Wait(wctx)
+		if err != nil {
+			return
+		}
+		exited <- &BridgeExitError{ExitCode: code, Log: processLog(context.WithoutCancel(ctx), proc)}
+	}()
+	health, err := healthWait{URL: ep.URL, Client: client, Backend: h.Name, Timeout: p.o.ReadyTimeout}.WaitUntilReady(ctx, exited)
+	if err != nil {
+		return nil, fmt.Errorf("wait for bridge: %w", err)
+	}
+	stopWatch()
+	if !versionMatches(h, health.Version) {
+		return nil, &PinMismatchError{Harness: h.Name, Pinned: h.Version, Reported: health.Version}
+	}
+	if w := req.Workspace; w != nil {
+		if err := p.clone(ctx, box, w); err != nil {
+			return nil, err
+		}
+	}
+	info, err := box.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("box status: %w", err)
+	}
+	ref := Reference{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Endpoint: ep.URL, Bearer: bearer, Harness: h.Name,
+		Profile: req.Profile, Env: req.Env, Metadata: req.Metadata, RunTag: spec.RunTag, Deadline: info.Deadline,
+		EnvironmentKey: "box-" + strings.ToLower(newSecret()[:24])}
+	return p.attach(ctx, box, ep, ref, h)
+}
+
+// attach makes the provider environment of a booted box.
+func (p *Provider) attach(ctx context.Context, box vendors.Box, ep vendors.Endpoint, ref Reference, h *pins.Harness) (*Environment, error) {
+	pv, err := provider.New(provider.Options{BaseURL: ep.URL, BearerToken: ref.Bearer, HTTPClient: ep.Client(),
+		Name: "boxctl-" + ref.Vendor, Logger: p.o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	preq := p.envRequest(CreateRequest{Profile: ref.Profile, Env: ref.Env, Metadata: ref.Metadata}, h)
+	preq.IdempotencyKey = ref.EnvironmentKey
+	penv, err := pv.Create(ctx, preq)
+	if err != nil {
+		_ = pv.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("environment: %w", err)
+	}
+	return &Environment{Environment: penv, p: p, pv: pv, box: box, ref: ref}, nil
+}
+
+// versionMatches reports whether a backend's reported version is the pin.
+func versionMatches(h *pins.Harness, reported string) bool {
+	re, err := regexp.Compile(h.VersionPattern)
+	if err != nil {
+		return false
+	}
+	return re.MatchString(strings.TrimSpace(reported))
+}
+
+// processLog returns the tail of an ended process's output.
+func processLog(ctx context.Context, proc vendors.Process) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	stdout, stderr, err := proc.Output(ctx)
+	if err != nil {
+		return ""
+	}
+	defer stdout.Close()
+	defer stderr.Close()
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	b, _ := io.ReadAll(io.LimitReader(stderr, 1<<20))
+	s := strings.TrimSpace(string(b))
+	if len(s) > 2000 {
+		s = "..." + s[len(s)-2000:]
+	}
+	return s
+}
+
+// clone checks the workspace repository out in the box.
+func (p *Provider) clone(ctx context.Context, box vendors.Box, w *WorkspaceRepo) error {
+	ctx, cancel := context.WithTimeout(ctx, p.o.CloneTimeout)
+	defer cancel()
+	script := `git clone --quiet -- "$0" . && { [ -z "$1" ] || git checkout --quiet "$1" --; }`
+	res, err := box.Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c", script, w.RepoURL, w.GitRef}, Dir: Workspace,
+		Env: map[string]string{"GIT_TERMINAL_PROMPT": "0"}})
+	safe := redactURL(w.RepoURL)
+	if err != nil {
+		return &CloneError{Repo: safe, GitRef: w.GitRef, Message: redactIn(err.Error(), w.RepoURL)}
+	}
+	if res.ExitCode != 0 {
+		msg := strings.TrimSpace(string(res.Stderr))
+		if msg == "" {
+			msg = "git exited " + strconv.Itoa(res.ExitCode)
+		}
+		return &CloneError{Repo: safe, GitRef: w.GitRef, Message: redactIn(msg, w.RepoURL)}
+	}
+	return nil
+}
+
+// redactURL drops a URL's credentials.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	u.User = nil
+	return u.String()
+}
+
+// redactIn removes the credentials of raw (a URL) from s.
+func redactIn(s, raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return s
+	}
+	s = strings.ReplaceAll(s, raw, redactURL(raw))
+	if pw, ok := u.User.Password(); ok && pw != "" {
+		s = strings.ReplaceAll(s, pw, "xxxxx")
+		s = strings.ReplaceAll(s, url.QueryEscape(pw), "xxxxx")
+	}
+	if name := u.User.Username(); name != "" {
+		s = strings.ReplaceAll(s, name+"@", "xxxxx@")
+	}
+	return s
+}
+
+// Connect drives an existing box again from a reference another process
+// persisted.
+func (p *Provider) Connect(ctx context.Context, ref Reference) (*Environment, error) {
+	if ref.Vendor != p.o.Vendor.Name() {
+		return nil, fmt.Errorf("connect: reference is of vendor %s, not %s", ref.Vendor, p.o.Vendor.Name())
+	}
+	if ref.BoxID == "" || ref.Bearer == "" || ref.EnvironmentKey == "" {
+		return nil, errors.New("connect: reference lacks its box id, bearer or environment key")
+	}
+	h, ok := p.o.Pins.Harness(ref.Harness)
+	if !ok {
+		return nil, fmt.Errorf("connect: harness %q: %w", ref.Harness, pins.ErrUnknownHarness)
+	}
+	box, err := p.o.Vendor.Connect(ctx, ref.BoxID)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	ep, err := box.Endpoint(ctx, BridgePort)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	ref.Endpoint = ep.URL
+	return p.attach(ctx, box, ep, ref, h)
+}

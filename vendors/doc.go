@@ -1,0 +1,39 @@
+// Package vendors defines what boxctl needs of a place that runs boxes: the
+// Vendor and Box interfaces, the create specification, and the typed
+// errors every vendor returns. It holds no vendor code; docker, e2b,
+// daytona and kubernetes implement it in their own packages, each
+// exporting a type named Vendor, and vendortest is the behavioural suite
+// every one of them must pass.
+//
+// # The contract
+//
+// A box is a finite-lifetime machine from an image. Create starts one and
+// returns once it runs; its lifetime is required and finite, and the
+// vendor enforces it on its side (a box whose caller crashed still ends at
+// its deadline). Every box carries the labels of package internal/boxmeta
+// (managed, run tag, owner, deadline, version) so that List and gc can find
+// it without any record of the caller's.
+//
+// A vendor honours a fixed set of create fields (Vendor.Supports). Callers
+// refuse a spec that sets any other field before any vendor call, with
+// Check; a vendor that is given one anyway returns *UnsupportedError.
+//
+// Errors mean the same on every vendor and are tested with errors.Is and
+// errors.As: ErrNotFound (the box does not exist, or no longer does),
+// ErrGone (the box vanished while an operation was running in it),
+// *RateLimitError (throttled or over quota, with the wait the vendor
+// asked for), *UnsupportedError (a create field the vendor cannot honour).
+//
+// Destroy is idempotent: destroying a box that is already gone returns
+// nil. Connect and every Box method of a box that does not exist return an
+// error matching ErrNotFound.
+//
+// # Ownership
+//
+// A Box value holds no resources of its own that need closing beyond what
+// its methods return: the reader of Process.Output and the Process itself
+// are closed by their caller; a Vendor that holds connections has Close.
+// Processes started with Spawn live on in the box independently of the
+// caller's context and of the Process value: only Signal, the process's own
+// end, or the box's end stops them.
+package vendors

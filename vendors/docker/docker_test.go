@@ -1,0 +1,239 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tangle-network/boxctl/internal/boxbridgetest"
+	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/internal/boxtest"
+	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/vendortest"
+)
+
+func newVendor(t *testing.T) (*Vendor, string) {
+	t.Helper()
+	env := testbed.Require(t)
+	img := boxtest.Image(t, boxtest.Options{})
+	v, err := New(WithHost(env.DockerHost), WithNetwork("boxctl-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	return v, img
+}
+
+func TestMain(m *testing.M) { boxbridgetest.Main(m) }
+
+func TestVendor_Suite(t *testing.T) {
+	v, img := newVendor(t)
+	vendortest.Run(t, vendortest.Config{Vendor: v, Image: img, Describe: describe})
+}
+
+// describe returns the engine's raw inspect data of the box and its execs.
+func describe(t testing.TB, b vendors.Box, _ vendors.Process) []byte {
+	return []byte(boxtest.Inspect(t, b.ID()))
+}
+
+func create(t *testing.T, v *Vendor, spec vendors.CreateSpec) vendors.Box {
+	t.Helper()
+	if spec.RunTag == "" {
+		spec.RunTag = vendortest.RunTag(t)
+	}
+	if spec.Lifetime == 0 {
+		spec.Lifetime = 5 * time.Minute
+	}
+	box, err := v.Create(t.Context(), spec)
+	if box != nil {
+		t.Cleanup(func() { _ = box.Destroy(context.WithoutCancel(t.Context())) })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return box
+}
+
+func exec1(t *testing.T, b vendors.Box, cmd ...string) vendors.ExecResult {
+	t.Helper()
+	res, err := b.Exec(t.Context(), vendors.ExecSpec{Command: cmd})
+	if err != nil {
+		t.Fatalf("exec %v: %v", cmd, err)
+	}
+	return res
+}
+
+func TestVendor_Hardened(t *testing.T) {
+	t.Parallel()
+	v, img := newVendor(t)
+	box := create(t, v, vendors.CreateSpec{Image: img, Ports: []int{3344}})
+
+	res := exec1(t, box, "sh", "-c", "id -u; grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs)' /proc/self/status")
+	got := strings.Fields(string(res.Stdout))
+	want := []string{"10001", "CapInh:", "0000000000000000", "CapPrm:", "0000000000000000", "CapEff:", "0000000000000000",
+		"CapBnd:", "0000000000000000", "CapAmb:", "0000000000000000", "NoNewPrivs:", "1"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("process status in a box = %q, want non-root, no capabilities, no new privileges", res.Stdout)
+	}
+	c, err := v.cli.ContainerInspect(t.Context(), box.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := c.HostConfig
+	if !hc.AutoRemove || hc.NetworkMode.NetworkName() != "boxctl-test" || hc.PidsLimit == nil || *hc.PidsLimit != DefaultPids ||
+		hc.NanoCPUs != int64(DefaultCPUs*1e9) || hc.Memory != DefaultMemory || hc.Privileged {
+		t.Errorf("host config = auto-remove %v, network %s, pids %v, cpus %d, memory %d; want the hardened defaults",
+			hc.AutoRemove, hc.NetworkMode, hc.PidsLimit, hc.NanoCPUs, hc.Memory)
+	}
+	for port, binds := range hc.PortBindings {
+		for _, b := range binds {
+			if b.HostIP != "127.0.0.1" || b.HostPort != "" {
+				t.Errorf("port %s bound on %s:%s, want 127.0.0.1 on an ephemeral port", port, b.HostIP, b.HostPort)
+			}
+		}
+	}
+	if c.Config.Labels[boxmeta.LabelDeadline] == "" || !strings.Contains(strings.Join(c.Config.Env, " "), boxmeta.EnvDeadline+"=") {
+		t.Errorf("box lacks its deadline: labels %v env %v", c.Config.Labels, c.Config.Env)
+	}
+}
+
+func TestVendor_ForkBombHitsPidsLimit(t *testing.T) {
+	t.Parallel()
+	v, img := newVendor(t)
+	bomb := create(t, v, vendors.CreateSpec{Image: img, Resources: vendors.Resources{Pids: 64}})
+	other := create(t, v, vendors.CreateSpec{Image: img})
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	// A classic fork bomb, bounded in time by the context.
+	_, _ = bomb.Spawn(ctx, vendors.SpawnSpec{Name: "bomb", Command: []string{"sh", "-c", `b() { b | b & }; b; sleep 60`}})
+	vendortest.Poll(t, 20*time.Second, "the bomb to reach the pids limit", func() bool {
+		res, err := bomb.Exec(t.Context(), vendors.ExecSpec{Command: []string{"cat", "/sys/fs/cgroup/pids.current"}})
+		if err != nil || res.ExitCode != 0 {
+			// The exec itself may not fork: that is the limit working.
+			return true
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
+		return err == nil && n >= 60
+	})
+	if res := exec1(t, other, "echo", "alive"); string(res.Stdout) != "alive\n" {
+		t.Errorf("another box during the bomb: %q", res.Stdout)
+	}
+	if out, err := exec.CommandContext(t.Context(), "sh", "-c", "echo host alive").Output(); err != nil || string(out) != "host alive\n" {
+		t.Errorf("host during the bomb: %q %v", out, err)
+	}
+	if err := bomb.Destroy(t.Context()); err != nil {
+		t.Errorf("destroy the bomb's box: %v", err)
+	}
+}
+
+func TestVendor_BoxesCannotReachEachOther(t *testing.T) {
+	t.Parallel()
+	v, img := newVendor(t)
+	server := create(t, v, vendors.CreateSpec{Image: img, Ports: []int{8080}})
+	client := create(t, v, vendors.CreateSpec{Image: img})
+	if _, err := server.Spawn(t.Context(), vendors.SpawnSpec{Command: []string{"node", "-e",
+		`require("http").createServer((q, s) => s.end("ok")).listen(8080, "0.0.0.0")`}}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := v.cli.ContainerInspect(t.Context(), server.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := c.NetworkSettings.Networks["boxctl-test"].IPAddress
+	ep, err := server.Endpoint(t.Context(), 8080)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vendortest.Poll(t, 30*time.Second, "the server box to answer its host", func() bool {
+		resp, err := http.Get(ep.URL)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == 200
+	})
+	res := exec1(t, client, "node", "-e", `fetch("http://`+ip+`:8080", {signal: AbortSignal.timeout(3000)}).then(() => process.exit(0), () => process.exit(7))`)
+	if res.ExitCode != 7 {
+		t.Errorf("a box reached another box at %s:8080 (exit %d, %s)", ip, res.ExitCode, res.Stderr)
+	}
+	host, err := v.HostAddress(t.Context())
+	if err != nil || host == "" {
+		t.Errorf("HostAddress = %q, %v", host, err)
+	}
+}
+
+func TestVendor_ConcurrentCreates(t *testing.T) {
+	t.Parallel()
+	v, img := newVendor(t)
+	tag := vendortest.RunTag(t)
+	const n = 20
+	var mu sync.Mutex
+	var boxes []vendors.Box
+	t.Cleanup(func() {
+		for _, b := range boxes {
+			_ = b.Destroy(context.WithoutCancel(t.Context()))
+		}
+	})
+	g, ctx := errgroup.WithContext(t.Context())
+	start := time.Now()
+	for range n {
+		g.Go(func() error {
+			b, err := v.Create(ctx, vendors.CreateSpec{Image: img, RunTag: tag, Lifetime: 5 * time.Minute, Ports: []int{3344}})
+			if b != nil {
+				mu.Lock()
+				boxes = append(boxes, b)
+				mu.Unlock()
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatalf("%d concurrent creates: %v", n, err)
+	}
+	t.Logf("%d concurrent creates in %v", n, time.Since(start).Round(time.Millisecond))
+	list, err := v.List(t.Context(), map[string]string{boxmeta.LabelRunTag: tag})
+	if err != nil || len(list) != n {
+		t.Fatalf("List = %d boxes, %v; want %d", len(list), err, n)
+	}
+	g = &errgroup.Group{}
+	for _, b := range boxes {
+		g.Go(func() error { return b.Destroy(t.Context()) })
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := v.List(t.Context(), map[string]string{boxmeta.LabelRunTag: tag}); err != nil || len(list) != 0 {
+		t.Errorf("List after destroy = %d boxes, %v; want none", len(list), err)
+	}
+}
+
+func TestVendor_FailedCreateLeavesNoBox(t *testing.T) {
+	t.Parallel()
+	v, img := newVendor(t)
+	tag := vendortest.RunTag(t)
+	_, err := v.Create(t.Context(), vendors.CreateSpec{Image: img, RunTag: tag, Lifetime: time.Minute, Runtime: "no-such-runtime"})
+	if err == nil {
+		t.Fatal("Create with an unknown runtime succeeded")
+	}
+	var ce *vendors.CleanupError
+	if errors.As(err, &ce) {
+		t.Fatalf("Create = %v, want the box removed", err)
+	}
+	if list, _ := v.List(t.Context(), map[string]string{boxmeta.LabelRunTag: tag}); len(list) != 0 {
+		t.Errorf("a failed create left %d boxes", len(list))
+	}
+	if _, err := v.Create(t.Context(), vendors.CreateSpec{Image: "127.0.0.1:5000/boxctl/no-such-image:x", RunTag: tag, Lifetime: time.Minute}); err == nil {
+		t.Error("Create from a missing image succeeded")
+	}
+	_ = json.Valid
+}

@@ -1,0 +1,235 @@
+package docker
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// supervisor starts "$@" in the background with its output in files,
+// prints its pid, waits for it and records its exit status. $1 is the
+// process's directory under ProcDir. It writes nothing to its own stdout
+// after the pid, so the caller may drop the connection.
+const supervisor = `d=$1; shift
+mkdir -p "${d%/*}" && mkdir "$d" || { echo "process $d exists" >&2; exit 125; }
+"$@" </dev/null >"$d/stdout" 2>"$d/stderr" &
+p=$!
+echo "$p" >"$d/pid"
+echo "$p"
+exec >/dev/null 2>&1
+wait "$p"
+s=$?
+echo "$s" >"$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"
+exit "$s"`
+
+var processName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$`)
+
+// Spawn starts a detached process; see vendors.Box.Spawn. Its environment
+// is passed in the exec's create request only.
+func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Process, error) {
+	if len(spec.Command) == 0 {
+		return nil, errors.New("docker: spawn: empty command")
+	}
+	name := spec.Name
+	if name == "" {
+		name = randomID()
+	}
+	if !processName.MatchString(name) {
+		return nil, fmt.Errorf("docker: spawn: process name %q: want letters, digits, '-', '_'", name)
+	}
+	dir := ProcDir + "/" + name
+	cmd := append([]string{"/bin/sh", "-c", supervisor, "boxctl-spawn", dir}, spec.Command...)
+	execID, err := b.createExec(ctx, "spawn", cmd, spec.Env, spec.Dir, false)
+	if err != nil {
+		return nil, err
+	}
+	att, err := b.v.cli.ContainerExecAttach(ctx, execID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("docker: spawn: %w", b.v.mapErr(err, b.id))
+	}
+	defer att.Close()
+	stop := context.AfterFunc(ctx, func() { att.Close() })
+	defer stop()
+	// The supervisor prints the pid (stdout) or why it could not start
+	// (stderr); both arrive multiplexed.
+	pr, pw := io.Pipe()
+	var stderr capped
+	stderr.max = 4096
+	go func() {
+		_, err := stdcopy.StdCopy(pw, &stderr, att.Reader)
+		pw.CloseWithError(err)
+	}()
+	line, rerr := bufio.NewReader(pr).ReadString('\n')
+	pid, perr := strconv.Atoi(strings.TrimSpace(line))
+	if rerr != nil || perr != nil || pid <= 0 {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("docker: spawn %s: %w", spec.Command[0], context.Cause(ctx))
+		}
+		// The supervisor ended: wait for the stderr copy, then report.
+		pr.Close()
+		ins, _ := b.v.cli.ContainerExecInspect(context.WithoutCancel(ctx), execID)
+		return nil, fmt.Errorf("docker: spawn %s: supervisor exited %d: %s", spec.Command[0], ins.ExitCode, strings.TrimSpace(stderr.String()))
+	}
+	return &Process{b: b, id: name, execID: execID, pid: pid}, nil
+}
+
+// Process returns a process Spawn started, by name.
+func (b *Box) Process(ctx context.Context, id string) (vendors.Process, error) {
+	if !processName.MatchString(id) {
+		return nil, fmt.Errorf("docker: process %q: not a process id", id)
+	}
+	out, err := b.run(ctx, "cat", ProcDir+"/"+id+"/pid")
+	if err != nil {
+		return nil, fmt.Errorf("docker: process %s: %w", id, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		return nil, fmt.Errorf("docker: process %s: pid file holds %q", id, out)
+	}
+	return &Process{b: b, id: id, pid: pid}, nil
+}
+
+// Process is a process started by Spawn.
+type Process struct {
+	b      *Box
+	id     string
+	execID string // the supervisor's exec; empty for a process found by id
+	pid    int
+}
+
+var _ vendors.Process = (*Process)(nil)
+
+// ID returns the process's name in the box.
+func (p *Process) ID() string { return p.id }
+
+// PID returns the process's pid in the box.
+func (p *Process) PID() int { return p.pid }
+
+func (p *Process) dir() string { return ProcDir + "/" + p.id }
+
+// Output follows the process's stdout and stderr from their start until
+// it ends (or ctx ends, or the readers are closed).
+func (p *Process) Output(ctx context.Context) (io.ReadCloser, io.ReadCloser, error) {
+	script := `tail -c +1 -s 0.2 --pid="$1" -F "$0/stdout" 2>/dev/null & o=$!
+tail -c +1 -s 0.2 --pid="$1" -F "$0/stderr" >&2 2>/dev/null & e=$!
+wait $o $e`
+	execID, err := p.b.createExec(ctx, "output", []string{"/bin/sh", "-c", script, p.dir(), strconv.Itoa(p.pid)}, nil, "", false)
+	if err != nil {
+		return nil, nil, err
+	}
+	att, err := p.b.v.cli.ContainerExecAttach(ctx, execID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("docker: output: %w", p.b.v.mapErr(err, p.b.id))
+	}
+	stop := context.AfterFunc(ctx, func() { att.Close() })
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	go func() {
+		defer stop()
+		defer att.Close()
+		_, err := stdcopy.StdCopy(outW, errW, att.Reader)
+		if err == nil && ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
+		outW.CloseWithError(err)
+		errW.CloseWithError(err)
+	}()
+	closeBoth := func() { att.Close() }
+	return &pipeCloser{PipeReader: outR, onClose: closeBoth}, &pipeCloser{PipeReader: errR, onClose: closeBoth}, nil
+}
+
+type pipeCloser struct {
+	*io.PipeReader
+	onClose func()
+}
+
+func (c *pipeCloser) Close() error {
+	c.onClose()
+	return c.PipeReader.Close()
+}
+
+// Logs reads what the process printed so far from its output files.
+func (p *Process) Logs(ctx context.Context) ([]byte, []byte, error) {
+	out, err := p.b.Read(ctx, p.dir()+"/stdout")
+	if err != nil {
+		return nil, nil, fmt.Errorf("docker: logs of %s: %w", p.id, err)
+	}
+	errb, err := p.b.Read(ctx, p.dir()+"/stderr")
+	if err != nil {
+		return nil, nil, fmt.Errorf("docker: logs of %s: %w", p.id, err)
+	}
+	return out, errb, nil
+}
+
+// Wait polls the process until it ends and returns its exit status.
+func (p *Process) Wait(ctx context.Context) (int, error) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		code, done, err := p.exited(ctx)
+		if err != nil || done {
+			return code, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("docker: wait for %s: %w", p.id, context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+}
+
+func (p *Process) exited(ctx context.Context) (int, bool, error) {
+	if p.execID != "" {
+		ins, err := p.b.v.cli.ContainerExecInspect(ctx, p.execID)
+		if err != nil {
+			if cerrdefs.IsNotFound(err) {
+				return 0, false, &vendors.GoneError{Vendor: Name, ID: p.b.id, Op: "wait", Err: err}
+			}
+			return 0, false, fmt.Errorf("docker: wait for %s: %w", p.id, p.b.gone(ctx, "wait", err))
+		}
+		if ins.Running {
+			return 0, false, nil
+		}
+		return ins.ExitCode, true, nil
+	}
+	res, err := p.b.Exec(ctx, vendors.ExecSpec{Command: []string{"cat", p.dir() + "/exit"}})
+	if err != nil {
+		return 0, false, err
+	}
+	if res.ExitCode != 0 {
+		return 0, false, nil
+	}
+	code, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
+	return code, err == nil, err
+}
+
+// Signal sends sig to the process; one that already ended is not an
+// error.
+func (p *Process) Signal(ctx context.Context, sig syscall.Signal) error {
+	_, err := p.b.run(ctx, "sh", "-c", `kill -"$0" "$1" 2>/dev/null || ! kill -0 "$1" 2>/dev/null`, strconv.Itoa(int(sig)), strconv.Itoa(p.pid))
+	if err != nil {
+		return fmt.Errorf("docker: signal %s: %w", p.id, err)
+	}
+	return nil
+}
+
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

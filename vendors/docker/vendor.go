@@ -1,0 +1,352 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/jsonmessage"
+	"github.com/docker/go-connections/nat"
+
+	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/internal/buildinfo"
+	"github.com/tangle-network/boxctl/internal/dockerclient"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// Name is the vendor's name.
+const Name = "docker"
+
+// Defaults of a box's limits and network.
+const (
+	DefaultCPUs    = 2.0
+	DefaultMemory  = 4 << 30
+	DefaultPids    = 1024
+	DefaultNetwork = "boxctl"
+)
+
+// Vendor creates boxes as containers on one Docker engine. It is safe for
+// concurrent use; Close releases its engine connection.
+type Vendor struct {
+	cli  *client.Client
+	opts options
+
+	netMu sync.Mutex
+	netOK bool
+}
+
+var _ vendors.Vendor = (*Vendor)(nil)
+
+// Option configures a Vendor.
+type Option func(*options)
+
+type options struct {
+	host      string
+	network   string
+	runtime   string
+	resources vendors.Resources
+	version   string
+	logger    *slog.Logger
+	pull      bool
+}
+
+// WithHost sets the engine address (unix:///..., tcp://...). Default:
+// DOCKER_HOST, else the local socket.
+func WithHost(host string) Option { return func(o *options) { o.host = host } }
+
+// WithNetwork names the Docker network boxes run on; it is created (inter-
+// container traffic off) when missing. Default: DefaultNetwork.
+func WithNetwork(name string) Option { return func(o *options) { o.network = name } }
+
+// WithRuntime sets the OCI runtime of every box (e.g. "runsc"), unless a
+// create spec names one. Default: the engine's default runtime.
+func WithRuntime(name string) Option { return func(o *options) { o.runtime = name } }
+
+// WithDefaultResources sets the limits of a box whose spec names none.
+// Default: DefaultCPUs, DefaultMemory, DefaultPids.
+func WithDefaultResources(r vendors.Resources) Option {
+	return func(o *options) { o.resources = r }
+}
+
+// WithVersion sets the boxctl version label of boxes. Default: this
+// binary's version.
+func WithVersion(v string) Option { return func(o *options) { o.version = v } }
+
+// WithLogger receives debug records of engine calls (never environment
+// values). Default: discard.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithoutPull makes Create fail when the image is not in the engine,
+// instead of pulling it. Default: pull a missing image.
+func WithoutPull() Option { return func(o *options) { o.pull = false } }
+
+func makeOptions(opts []Option) options {
+	o := options{network: DefaultNetwork, version: buildinfo.Get().Version, pull: true,
+		resources: vendors.Resources{CPUs: DefaultCPUs, MemoryBytes: DefaultMemory, Pids: DefaultPids}}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
+	if o.resources.CPUs == 0 {
+		o.resources.CPUs = DefaultCPUs
+	}
+	if o.resources.MemoryBytes == 0 {
+		o.resources.MemoryBytes = DefaultMemory
+	}
+	if o.resources.Pids == 0 {
+		o.resources.Pids = DefaultPids
+	}
+	return o
+}
+
+// New connects to the Docker engine.
+func New(opts ...Option) (*Vendor, error) {
+	o := makeOptions(opts)
+	if o.network == "" || o.network == "host" || o.network == "bridge" || o.network == "none" {
+		return nil, fmt.Errorf("docker vendor: network %q: boxes need a network of their own", o.network)
+	}
+	cli, err := dockerclient.New(o.host)
+	if err != nil {
+		return nil, err
+	}
+	return &Vendor{cli: cli, opts: o}, nil
+}
+
+// Close releases the engine connection. Boxes live on.
+func (v *Vendor) Close() error { return v.cli.Close() }
+
+// Name returns "docker".
+func (v *Vendor) Name() string { return Name }
+
+// Supports reports every create field but disk size (the engine's
+// storage drivers do not bound it uniformly).
+func (v *Vendor) Supports() vendors.Fields {
+	return vendors.NewFields(vendors.FieldOwner, vendors.FieldLabels, vendors.FieldCPUs, vendors.FieldMemory,
+		vendors.FieldPids, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRuntime)
+}
+
+// Network returns the name of the boxes' network.
+func (v *Vendor) Network() string { return v.opts.network }
+
+// HostAddress returns this machine's address on the boxes' network (its
+// gateway), creating the network if needed: a server on the host that
+// listens there is reachable from every box, and from nowhere else.
+func (v *Vendor) HostAddress(ctx context.Context) (string, error) {
+	if err := v.ensureNetwork(ctx); err != nil {
+		return "", err
+	}
+	n, err := v.cli.NetworkInspect(ctx, v.opts.network, network.InspectOptions{})
+	if err != nil {
+		return "", fmt.Errorf("docker: inspect network %s: %w", v.opts.network, err)
+	}
+	for _, c := range n.IPAM.Config {
+		if c.Gateway != "" && !strings.Contains(c.Gateway, ":") {
+			return c.Gateway, nil
+		}
+	}
+	return "", fmt.Errorf("docker: network %s has no IPv4 gateway", v.opts.network)
+}
+
+func (v *Vendor) ensureNetwork(ctx context.Context) error {
+	v.netMu.Lock()
+	defer v.netMu.Unlock()
+	if v.netOK {
+		return nil
+	}
+	_, err := v.cli.NetworkInspect(ctx, v.opts.network, network.InspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		_, err = v.cli.NetworkCreate(ctx, v.opts.network, network.CreateOptions{
+			Driver:  "bridge",
+			Labels:  map[string]string{boxmeta.LabelManaged: "true"},
+			Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
+		})
+		if cerrdefs.IsConflict(err) || (err != nil && strings.Contains(err.Error(), "already exists")) {
+			err = nil // another process made it first
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("docker: network %s: %w", v.opts.network, err)
+	}
+	v.netOK = true
+	return nil
+}
+
+// Create starts a box. See vendors.Vendor.
+func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.Box, error) {
+	if err := vendors.Check(v, spec); err != nil {
+		return nil, err
+	}
+	if err := v.ensureNetwork(ctx); err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	labels := vendors.Labels(spec, now, v.opts.version)
+	deadline := labels[boxmeta.LabelDeadline]
+	env := []string{boxmeta.EnvDeadline + "=" + deadline}
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		if k == boxmeta.EnvDeadline || k == boxmeta.EnvLifetime {
+			return nil, &vendors.SpecError{Vendor: Name, Err: fmt.Errorf("env %s is set from the lifetime", k)}
+		}
+		env = append(env, k+"="+spec.Env[k])
+	}
+	res := v.opts.resources
+	if spec.Resources.CPUs != 0 {
+		res.CPUs = spec.Resources.CPUs
+	}
+	if spec.Resources.MemoryBytes != 0 {
+		res.MemoryBytes = spec.Resources.MemoryBytes
+	}
+	if spec.Resources.Pids != 0 {
+		res.Pids = spec.Resources.Pids
+	}
+	exposed, bindings := nat.PortSet{}, nat.PortMap{}
+	for _, p := range spec.Ports {
+		port := nat.Port(strconv.Itoa(p) + "/tcp")
+		exposed[port] = struct{}{}
+		bindings[port] = []nat.PortBinding{{HostIP: "127.0.0.1"}}
+	}
+	runtime := v.opts.runtime
+	if spec.Runtime != "" {
+		runtime = spec.Runtime
+	}
+	cfg := &container.Config{Image: spec.Image, Env: env, Labels: labels, ExposedPorts: exposed}
+	host := &container.HostConfig{
+		AutoRemove:   true,
+		NetworkMode:  container.NetworkMode(v.opts.network),
+		PortBindings: bindings,
+		CapDrop:      []string{"ALL"},
+		SecurityOpt:  []string{"no-new-privileges:true"},
+		Runtime:      runtime,
+		Resources: container.Resources{
+			NanoCPUs:  int64(res.CPUs * 1e9),
+			Memory:    res.MemoryBytes,
+			PidsLimit: &res.Pids,
+		},
+	}
+	name := "boxctl-" + spec.RunTag + "-" + strconv.FormatUint(rand.Uint64()&0xffffffffff, 36)
+	created, err := v.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
+	if cerrdefs.IsNotFound(err) && v.opts.pull {
+		if perr := v.pull(ctx, spec.Image); perr != nil {
+			return nil, fmt.Errorf("docker: create box: image %s: %w", spec.Image, perr)
+		}
+		created, err = v.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("docker: create box from %s: %w", spec.Image, v.mapErr(err, ""))
+	}
+	b := &Box{v: v, id: created.ID}
+	v.opts.logger.Debug("docker box created", "id", created.ID[:12], "run", spec.RunTag, "deadline", deadline)
+	fail := func(err error) (vendors.Box, error) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := b.Destroy(cctx); derr != nil {
+			return nil, &vendors.CleanupError{Vendor: Name, BoxID: created.ID, Err: errors.Join(err, derr)}
+		}
+		return nil, err
+	}
+	if err := v.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		return fail(fmt.Errorf("docker: start box: %w", v.mapErr(err, created.ID)))
+	}
+	info, err := b.Status(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("docker: start box: %w", err))
+	}
+	if info.State != vendors.StateRunning {
+		return fail(fmt.Errorf("docker: box %s is %s right after its start", created.ID[:12], info.State))
+	}
+	return b, nil
+}
+
+func (v *Vendor) pull(ctx context.Context, ref string) error {
+	rc, err := v.cli.ImagePull(ctx, ref, image.PullOptions{})
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	return readPull(rc)
+}
+
+// Connect returns the box id (a container id or name). See
+// vendors.Vendor.
+func (v *Vendor) Connect(ctx context.Context, id string) (vendors.Box, error) {
+	c, err := v.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("docker: connect: %w", v.mapErr(err, id))
+	}
+	if c.Config == nil || c.Config.Labels[boxmeta.LabelManaged] != "true" {
+		return nil, fmt.Errorf("docker: connect: container %s is not a boxctl box: %w", id, &vendors.NotFoundError{Vendor: Name, ID: id})
+	}
+	return &Box{v: v, id: c.ID}, nil
+}
+
+// List returns the boxes carrying every label of filter. See
+// vendors.Vendor.
+func (v *Vendor) List(ctx context.Context, filter map[string]string) ([]vendors.Info, error) {
+	f := filters.NewArgs(filters.Arg("label", boxmeta.LabelManaged+"=true"))
+	for k, val := range filter {
+		f.Add("label", k+"="+val)
+	}
+	cs, err := v.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("docker: list boxes: %w", v.mapErr(err, ""))
+	}
+	out := make([]vendors.Info, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, info(c.ID, c.Image, stateOf(c.State), c.Labels, time.Unix(c.Created, 0)))
+	}
+	return out, nil
+}
+
+func info(id, img string, st vendors.State, labels map[string]string, created time.Time) vendors.Info {
+	i := vendors.Info{ID: id, Vendor: Name, State: st, Image: img, Labels: labels, Created: created}
+	if d, err := boxmeta.ParseDeadline(labels[boxmeta.LabelDeadline]); err == nil {
+		i.Deadline = d
+	}
+	return i
+}
+
+func stateOf(s string) vendors.State {
+	switch s {
+	case "running":
+		return vendors.StateRunning
+	case "created", "restarting":
+		return vendors.StateCreating
+	case "exited", "dead", "removing", "paused":
+		return vendors.StateStopped
+	}
+	return vendors.StateUnknown
+}
+
+// mapErr turns engine errors into the vendors' typed errors.
+func (v *Vendor) mapErr(err error, id string) error {
+	if err == nil {
+		return nil
+	}
+	if id != "" && cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("%w: %v", &vendors.NotFoundError{Vendor: Name, ID: id}, err)
+	}
+	return err
+}
+
+// readPull drains an image pull's JSON progress stream and returns the
+// error it reports, if any.
+func readPull(r io.Reader) error {
+	return jsonmessage.DisplayJSONMessagesStream(r, io.Discard, 0, false, nil)
+}
