@@ -22,6 +22,10 @@ import (
 )
 
 func main() {
+	if err := protectSecrets(); err != nil {
+		fmt.Fprintln(os.Stderr, "box-bridge: protect secrets:", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()

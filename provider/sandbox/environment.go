@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -72,24 +74,49 @@ func (e *Environment) Box() vendors.Box { return e.box }
 // another process.
 func (e *Environment) Reference() Reference { return e.ref }
 
+// acquire claims the environment for one turn. A dispatched run of this
+// process that may still be live makes it busy (an unknown status counts
+// as live); the bridge itself admits one live run per box, so a turn from
+// another process is refused there (see busyFromBridge).
 func (e *Environment) acquire(ctx context.Context, op string) error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.busy {
+		e.mu.Unlock()
 		return busy(op)
 	}
-	if e.last != nil {
-		s, err := e.Session(e.last.ID, provider.SessionOptions{ControlRef: &e.last.ControlRef})
+	e.busy = true
+	last := e.last
+	e.mu.Unlock()
+	if last != nil {
+		s, err := e.Session(last.ID, provider.SessionOptions{ControlRef: &last.ControlRef})
 		if err == nil {
-			st, err := s.Status(ctx)
-			if err == nil && !st.Terminal {
-				return busy(op)
+			var st provider.RunStatus
+			if st, err = s.Status(ctx); err == nil && st.Terminal {
+				e.mu.Lock()
+				if e.last == last {
+					e.last = nil
+				}
+				e.mu.Unlock()
+			} else if err == nil {
+				err = busy(op)
 			}
 		}
-		e.last = nil
+		if err != nil {
+			e.release()
+			return fmt.Errorf("%s: the last dispatched turn may still run: %w", op, err)
+		}
 	}
-	e.busy = true
 	return nil
+}
+
+// busyFromBridge turns the bridge's refusal of a second live run into the
+// conflict a caller tests for.
+func busyFromBridge(op string, err error) error {
+	var be *provider.BridgeError
+	if errors.As(err, &be) && be.Type == wire.TypeExecutorSaturated {
+		return fmt.Errorf("%w (%v)", busy(op), err)
+	}
+	return err
 }
 
 func (e *Environment) release() {
@@ -125,10 +152,14 @@ func (e *Environment) Stream(ctx context.Context, turn provider.Turn) iter.Seq2[
 					return
 				}
 			}
-			if ev.Usage != nil && ev.Usage.Cost != nil {
+			if ev.Usage != nil {
 				u := *ev.Usage
 				u.Cost = nil // the bridge's dollar figure is an estimate
 				ev.Usage = &u
+				ev.Raw = withoutCost(ev.Raw)
+			}
+			if err != nil {
+				err = busyFromBridge("environment.Stream", err)
 			}
 			if !yield(ev, err) {
 				return
@@ -145,6 +176,7 @@ func (e *Environment) Dispatch(ctx context.Context, turn provider.Turn) (provide
 		return provider.Reference{}, err
 	}
 	ref, err := e.Environment.Dispatch(ctx, turn)
+	err = busyFromBridge("environment.Dispatch", err)
 	e.mu.Lock()
 	e.busy = false
 	if err == nil {
@@ -192,4 +224,37 @@ func (e *Environment) FollowBridgeLog(ctx context.Context) (stdout, stderr io.Re
 		return nil, nil, err
 	}
 	return proc.Output(ctx)
+}
+
+// withoutCost drops every "cost" member from a JSON object tree (the
+// bridge's dollar estimate), leaving other bytes as they are when there is
+// none.
+func withoutCost(raw json.RawMessage) json.RawMessage {
+	if !bytes.Contains(raw, []byte(`"cost"`)) {
+		return raw
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return raw
+	}
+	var strip func(any)
+	strip = func(v any) {
+		switch t := v.(type) {
+		case map[string]any:
+			delete(t, "cost")
+			for _, c := range t {
+				strip(c)
+			}
+		case []any:
+			for _, c := range t {
+				strip(c)
+			}
+		}
+	}
+	strip(v)
+	out, err := json.Marshal(v)
+	if err != nil {
+		return raw
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,6 +61,15 @@ func (r Router) String() string { return "router(" + r.URL + ")" }
 
 // LogValue hides the key.
 func (r Router) LogValue() slog.Value { return slog.StringValue(r.String()) }
+
+// GoString keeps %#v from printing the key.
+func (r Router) GoString() string { return r.String() }
+
+// Format keeps every fmt verb from printing the key.
+func (r Router) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(r.String())) }
+
+// MarshalJSON leaves the key out.
+func (r Router) MarshalJSON() ([]byte, error) { return json.Marshal(map[string]string{"url": r.URL}) }
 
 // Options configures a Provider. Vendor and Image are required, and
 // Router for Create;
@@ -169,8 +179,12 @@ func newSecret() string {
 	return string(out)
 }
 
+// envMaxRuns bounds the bridge's live runs: one box runs one turn at a
+// time, whichever process asks.
+const envMaxRuns = "BRIDGE_MAX_RUNS"
+
 // reservedBridgeEnv are the bridge variables the provider sets itself.
 var reservedBridgeEnv = map[string]bool{
 	wire.EnvBearer: true, wire.EnvRouterKey: true, wire.EnvRouterURL: true, wire.EnvHost: true,
-	wire.EnvPort: true, wire.EnvBackends: true, wire.EnvDataDir: true,
+	wire.EnvPort: true, wire.EnvBackends: true, wire.EnvDataDir: true, envMaxRuns: true,
 }

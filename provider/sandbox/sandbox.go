@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -161,7 +162,7 @@ func (p *Provider) boot(ctx context.Context, box vendors.Box, req CreateRequest,
 	maps.Copy(env, map[string]string{
 		wire.EnvBearer: bearer, wire.EnvRouterKey: p.o.Router.Key, wire.EnvRouterURL: p.o.Router.URL,
 		wire.EnvHost: "0.0.0.0", wire.EnvPort: strconv.Itoa(BridgePort), wire.EnvBackends: h.Backend,
-		wire.EnvDataDir: "/home/box/.box-bridge",
+		wire.EnvDataDir: "/home/box/.box-bridge", envMaxRuns: "1",
 	})
 	proc, err := box.Spawn(ctx, vendors.SpawnSpec{Name: BridgeProcess, Command: []string{"box-bridge"}, Env: env, Dir: Workspace})
 	if err != nil {
@@ -177,12 +178,16 @@ func (p *Provider) boot(ctx context.Context, box vendors.Box, req CreateRequest,
 	defer stopWatch()
 	go func() {
 		code, err := proc.Wait(wctx)
-		if err != nil {
-			return
+		switch {
+		case wctx.Err() != nil:
+		case err != nil:
+			exited <- fmt.Errorf("bridge process: %w", err) // the box died (gone, out of memory, ended)
+		default:
+			exited <- &BridgeExitError{ExitCode: code, Log: processLog(context.WithoutCancel(ctx), proc)}
 		}
-		exited <- &BridgeExitError{ExitCode: code, Log: processLog(context.WithoutCancel(ctx), proc)}
 	}()
 	health, err := healthWait{URL: ep.URL, Client: client, Backend: h.Name, Timeout: p.o.ReadyTimeout}.WaitUntilReady(ctx, exited)
+	client.CloseIdleConnections()
 	if err != nil {
 		return nil, fmt.Errorf("wait for bridge: %w", err)
 	}
@@ -254,10 +259,18 @@ func processLog(ctx context.Context, proc vendors.Process) string {
 func (p *Provider) clone(ctx context.Context, box vendors.Box, w *WorkspaceRepo) error {
 	ctx, cancel := context.WithTimeout(ctx, p.o.CloneTimeout)
 	defer cancel()
-	script := `git clone --quiet -- "$0" . && { [ -z "$1" ] || git checkout --quiet "$1" --; }`
-	res, err := box.Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c", script, w.RepoURL, w.GitRef}, Dir: Workspace,
-		Env: map[string]string{"GIT_TERMINAL_PROMPT": "0"}})
+	// The URL and ref travel in the command's environment (in no inspect
+	// data, no command line); credentials in the URL become an HTTP header
+	// for this clone only, so .git/config keeps the clean URL.
 	safe := redactURL(w.RepoURL)
+	env := map[string]string{"GIT_TERMINAL_PROMPT": "0", "BOXCTL_REPO": safe, "BOXCTL_REF": w.GitRef}
+	if u, err := url.Parse(w.RepoURL); err == nil && u.User != nil {
+		pw, _ := u.User.Password()
+		auth := base64.StdEncoding.EncodeToString([]byte(u.User.Username() + ":" + pw))
+		env["GIT_CONFIG_COUNT"], env["GIT_CONFIG_KEY_0"], env["GIT_CONFIG_VALUE_0"] = "1", "http.extraHeader", "Authorization: Basic "+auth
+	}
+	script := `git clone --quiet -- "$BOXCTL_REPO" . && { [ -z "$BOXCTL_REF" ] || git checkout --quiet "$BOXCTL_REF" --; }`
+	res, err := box.Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c", script}, Dir: Workspace, Env: env})
 	if err != nil {
 		return &CloneError{Repo: safe, GitRef: w.GitRef, Message: redactIn(err.Error(), w.RepoURL)}
 	}

@@ -109,7 +109,14 @@ func randText() string { return strings.ToLower(sandbox.NewRunTag()[4:]) }
 
 func (f *fixture) provider(t testing.TB, edit func(*sandbox.Options)) *sandbox.Provider {
 	t.Helper()
-	o := sandbox.Options{Vendor: f.vendor, Image: f.image, Router: f.router, Lifetime: 10 * time.Minute}
+	return f.on(t, f.docker(), edit)
+}
+
+// on returns a provider of the target's boxes, checking at the end of t
+// that none is left.
+func (f *fixture) on(t testing.TB, tg target, edit func(*sandbox.Options)) *sandbox.Provider {
+	t.Helper()
+	o := sandbox.Options{Vendor: tg.vendor, Image: tg.image, Router: f.router, Lifetime: 10 * time.Minute}
 	if edit != nil {
 		edit(&o)
 	}
@@ -117,9 +124,37 @@ func (f *fixture) provider(t testing.TB, edit func(*sandbox.Options)) *sandbox.P
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { assertNoBoxes(t, f.vendor, p.RunTag()) })
+	t.Cleanup(func() { assertNoBoxes(t, tg.vendor, p.RunTag()) })
 	return p
 }
+
+// target is a vendor the sandbox flow runs on, with an image it creates
+// boxes from.
+type target struct {
+	name   string
+	vendor vendors.Vendor
+	image  string
+	// inspect returns everything the vendor's control plane shows of a
+	// box, for the secrets check; nil where the test cannot see it.
+	inspect func(t testing.TB, boxID string) string
+}
+
+func (f *fixture) docker() target {
+	return target{name: "docker", vendor: f.vendor, image: f.image, inspect: boxtest.Inspect}
+}
+
+// targets returns every vendor the flow tests run on: Docker, and those
+// of extraTargets.
+func (f *fixture) targets(t testing.TB) []target {
+	out := []target{f.docker()}
+	for _, mk := range extraTargets {
+		out = append(out, mk(t, f))
+	}
+	return out
+}
+
+// extraTargets make the vendors beside Docker (their emulators).
+var extraTargets []func(testing.TB, *fixture) target
 
 // assertNoBoxes fails t if any box with the run tag remains.
 func assertNoBoxes(t testing.TB, v vendors.Vendor, tag string) {
@@ -176,8 +211,17 @@ func turn(ctx context.Context, env *sandbox.Environment, tr provider.Turn) (stri
 func TestProvider_LiveTurn(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
+	for _, tg := range f.targets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			t.Parallel()
+			liveTurn(t, f, tg)
+		})
+	}
+}
+
+func liveTurn(t *testing.T, f *fixture, tg target) {
 	var logs bytes.Buffer
-	p := f.provider(t, func(o *sandbox.Options) {
+	p := f.on(t, tg, func(o *sandbox.Options) {
 		o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		o.BridgeEnv = map[string]string{"BRIDGE_LOG_LEVEL": "debug"}
 	})
@@ -215,8 +259,8 @@ func TestProvider_LiveTurn(t *testing.T) {
 		}
 		if ev.Usage != nil {
 			usage = ev.Usage
-			if ev.Usage.Cost != nil {
-				t.Errorf("usage carries a cost: %v", *ev.Usage.Cost)
+			if ev.Usage.Cost != nil || strings.Contains(string(ev.Raw), `"cost"`) {
+				t.Errorf("usage carries a cost: %s", ev.Raw)
 			}
 		}
 	}
@@ -227,9 +271,26 @@ func TestProvider_LiveTurn(t *testing.T) {
 		t.Error("no usage reported")
 	}
 
+	// No process in the box can read the bearer: not the agent's harness,
+	// not a command it runs as the box's user.
+	res, err := env.Box().Exec(t.Context(), vendors.ExecSpec{Command: []string{"sh", "-c",
+		`for p in /proc/[0-9]*; do cat "$p/environ" "$p/cmdline" 2>/dev/null; done | tr '\0' '\n'`}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("read /proc in the box: %v %s", err, res.Stderr)
+	}
+	if len(res.Stdout) == 0 {
+		t.Fatal("read /proc in the box: nothing readable, so the check checks nothing")
+	}
+	if strings.Contains(string(res.Stdout), ref.Bearer) {
+		t.Error("a process of the box's user can read the bearer in /proc")
+	}
+
 	// Neither secret in the box's inspect data, any exec's, or any log.
 	secrets := map[string]string{"bearer": ref.Bearer, "router key": f.router.Key}
-	raw := boxtest.Inspect(t, env.Box().ID())
+	raw := ""
+	if tg.inspect != nil {
+		raw = tg.inspect(t, env.Box().ID())
+	}
 	stdout, stderr := bridgeLog(t, env)
 	for name, s := range secrets {
 		if strings.Contains(raw, s) {
@@ -262,7 +323,16 @@ func bridgeLog(t *testing.T, env *sandbox.Environment) (string, string) {
 func TestProvider_LiveControl(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	p := f.provider(t, nil)
+	for _, tg := range f.targets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			t.Parallel()
+			liveControl(t, f, tg)
+		})
+	}
+}
+
+func liveControl(t *testing.T, f *fixture, tg target) {
+	p := f.on(t, tg, nil)
 	env := create(t, p, sandbox.CreateRequest{Profile: claude})
 
 	t.Run("timeout", func(t *testing.T) {
@@ -470,5 +540,38 @@ func TestGC_RemovesOrphans(t *testing.T) {
 	}
 	if _, err := f.vendor.Connect(t.Context(), ref.BoxID); !errors.Is(err, vendors.ErrNotFound) {
 		t.Errorf("the orphan remains after GC: %v", err)
+	}
+}
+
+// TestProvider_ConcurrentCreates makes 20 environments at once on this
+// machine, each a box with its bridge ready, and destroys them all.
+func TestProvider_ConcurrentCreates(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	p := f.provider(t, nil)
+	const n = 20
+	envs := make([]*sandbox.Environment, n)
+	errs := make([]error, n)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { envs[i], errs[i] = p.Create(t.Context(), sandbox.CreateRequest{Profile: claude}) })
+	}
+	wg.Wait()
+	t.Logf("%d concurrent creates to ready environments in %v", n, time.Since(start).Round(time.Millisecond))
+	for i := range n {
+		wg.Go(func() {
+			if envs[i] != nil {
+				if err := envs[i].Destroy(context.WithoutCancel(t.Context())); err != nil {
+					t.Errorf("Destroy #%d: %v", i, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Create #%d: %v", i, err)
+		}
 	}
 }

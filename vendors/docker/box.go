@@ -69,7 +69,13 @@ func (b *Box) Status(ctx context.Context) (vendors.Info, error) {
 }
 
 // Endpoint returns the 127.0.0.1 address the engine published port on.
+// Ports are published on the engine host's loopback only, so an engine
+// on another machine is refused here rather than answered with an address
+// that reaches nothing.
 func (b *Box) Endpoint(ctx context.Context, port int) (vendors.Endpoint, error) {
+	if err := b.v.localEngine(); err != nil {
+		return vendors.Endpoint{}, err
+	}
 	c, err := b.v.cli.ContainerInspect(ctx, b.id)
 	if err != nil {
 		return vendors.Endpoint{}, fmt.Errorf("docker: endpoint: %w", b.v.mapErr(err, b.id))
@@ -118,7 +124,7 @@ func (b *Box) Exec(ctx context.Context, spec vendors.ExecSpec) (vendors.ExecResu
 		max = defaultMaxOutput
 	}
 	pidFile := execDir + "/" + randomID()
-	cmd := append([]string{"/bin/sh", "-c", `mkdir -p "${0%/*}" && echo $$ >"$0" && exec "$@"`, pidFile}, spec.Command...)
+	cmd := append([]string{"/bin/sh", "-c", execWrapper, pidFile}, spec.Command...)
 	execID, err := b.createExec(ctx, "exec", cmd, spec.Env, spec.Dir, spec.Stdin != nil)
 	if err != nil {
 		return vendors.ExecResult{}, err
@@ -171,9 +177,18 @@ func (b *Box) createExec(ctx context.Context, op string, cmd []string, env map[s
 	return created.ID, nil
 }
 
-// killPidFile kills the process whose pid the file holds, if any.
+// execWrapper runs "$@" in a session of its own whose id it records in
+// the pid file $0, so that a cancelled Exec can kill the command with all
+// its children; the file goes when the command ends.
+const execWrapper = `mkdir -p "${0%/*}" || exit 126
+setsid -w sh -c 'echo $$ >"$0" && exec "$@"' "$0" "$@"
+s=$?; rm -f "$0"; exit $s`
+
+// killPidFile kills the process group whose id the file holds, waiting a
+// moment for the file if the command has not written it yet.
 func (b *Box) killPidFile(ctx context.Context, pidFile string) {
-	_, _ = b.run(ctx, "sh", "-c", `p=$(cat "$0" 2>/dev/null) && kill -9 "$p" 2>/dev/null; rm -f "$0"`, pidFile)
+	_, _ = b.run(ctx, "sh", "-c", `i=0; while [ ! -s "$0" ] && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done
+p=$(cat "$0" 2>/dev/null) && kill -9 "-$p" 2>/dev/null; rm -f "$0"`, pidFile)
 }
 
 // run is Exec of a fixed command whose failure is an error.
@@ -237,6 +252,9 @@ func (b *Box) Write(ctx context.Context, p string, data []byte, mode uint32) err
 	if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
 		return fmt.Errorf("docker: write %q: want a clean absolute file path", p)
 	}
+	if mode&0o7777 == 0 {
+		mode = 0o644
+	}
 	stage := stageDir + "/" + randomID()
 	if _, err := b.run(ctx, "sh", "-c", `umask 077 && mkdir -p "$0"`, stage); err != nil {
 		return fmt.Errorf("docker: write %s: %w", p, err)
@@ -254,10 +272,13 @@ func (b *Box) Write(ctx context.Context, p string, data []byte, mode uint32) err
 		return err
 	}
 	if err := b.v.cli.CopyToContainer(ctx, b.id, stage, &buf, container.CopyToContainerOptions{}); err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_, _ = b.run(cctx, "rm", "-rf", stage)
 		return fmt.Errorf("docker: write %s: %w", p, b.v.mapErr(err, b.id))
 	}
-	script := `d=$(dirname "$1") && mkdir -p "$d" && t=$(mktemp "$d/.boxctl-write.XXXXXX") && cat "$0/data" >"$t" &&
-chmod "$2" "$t" && mv -f "$t" "$1"; s=$?; rm -rf "$0"; exit $s`
+	script := `t=; d=$(dirname "$1") && mkdir -p "$d" && t=$(mktemp "$d/.boxctl-write.XXXXXX") && cat "$0/data" >"$t" &&
+chmod "$2" "$t" && mv -f "$t" "$1"; s=$?; rm -rf "$0"; [ $s -eq 0 ] || [ -z "$t" ] || rm -f "$t"; exit $s`
 	if _, err := b.run(ctx, "sh", "-c", script, stage, p, strconv.FormatUint(uint64(mode&0o7777), 8)); err != nil {
 		return fmt.Errorf("docker: write %s: %w", p, err)
 	}

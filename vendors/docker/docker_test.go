@@ -90,7 +90,7 @@ func TestVendor_Hardened(t *testing.T) {
 		t.Fatal(err)
 	}
 	hc := c.HostConfig
-	if !hc.AutoRemove || hc.NetworkMode.NetworkName() != "boxctl-test" || hc.PidsLimit == nil || *hc.PidsLimit != DefaultPids ||
+	if !hc.AutoRemove || string(hc.NetworkMode) != v.netID || hc.PidsLimit == nil || *hc.PidsLimit != DefaultPids ||
 		hc.NanoCPUs != int64(DefaultCPUs*1e9) || hc.Memory != DefaultMemory || hc.Privileged {
 		t.Errorf("host config = auto-remove %v, network %s, pids %v, cpus %d, memory %d; want the hardened defaults",
 			hc.AutoRemove, hc.NetworkMode, hc.PidsLimit, hc.NanoCPUs, hc.Memory)

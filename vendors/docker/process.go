@@ -4,13 +4,17 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,12 +25,19 @@ import (
 	"github.com/tangle-network/boxctl/vendors"
 )
 
-// supervisor starts "$@" in the background with its output in files,
-// prints its pid, waits for it and records its exit status. $1 is the
-// process's directory under ProcDir. It writes nothing to its own stdout
-// after the pid, so the caller may drop the connection.
+// supervisor reads the process's environment from its stdin (lines of
+// NAME=base64(value), ended by an empty line) into shell variables, so the
+// values are in no process's initial environment but the started one's;
+// starts "$@" in the background with them and its output in files; prints
+// its pid, waits for it and records its exit status. $1 is the process's
+// directory under ProcDir. It writes nothing to its own stdout after the
+// pid, so the caller may drop the connection.
 const supervisor = `d=$1; shift
 mkdir -p "${d%/*}" && mkdir "$d" || { echo "process $d exists" >&2; exit 125; }
+while IFS= read -r kv && [ -n "$kv" ]; do
+	v=$(printf %s "${kv#*=}" | base64 -d) || { echo "bad environment line" >&2; exit 125; }
+	export "${kv%%=*}=$v"
+done
 "$@" </dev/null >"$d/stdout" 2>"$d/stderr" &
 p=$!
 echo "$p" >"$d/pid"
@@ -37,10 +48,35 @@ s=$?
 echo "$s" >"$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"
 exit "$s"`
 
-var processName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$`)
+var (
+	processName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$`)
+	envName     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// execExit waits briefly for an exec to end and returns its exit status
+// (-1 if it did not end).
+func (b *Box) execExit(ctx context.Context, execID string) int {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ins, err := b.v.cli.ContainerExecInspect(ctx, execID)
+		if err == nil && !ins.Running {
+			return ins.ExitCode
+		}
+		select {
+		case <-ctx.Done():
+			return -1
+		case <-tick.C:
+		}
+	}
+}
 
 // Spawn starts a detached process; see vendors.Box.Spawn. Its environment
-// is passed in the exec's create request only.
+// travels on the supervisor's stdin, so it is in no exec's configuration
+// and no command line; only the started process's own environment holds
+// it.
 func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Process, error) {
 	if len(spec.Command) == 0 {
 		return nil, errors.New("docker: spawn: empty command")
@@ -52,9 +88,17 @@ func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Proces
 	if !processName.MatchString(name) {
 		return nil, fmt.Errorf("docker: spawn: process name %q: want letters, digits, '-', '_'", name)
 	}
+	var envIn strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		if !envName.MatchString(k) {
+			return nil, fmt.Errorf("docker: spawn: environment variable name %q", k)
+		}
+		envIn.WriteString(k + "=" + base64.StdEncoding.EncodeToString([]byte(spec.Env[k])) + "\n")
+	}
+	envIn.WriteString("\n")
 	dir := ProcDir + "/" + name
 	cmd := append([]string{"/bin/sh", "-c", supervisor, "boxctl-spawn", dir}, spec.Command...)
-	execID, err := b.createExec(ctx, "spawn", cmd, spec.Env, spec.Dir, false)
+	execID, err := b.createExec(ctx, "spawn", cmd, nil, spec.Dir, true)
 	if err != nil {
 		return nil, err
 	}
@@ -65,12 +109,18 @@ func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Proces
 	defer att.Close()
 	stop := context.AfterFunc(ctx, func() { att.Close() })
 	defer stop()
+	if _, err := io.WriteString(att.Conn, envIn.String()); err != nil {
+		return nil, fmt.Errorf("docker: spawn: environment: %w", b.gone(ctx, "spawn", err))
+	}
+	_ = att.CloseWrite()
 	// The supervisor prints the pid (stdout) or why it could not start
 	// (stderr); both arrive multiplexed.
 	pr, pw := io.Pipe()
 	var stderr capped
 	stderr.max = 4096
+	copied := make(chan struct{})
 	go func() {
+		defer close(copied)
 		_, err := stdcopy.StdCopy(pw, &stderr, att.Reader)
 		pw.CloseWithError(err)
 	}()
@@ -80,10 +130,12 @@ func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Proces
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("docker: spawn %s: %w", spec.Command[0], context.Cause(ctx))
 		}
-		// The supervisor ended: wait for the stderr copy, then report.
+		// The supervisor failed: wait for its stderr and its end, then
+		// report both.
 		pr.Close()
-		ins, _ := b.v.cli.ContainerExecInspect(context.WithoutCancel(ctx), execID)
-		return nil, fmt.Errorf("docker: spawn %s: supervisor exited %d: %s", spec.Command[0], ins.ExitCode, strings.TrimSpace(stderr.String()))
+		<-copied
+		code := b.execExit(context.WithoutCancel(ctx), execID)
+		return nil, fmt.Errorf("docker: spawn %s: supervisor exited %d: %s", spec.Command[0], code, strings.TrimSpace(stderr.String()))
 	}
 	return &Process{b: b, id: name, execID: execID, pid: pid}, nil
 }
@@ -125,10 +177,18 @@ func (p *Process) dir() string { return ProcDir + "/" + p.id }
 // Output follows the process's stdout and stderr from their start until
 // it ends (or ctx ends, or the readers are closed).
 func (p *Process) Output(ctx context.Context) (io.ReadCloser, io.ReadCloser, error) {
-	script := `tail -c +1 -s 0.2 --pid="$1" -F "$0/stdout" 2>/dev/null & o=$!
+	// The follower records its pid, so closing the readers (or ctx
+	// ending) stops it in the box too, not only the connection.
+	pidFile := execDir + "/" + randomID()
+	script := `echo $$ >"$2"
+tail -c +1 -s 0.2 --pid="$1" -F "$0/stdout" 2>/dev/null & o=$!
 tail -c +1 -s 0.2 --pid="$1" -F "$0/stderr" >&2 2>/dev/null & e=$!
-wait $o $e`
-	execID, err := p.b.createExec(ctx, "output", []string{"/bin/sh", "-c", script, p.dir(), strconv.Itoa(p.pid)}, nil, "", false)
+trap 'kill $o $e 2>/dev/null; rm -f "$2"; exit 0' TERM
+wait $o $e; rm -f "$2"`
+	if _, err := p.b.run(ctx, "mkdir", "-p", execDir); err != nil {
+		return nil, nil, fmt.Errorf("docker: output: %w", err)
+	}
+	execID, err := p.b.createExec(ctx, "output", []string{"/bin/sh", "-c", script, p.dir(), strconv.Itoa(p.pid), pidFile}, nil, "", false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -136,7 +196,16 @@ wait $o $e`
 	if err != nil {
 		return nil, nil, fmt.Errorf("docker: output: %w", p.b.v.mapErr(err, p.b.id))
 	}
-	stop := context.AfterFunc(ctx, func() { att.Close() })
+	var once sync.Once
+	stopFollower := func() {
+		once.Do(func() {
+			att.Close()
+			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_, _ = p.b.run(kctx, "sh", "-c", `p=$(cat "$0" 2>/dev/null) && kill -TERM "$p" 2>/dev/null; true`, pidFile)
+		})
+	}
+	stop := context.AfterFunc(ctx, stopFollower)
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
 	go func() {
@@ -149,7 +218,7 @@ wait $o $e`
 		outW.CloseWithError(err)
 		errW.CloseWithError(err)
 	}()
-	closeBoth := func() { att.Close() }
+	closeBoth := func() { go stopFollower() }
 	return &pipeCloser{PipeReader: outR, onClose: closeBoth}, &pipeCloser{PipeReader: errR, onClose: closeBoth}, nil
 }
 
@@ -221,7 +290,8 @@ func (p *Process) exited(ctx context.Context) (int, bool, error) {
 // Signal sends sig to the process; one that already ended is not an
 // error.
 func (p *Process) Signal(ctx context.Context, sig syscall.Signal) error {
-	_, err := p.b.run(ctx, "sh", "-c", `kill -"$0" "$1" 2>/dev/null || ! kill -0 "$1" 2>/dev/null`, strconv.Itoa(int(sig)), strconv.Itoa(p.pid))
+	_, err := p.b.run(ctx, "sh", "-c", `[ -e "$2/exit" ] || kill -"$0" "$1" 2>/dev/null || ! kill -0 "$1" 2>/dev/null`,
+		strconv.Itoa(int(sig)), strconv.Itoa(p.pid), p.dir())
 	if err != nil {
 		return fmt.Errorf("docker: signal %s: %w", p.id, err)
 	}

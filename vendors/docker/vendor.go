@@ -8,6 +8,9 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net"
+	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,7 +50,7 @@ type Vendor struct {
 	opts options
 
 	netMu sync.Mutex
-	netOK bool
+	netID string
 }
 
 var _ vendors.Vendor = (*Vendor)(nil)
@@ -142,6 +145,20 @@ func (v *Vendor) Supports() vendors.Fields {
 		vendors.FieldPids, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRuntime)
 }
 
+// localEngine refuses an engine on another machine: boxes publish their
+// ports on the engine host's loopback.
+func (v *Vendor) localEngine() error {
+	u, err := url.Parse(v.cli.DaemonHost())
+	if err != nil || u.Scheme == "unix" || u.Scheme == "npipe" {
+		return nil
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return nil
+	}
+	return fmt.Errorf("docker: the engine at %s is on another machine, and boxes publish their ports on its loopback only: run boxctl there, or reach it through a local socket", v.cli.DaemonHost())
+}
+
 // Network returns the name of the boxes' network.
 func (v *Vendor) Network() string { return v.opts.network }
 
@@ -152,7 +169,7 @@ func (v *Vendor) HostAddress(ctx context.Context) (string, error) {
 	if err := v.ensureNetwork(ctx); err != nil {
 		return "", err
 	}
-	n, err := v.cli.NetworkInspect(ctx, v.opts.network, network.InspectOptions{})
+	n, err := v.cli.NetworkInspect(ctx, v.netID, network.InspectOptions{})
 	if err != nil {
 		return "", fmt.Errorf("docker: inspect network %s: %w", v.opts.network, err)
 	}
@@ -164,28 +181,62 @@ func (v *Vendor) HostAddress(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("docker: network %s has no IPv4 gateway", v.opts.network)
 }
 
+// iccOption turns inter-container traffic off on a bridge network.
+const iccOption = "com.docker.network.bridge.enable_icc"
+
+// ensureNetwork finds or creates the boxes' network and remembers its id.
+// Engines before API 1.44 check duplicate names only on a best-effort
+// basis, so two processes may both create one: every process then uses
+// the oldest network of the name.
 func (v *Vendor) ensureNetwork(ctx context.Context) error {
 	v.netMu.Lock()
 	defer v.netMu.Unlock()
-	if v.netOK {
+	if v.netID != "" {
 		return nil
 	}
-	_, err := v.cli.NetworkInspect(ctx, v.opts.network, network.InspectOptions{})
-	if cerrdefs.IsNotFound(err) {
+	nets, err := v.networks(ctx)
+	if err == nil && len(nets) == 0 {
 		_, err = v.cli.NetworkCreate(ctx, v.opts.network, network.CreateOptions{
 			Driver:  "bridge",
 			Labels:  map[string]string{boxmeta.LabelManaged: "true"},
-			Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
+			Options: map[string]string{iccOption: "false"},
 		})
 		if cerrdefs.IsConflict(err) || (err != nil && strings.Contains(err.Error(), "already exists")) {
 			err = nil // another process made it first
+		}
+		if err == nil {
+			nets, err = v.networks(ctx)
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("docker: network %s: %w", v.opts.network, err)
 	}
-	v.netOK = true
+	if len(nets) == 0 {
+		return fmt.Errorf("docker: network %s: not found after its creation", v.opts.network)
+	}
+	n := nets[0]
+	if n.Options[iccOption] != "false" {
+		return fmt.Errorf("docker: network %s lets containers reach each other (%s is not false): remove it, or name another with WithNetwork", v.opts.network, iccOption)
+	}
+	v.netID = n.ID
 	return nil
+}
+
+// networks returns the networks named exactly like the boxes', oldest
+// first.
+func (v *Vendor) networks(ctx context.Context) ([]network.Summary, error) {
+	all, err := v.cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", v.opts.network))})
+	if err != nil {
+		return nil, err
+	}
+	var out []network.Summary
+	for _, n := range all {
+		if n.Name == v.opts.network {
+			out = append(out, n)
+		}
+	}
+	slices.SortFunc(out, func(a, b network.Summary) int { return a.Created.Compare(b.Created) })
+	return out, nil
 }
 
 // Create starts a box. See vendors.Vendor.
@@ -226,10 +277,13 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	if spec.Runtime != "" {
 		runtime = spec.Runtime
 	}
+	if err := v.checkInit(ctx, spec.Image); err != nil {
+		return nil, err
+	}
 	cfg := &container.Config{Image: spec.Image, Env: env, Labels: labels, ExposedPorts: exposed}
 	host := &container.HostConfig{
 		AutoRemove:   true,
-		NetworkMode:  container.NetworkMode(v.opts.network),
+		NetworkMode:  container.NetworkMode(v.netID),
 		PortBindings: bindings,
 		CapDrop:      []string{"ALL"},
 		SecurityOpt:  []string{"no-new-privileges:true"},
@@ -249,6 +303,14 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		created, err = v.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
 	}
 	if err != nil {
+		// The engine may have made it before the call failed (a
+		// cancelled context): remove it by name, or it would sit in
+		// "created", where neither auto-remove nor the init can end it.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if rerr := v.cli.ContainerRemove(cctx, name, container.RemoveOptions{Force: true}); rerr != nil && !cerrdefs.IsNotFound(rerr) {
+			return nil, &vendors.CleanupError{Vendor: Name, BoxID: name, Err: fmt.Errorf("docker: create box from %s: %w", spec.Image, err)}
+		}
 		return nil, fmt.Errorf("docker: create box from %s: %w", spec.Image, v.mapErr(err, ""))
 	}
 	b := &Box{v: v, id: created.ID}
@@ -265,6 +327,10 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		return fail(fmt.Errorf("docker: start box: %w", v.mapErr(err, created.ID)))
 	}
 	info, err := b.Status(ctx)
+	if errors.Is(err, vendors.ErrNotFound) {
+		// Auto-remove took it: its init ended at once.
+		return nil, fmt.Errorf("docker: box from %s ended right after its start (its init exited; the image must run box-init)", spec.Image)
+	}
 	if err != nil {
 		return fail(fmt.Errorf("docker: start box: %w", err))
 	}
@@ -273,6 +339,33 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	}
 	return b, nil
 }
+
+// checkInit refuses an image whose entrypoint is not box-init: without it
+// nothing in the box enforces the lifetime. A missing image is pulled.
+func (v *Vendor) checkInit(ctx context.Context, ref string) error {
+	img, err := v.cli.ImageInspect(ctx, ref)
+	if cerrdefs.IsNotFound(err) && v.opts.pull {
+		if perr := v.pull(ctx, ref); perr != nil {
+			return fmt.Errorf("docker: create box: image %s: %w", ref, perr)
+		}
+		img, err = v.cli.ImageInspect(ctx, ref)
+	}
+	if err != nil {
+		return fmt.Errorf("docker: create box: image %s: %w", ref, err)
+	}
+	if img.Config != nil {
+		for _, a := range img.Config.Entrypoint {
+			if path.Base(a) == boxInit {
+				return nil
+			}
+		}
+	}
+	return &vendors.SpecError{Vendor: Name, Err: fmt.Errorf("image %s does not run %s as its entrypoint, so nothing would end its boxes at their deadline", ref, boxInit)}
+}
+
+// boxInit is the box image's init (boximage), which ends the box at its
+// deadline.
+const boxInit = "box-init"
 
 func (v *Vendor) pull(ctx context.Context, ref string) error {
 	rc, err := v.cli.ImagePull(ctx, ref, image.PullOptions{})

@@ -253,13 +253,16 @@ func testExec(t *testing.T, box vendors.Box) {
 func testExecCancel(t *testing.T, box vendors.Box) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
-	_, err := box.Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c", "echo $$ >/tmp/vt-cancel.pid; exec sleep 600"}})
+	// The command and a child it started both go with the cancel.
+	_, err := box.Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c",
+		"sleep 600 & echo $! >/tmp/vt-child.pid; echo $$ >/tmp/vt-cancel.pid; wait"}})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Exec past its context = %v, want context.DeadlineExceeded", err)
 	}
-	poll(t, time.Now().Add(20*time.Second), "the cancelled command to end", func() bool {
-		res, err := box.Exec(t.Context(), vendors.ExecSpec{Command: []string{"sh", "-c", `kill -0 "$(cat /tmp/vt-cancel.pid)"`}})
-		return err == nil && res.ExitCode != 0
+	poll(t, time.Now().Add(20*time.Second), "the cancelled command and its child to end", func() bool {
+		res, err := box.Exec(t.Context(), vendors.ExecSpec{Command: []string{"sh", "-c",
+			`! kill -0 "$(cat /tmp/vt-cancel.pid)" 2>/dev/null && ! kill -0 "$(cat /tmp/vt-child.pid)" 2>/dev/null`}})
+		return err == nil && res.ExitCode == 0
 	})
 }
 
