@@ -8,7 +8,7 @@
 // of its own, so a changed pin changes exactly the lines that carry it.
 //
 // The image is, in order: the base by digest; the pinned Debian packages
-// (tini) at exact versions; Node and npm from their npm tarballs, fetched in a
+// (tini; bubblewrap, the bridge's jail) at exact versions, both checked to run; Node and npm from their npm tarballs, fetched in a
 // per-platform stage (FROM node-${TARGETARCH}) and checked with sha512sum
 // against the pinned integrity before use; a non-root user (box, uid 10001)
 // owning /workspace; each selected harness; box-init; the static bridge

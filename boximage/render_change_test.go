@@ -100,7 +100,7 @@ func TestRender_pinChange(t *testing.T) {
 			return out
 		}, []lineChange{
 			{"tini=0.19.0-1+b3 \\", "tini=0.19.0-1+b4 \\"},
-			{L + `base.packages="tini=0.19.0-1+b3" \`, L + `base.packages="tini=0.19.0-1+b4" \`},
+			{L + `base.packages="tini=0.19.0-1+b3 bubblewrap=0.8.0-2+deb12u1" \`, L + `base.packages="tini=0.19.0-1+b4 bubblewrap=0.8.0-2+deb12u1" \`},
 		}},
 	}
 	for _, tt := range tests {

@@ -48,11 +48,21 @@ type Config struct {
 
 	MaxRuns      int
 	MaxBodyBytes int64
-	Keepalive    time.Duration
-	IdleTimeout  time.Duration
+	// BodyTimeout bounds the arrival of a request body
+	// (server.Options.BodyTimeout); ConnIdle closes a keep-alive
+	// connection idle that long; MaxConns caps the open client
+	// connections (more wait to be accepted). 0 means the defaults.
+	BodyTimeout time.Duration
+	ConnIdle    time.Duration
+	MaxConns    int
+	Keepalive   time.Duration
+	IdleTimeout time.Duration
 	// SessionIdle is how long a retained session's harness process waits
 	// for the next turn (engine.Options.SessionIdleTimeout).
 	SessionIdle time.Duration
+	// MaxSessionProcs is the most such processes kept idle at once
+	// (engine.Options.MaxSessionProcs).
+	MaxSessionProcs int
 	// SessionIdleClose is how long an open retained session may go
 	// without a turn before the bridge closes it (store.Options
 	// SessionIdle): 0 means 24 h, negative never.
@@ -116,9 +126,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	intVar(wire.EnvPort, &c.Port)
 	intVar("BRIDGE_MAX_RUNS", &c.MaxRuns)
 	int64Var("BRIDGE_MAX_BODY_BYTES", &c.MaxBodyBytes)
+	msVar("BRIDGE_BODY_TIMEOUT_MS", &c.BodyTimeout)
+	msVar("BRIDGE_CONN_IDLE_MS", &c.ConnIdle)
+	intVar("BRIDGE_MAX_CONNS", &c.MaxConns)
 	msVar("BRIDGE_SSE_HEARTBEAT_MS", &c.Keepalive)
 	msVar("BRIDGE_IDLE_TIMEOUT_MS", &c.IdleTimeout)
 	signedMsVar("BRIDGE_SESSION_IDLE_MS", &c.SessionIdle)
+	intVar("BRIDGE_MAX_SESSION_PROCS", &c.MaxSessionProcs)
 	signedMsVar("BRIDGE_SESSION_IDLE_CLOSE_MS", &c.SessionIdleClose)
 	msVar("BRIDGE_RESULT_GRACE_MS", &c.ResultGrace)
 	msVar("BRIDGE_MAX_RUN_MS", &c.MaxLifetime)
@@ -173,15 +187,19 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) *SecretFiles {
 	fs.StringVar(&c.RouterURL, "router-url", c.RouterURL, "model router base URL (TANGLE_ROUTER_URL)")
 	fs.IntVar(&c.MaxRuns, "max-runs", c.MaxRuns, "most concurrent runs; 0 for the default 4 (BRIDGE_MAX_RUNS)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "request body limit; 0 for 10 MiB (BRIDGE_MAX_BODY_BYTES)")
+	fs.DurationVar(&c.BodyTimeout, "body-timeout", c.BodyTimeout, "time a request body may take to arrive in full; 0 for 60s (BRIDGE_BODY_TIMEOUT_MS)")
+	fs.DurationVar(&c.ConnIdle, "conn-idle", c.ConnIdle, "close a keep-alive connection idle this long; 0 for 60s (BRIDGE_CONN_IDLE_MS)")
+	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "most open client connections, more wait to be accepted; 0 for 256 (BRIDGE_MAX_CONNS)")
 	fs.DurationVar(&c.Keepalive, "keepalive", c.Keepalive, "SSE keepalive interval; 0 for 15s (BRIDGE_SSE_HEARTBEAT_MS)")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "kill a harness silent this long; 0 for 10m (BRIDGE_IDLE_TIMEOUT_MS)")
-	fs.DurationVar(&c.SessionIdle, "session-idle", c.SessionIdle, "time a retained session's harness process waits for the next turn; 0 for 15m, negative for a fresh process per turn (BRIDGE_SESSION_IDLE_MS)")
+	fs.DurationVar(&c.SessionIdle, "session-idle", c.SessionIdle, "time a retained session's harness process waits for the next turn; 0 for 5m, negative for a fresh process per turn (BRIDGE_SESSION_IDLE_MS)")
+	fs.IntVar(&c.MaxSessionProcs, "max-session-procs", c.MaxSessionProcs, "most retained-session harness processes kept waiting, the one idle longest ended first; 0 for max-runs (BRIDGE_MAX_SESSION_PROCS)")
 	fs.DurationVar(&c.SessionIdleClose, "session-idle-close", c.SessionIdleClose, "close an open retained session without a turn this long; 0 for 24h, negative never (BRIDGE_SESSION_IDLE_CLOSE_MS)")
 	fs.DurationVar(&c.ResultGrace, "result-grace", c.ResultGrace, "time a harness may take to exit after its result; 0 for 2s (BRIDGE_RESULT_GRACE_MS)")
 	fs.DurationVar(&c.MaxLifetime, "max-run", c.MaxLifetime, "longest a run may live; 0 for 6h (BRIDGE_MAX_RUN_MS)")
 	fs.Int64Var(&c.MaxEvents, "replay-max-events", c.MaxEvents, "events kept per run; 0 for 10000 (BRIDGE_REPLAY_MAX_EVENTS)")
 	fs.Int64Var(&c.MaxBytes, "replay-max-bytes", c.MaxBytes, "event bytes kept per run; 0 for 32 MiB (BRIDGE_REPLAY_MAX_BYTES)")
-	fs.DurationVar(&c.ReplayTTL, "replay-retention", c.ReplayTTL, "replay kept after a run ends; 0 for 60s (BRIDGE_REPLAY_RETENTION_MS)")
+	fs.DurationVar(&c.ReplayTTL, "replay-retention", c.ReplayTTL, "full replay kept after a run ends (then its result only); 0 for 1h (BRIDGE_REPLAY_RETENTION_MS)")
 	fs.DurationVar(&c.IdentityTTL, "identity-retention", c.IdentityTTL, "run id binding kept; 0 for 24h (BRIDGE_IDENTITY_RETENTION_MS)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (BRIDGE_LOG_LEVEL)")
 	fs.StringVar(&sf.Bearer, "bearer-file", "", "read the bearer token from this file (else BRIDGE_BEARER)")

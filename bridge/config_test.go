@@ -18,6 +18,7 @@ func TestConfigFromEnv(t *testing.T) {
 		"TANGLE_API_KEY": "k", "TANGLE_ROUTER_URL": "http://r", "BRIDGE_SSE_HEARTBEAT_MS": "250",
 		"BRIDGE_MAX_RUNS": "7", "BRIDGE_REPLAY_MAX_EVENTS": "9",
 		"BRIDGE_SESSION_IDLE_MS": "-1", "BRIDGE_SESSION_IDLE_CLOSE_MS": "3600000",
+		"BRIDGE_MAX_SESSION_PROCS": "3", "BRIDGE_BODY_TIMEOUT_MS": "2000", "BRIDGE_CONN_IDLE_MS": "3000", "BRIDGE_MAX_CONNS": "64",
 	}
 	c, err := ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
@@ -26,7 +27,8 @@ func TestConfigFromEnv(t *testing.T) {
 	want := Config{Host: "0.0.0.0", Port: 4000, Bearer: "b", DataDir: "/d", Backends: []string{"claude"},
 		Bins: map[string]string{"claude": "/opt/claude"}, Timeouts: map[string]time.Duration{"claude": 1500 * time.Millisecond},
 		RouterKey: "k", RouterURL: "http://r", Keepalive: 250 * time.Millisecond, MaxRuns: 7, MaxEvents: 9, LogLevel: "info",
-		SessionIdle: -time.Millisecond, SessionIdleClose: time.Hour}
+		SessionIdle: -time.Millisecond, SessionIdleClose: time.Hour, MaxSessionProcs: 3,
+		BodyTimeout: 2 * time.Second, ConnIdle: 3 * time.Second, MaxConns: 64}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("ConfigFromEnv (-want +got):\n%s", diff)
 	}

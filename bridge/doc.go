@@ -5,5 +5,6 @@
 //
 // The parts live in subpackages: wire (the protocol's JSON types, shared
 // with clients), store (the durable event log), harness and its adapters
-// (how each CLI is driven), engine (processes and runs) and server (HTTP).
+// (how each CLI is driven), jail (the bubblewrap confinement a turn's
+// execution asks for), engine (processes and runs) and server (HTTP).
 package bridge

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/tangle-network/boxctl/bridge/engine"
 	"github.com/tangle-network/boxctl/bridge/server"
 	"github.com/tangle-network/boxctl/bridge/store"
@@ -18,6 +20,18 @@ import (
 
 // pruneEvery is how often time-based retention runs.
 const pruneEvery = 10 * time.Second
+
+// Defaults of the HTTP server's connection limits (Config).
+const (
+	// DefaultConnIdle is how long a keep-alive connection may wait for
+	// its next request.
+	DefaultConnIdle = 60 * time.Second
+	// DefaultMaxConns is the most open client connections; the next one
+	// waits in the listen backlog until one closes.
+	DefaultMaxConns = 256
+	// headerTimeout bounds the arrival of a request's headers.
+	headerTimeout = 10 * time.Second
+)
 
 // Serve runs the bridge until ctx ends: it opens the store in c.DataDir,
 // ends the runs a previous incarnation left live, and serves HTTP. When
@@ -39,8 +53,8 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 	}
 	eng, err := engine.New(ctx, st, engine.Options{DataDir: c.DataDir, RouterURL: c.RouterURL, RouterKey: c.RouterKey,
 		MaxRuns: c.MaxRuns, MaxLifetime: c.MaxLifetime, IdleTimeout: c.IdleTimeout, ResultGrace: c.ResultGrace,
-		SessionIdleTimeout: c.SessionIdle,
-		Secrets:            secrets, Logger: log})
+		SessionIdleTimeout: c.SessionIdle, MaxSessionProcs: c.MaxSessionProcs,
+		Secrets: secrets, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -55,7 +69,7 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 		backends = append(backends, &engine.Backend{Adapter: a, Bin: bin, Timeout: c.Timeouts[key]})
 	}
 	srv, err := server.New(server.Options{Engine: eng, Backends: backends, Bearer: c.Bearer, MaxBodyBytes: c.MaxBodyBytes,
-		Keepalive: c.Keepalive, Version: buildinfo.Get().Version, Logger: log})
+		BodyTimeout: c.BodyTimeout, Keepalive: c.Keepalive, Version: buildinfo.Get().Version, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -63,7 +77,7 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs, ln := httpServer(c, srv, ln, log)
 	log.Info("listening", "addr", ln.Addr().String(), "version", buildinfo.Get().Version, "backends", c.Backends)
 	if ready != nil {
 		ready(ln.Addr().String())
@@ -96,4 +110,23 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 			return err
 		}
 	}
+}
+
+// httpServer is the HTTP server of handler on ln, with its connections
+// bounded: headers must arrive within headerTimeout and a body within
+// Config.BodyTimeout (the handler's own bound, server.Options), a
+// keep-alive connection closes after Config.ConnIdle without a request,
+// and at most Config.MaxConns connections are open at once. Responses
+// get no write timeout, as an SSE stream lives as long as its run.
+func httpServer(c Config, handler http.Handler, ln net.Listener, log *slog.Logger) (*http.Server, net.Listener) {
+	idle, maxConns := c.ConnIdle, c.MaxConns
+	if idle <= 0 {
+		idle = DefaultConnIdle
+	}
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
+	}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: headerTimeout, IdleTimeout: idle,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	return hs, netutil.LimitListener(ln, maxConns)
 }

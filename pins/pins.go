@@ -55,8 +55,9 @@ type Base struct {
 	Reference string `json:"reference" jsonschema_description:"Image reference for people: registry/repository[:tag], without a digest."`
 	// Digest is the content digest the image is pulled by.
 	Digest string `json:"digest" jsonschema:"pattern=^sha256:[0-9a-f]{64}$" jsonschema_description:"Manifest (or index) digest the image is pulled by."`
-	// Packages are Debian packages installed on the base at exact versions.
-	Packages []DebianPackage `json:"packages,omitempty" jsonschema_description:"Debian packages installed on the base with apt at exact versions."`
+	// Packages are Debian packages installed on the base at exact versions:
+	// the init (tini) and the bridge's jail (bubblewrap).
+	Packages []DebianPackage `json:"packages,omitempty" jsonschema_description:"Debian packages installed on the base with apt at exact versions: the init (tini) and the bridge's jail (bubblewrap), at the versions the base's Debian release serves."`
 }
 
 // Image returns the reference pinned by digest: reference@digest.
@@ -153,8 +154,12 @@ type Harness struct {
 	// trimmed output of VersionCommand must match; it names Version.
 	VersionPattern string `json:"versionPattern" jsonschema:"minLength=1"`
 	// Proven reports that a live turn through the Router completed in a box
-	// built with this row. Only the conformance suite sets it.
+	// built with this row. Only the conformance suite sets it (boxctl pins
+	// prove), with a proof in ProvenBy.
 	Proven bool `json:"proven"`
+	// ProvenBy are the conformance runs that proved the row, one per
+	// vendor; a bump clears them.
+	ProvenBy []Proof `json:"provenBy,omitempty"`
 	// Lock is the harness's resolved dependency tree (locks/<name>.json).
 	Lock *Lock `json:"-"`
 }
@@ -312,6 +317,7 @@ func (p *Pins) Clone() *Pins {
 	for i := range c.Harnesses {
 		c.Harnesses[i].Platforms = slices.Clone(c.Harnesses[i].Platforms)
 		c.Harnesses[i].VersionCommand = slices.Clone(c.Harnesses[i].VersionCommand)
+		c.Harnesses[i].ProvenBy = slices.Clone(c.Harnesses[i].ProvenBy)
 	}
 	return &c
 }

@@ -41,6 +41,12 @@ func TestLoad(t *testing.T) {
 	if p.Bridge.Version != bi.Version || p.Bridge.Commit != bi.Commit {
 		t.Errorf("Load() bridge = %s %s, want the build's %s %s", p.Bridge.Version, p.Bridge.Commit, bi.Version, bi.Commit)
 	}
+	// The init and the bridge's jail, at the versions Debian bookworm (the
+	// base) serves.
+	wantDebs := []pins.DebianPackage{{Name: "tini", Version: "0.19.0-1+b3"}, {Name: "bubblewrap", Version: "0.8.0-2+deb12u1"}}
+	if diff := cmp.Diff(wantDebs, p.Base.Packages); diff != "" {
+		t.Errorf("Load() base packages (-want +got):\n%s", diff)
+	}
 	if h, ok := p.Harness("claude"); !ok || h.Name != "claude-code" {
 		t.Errorf("Harness(claude) = %v, %v; want claude-code by its backend key", h, ok)
 	}

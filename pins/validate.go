@@ -189,6 +189,9 @@ func (h Harness) validate() error {
 	case re.MatchString(""):
 		add("version pattern %q matches empty output", h.VersionPattern)
 	}
+	if err := h.validateProofs(); err != nil {
+		errs = append(errs, err)
+	}
 	if h.Lock == nil {
 		add("no lock (%s/%s.json)", LockDir, h.Name)
 		return errors.Join(errs...)

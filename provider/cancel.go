@@ -15,14 +15,6 @@ import (
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
-// cancellationRequest is the exact cancellation body: the protocol's
-// fields plus the digest of {operationId, run, reason} that the
-// TypeScript bridge checks.
-type cancellationRequest struct {
-	wire.CancellationRequest
-	RequestDigest string `json:"requestDigest"`
-}
-
 // reasonCleanup is the reason of every cancellation the provider makes on
 // its own behalf: a stream left early, a failed dispatch, Destroy, Cancel.
 const reasonCleanup = "provider cleanup"
@@ -32,18 +24,14 @@ const reasonCleanup = "provider cleanup"
 // cancellation replays the bridge's stored answer, while one with another
 // reason (which the bridge would refuse as a conflicting reuse of the
 // operation id) is another operation.
-func newCancellationRequest(ref ControlRef, reason string) (cancellationRequest, error) {
+func newCancellationRequest(ref ControlRef, reason string) (wire.CancellationRequest, error) {
 	opID := "cancel-" + strings.TrimPrefix(ref.RequestDigest, "sha256:")
 	if reason != reasonCleanup {
 		sum := sha256.Sum256([]byte(ref.RequestDigest + "\x00" + reason))
 		opID += "-" + hex.EncodeToString(sum[:8])
 	}
-	req := cancellationRequest{CancellationRequest: wire.CancellationRequest{
-		OperationID: opID,
-		Run:         ref.wire(),
-		Reason:      reason,
-	}}
-	d, err := wire.Digest(req.CancellationRequest)
+	req := wire.CancellationRequest{OperationID: opID, Run: ref.wire(), Reason: reason}
+	d, err := wire.CancellationDigest(req)
 	if err != nil {
 		return req, err
 	}
@@ -134,7 +122,7 @@ func (c *client) performCancel(ctx context.Context, r *run, reason string) (*wir
 // checkCancelAnswer accepts an exact cancellation acknowledgement for this
 // request, or the plain answer {cancelled, terminal, run} of a bridge that
 // ignores the body, when it names this run.
-func checkCancelAnswer(op string, req cancellationRequest, status int, data []byte, r *run) error {
+func checkCancelAnswer(op string, req wire.CancellationRequest, status int, data []byte, r *run) error {
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return &ProtocolError{Op: op, Reason: "cli-bridge returned an invalid cancellation answer"}
@@ -153,11 +141,7 @@ func checkCancelAnswer(op string, req cancellationRequest, status int, data []by
 	if err := json.Unmarshal(data, &ack); err != nil {
 		return &ProtocolError{Op: op, Reason: "cli-bridge returned an invalid exact cancellation acknowledgement"}
 	}
-	// The TypeScript bridge digests {operationId, run, reason}; ours digests
-	// the whole body. Either names this request.
-	whole, _ := wire.Digest(req)
-	if ack.OperationID != req.OperationID || ack.Run != req.Run ||
-		(ack.RequestDigest != "" && ack.RequestDigest != req.RequestDigest && ack.RequestDigest != whole) {
+	if ack.OperationID != req.OperationID || ack.Run != req.Run || ack.RequestDigest != req.RequestDigest {
 		return &IdentityMismatchError{Op: op, Reason: "cli-bridge returned a cancellation acknowledgement for another request"}
 	}
 	if ack.Status == wire.CancelConflict || ack.Status == wire.CancelUnknown || ack.Effect == wire.EffectUnknown {

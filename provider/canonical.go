@@ -55,7 +55,7 @@ func (d *decoder) canonical(f frame) error {
 			return d.protocolErr("cli-bridge emitted an invalid message part: " + reason)
 		}
 	}
-	if ev.Type == "raw" && (ev.Backend == nil || *ev.Backend == "") {
+	if ev.Type == wire.EventRaw && (ev.Backend == nil || *ev.Backend == "") {
 		return d.protocolErr("cli-bridge emitted a raw event without its backend")
 	}
 	out := Event{ID: f.ID, Type: ev.Type, EventID: env.EventID, Sequence: env.Sequence, Raw: env.Event,
@@ -63,7 +63,7 @@ func (d *decoder) canonical(f frame) error {
 	if ev.Type == EventMessagePart && ev.Part != nil && ev.Part.Type == "text" && ev.Delta != nil {
 		out.Delta = *ev.Delta
 	}
-	if ev.Type == "raw" {
+	if ev.Type == wire.EventRaw {
 		out.Usage = canonicalUsage(ev.Event)
 		out.ProviderModels = canonicalProviderModels(ev.Event)
 	}
@@ -126,7 +126,7 @@ func checkPart(raw json.RawMessage, p *Part, sessionID string) string {
 			return "a completed tool state without its output"
 		case st.Status == ToolError && st.Error == "":
 			return "a failed tool state without its error"
-		case st.Status != ToolRunning && st.Status != ToolCompleted && st.Status != ToolError && st.Status != "pending":
+		case st.Status != ToolPending && st.Status != ToolRunning && st.Status != ToolCompleted && st.Status != ToolError:
 			return "a tool state of status " + strconv.Quote(st.Status)
 		}
 	}
@@ -162,7 +162,7 @@ func canonicalProviderModels(raw json.RawMessage) []string {
 		Type           string   `json:"type"`
 		ProviderModels []string `json:"providerModels"`
 	}
-	if json.Unmarshal(raw, &pe) != nil || pe.Type != "usage" {
+	if json.Unmarshal(raw, &pe) != nil || pe.Type != wire.UsagePayloadType {
 		return nil
 	}
 	return pe.ProviderModels
@@ -177,7 +177,7 @@ func canonicalUsage(raw json.RawMessage) *Usage {
 			Usage json.RawMessage `json:"usage"`
 		} `json:"data"`
 	}
-	if json.Unmarshal(raw, &pe) != nil || pe.Type != "usage" {
+	if json.Unmarshal(raw, &pe) != nil || pe.Type != wire.UsagePayloadType {
 		return nil
 	}
 	src := pe.Usage

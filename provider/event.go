@@ -10,11 +10,11 @@ import (
 // Event types. Canonical streams carry the bridge's own types; legacy
 // streams are mapped onto message.part.updated, usage, status and result.
 const (
-	EventMessagePart = "message.part.updated"
-	EventUsage       = "usage"
-	EventStatus      = "status"
+	EventMessagePart = wire.EventMessagePartUpdated
+	EventUsage       = wire.UsagePayloadType
+	EventStatus      = wire.EventStatus
 	EventResult      = "result"
-	EventInteraction = "interaction"
+	EventInteraction = wire.EventInteraction
 	// EventExecutionStarted opens a turn of the sandbox provider: the run
 	// was admitted, and Model names the model the environment declared.
 	EventExecutionStarted = "execution.started"
@@ -22,11 +22,11 @@ const (
 
 // Run statuses carried by status events.
 const (
-	StatusStarted    = "started"
-	StatusProcessing = "processing"
-	StatusCompleted  = "completed"
-	StatusFailed     = "failed"
-	StatusCancelled  = "cancelled"
+	StatusStarted    = wire.CanonicalStarted
+	StatusProcessing = wire.CanonicalProcessing
+	StatusCompleted  = wire.CanonicalCompleted
+	StatusFailed     = wire.CanonicalFailed
+	StatusCancelled  = wire.CanonicalCancelled
 )
 
 // Event is one event of a run. ID is its replay cursor: pass it as `since`
@@ -77,36 +77,24 @@ type Event struct {
 	Raw json.RawMessage
 }
 
-// Part is a message part: text, reasoning or a tool call. In a canonical
-// stream it names its session and message; a text or reasoning part's Text
-// is its whole text so far (the event's Delta is what it adds); a tool
-// part's State follows its call from running to completed or error.
-type Part struct {
-	ID        string     `json:"id"`
-	SessionID string     `json:"sessionID,omitempty"`
-	MessageID string     `json:"messageID,omitempty"`
-	Type      string     `json:"type"`
-	Text      string     `json:"text,omitempty"`
-	Tool      string     `json:"tool,omitempty"`
-	CallID    string     `json:"callID,omitempty"`
-	State     *ToolState `json:"state,omitempty"`
-}
+// Part is a message part: text, reasoning or a tool call (wire.Part). In a
+// canonical stream it names its session and message; a text or reasoning
+// part's Text is its whole text so far (the event's Delta is what it
+// adds); a tool part's State follows its call from pending to running to
+// completed or error.
+type Part = wire.Part
 
 // Tool states of a ToolState.
 const (
-	ToolRunning   = "running"
-	ToolCompleted = "completed"
-	ToolError     = "error"
+	ToolPending   = wire.ToolPending
+	ToolRunning   = wire.ToolRunning
+	ToolCompleted = wire.ToolCompleted
+	ToolError     = wire.ToolError
 )
 
-// ToolState is the state of a tool part: its input, then its output once
-// completed or its error once failed.
-type ToolState struct {
-	Status string          `json:"status"`
-	Input  json.RawMessage `json:"input"`
-	Output *string         `json:"output,omitempty"`
-	Error  string          `json:"error,omitempty"`
-}
+// ToolState is the state of a tool part (wire.ToolState): its input, then
+// its output once completed or its error once failed.
+type ToolState = wire.ToolState
 
 // Usage provenances.
 const (

@@ -282,7 +282,7 @@ func (f *fakeBridge) writeSnapshot(w http.ResponseWriter, id string) {
 }
 
 func (f *fakeBridge) cancel(w http.ResponseWriter, r *http.Request, id string) {
-	var req cancellationRequest
+	var req wire.CancellationRequest
 	json.NewDecoder(r.Body).Decode(&req)
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"reflect"
 	"sync"
+	"time"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
@@ -192,6 +194,17 @@ func proofBinds(p *wire.BoundaryProof, ref ControlRef) bool {
 		p.SessionID == ref.SessionID && p.ExecutionID == ref.ExecutionID && p.RequestDigest == ref.RequestDigest
 }
 
+// observedBefore reports whether RFC 3339 time a is before b; an
+// unreadable a is.
+func observedBefore(a, b string) bool {
+	ta, err := time.Parse(time.RFC3339Nano, a)
+	if err != nil {
+		return true
+	}
+	tb, err := time.Parse(time.RFC3339Nano, b)
+	return err == nil && ta.Before(tb)
+}
+
 // NewContinuationRequest builds the digest-bound request of a native
 // continuation of run at boundary, for turn.
 func NewContinuationRequest(operationID string, run ControlRef, boundary wire.BoundaryProof, turn wire.ContinuationTurn) (wire.ContinuationRequest, error) {
@@ -204,12 +217,12 @@ func NewContinuationRequest(operationID string, run ControlRef, boundary wire.Bo
 	if !proofBinds(&boundary, run) {
 		return wire.ContinuationRequest{}, errors.New("boundary proof must match the continued run")
 	}
-	turnDigest, err := wire.Digest(turn)
+	turnDigest, err := wire.ContinuationTurnDigest(turn)
 	if err != nil {
 		return wire.ContinuationRequest{}, err
 	}
 	req := wire.ContinuationRequest{OperationID: operationID, TurnDigest: turnDigest, Run: run.wire(), ExpectedBoundary: boundary}
-	req.RequestDigest, err = wire.Digest(map[string]any{"turnDigest": turnDigest, "operationId": operationID, "run": req.Run, "expectedBoundary": boundary})
+	req.RequestDigest, err = wire.ContinuationRequestDigest(req)
 	return req, err
 }
 
@@ -267,6 +280,12 @@ func (s *Session) ContinueNative(ctx context.Context, request wire.ContinuationR
 	}
 	if status < 200 || status > 299 {
 		return nil, &ProtocolError{Op: op, Reason: fmt.Sprintf("cli-bridge native continuation returned HTTP %d for an accepted result", status)}
+	}
+	// As the agent interface requires: an accepted continuation shows the
+	// boundary it was admitted at, the expected one, observed no earlier.
+	if a := ack.ActualBoundary; a == nil || !reflect.DeepEqual(a.Boundary, request.ExpectedBoundary.Boundary) ||
+		observedBefore(a.ObservedAt, request.ExpectedBoundary.ObservedAt) {
+		return nil, &ProtocolError{Op: op, Reason: "cli-bridge native continuation was accepted without the observed boundary"}
 	}
 	if out.ControlRef == nil || out.Result == nil {
 		return nil, &ProtocolError{Op: op, Reason: "cli-bridge native continuation omitted its current control reference"}

@@ -140,23 +140,36 @@ func TestNative_turnInteractionAndContinuation(t *testing.T) {
 	for _, tt := range []struct {
 		status, want string
 		moved        bool
+		noBoundary   bool
 	}{
-		{wire.ContinuationBoundaryMismatch, wire.ContinuationBoundaryMismatch, false},
-		{wire.ContinuationAccepted, wire.ContinuationAccepted, true},
+		{wire.ContinuationBoundaryMismatch, wire.ContinuationBoundaryMismatch, false, false},
+		{wire.ContinuationAccepted, "", false, true},
+		{wire.ContinuationAccepted, wire.ContinuationAccepted, true, false},
 	} {
 		f.routes["POST /v1/sessions/pi-session/continue"] = func(w http.ResponseWriter, r *http.Request) {
 			var body wire.ContinueBody
 			json.NewDecoder(r.Body).Decode(&body)
-			out := wire.ContinuationOutcome{Acknowledgement: wire.ContinuationAck{OperationID: body.Request.OperationID, RequestDigest: body.Request.RequestDigest, Status: tt.status}}
-			if tt.moved {
+			out := wire.ContinuationOutcome{Acknowledgement: wire.ContinuationAck{OperationID: body.Request.OperationID,
+				RequestDigest: body.Request.RequestDigest, Status: tt.status, ActualBoundary: &body.Request.ExpectedBoundary}}
+			if tt.status == wire.ContinuationAccepted {
 				n := next.wire()
 				out.ControlRef, out.Result = &n, &wire.ContinuationResult{Text: "continued", Success: true}
 			} else {
 				w.WriteHeader(409)
 			}
+			if tt.noBoundary {
+				out.Acknowledgement.ActualBoundary = nil
+			}
 			json.NewEncoder(w).Encode(out)
 		}
 		out, err := s2.ContinueNative(t.Context(), req, turn)
+		if tt.noBoundary {
+			var pe *ProtocolError
+			if !errors.As(err, &pe) {
+				t.Errorf("ContinueNative accepted without the observed boundary = %+v, %v, want *ProtocolError", out, err)
+			}
+			continue
+		}
 		if err != nil || out.Acknowledgement.Status != tt.want {
 			t.Fatalf("ContinueNative = %+v, %v, want %s", out, err, tt.want)
 		}

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
 // DefaultName is the provider name used when Options.Name is empty. It is
@@ -92,34 +94,19 @@ func (o Options) normalized() (Options, error) {
 
 // Execution kinds.
 const (
-	ExecutionHost    = "host"
-	ExecutionSandbox = "sandbox"
+	ExecutionHost    = wire.ExecutionHost
+	ExecutionSandbox = wire.ExecutionSandbox
 )
 
 // Execution is the bridge request's `execution` object: where and under
 // which confinement the harness runs. The bridge validates it and applies
 // its operator rules; the provider forwards it unchanged. Host execution
 // uses Jail, NetJail and TimeoutMS; sandbox execution uses RepoURL, GitRef,
-// Capability, TTLSeconds, NetJail and TimeoutMS.
-type Execution struct {
-	Kind       string   `json:"kind"`
-	Jail       *Jail    `json:"jail,omitempty"`
-	NetJail    *NetJail `json:"netJail,omitempty"`
-	TimeoutMS  *int64   `json:"timeoutMs,omitempty"`
-	RepoURL    string   `json:"repoUrl,omitempty"`
-	GitRef     string   `json:"gitRef,omitempty"`
-	Capability string   `json:"capability,omitempty"`
-	TTLSeconds *int64   `json:"ttlSeconds,omitempty"`
-}
+// Capability, TTLSeconds, NetJail and TimeoutMS. It is the wire type.
+type Execution = wire.Execution
 
 // Jail is host file-system confinement: Mode off, write-jail or fs-jail.
-type Jail struct {
-	Mode string `json:"mode,omitempty"`
-	Root string `json:"root,omitempty"`
-}
+type Jail = wire.Jail
 
 // NetJail is network confinement: Mode off or net-jail, with allowed hosts.
-type NetJail struct {
-	Mode  string   `json:"mode,omitempty"`
-	Allow []string `json:"allow,omitempty"`
-}
+type NetJail = wire.NetJail

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
@@ -209,11 +210,20 @@ func (d *decoder) frame(f frame) error {
 // composite cursor already covered, and yields them.
 func (d *decoder) emit(frameID string, events []Event) error {
 	for i, ev := range events {
-		if frameID != "" && d.cur.skipFrame == frameID && i <= d.cur.skipIndex {
-			continue
-		}
 		if frameID != "" && ev.ID == "" {
 			ev.ID = frameID + ":" + strconv.Itoa(i)
+		}
+		// An event's index in its frame is the one its id names: the
+		// closing result of a replay is emitted alone but carries the
+		// index after the frame's own events.
+		idx := i
+		if rest, ok := strings.CutPrefix(ev.ID, frameID+":"); ok && frameID != "" {
+			if n, err := strconv.Atoi(rest); err == nil {
+				idx = n
+			}
+		}
+		if frameID != "" && d.cur.skipFrame == frameID && idx <= d.cur.skipIndex {
+			continue
 		}
 		ev.RunID, ev.SessionID, ev.ExecutionID = d.ref.RunID, d.ref.SessionID, d.ref.ExecutionID
 		if !d.yield(ev) {

@@ -36,4 +36,14 @@
 // Processes started with Spawn live on in the box independently of the
 // caller's context and of the Process value: only Signal, the process's own
 // end, or the box's end stops them.
+//
+// # Publishing images
+//
+// A vendor that makes boxes from images of its own kind (an E2B template,
+// a Daytona snapshot) implements ImageImporter: it turns a box image
+// pushed to an OCI registry into one, and returns the reference
+// CreateSpec.Image takes. One whose vendor hosts the registry too
+// implements ImageRegistry, which names where to push. `boxctl build` and
+// the conformance runner publish through these, so both run the same
+// vendor code.
 package vendors

@@ -20,6 +20,7 @@ USER root
 RUN apt-get update -q; \
     apt-get install -y -q --no-install-recommends \
       tini=0.19.0-1+b3 \
+      bubblewrap=0.8.0-2+deb12u1 \
     ; rm -rf /var/lib/apt/lists/*
 RUN --mount=type=bind,from=node,target=/mnt/node --mount=type=bind,from=npm,target=/mnt/npm \
     case "$TARGETARCH" in \
@@ -36,7 +37,8 @@ RUN --mount=type=bind,from=node,target=/mnt/node --mount=type=bind,from=npm,targ
     ln -sf ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx; \
     test "$(node --version)" = "v22.23.5"; \
     test "$(npm --version)" = "10.9.9"; \
-    /usr/bin/tini --version
+    /usr/bin/tini --version; \
+    bwrap --version
 RUN groupadd --system --gid 10001 box; \
     useradd --system --uid 10001 --gid 10001 --home-dir /home/box --create-home --shell /bin/sh box; \
     mkdir -p /workspace /opt/boxctl/harness; \
@@ -97,7 +99,7 @@ WORKDIR /workspace
 ENTRYPOINT ["/usr/bin/tini", "-g", "--", "/usr/local/bin/box-init"]
 CMD ["sleep", "infinity"]
 LABEL \
-    io.github.tangle-network.boxctl.base.packages="tini=0.19.0-1+b3" \
+    io.github.tangle-network.boxctl.base.packages="tini=0.19.0-1+b3 bubblewrap=0.8.0-2+deb12u1" \
     io.github.tangle-network.boxctl.bridge.commit="0123456789abcdef0123456789abcdef01234567" \
     io.github.tangle-network.boxctl.bridge.version="v0.0.0-test" \
     io.github.tangle-network.boxctl.harness.claude-code.binary="claude" \

@@ -31,7 +31,8 @@ RUN --mount=type=bind,from=node,target=/mnt/node --mount=type=bind,from=npm,targ
     ln -sf ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx; \
     test "$(node --version)" = "v22.23.5"; \
     test "$(npm --version)" = "10.9.9"; \
-    /usr/bin/tini --version
+    /usr/bin/tini --version; \
+    bwrap --version
 RUN groupadd --system --gid 2000 agent; \
     useradd --system --uid 2000 --gid 2000 --home-dir /home/agent --create-home --shell /bin/sh agent; \
     mkdir -p /work /opt/boxctl/harness; \

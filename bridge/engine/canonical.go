@@ -91,66 +91,13 @@ func (c *canonical) frame(event any) []byte {
 		Cursor: strconv.FormatInt(c.seq, 10), OccurredAt: now, ReceivedAt: now, Event: ev})
 }
 
-// part is a message part of a message.part.updated event.
-type part struct {
-	ID        string     `json:"id"`
-	SessionID string     `json:"sessionID"`
-	MessageID string     `json:"messageID"`
-	Type      string     `json:"type"`
-	Text      *string    `json:"text,omitempty"`
-	Tool      string     `json:"tool,omitempty"`
-	CallID    string     `json:"callID,omitempty"`
-	State     *toolState `json:"state,omitempty"`
-}
-
-// Tool states of a tool part.
-const (
-	toolPending   = "pending"
-	toolRunning   = "running"
-	toolCompleted = "completed"
-	toolError     = "error"
-)
-
-// toolState is a tool part's state: its input always, its output once
-// completed, its error once failed.
-type toolState struct {
-	Status string         `json:"status"`
-	Input  map[string]any `json:"input"`
-	Output *string        `json:"output,omitempty"`
-	Error  string         `json:"error,omitempty"`
-}
-
-type partEvent struct {
-	Type  string  `json:"type"`
-	Part  part    `json:"part"`
-	Delta *string `json:"delta,omitempty"`
-}
-
-// statusEvent is a `status` event.
-type statusEvent struct {
-	Type   string `json:"type"`
-	Status string `json:"status"`
-	Detail string `json:"detail,omitempty"`
-}
-
-// warningEvent is a `warning` event.
-type warningEvent struct {
-	Type    string `json:"type"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-// warnTruncated is the code of a warning that a value was cut to the
-// contract's bounds.
-const warnTruncated = "truncated"
-
 // status returns a status event; a detail past the string bound is cut
 // and ends in "…".
 func (c *canonical) status(status, detail string) []byte {
 	if wire.JSLength(detail) > wire.MaxContractString {
 		detail = wire.TruncateJS(detail, wire.MaxContractString-1) + "…"
 	}
-	return c.frame(statusEvent{Type: "status", Status: status, Detail: detail})
+	return c.frame(wire.StatusEvent{Type: wire.EventStatus, Status: status, Detail: detail})
 }
 
 func (c *canonical) partID(kind string) string {
@@ -159,8 +106,8 @@ func (c *canonical) partID(kind string) string {
 }
 
 // newPart returns a part of the run's message.
-func (c *canonical) newPart(id, typ string) part {
-	return part{ID: id, SessionID: c.sessionID, MessageID: c.messageID(), Type: typ}
+func (c *canonical) newPart(id, typ string) wire.Part {
+	return wire.Part{ID: id, SessionID: c.sessionID, MessageID: c.messageID(), Type: typ}
 }
 
 // identifier is s as an identifier of the interface: without outer white
@@ -202,11 +149,11 @@ func (c *canonical) events(ev harness.Event) [][]byte {
 			if ok {
 				return nil // a fragment that does not complete the arguments
 			}
-			return [][]byte{c.frame(partEvent{Type: "message.part.updated", Part: c.toolPart(tp, toolState{Status: toolPending})})}
+			return [][]byte{c.frame(wire.PartEvent{Type: wire.EventMessagePartUpdated, Part: c.toolPart(tp, wire.ToolState{Status: wire.ToolPending})})}
 		}
 		in, cut := boundedInput(tp.args)
 		tp.input = in
-		out := [][]byte{c.frame(partEvent{Type: "message.part.updated", Part: c.toolPart(tp, toolState{Status: toolRunning})})}
+		out := [][]byte{c.frame(wire.PartEvent{Type: wire.EventMessagePartUpdated, Part: c.toolPart(tp, wire.ToolState{Status: wire.ToolRunning})})}
 		if cut {
 			out = append(out, c.warn(tp, "input", "the input of tool part "+tp.id+" was past the contract's bounds and was cut")...)
 		}
@@ -226,10 +173,10 @@ func (c *canonical) events(ev harness.Event) [][]byte {
 		if tp.input == nil {
 			tp.input, _ = boundedInput(tp.args)
 		}
-		st := toolState{Status: toolCompleted}
+		st := wire.ToolState{Status: wire.ToolCompleted}
 		field, text := "output", tr.Content
 		if tr.IsError {
-			field, st.Status = "error", toolError
+			field, st.Status = "error", wire.ToolError
 			if text == "" {
 				text = "the tool failed"
 			}
@@ -241,7 +188,7 @@ func (c *canonical) events(ev harness.Event) [][]byte {
 		} else {
 			st.Output = &text
 		}
-		out := [][]byte{c.frame(partEvent{Type: "message.part.updated", Part: c.toolPart(tp, st)})}
+		out := [][]byte{c.frame(wire.PartEvent{Type: wire.EventMessagePartUpdated, Part: c.toolPart(tp, st)})}
 		if cut {
 			out = append(out, c.warn(tp, field, "the "+field+" of tool part "+tp.id+" was cut to "+
 				strconv.Itoa(wire.MaxContractString)+" characters")...)
@@ -288,8 +235,8 @@ func (c *canonical) textEvents(kind harness.EventKind, s string) [][]byte {
 		c.textLen += wire.JSLength(piece)
 		d, text := piece, c.text
 		p := c.newPart(c.runID+":"+typ+":"+strconv.Itoa(c.part), typ)
-		p.Text = &text
-		out = append(out, c.frame(partEvent{Type: "message.part.updated", Part: p, Delta: &d}))
+		p.Text = text
+		out = append(out, c.frame(wire.PartEvent{Type: wire.EventMessagePartUpdated, Part: p, Delta: &d}))
 	}
 	return out
 }
@@ -301,7 +248,7 @@ func (c *canonical) warn(tp *toolPart, field, msg string) [][]byte {
 		return nil
 	}
 	tp.warned[field] = true
-	return [][]byte{c.frame(warningEvent{Type: "warning", Code: warnTruncated, Message: msg})}
+	return [][]byte{c.frame(wire.WarningEvent{Type: wire.EventWarning, Code: wire.WarnTruncated, Message: msg})}
 }
 
 // boundedInput decodes a tool call's JSON arguments as the state's input
@@ -345,31 +292,19 @@ func cutStrings(v any) any {
 
 // toolPart returns tool part tp in state st: pending (its input not yet
 // known), or with tp's input.
-func (c *canonical) toolPart(tp *toolPart, st toolState) part {
+func (c *canonical) toolPart(tp *toolPart, st wire.ToolState) wire.Part {
 	p := c.newPart(tp.id, "tool")
 	p.Tool, p.CallID = tp.tool, tp.callID
 	if p.Tool == "" {
 		p.Tool = "unknown"
 	}
-	st.Input = tp.input
-	if st.Input == nil || st.Status == toolPending {
-		st.Input = map[string]any{}
+	in := tp.input
+	if in == nil || st.Status == wire.ToolPending {
+		in = map[string]any{}
 	}
+	st.Input = mustJSON(in)
 	p.State = &st
 	return p
-}
-
-// usageEvent is the `raw` provider event carrying a turn's usage.
-type usageEvent struct {
-	Type    string     `json:"type"`
-	Backend string     `json:"backend"`
-	Event   usageInner `json:"event"`
-}
-
-type usageInner struct {
-	Type           string         `json:"type"`
-	Usage          map[string]any `json:"usage,omitempty"`
-	ProviderModels []string       `json:"providerModels,omitempty"`
 }
 
 // end returns the last frames of a turn that ended with ev: its usage and
@@ -377,27 +312,21 @@ type usageInner struct {
 func (c *canonical) end(ev harness.Event) [][]byte {
 	var out [][]byte
 	if u := ev.Usage; u != nil || len(c.providerModels) > 0 {
-		in := usageInner{Type: "usage", ProviderModels: c.providerModels}
+		in := wire.UsagePayload{Type: wire.UsagePayloadType, ProviderModels: c.providerModels}
 		if u != nil {
-			m := map[string]any{"inputTokens": u.PromptTokens, "outputTokens": u.CompletionTokens, "totalTokens": u.TotalTokens}
-			if u.CacheReadInputTokens != nil {
-				m["cacheReadInputTokens"] = *u.CacheReadInputTokens
-			}
-			if u.CacheWriteInputTokens != nil {
-				m["cacheCreationInputTokens"] = *u.CacheWriteInputTokens
-			}
+			total := u.TotalTokens
+			ru := &wire.ReportedUsage{TokenUsage: wire.TokenUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens,
+				TotalTokens: &total, CacheReadInputTokens: u.CacheReadInputTokens, CacheCreationInputTokens: u.CacheWriteInputTokens},
+				Estimated: u.Estimated}
 			if u.Cost != nil && !math.IsNaN(*u.Cost) && !math.IsInf(*u.Cost, 0) {
-				m["cost"] = *u.Cost
+				ru.Cost = u.Cost
 			}
-			if u.Estimated != nil {
-				m["estimated"] = *u.Estimated
-			}
-			in.Usage = m
+			in.Usage = ru
 		}
-		out = append(out, c.frame(usageEvent{Type: "raw", Backend: identifier(c.backend, "unknown"), Event: in}))
+		out = append(out, c.frame(wire.UsageEvent{Type: wire.EventRaw, Backend: identifier(c.backend, "unknown"), Event: in}))
 	}
 	if ev.Err != nil {
-		return append(out, c.status("failed", ev.Err.Type+": "+ev.Err.Message))
+		return append(out, c.status(wire.CanonicalFailed, ev.Err.Type+": "+ev.Err.Message))
 	}
-	return append(out, c.status("completed", ""))
+	return append(out, c.status(wire.CanonicalCompleted, ""))
 }

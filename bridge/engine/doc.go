@@ -26,7 +26,8 @@
 // Retained sessions of a harness.Persistent adapter keep one harness
 // process per session across turns (session_proc.go): a turn takes it
 // from the engine's registry, writes its input line and ends at its
-// terminal event; between turns it waits SessionIdleTimeout. A process
+// terminal event; between turns it waits SessionIdleTimeout, and at most
+// MaxSessionProcs wait at once (the one idle longest is ended). A process
 // that died is replaced by a fresh one resuming the session, and each run
 // records the process's group and marker for crash recovery.
 //

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
@@ -49,8 +50,12 @@ const (
 	DefaultResultGrace = 2 * time.Second
 	DefaultKillGrace   = 2 * time.Second
 	// DefaultSessionIdleTimeout is how long a retained session's harness
-	// process waits for the next turn.
-	DefaultSessionIdleTimeout = 15 * time.Minute
+	// process waits for the next turn. An idle Claude Code process holds
+	// about 200 MB, and clients (ours and the TypeScript one) close no
+	// session when they destroy an environment, so it is short: what it
+	// saves is the start of a resuming process, about half a second per
+	// turn (TestLive_ClaudeSessionLatency).
+	DefaultSessionIdleTimeout = 5 * time.Minute
 )
 
 // Options configure an Engine. Zero values mean the defaults.
@@ -74,15 +79,23 @@ type Options struct {
 	// SessionIdleTimeout is how long the long-lived process of a retained
 	// session (harness.Persistent) waits for the session's next turn
 	// before it is ended; the turn after that starts a fresh process that
-	// resumes the session (default 15 min). Negative runs every retained
+	// resumes the session (default 5 min). Negative runs every retained
 	// turn in a fresh process.
 	SessionIdleTimeout time.Duration
+	// MaxSessionProcs is the most such processes kept idle at once: when
+	// one more turn ends, the process idle longest is ended, and its
+	// session resumes in a fresh process (default MaxRuns).
+	MaxSessionProcs int
 	// Secrets are redacted from every harness stderr the engine reports.
 	// The router key is always among them.
 	Secrets []string
 	// Environ is the environment harnesses start from (default
 	// os.Environ() without BRIDGE_* and TANGLE_* variables).
 	Environ []string
+	// Bwrap is the bubblewrap binary jailed turns run under (default: bwrap
+	// on PATH); Relay the executable that serves a net jail's relay
+	// (default: this process's, whose main calls jail.ServeRelayIfAsked).
+	Bwrap, Relay string
 	// ProcDir is the proc filesystem used to find leftover processes
 	// (default /proc).
 	ProcDir string
@@ -108,6 +121,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SessionIdleTimeout == 0 {
 		o.SessionIdleTimeout = DefaultSessionIdleTimeout
+	}
+	if o.MaxSessionProcs <= 0 {
+		o.MaxSessionProcs = o.MaxRuns
 	}
 	if o.Environ == nil {
 		for _, kv := range os.Environ() {
@@ -139,7 +155,11 @@ type Engine struct {
 	closed bool
 	// ret is the state of retained session turns (session.go).
 	ret retainedState
-	wg  sync.WaitGroup
+	// jail confines the turns whose execution asks for it (confine.go).
+	jail *jail.Jailer
+	// stats are the counters Stats reports (stats.go).
+	stats counters
+	wg    sync.WaitGroup
 }
 
 // liveRun is the shared state of a run whose goroutine is running.
@@ -171,9 +191,14 @@ func New(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
 	}
 	e := &Engine{opts: opts.withDefaults(), store: st, live: map[string]*liveRun{}}
 	e.log = e.opts.Logger
+	e.jail = jail.New(jail.Options{Bwrap: e.opts.Bwrap, DataDir: e.opts.DataDir, RouterURL: e.opts.RouterURL,
+		Relay: e.opts.Relay, Logger: e.log})
 	if err := e.recover(ctx); err != nil {
 		return nil, err
 	}
+	// A jail that cannot run here is reported, not fatal: turns that ask
+	// for one are refused (Check probes again on each).
+	e.jail.Probe(ctx)
 	return e, nil
 }
 
@@ -297,6 +322,10 @@ type StartRequest struct {
 	Cwd                                             string
 	Env                                             map[string]string
 	Effort                                          string
+	// Confine is the confinement the turn's execution asks for, and
+	// Timeout its execution.timeoutMs (0: the backend's).
+	Confine jail.Request
+	Timeout time.Duration
 }
 
 // Start starts a run, or attaches to the run already bound to the same id

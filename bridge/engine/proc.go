@@ -155,7 +155,10 @@ func startProcess(spec harness.Command, marker string) (*process, error) {
 	cmd := exec.Command(spec.Path, spec.Args...)
 	cmd.Env = append(append([]string(nil), spec.Env...), marker)
 	cmd.Dir = spec.Dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A session of its own (and so a process group whose id is its pid):
+	// no controlling terminal of the bridge's reaches the harness, so a
+	// jailed one cannot type into it (TIOCSTI).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err

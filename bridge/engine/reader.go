@@ -55,6 +55,7 @@ type Reader struct {
 // caller has checked the cursor against the run's replay window.
 func (e *Engine) NewReader(id string, after int64) *Reader {
 	r := &Reader{e: e, id: id, after: after}
+	e.stats.readers.Add(1)
 	e.mu.Lock()
 	r.live = e.live[id]
 	e.mu.Unlock()
@@ -111,6 +112,7 @@ func (r *Reader) Next(ctx context.Context) ([]store.Event, error) {
 // Close detaches the reader; the run goes on.
 func (r *Reader) Close() {
 	r.once.Do(func() {
+		r.e.stats.readers.Add(-1)
 		if r.live != nil {
 			r.live.readers.Add(-1)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
@@ -31,6 +32,8 @@ type retainedTurn struct {
 	// questions counts the turn's questions; end is its terminal event.
 	questions int
 	end       *harness.Event
+	// prep is the turn's confinement (nil: none), set by start.
+	prep *jail.Prepared
 	// held is text (or reasoning, heldKind) the harness streamed that is
 	// not framed yet: the deltas of one batch of output lines go out as one
 	// part update (flushText).
@@ -131,11 +134,16 @@ func (t *retainedTurn) start(req TurnRequest) (harness.Turn, bool) {
 		t.fail("failed", wire.TypeServerError, err.Error())
 		return harness.Turn{}, false
 	}
-	return harness.Turn{
+	turn := harness.Turn{
 		RunID: l.id, Bin: b.Bin, Model: req.Model, Messages: []wire.Message{{Role: "user", Content: mustJSON(req.Prompt)}},
 		NativeSessionID: native, Cwd: req.Cwd, StateDir: stateDir, Environ: e.opts.Environ, Env: req.Env,
 		RouterURL: e.opts.RouterURL, RouterKey: e.opts.RouterKey,
-	}, true
+	}
+	if t.prep, err = e.confine(req.Confine, &turn); err != nil {
+		t.fail("failed", JailErrorType(err), err.Error())
+		return harness.Turn{}, false
+	}
+	return turn, true
 }
 
 // handle turns one line of the harness's output into queued frames: a

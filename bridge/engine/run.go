@@ -47,11 +47,17 @@ func (e *Engine) execute(l *liveRun, req StartRequest, started time.Time) {
 		fail(wire.TypeServerError, err.Error())
 		return
 	}
-	spec, err := b.Adapter.Command(harness.Turn{
+	turn := harness.Turn{
 		RunID: l.id, Bin: b.Bin, Model: req.Model, Messages: req.Messages, NativeSessionID: native,
 		Cwd: req.Cwd, StateDir: stateDir, Environ: e.opts.Environ, Env: req.Env,
 		RouterURL: e.opts.RouterURL, RouterKey: e.opts.RouterKey, Effort: req.Effort,
-	})
+	}
+	prep, err := e.confine(req.Confine, &turn)
+	if err != nil {
+		fail(JailErrorType(err), err.Error())
+		return
+	}
+	spec, err := b.Adapter.Command(turn)
 	if err != nil {
 		fail(wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
 		return
@@ -60,7 +66,7 @@ func (e *Engine) execute(l *liveRun, req StartRequest, started time.Time) {
 		fail(wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
 		return
 	}
-	proc, err := startProcess(spec, MarkerVar+"="+l.id)
+	proc, err := e.spawnJailed(name, spec, MarkerVar+"="+l.id, prep)
 	if err != nil {
 		fail(wire.TypeHarnessUnavailable, "start "+name+": "+redact(err.Error(), e.opts.Secrets))
 		return
@@ -70,7 +76,7 @@ func (e *Engine) execute(l *liveRun, req StartRequest, started time.Time) {
 	}
 	log.Debug("harness started", "pgid", proc.pgid, "bin", b.Bin)
 
-	idle, deadline, limit := e.watchdogs(b.Timeout)
+	idle, deadline, limit := e.watchdogs(turnTimeout(req.Timeout, b.Timeout))
 	defer deadline.Stop()
 	defer idle.Stop()
 	defer proc.closeStdin()

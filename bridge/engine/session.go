@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
@@ -100,6 +102,10 @@ type TurnRequest struct {
 	Prompt         string
 	Cwd            string
 	Env            map[string]string
+	// Confine is the confinement of the session's execution, and Timeout
+	// its execution.timeoutMs (0: the backend's).
+	Confine jail.Request
+	Timeout time.Duration
 	// Policy is the session's interaction policy (wire.Policy...).
 	Policy string
 	// Boundary encodes the session's context boundary after the turn.

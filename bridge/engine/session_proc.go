@@ -28,7 +28,9 @@ type sessionProc struct {
 	// fresh process.
 	fingerprint string
 	idle        *time.Timer
-	endOnce     sync.Once
+	// idleSince is when it last entered the registry.
+	idleSince time.Time
+	endOnce   sync.Once
 }
 
 // sessionProcKey is the registry key of a session's process.
@@ -87,7 +89,8 @@ func (e *Engine) takeSessionProc(key, fingerprint string) *sessionProc {
 
 // keepSessionProc puts a process whose turn ended cleanly back in the
 // registry, to wait SessionIdleTimeout for the session's next turn. A
-// closed engine or session ends it instead.
+// closed engine or session ends it instead; a full registry
+// (MaxSessionProcs) ends the process idle longest.
 func (e *Engine) keepSessionProc(ctx context.Context, sp *sessionProc, sessionID string) {
 	if rs, err := e.store.GetSession(ctx, sessionID); err != nil || !rs.ClosedAt.IsZero() {
 		e.endSessionProc(sp)
@@ -106,6 +109,8 @@ func (e *Engine) keepSessionProc(ctx context.Context, sp *sessionProc, sessionID
 		e.ret.procs = map[string]*sessionProc{}
 	}
 	e.ret.procs[sp.key] = sp
+	sp.idleSince = time.Now()
+	evicted := e.evictSessionProcLocked()
 	sp.idle = time.AfterFunc(e.opts.SessionIdleTimeout, func() {
 		e.ret.mu.Lock()
 		mine := e.ret.procs[sp.key] == sp
@@ -119,6 +124,13 @@ func (e *Engine) keepSessionProc(ctx context.Context, sp *sessionProc, sessionID
 		}
 	})
 	e.ret.mu.Unlock()
+	if evicted != nil {
+		// Not on this turn's time: its run reads terminal only after this.
+		// The caller is a run goroutine, so Close waits for this one too.
+		e.log.Debug("too many idle session processes; ending the one idle longest", "pgid", evicted.proc.pgid)
+		evicted.idle.Stop()
+		e.wg.Go(func() { e.endSessionProc(evicted) })
+	}
 	// Close may have emptied the registry before this process entered it,
 	// and the session may have closed since it was read above: CloseSession
 	// closes it in the store before it empties the registry, so one of the
@@ -132,6 +144,23 @@ func (e *Engine) keepSessionProc(ctx context.Context, sp *sessionProc, sessionID
 	if rs, err := e.store.GetSession(ctx, sessionID); err != nil || !rs.ClosedAt.IsZero() {
 		e.EndSession(sessionID)
 	}
+}
+
+// evictSessionProcLocked removes and returns the process idle longest
+// when the registry holds more than MaxSessionProcs, else nil. The caller
+// holds e.ret.mu and ends what it returns.
+func (e *Engine) evictSessionProcLocked() *sessionProc {
+	if len(e.ret.procs) <= e.opts.MaxSessionProcs {
+		return nil
+	}
+	var oldest *sessionProc
+	for _, sp := range e.ret.procs {
+		if oldest == nil || sp.idleSince.Before(oldest.idleSince) {
+			oldest = sp
+		}
+	}
+	delete(e.ret.procs, oldest.key)
+	return oldest
 }
 
 // endSessionProc ends a process that is out of the registry: stdin is

@@ -33,7 +33,7 @@ func (e *Engine) executeRetained(l *liveRun, rr *retainedRun, req TurnRequest, r
 		rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
 		return
 	}
-	proc, err := startProcess(spec, MarkerVar+"="+l.id)
+	proc, err := e.spawnJailed(b.Adapter.Name(), spec, MarkerVar+"="+l.id, rt.prep)
 	if err != nil {
 		rt.fail("failed", wire.TypeHarnessUnavailable, "start "+b.Adapter.Name()+": "+redact(err.Error(), e.opts.Secrets))
 		return
@@ -46,7 +46,7 @@ func (e *Engine) executeRetained(l *liveRun, rr *retainedRun, req TurnRequest, r
 	}
 	rt.commit()
 
-	idle, deadline, limit := e.watchdogs(b.Timeout)
+	idle, deadline, limit := e.watchdogs(turnTimeout(req.Timeout, b.Timeout))
 	defer deadline.Stop()
 	defer idle.Stop()
 	parser := spec.Parser

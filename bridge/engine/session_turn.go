@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"strings"
+
 	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
@@ -28,8 +31,9 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 		rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
 		return
 	}
-	key, fp := sessionProcKey(name, l.sessionID), turnFingerprint(turn)
-	idle, deadline, limit := e.watchdogs(b.Timeout)
+	// A process serves only turns confined as the one it was started for.
+	key, fp := sessionProcKey(name, l.sessionID), turnFingerprint(turn)+" "+rt.prep.Key()
+	idle, deadline, limit := e.watchdogs(turnTimeout(req.Timeout, b.Timeout))
 	defer deadline.Stop()
 	defer idle.Stop()
 	var (
@@ -46,7 +50,7 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 		reused := true
 		if sp = e.takeSessionProc(key, fp); sp == nil {
 			reused = false
-			if sp, err = e.startSessionProc(turn, pa, key, fp, l.id); err != nil {
+			if sp, err = e.startSessionProc(turn, pa, key, fp, l.id, rt.prep); err != nil {
 				rt.fail("failed", wire.TypeHarnessUnavailable, "start "+name+": "+redact(err.Error(), e.opts.Secrets))
 				return
 			}
@@ -88,8 +92,9 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 }
 
 // startSessionProc starts the long-lived process of a session for the run
-// runID, marked with that run's id for crash recovery.
-func (e *Engine) startSessionProc(t harness.Turn, pa harness.Persistent, key, fingerprint, runID string) (*sessionProc, error) {
+// runID, marked with that run's id for crash recovery, confined by prep
+// (nil: not confined).
+func (e *Engine) startSessionProc(t harness.Turn, pa harness.Persistent, key, fingerprint, runID string, prep *jail.Prepared) (*sessionProc, error) {
 	spec, err := pa.SessionCommand(t)
 	if err == nil {
 		err = harness.WriteFiles(spec.Files)
@@ -102,7 +107,8 @@ func (e *Engine) startSessionProc(t harness.Turn, pa harness.Persistent, key, fi
 		spec.Stdin = []byte{}
 	}
 	marker := MarkerVar + "=" + runID
-	proc, err := startProcess(spec, marker)
+	harnessName, _, _ := strings.Cut(key, "\x00") // sessionProcKey
+	proc, err := e.spawnJailed(harnessName, spec, marker, prep)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -12,23 +13,32 @@ import (
 
 // exactCancel answers a cancellation that names its operation and the
 // run's full identity; its acknowledgement is stored per operation id.
-func (s *Server) exactCancel(w http.ResponseWriter, r *http.Request, id string, body []byte, generic map[string]any, wait time.Duration) {
+// As in the TypeScript bridge, the request must carry its own digest
+// (wire.CancellationDigest of operationId, run and reason): a missing or
+// wrong one is a 400, and the acknowledgement echoes it.
+func (s *Server) exactCancel(w http.ResponseWriter, r *http.Request, id string, body []byte, wait time.Duration) {
 	var req wire.CancellationRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	if _, err := decodeStrict(body, &req); err != nil {
 		writeError(w, wire.TypeInvalidRequest, "invalid cancellation request: "+err.Error())
 		return
 	}
-	if err := wire.ValidIdentifier(req.OperationID); err != nil {
-		writeError(w, wire.TypeInvalidRequest, "operationId "+err.Error())
+	if msg := validCancellation(req); msg != "" {
+		writeError(w, wire.TypeInvalidRequest, msg)
 		return
 	}
-	if req.Run.RunID != id {
-		writeErrorBody(w, wire.ErrorBody{Type: wire.TypeRunIdentityConflict, Message: "cancellation run id does not match the request path"})
-		return
-	}
-	digest, err := wire.Digest(generic)
+	digest, err := wire.CancellationDigest(req)
 	if err != nil {
 		writeError(w, wire.TypeInvalidRequest, err.Error())
+		return
+	}
+	if req.RequestDigest != digest {
+		writeError(w, wire.TypeInvalidRequest, "run cancellation request digest does not match its content")
+		return
+	}
+	setRunRefHeaders(w, req.Run)
+	if req.Run.RunID != id {
+		writeErrorBody(w, wire.ErrorBody{Type: wire.TypeRunIdentityConflict, RunID: id,
+			Message: "cancellation run id does not match the request path"})
 		return
 	}
 	st := s.opts.Engine.Store()
@@ -103,6 +113,27 @@ func (s *Server) exactCancel(w http.ResponseWriter, r *http.Request, id string, 
 		w.Header().Set(wire.HeaderRetryAfter, "1")
 	}
 	writeJSON(w, status, ack)
+}
+
+// validCancellation checks an exact cancellation as the agent interface's
+// schema does, and says what is wrong with it.
+func validCancellation(req wire.CancellationRequest) string {
+	if err := wire.ValidIdentifier(req.OperationID); err != nil {
+		return "operationId " + err.Error()
+	}
+	if err := wire.ValidRunRef(req.Run); err != nil {
+		return err.Error()
+	}
+	if n := wire.JSLength(req.Reason); n > wire.MaxCancellationReason {
+		return fmt.Sprintf("reason must be at most %d characters", wire.MaxCancellationReason)
+	}
+	if req.RequestDigest == "" {
+		return "requestDigest is required"
+	}
+	if err := wire.ValidDigest(req.RequestDigest); err != nil {
+		return "requestDigest " + err.Error()
+	}
+	return ""
 }
 
 func (s *Server) replayCancellation(w http.ResponseWriter, prev store.Cancellation, req wire.CancellationRequest, digest string) {

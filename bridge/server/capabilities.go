@@ -18,7 +18,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 	}
 	b, _, ok := s.resolveModel(model)
 	if !ok {
-		writeError(w, wire.TypeModelNotFound, fmt.Sprintf("model %q names no registered harness", model))
+		writeErrorBody(w, modelNotFound(model))
 		return
 	}
 	h := s.health.probe(r.Context(), b, false)
@@ -49,18 +49,21 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 //     (harness.QuestionClaimer).
 //   - Native continuation (POST /v1/sessions/:id/continue) is claimed for
 //     retained adapters that declare it proven (harness.NativeContinuer).
-//   - Agent profile materialisation, workspace and branching operations,
-//     placement and confidential execution are not implemented, so not
-//     claimed.
+//   - Placement is claimed, as the TypeScript bridge claims it: a bridge
+//     knows where it runs (the host it was started on, inside its box)
+//     and every environment over it can say so.
+//   - Agent profile materialisation, workspace and branching operations
+//     and confidential execution are not implemented, so not claimed.
 func Capabilities(a harness.Adapter) wire.Capabilities {
 	c := wire.Capabilities{
 		Streaming: wire.StreamingCaps{Live: true, Replay: true, Detach: true, TurnIdempotency: true},
 		Usage:     true,
+		Placement: true,
 		// The bridge names the runs, sessions and executions it serves, their
-		// lifecycle and their measured model usage; the caller knows the
-		// endpoint it reached. Where the bridge runs and what it costs are
-		// known only to whoever provisioned it.
-		Observation: &wire.ObservationCaps{Identity: true, Lifecycle: true, Endpoint: true, ModelUsage: true},
+		// lifecycle, where they run and their measured model usage; the
+		// caller knows the endpoint it reached. What the compute is and
+		// what it costs are known only to whoever provisioned it.
+		Observation: &wire.ObservationCaps{Identity: true, Lifecycle: true, Endpoint: true, Placement: true, ModelUsage: true},
 	}
 	if cont, ok := a.(harness.Continuer); ok && cont.ContinuesSessions() {
 		c.Sessions.Continue = true

@@ -37,7 +37,8 @@ func TestCapabilities_ClaudeCode(t *testing.T) {
 		Interactions: &wire.InteractionCaps{Kinds: []string{"permission"}, AnswerFieldTypes: []string{wire.FieldSelect, wire.FieldText},
 			ResponseScopes: []string{wire.ScopeInteraction}, ConcurrentRequests: true, Replay: true, ResponseIdempotency: true},
 		Usage:       true,
-		Observation: &wire.ObservationCaps{Identity: true, Lifecycle: true, Endpoint: true, ModelUsage: true},
+		Placement:   true,
+		Observation: &wire.ObservationCaps{Identity: true, Lifecycle: true, Endpoint: true, Placement: true, ModelUsage: true},
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("claude-code capabilities (-want +got):\n%s", diff)
@@ -97,8 +98,7 @@ func TestCapabilities_ClaudeCode(t *testing.T) {
 	})
 	t.Run("retainedControl.cancellationIdempotency", func(t *testing.T) {
 		resp, _ := openStream(t, v, chatBody("cancel-1", "stall", true, `"session_id":"cs-2"`))
-		body := fmt.Sprintf(`{"operationId":"op-1","run":{"runId":"cancel-1","provider":"","environmentId":"","sessionId":"cs-2","executionId":"","requestDigest":%q}}`,
-			resp.Header.Get(wire.HeaderRunRequestDigest))
+		body := exactCancelBody(t, "op-1", headerRef(resp.Header), "")
 		a1 := decode[wire.CancellationAck](t, v.do(t, "POST", "/v1/runs/cancel-1/cancel", body))
 		a2 := decode[wire.CancellationAck](t, v.do(t, "POST", "/v1/runs/cancel-1/cancel", body))
 		if a1.Status != wire.CancelAccepted || a2.Status != wire.CancelReplayed || a2.Effect != a1.Effect {

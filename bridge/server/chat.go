@@ -33,6 +33,13 @@ func (s *Server) resolveModel(model string) (*engine.Backend, string, bool) {
 	return nil, "", false
 }
 
+// modelNotFound is the error of a model id that names no registered
+// harness: not_found_error, as the TypeScript bridge answers it.
+func modelNotFound(model string) wire.ErrorBody {
+	return wire.ErrorBody{Type: wire.TypeNotFound, Code: wire.CodeModelNotFound,
+		Message: fmt.Sprintf("no backend matches model %q; GET /health lists the registered backends", model)}
+}
+
 func newID(prefix string) string {
 	var b [12]byte
 	rand.Read(b[:])
@@ -54,19 +61,32 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.TypeBackendNotReady, fmt.Sprintf("%s is %s: %s", h.Name, h.State, h.Detail))
 		return
 	}
-	session := req.SessionID
+	if e := s.admitChat(r.Context(), in.exec, req.Cwd); e != nil {
+		writeErrorBody(w, *e)
+		return
+	}
+	// A run without caller coordinates gets the ones the TypeScript bridge
+	// gives it, so that every run has its whole identity (and the X-Run-*
+	// headers all carry a value): the harness as provider, this bridge's
+	// environment, the run as its own session and execution.
+	session, provider, environment, execution := req.SessionID, req.Provider, req.EnvironmentID, req.ExecutionID
 	if session == "" {
-		session = newID("ses_")
+		session = req.RunID
+	}
+	if provider == "" {
+		provider, environment, execution = backend.Adapter.Name(), wire.DefaultEnvironmentID, req.RunID
 	}
 	run, _, err := s.opts.Engine.Start(r.Context(), engine.StartRequest{
 		RunID: req.RunID, Digest: digest, Backend: backend, Model: in.bare, ModelID: req.Model,
-		Provider: req.Provider, EnvironmentID: req.EnvironmentID, SessionID: session, ExecutionID: req.ExecutionID,
+		Provider: provider, EnvironmentID: environment, SessionID: session, ExecutionID: execution,
 		Messages: req.Messages, Cwd: req.Cwd, Env: req.Env, Effort: req.Effort,
+		Confine: in.exec.confine, Timeout: in.exec.timeout,
 	})
 	switch {
 	case errors.Is(err, engine.ErrIdentityConflict):
 		setRunHeaders(w, run)
 		writeErrorBody(w, wire.ErrorBody{Type: wire.TypeRunIdentityConflict, RunID: req.RunID,
+			ExpectedRequestDigest: run.Digest, ReceivedRequestDigest: digest,
 			Message: "run id " + req.RunID + " is bound to a different request"})
 		return
 	case errors.Is(err, engine.ErrSaturated):
@@ -97,7 +117,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeErrorBody(w, *e)
 		return
 	}
-	s.stream(w, r, run.ID, cursor)
+	s.stream(w, r, run.ID, resultCursor(run, cursor))
 }
 
 // complete waits for a run and answers one chat.completion built from its
@@ -146,14 +166,14 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, run store.Run)
 			for _, ch := range frame.Choices {
 				msg.Content += ch.Delta.Content
 				msg.ReasoningContent += ch.Delta.Reasoning
-				msg.ToolCalls = mergeToolCalls(msg.ToolCalls, ch.Delta.ToolCalls)
+				msg.ToolCalls = wire.MergeToolCalls(msg.ToolCalls, ch.Delta.ToolCalls)
 				if ch.FinishReason != nil {
 					finish = *ch.FinishReason
 				}
 			}
 		}
 	}
-	if run.FirstSeq > 1 && c.Error == nil {
+	if run.FirstSeq > 1 && !run.ResultKept && c.Error == nil {
 		// Retention dropped the start of a long run: say so rather than
 		// pass the tail off as the whole answer.
 		c.Error = &wire.ErrorBody{Type: wire.TypeExpiredReplayCursor, RunID: run.ID,
@@ -167,30 +187,6 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, run store.Run)
 	}
 	c.Choices = []wire.CompletionChoice{{Index: 0, Message: msg, FinishReason: finish}}
 	writeJSON(w, http.StatusOK, c)
-}
-
-// mergeToolCalls folds streamed tool call fragments into whole calls.
-func mergeToolCalls(calls, frags []wire.ToolCall) []wire.ToolCall {
-	for _, f := range frags {
-		i := -1
-		for j := range calls {
-			if calls[j].Index == f.Index {
-				i = j
-			}
-		}
-		if i < 0 {
-			calls = append(calls, wire.ToolCall{Index: f.Index, Type: "function"})
-			i = len(calls) - 1
-		}
-		if f.ID != "" {
-			calls[i].ID = f.ID
-		}
-		if f.Function.Name != "" {
-			calls[i].Function.Name = f.Function.Name
-		}
-		calls[i].Function.Arguments += f.Function.Arguments
-	}
-	return calls
 }
 
 func mustJSON(v any) []byte {

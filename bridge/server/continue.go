@@ -142,6 +142,12 @@ func (s *Server) continueSession(w http.ResponseWriter, r *http.Request) {
 		ans.write(wire.ContinuationUnverified, msg, false)
 		return
 	}
+	// A jail the host cannot enforce now leaves the turn unverified, as a
+	// capability the TypeScript bridge denies does.
+	if e := s.checkJail(r.Context(), execution{confine: tr.Confine}, tr.Cwd); e != nil {
+		ans.write(wire.ContinuationUnverified, e.Type+": "+e.Message, false)
+		return
+	}
 	check := func(cur store.RetainedSession) *store.Rejection {
 		if !cur.ClosedAt.IsZero() {
 			o := ans.outcome(wire.ContinuationConflict, "session "+id+" is closed", new(bool))
@@ -151,17 +157,21 @@ func (s *Server) continueSession(w http.ResponseWriter, r *http.Request) {
 		if cur.Boundary != nil && json.Unmarshal(cur.Boundary, &actual) == nil && sameBoundary(actual, req.ExpectedBoundary) {
 			return nil
 		}
-		o := ans.outcome(wire.ContinuationBoundaryMismatch, "the session's context boundary is not the expected one", new(bool))
+		// As the TypeScript bridge answers: a session with no boundary
+		// cannot be verified; one that moved on to another run is bound
+		// to another request (conflict); one whose boundary changed within
+		// the run is a mismatch that shows the boundary it has.
 		switch {
-		case cur.Boundary == nil:
-			o.Acknowledgement.Message = "the session has no context boundary: no turn was admitted"
-		case bindsRun(actual, req.Run):
-			o.Acknowledgement.ActualBoundary = &actual
-		default:
-			// The proof of another run is not the caller's to see through
-			// this run's request; its run id says where the session went.
-			o.Acknowledgement.Message = "the session moved on to run " + actual.RunID
+		case cur.Boundary == nil || json.Unmarshal(cur.Boundary, &actual) != nil:
+			o := ans.outcome(wire.ContinuationUnverified, "the session has no verified context boundary: no turn was admitted", new(bool))
+			return &store.Rejection{HTTPStatus: continuationHTTPStatus(wire.ContinuationUnverified), Body: mustJSON(o)}
+		case !bindsRun(actual, req.Run):
+			o := ans.outcome(wire.ContinuationConflict, "the session moved on to run "+actual.RunID, new(bool))
+			o.Acknowledgement.ExistingRequestDigest = differentDigest(req.RequestDigest, actual.RequestDigest)
+			return &store.Rejection{HTTPStatus: continuationHTTPStatus(wire.ContinuationConflict), Body: mustJSON(o), Final: true}
 		}
+		o := ans.outcome(wire.ContinuationBoundaryMismatch, "the session's context boundary is not the expected one", new(bool))
+		o.Acknowledgement.ActualBoundary = &actual
 		return &store.Rejection{HTTPStatus: continuationHTTPStatus(wire.ContinuationBoundaryMismatch), Body: mustJSON(o), Final: true}
 	}
 	c, run, err := s.opts.Engine.AdmitContinuation(r.Context(), tr,
@@ -200,12 +210,11 @@ func (s *Server) continuationTurn(rs store.RetainedSession, in wire.ContinueBody
 	if !continuesNatively(b.Adapter) {
 		return engine.TurnRequest{}, b.Adapter.Name() + " does not offer native continuation"
 	}
-	turnDigest, err := wire.Digest(in.Turn)
+	turnDigest, err := wire.ContinuationTurnDigest(in.Turn)
 	if err != nil || turnDigest != req.TurnDigest {
 		return engine.TurnRequest{}, "request.turnDigest does not match the turn"
 	}
-	d, err := wire.Digest(map[string]any{"turnDigest": turnDigest, "operationId": req.OperationID, "run": req.Run,
-		"expectedBoundary": req.ExpectedBoundary})
+	d, err := wire.ContinuationRequestDigest(req)
 	if err != nil || d != req.RequestDigest {
 		return engine.TurnRequest{}, "request.requestDigest does not match the request"
 	}
@@ -234,6 +243,10 @@ func (s *Server) continuationTurn(rs store.RetainedSession, in wire.ContinueBody
 	if create.Cwd != nil {
 		cwd = *create.Cwd
 	}
+	x, eb := parseExecution(create.Execution)
+	if eb != nil {
+		return engine.TurnRequest{}, "the session's execution cannot be read: " + eb.Message
+	}
 	digest, err := wire.Digest(map[string]any{"schema": continuationDigestSchema, "harness": b.Adapter.Name(),
 		"session": rs.ID, "request": req, "turn": in.Turn})
 	if err != nil {
@@ -247,6 +260,7 @@ func (s *Server) continuationTurn(rs store.RetainedSession, in wire.ContinueBody
 		Turn:  store.Turn{SessionID: rs.ID, TurnID: op, Digest: digest},
 		RunID: op, Digest: digest, Provider: run.Provider, EnvironmentID: run.EnvironmentID, ExecutionID: op,
 		Backend: b, Model: bare, ModelID: rs.Model, Prompt: prompt, Cwd: cwd, Env: create.Env, Policy: rs.Policy,
+		Confine: x.confine, Timeout: x.timeout,
 		Boundary: func(t store.Turn) []byte {
 			return mustJSON(wire.BoundaryProof{RunID: op, Provider: run.Provider, EnvironmentID: run.EnvironmentID,
 				SessionID: rs.ID, ExecutionID: op, RequestDigest: digest,
@@ -314,17 +328,35 @@ func (s *Server) recordContinuation(ctx context.Context, ans continuationAnswer,
 	o.Result = res
 	o.ControlRef = &wire.RunRef{RunID: run.ID, Provider: run.Provider, EnvironmentID: run.EnvironmentID,
 		SessionID: run.SessionID, ExecutionID: run.ExecutionID, RequestDigest: run.Digest}
+	// The boundary observed at admission: the expected one (the admission
+	// checked they are equal), proven for the continued run, observed when
+	// the turn was admitted and never before the caller observed it.
+	exp := ans.req.ExpectedBoundary
+	observed := run.StartedAt.UTC()
+	if t, err := time.Parse(time.RFC3339Nano, exp.ObservedAt); err == nil && t.After(observed) {
+		observed = t.UTC()
+	}
+	o.Acknowledgement.ActualBoundary = &wire.BoundaryProof{RunID: ans.req.Run.RunID, Provider: ans.req.Run.Provider,
+		EnvironmentID: ans.req.Run.EnvironmentID, SessionID: ans.req.Run.SessionID, ExecutionID: ans.req.Run.ExecutionID,
+		RequestDigest: ans.req.Run.RequestDigest, Boundary: exp.Boundary, ObservedAt: observed.Format(time.RFC3339Nano)}
 	return eng.Store().SetContinuationOutcome(ctx, c.OperationID, http.StatusOK, mustJSON(o))
 }
 
 // continuationResult is the result of a terminal retained run, read from
-// its canonical events: its text, usage, and how it ended.
+// its canonical events as the TypeScript bridge builds it: its text, its
+// summed token usage, how it ended, its identity (metadata) and its
+// newest events (at most wire.MaxContractArray) as agent environment
+// events.
 func (s *Server) continuationResult(ctx context.Context, run store.Run) (*wire.ContinuationResult, error) {
-	res := &wire.ContinuationResult{Success: run.Status == store.StatusDone, SessionID: run.SessionID}
+	res := &wire.ContinuationResult{Success: run.Status == store.StatusDone, SessionID: run.SessionID,
+		Metadata: map[string]any{"runId": run.ID, "executionId": run.ExecutionID, "requestDigest": run.Digest, "status": run.Status}}
 	if !res.Success {
 		res.Error = run.ErrType
 		if run.ErrMessage != "" {
 			res.Error += ": " + run.ErrMessage
+		}
+		if res.Error == "" {
+			res.Error = "retained run ended with status " + run.Status
 		}
 	}
 	var text strings.Builder
@@ -342,28 +374,38 @@ func (s *Server) continuationResult(ctx context.Context, run store.Run) (*wire.C
 			if json.Unmarshal(e.Data, &env) != nil {
 				continue
 			}
-			var ev struct {
-				Type  string `json:"type"`
-				Delta string `json:"delta"`
-				Part  struct {
-					Type string `json:"type"`
-				} `json:"part"`
-				Event struct {
-					Type  string          `json:"type"`
-					Usage json.RawMessage `json:"usage"`
-				} `json:"event"`
-			}
-			if json.Unmarshal(env.Event, &ev) != nil {
+			ev, ok := wire.EnvironmentEventOf(env.Event)
+			if !ok {
 				continue
 			}
-			switch {
-			case ev.Type == "message.part.updated" && ev.Part.Type == "text":
-				text.WriteString(ev.Delta)
-			case ev.Type == "raw" && ev.Event.Type == "usage" && len(ev.Event.Usage) > 0:
-				res.Usage = ev.Event.Usage
-			}
+			text.WriteString(ev.Delta)
+			res.Usage = res.Usage.Add(ev.Usage)
+			res.Events = append(res.Events, ev.EnvironmentEvent)
 		}
 	}
-	res.Text = text.String()
+	// The interface bounds a result's text and events; the whole answer
+	// must also fit the 1 MiB a client reads of it.
+	res.Text = wire.TruncateJS(text.String(), wire.MaxContractString)
+	size := 0
+	for i := len(res.Events) - 1; i >= 0; i-- {
+		size += len(res.Events[i].Data) + len(res.Events[i].Normalized) + len(res.Events[i].ProviderEvent)
+		if len(res.Events)-i > wire.MaxContractArray || size > maxResultEventBytes {
+			res.Events = res.Events[i+1:]
+			break
+		}
+	}
 	return res, nil
+}
+
+// maxResultEventBytes bounds the events a continuation result carries.
+const maxResultEventBytes = 512 << 10
+
+// differentDigest is existing, or a digest derived from it when it equals
+// the request's own (a conflict must name another request).
+func differentDigest(request, existing string) string {
+	if existing != request && wire.ValidDigest(existing) == nil {
+		return existing
+	}
+	d, _ := wire.Digest(map[string]string{"existing": existing, "request": "different"})
+	return d
 }

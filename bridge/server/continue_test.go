@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -97,8 +98,18 @@ func TestContinue(t *testing.T) {
 	code, out := postContinue(t, v, "s1", body)
 	ack := out.Acknowledgement
 	if code != 200 || ack.Status != wire.ContinuationAccepted || ack.OperationID != "cont-1" || ack.RequestDigest != req.RequestDigest ||
-		out.Result == nil || !out.Result.Success || out.Result.Text != "Hello, world" || len(out.Result.Usage) == 0 || out.ControlRef == nil {
+		out.Result == nil || !out.Result.Success || out.Result.Text != "Hello, world" || out.Result.Usage == nil || out.ControlRef == nil {
 		t.Fatalf("continue = %d %+v result %+v", code, out, out.Result)
+	}
+	// The agent interface refuses an accepted continuation without the
+	// boundary observed at admission, proven for the continued run.
+	if a := ack.ActualBoundary; a == nil || a.RunID != run.RunID || a.RequestDigest != run.RequestDigest ||
+		!reflect.DeepEqual(a.Boundary, boundary.Boundary) || a.ObservedAt < boundary.ObservedAt {
+		t.Errorf("actual boundary = %+v, want %+v of run %s", a, boundary.Boundary, run.RunID)
+	}
+	if md := out.Result.Metadata; md["runId"] != "cont-1" || md["executionId"] != "cont-1" || md["status"] != wire.StatusDone ||
+		md["requestDigest"] != out.ControlRef.RequestDigest || len(out.Result.Events) == 0 {
+		t.Errorf("result metadata %v with %d events, want the run's identity and its events", md, len(out.Result.Events))
 	}
 	next := *out.ControlRef
 	if next.RunID != "cont-1" || next.ExecutionID != "cont-1" || next.SessionID != "s1" || next.Provider != run.Provider ||
@@ -112,7 +123,7 @@ func TestContinue(t *testing.T) {
 
 	t.Run("the same request repeated gets the same outcome", func(t *testing.T) {
 		code2, again := postContinue(t, v, "s1", body)
-		if code2 != code || again.Acknowledgement != out.Acknowledgement || *again.ControlRef != next || again.Result.Text != out.Result.Text {
+		if code2 != code || !reflect.DeepEqual(again.Acknowledgement, out.Acknowledgement) || *again.ControlRef != next || again.Result.Text != out.Result.Text {
 			t.Errorf("repeat = %d %+v, want %d %+v", code2, again, code, out)
 		}
 	})
@@ -123,12 +134,13 @@ func TestContinue(t *testing.T) {
 			t.Errorf("conflict = %d %+v", code, o.Acknowledgement)
 		}
 	})
-	t.Run("a stale boundary is a recorded mismatch", func(t *testing.T) {
-		_, stale := continuation(t, "cont-2", run, boundary, "hello")
+	t.Run("a boundary of a run the session left is a recorded conflict", func(t *testing.T) {
+		staleReq, stale := continuation(t, "cont-2", run, boundary, "hello")
 		for range 2 {
 			code, o := postContinue(t, v, "s1", stale)
-			if code != 409 || o.Acknowledgement.Status != wire.ContinuationBoundaryMismatch || o.ControlRef != nil ||
-				o.Acknowledgement.ActualBoundary != nil {
+			a := o.Acknowledgement
+			if code != 409 || a.Status != wire.ContinuationConflict || o.ControlRef != nil || a.ActualBoundary != nil ||
+				a.ExistingRequestDigest == "" || a.ExistingRequestDigest == staleReq.RequestDigest {
 				t.Errorf("stale = %d %+v", code, o)
 			}
 		}

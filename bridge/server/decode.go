@@ -22,6 +22,8 @@ type chatInput struct {
 	cursor int64
 	// digest is the request digest the run id is bound to.
 	digest string
+	// exec is the request's execution object.
+	exec execution
 }
 
 // decodeChat decodes and validates the body and headers of POST
@@ -43,9 +45,15 @@ func (s *Server) decodeChat(body []byte, h http.Header) (chatInput, *wire.ErrorB
 	if msg := validateChat(&req); msg != "" {
 		return bad(wire.TypeInvalidRequest, msg)
 	}
+	exec, eb := parseExecution(req.Execution)
+	if eb != nil {
+		return bad(eb.Type, eb.Message)
+	}
 	backend, bare, found := s.resolveModel(req.Model)
 	if !found {
-		return bad(wire.TypeModelNotFound, fmt.Sprintf("model %q names no registered harness", req.Model))
+		e := modelNotFound(req.Model)
+		e.Status = wire.StatusFor(e.Type)
+		return chatInput{}, &e
 	}
 	// Session id: body and header must agree; the header is folded into
 	// the body so it is part of the request digest.
@@ -88,7 +96,7 @@ func (s *Server) decodeChat(body []byte, h http.Header) (chatInput, *wire.ErrorB
 	if err != nil {
 		return bad(wire.TypeInvalidRequest, err.Error())
 	}
-	return chatInput{req: req, backend: backend, bare: bare, cursor: cursor, digest: digest}, nil
+	return chatInput{req: req, backend: backend, bare: bare, cursor: cursor, digest: digest, exec: exec}, nil
 }
 
 func countSet(vs ...string) int {

@@ -1,7 +1,8 @@
 // Package server is the bridge's HTTP layer: the routes of the wire
 // protocol (bridge-protocol.md) over a run engine, with bearer auth, body
-// limits, input validation with stable error types, and the legacy SSE
-// writer.
+// limits, input validation with stable error types, the legacy SSE
+// writer, and GET /metrics (the engine's and the store's figures in the
+// Prometheus text format).
 //
 // The server owns no run state: every answer about a run is read from the
 // engine and its store, so any number of readers can follow a run, each

@@ -127,7 +127,9 @@ func (s *Server) root(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.Root{
 		Name: "box-bridge", Version: s.opts.Version, Scheme: "bridge/<harness>/<model>",
 		Capabilities: map[string]any{"streaming": true, "replay": true, "detach": true, "cancel": true,
-			"durable": true, "exactCancellation": true},
+			"durable": true, "exactCancellation": true,
+			// What the bridge does with a turn's execution object (wire.ExecutionCaps).
+			"execution": s.opts.Engine.ExecutionCaps()},
 		Backends: names, Endpoints: endpoints,
 	})
 }

@@ -45,7 +45,7 @@ func (s *Server) respondInteraction(w http.ResponseWriter, r *http.Request) {
 	}
 	st := s.opts.Engine.Store()
 	if op, err := st.GetInteractionOp(r.Context(), cmd.OperationID); err == nil {
-		writeRaw(w, op.HTTPStatus, op.Body)
+		s.replayInteractionOp(w, cmd, op.HTTPStatus, op.Body)
 		return
 	}
 	run, err := st.GetRun(r.Context(), runID)
@@ -100,7 +100,27 @@ func (s *Server) respondInteraction(w http.ResponseWriter, r *http.Request) {
 		answer(engine.InteractionAnswer{Status: wire.InteractionTransportFailure, Retryable: true, Message: "the bridge could not record the answer"})
 		return
 	}
-	writeRaw(w, code, out)
+	// A concurrent twin of this operation id may have stored its answer
+	// first: it is this command's only if it is the same command.
+	s.replayInteractionOp(w, cmd, code, out)
+}
+
+// replayInteractionOp answers a command whose operation id has a stored
+// acknowledgement: that acknowledgement when it acknowledges this very
+// command (same binding and command digest), else, as the TypeScript
+// bridge does, 409 already_resolved_different for the new command,
+// without storing anything.
+func (s *Server) replayInteractionOp(w http.ResponseWriter, cmd wire.InteractionCommand, code int, body []byte) {
+	var prev wire.InteractionAck
+	if json.Unmarshal(body, &prev) == nil && prev.Binding == cmd.Binding && prev.CommandDigest == cmd.CommandDigest {
+		writeRaw(w, code, body)
+		return
+	}
+	no := false
+	writeJSON(w, wire.InteractionHTTPStatus(wire.InteractionAlreadyResolvedDifferent), wire.InteractionAck{
+		OperationID: cmd.OperationID, Binding: cmd.Binding, CommandDigest: cmd.CommandDigest,
+		Status: wire.InteractionAlreadyResolvedDifferent, Retryable: &no,
+		Message: "operation id was already used with a different binding or response"})
 }
 
 func writeRaw(w http.ResponseWriter, status int, body []byte) {

@@ -83,6 +83,13 @@ func setRunHeaders(w http.ResponseWriter, r store.Run) {
 	}
 }
 
+// setRunRefHeaders exposes an exact run reference's six coordinates, as
+// every exact cancellation answer does.
+func setRunRefHeaders(w http.ResponseWriter, ref wire.RunRef) {
+	setRunHeaders(w, store.Run{ID: ref.RunID, Digest: ref.RequestDigest, Provider: ref.Provider,
+		EnvironmentID: ref.EnvironmentID, SessionID: ref.SessionID, ExecutionID: ref.ExecutionID})
+}
+
 func setSnapshotHeaders(w http.ResponseWriter, snap wire.RunSnapshot) {
 	h := w.Header()
 	h.Set(wire.HeaderRunStatus, snap.Status)
@@ -151,13 +158,33 @@ func cursorError(r store.Run, cursor int64) *wire.ErrorBody {
 	case cursor > r.LastSeq:
 		e.Type = wire.TypeInvalidReplayCursor
 		e.Message = fmt.Sprintf("replay cursor %d is ahead of the stream (last event %d)", cursor, r.LastSeq)
-	case cursor < r.LastSeq && (r.ReplayExpired || cursor < r.FirstSeq-1):
+	case cursor < r.LastSeq && replayGone(r, cursor):
 		e.Type = wire.TypeExpiredReplayCursor
 		e.Message = fmt.Sprintf("replay cursor %d is older than the retained window (first available event %d)", cursor, r.FirstSeq)
 	default:
 		return nil
 	}
 	return e
+}
+
+// replayGone reports whether the events after cursor are no longer all
+// retained. A run whose full replay ended with its result kept is read
+// from its start (cursor 0: its folded first events, then the kept ones)
+// or from within the events kept verbatim.
+func replayGone(r store.Run, cursor int64) bool {
+	if r.ResultKept {
+		return cursor != 0 && cursor < r.LastSeq-store.KeptResultEvents
+	}
+	return r.ReplayExpired || cursor < r.FirstSeq-1
+}
+
+// resultCursor is where a reader from cursor starts: a run read from its
+// start after its full replay ended starts at its kept result.
+func resultCursor(r store.Run, cursor int64) int64 {
+	if r.ResultKept && cursor < r.FirstSeq-1 {
+		return r.FirstSeq - 1
+	}
+	return cursor
 }
 
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
@@ -179,6 +206,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		writeErrorBody(w, *e)
 		return
 	}
+	cursor = resultCursor(run, cursor)
 	setRunHeaders(w, run)
 	setSnapshotHeaders(w, snap)
 	if s.retainedRunEvents(w, r, run, cursor) {
@@ -209,7 +237,7 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(generic) > 0 {
-		s.exactCancel(w, r, id, body, generic, wait)
+		s.exactCancel(w, r, id, body, wait)
 		return
 	}
 	if _, _, err := s.loadRun(r.Context(), id); err != nil {

@@ -67,9 +67,7 @@ func TestCancel(t *testing.T) {
 
 	t.Run("ended run is not live", func(t *testing.T) {
 		done := v.do(t, "POST", "/v1/chat/completions", chatBody("c3", "hello", false))
-		digest := done.Header.Get(wire.HeaderRunRequestDigest)
-		sess := done.Header.Get(wire.HeaderRunSessionID)
-		body := fmt.Sprintf(`{"operationId":"op-c3","run":{"runId":"c3","provider":"","environmentId":"","sessionId":%q,"executionId":"","requestDigest":%q}}`, sess, digest)
+		body := exactCancelBody(t, "op-c3", headerRef(done.Header), "")
 		r := v.do(t, "POST", "/v1/runs/c3/cancel", body)
 		if a := decode[wire.CancellationAck](t, r); r.StatusCode != 200 || a.Effect != wire.EffectNotLive {
 			t.Errorf("cancel of a done run = %d %+v, want not_live", r.StatusCode, a)
@@ -83,10 +81,7 @@ func TestCancel(t *testing.T) {
 		resp, _ := openStream(t, v, chatBody("c2", "stall", true, `"provider":"p","environment_id":"e","execution_id":"x","session_id":"s"`))
 		ref := wire.RunRef{RunID: "c2", Provider: "p", EnvironmentID: "e", SessionID: "s", ExecutionID: "x",
 			RequestDigest: resp.Header.Get(wire.HeaderRunRequestDigest)}
-		body := func(op, reason string) string {
-			return fmt.Sprintf(`{"operationId":%q,"run":{"runId":%q,"provider":%q,"environmentId":%q,"sessionId":%q,"executionId":%q,"requestDigest":%q},"reason":%q}`,
-				op, ref.RunID, ref.Provider, ref.EnvironmentID, ref.SessionID, ref.ExecutionID, ref.RequestDigest, reason)
-		}
+		body := func(op, reason string) string { return exactCancelBody(t, op, ref, reason) }
 		r1 := v.do(t, "POST", "/v1/runs/c2/cancel", body("op-1", "stop"))
 		a1 := decode[wire.CancellationAck](t, r1)
 		if r1.StatusCode != 200 || a1.Status != wire.CancelAccepted || a1.Effect != wire.EffectCancelled {
@@ -106,15 +101,39 @@ func TestCancel(t *testing.T) {
 		if a4 := decode[wire.CancellationAck](t, r4); a4.Status != wire.CancelAccepted || a4.Effect != wire.EffectCancelled {
 			t.Errorf("second operation on a cancelled run = %+v, want accepted/cancelled", a4)
 		}
-		r5 := v.do(t, "POST", "/v1/runs/ghost/cancel", strings.ReplaceAll(body("op-3", "x"), `"runId":"c2"`, `"runId":"ghost"`))
+		ghost := ref
+		ghost.RunID = "ghost"
+		r5 := v.do(t, "POST", "/v1/runs/ghost/cancel", exactCancelBody(t, "op-3", ghost, "x"))
 		if a5 := decode[wire.CancellationAck](t, r5); r5.StatusCode != 200 || a5.Status != wire.CancelUnknown {
 			t.Errorf("cancel of an unknown run = %d %+v", r5.StatusCode, a5)
 		}
-		r6 := v.do(t, "POST", "/v1/runs/c2/cancel", strings.ReplaceAll(body("op-4", "x"), `"provider":"p"`, `"provider":"q"`))
+		wrong := ref
+		wrong.Provider = "q"
+		r6 := v.do(t, "POST", "/v1/runs/c2/cancel", exactCancelBody(t, "op-4", wrong, "x"))
 		if e := decode[wire.ErrorResponse](t, r6); r6.StatusCode != 409 || e.Error.Type != wire.TypeRunIdentityConflict {
 			t.Errorf("cancel with a wrong identity = %d %+v", r6.StatusCode, e.Error)
 		}
 	})
+}
+
+// headerRef is the exact run reference of a response's X-Run-* headers.
+func headerRef(h http.Header) wire.RunRef {
+	return wire.RunRef{RunID: h.Get(wire.HeaderRunID), Provider: h.Get(wire.HeaderRunProvider),
+		EnvironmentID: h.Get(wire.HeaderRunEnvironmentID), SessionID: h.Get(wire.HeaderRunSessionID),
+		ExecutionID: h.Get(wire.HeaderRunExecutionID), RequestDigest: h.Get(wire.HeaderRunRequestDigest)}
+}
+
+// exactCancelBody is the body of an exact cancellation of ref, with its
+// request digest.
+func exactCancelBody(t *testing.T, op string, ref wire.RunRef, reason string) string {
+	t.Helper()
+	req := wire.CancellationRequest{OperationID: op, Run: ref, Reason: reason}
+	d, err := wire.CancellationDigest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.RequestDigest = d
+	return string(mustJSON(req))
 }
 
 func TestReaders(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ const (
 	DefaultHealthTTL    = 30 * time.Second
 	DefaultCancelWait   = 30 * time.Second
 	DefaultProbeTimeout = 10 * time.Second
+	DefaultBodyTimeout  = 60 * time.Second
 )
 
 // Options configure a Server. Zero values mean the defaults.
@@ -36,6 +38,9 @@ type Options struct {
 	Bearer string
 	// MaxBodyBytes limits request bodies (default 10 MiB).
 	MaxBodyBytes int64
+	// BodyTimeout is how long a request body may take to arrive in full,
+	// counted from the end of its headers (default 60 s); see boundBody.
+	BodyTimeout time.Duration
 	// Keepalive is the idle time after which an SSE stream gets a
 	// `: keepalive` comment (default 15 s).
 	Keepalive time.Duration
@@ -74,6 +79,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Keepalive <= 0 {
 		opts.Keepalive = DefaultKeepalive
 	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
 	if opts.HealthTTL <= 0 {
 		opts.HealthTTL = DefaultHealthTTL
 	}
@@ -90,6 +98,7 @@ func New(opts Options) (*Server, error) {
 	s.health = newHealthCache(opts)
 	s.mux.HandleFunc("GET /{$}", s.root)
 	s.mux.HandleFunc("GET /health", s.healthz)
+	s.mux.HandleFunc("GET /metrics", s.metrics)
 	s.mux.HandleFunc("GET /v1/models", s.models)
 	s.mux.HandleFunc("GET /v1/capabilities", s.capabilities)
 	s.mux.HandleFunc("POST /v1/chat/completions", s.chat)
@@ -110,14 +119,15 @@ func New(opts Options) (*Server, error) {
 }
 
 // endpoints are listed by GET /.
-var endpoints = []string{"GET /", "GET /health", "GET /v1/models", "GET /v1/capabilities",
+var endpoints = []string{"GET /", "GET /health", "GET /metrics", "GET /v1/models", "GET /v1/capabilities",
 	"POST /v1/chat/completions", "GET /v1/runs/:id", "GET /v1/runs/:id/events", "POST /v1/runs/:id/cancel",
 	"POST /v1/runs/:runId/interactions/:interactionId/respond", "POST /v1/sessions", "GET /v1/sessions",
 	"GET /v1/sessions/:id", "POST /v1/sessions/:id/turns", "GET /v1/sessions/:id/events",
 	"POST /v1/sessions/:id/cancel", "POST /v1/sessions/:id/close", "POST /v1/sessions/:id/continue"}
 
-// ServeHTTP authenticates, then routes.
+// ServeHTTP bounds the request body's arrival, authenticates, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.boundBody(w, r)
 	if s.opts.Bearer != "" && !(r.Method == http.MethodGet && r.URL.Path == "/health") && !s.authorized(r) {
 		writeError(w, wire.TypeInvalidAuthentication, "missing or invalid bearer token")
 		return
@@ -185,6 +195,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	switch {
 	case errors.As(err, &tooBig):
 		writeError(w, wire.TypeRequestTooLarge, fmt.Sprintf("request body exceeds %d bytes", s.opts.MaxBodyBytes))
+		return nil, false
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		writeError(w, wire.TypeInvalidRequest, fmt.Sprintf("request body did not arrive within %s", s.opts.BodyTimeout))
 		return nil, false
 	case err != nil:
 		writeError(w, wire.TypeInvalidRequest, "read request body: "+err.Error())

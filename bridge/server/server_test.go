@@ -313,7 +313,7 @@ func TestBadInput(t *testing.T) {
 		{"no messages", "POST", "/v1/chat/completions", `{"model":"claude-code","messages":[]}`, nil, 400, wire.TypeInvalidRequest},
 		{"bad role", "POST", "/v1/chat/completions", `{"model":"claude-code","messages":[{"role":"robot","content":"x"}]}`, nil, 400, wire.TypeInvalidRequest},
 		{"wrong field type", "POST", "/v1/chat/completions", `{"model":"claude-code","stream":"yes","messages":[{"role":"user","content":"x"}]}`, nil, 400, wire.TypeInvalidRequest},
-		{"unknown model", "POST", "/v1/chat/completions", `{"model":"gpt-4","messages":[{"role":"user","content":"x"}]}`, nil, 404, wire.TypeModelNotFound},
+		{"unknown model", "POST", "/v1/chat/completions", `{"model":"gpt-4","messages":[{"role":"user","content":"x"}]}`, nil, 404, wire.TypeNotFound},
 		{"bad run id", "POST", "/v1/chat/completions", chatBody("-bad", "hello", true), nil, 400, wire.TypeInvalidRequest},
 		{"run id header disagrees", "POST", "/v1/chat/completions", chatBody("a", "hello", true), []string{wire.HeaderRunID, "b"}, 400, wire.TypeInvalidRequest},
 		{"partial identity", "POST", "/v1/chat/completions", chatBody("a", "hello", true, `"provider":"docker"`), nil, 400, wire.TypeInvalidRequest},
@@ -329,7 +329,7 @@ func TestBadInput(t *testing.T) {
 		{"bad wait", "GET", "/v1/runs/nope?wait_ms=99999", "", nil, 400, wire.TypeInvalidRequest},
 		{"bad cancel body", "POST", "/v1/runs/nope/cancel", "{", nil, 400, wire.TypeInvalidRequest},
 		{"capabilities without model", "GET", "/v1/capabilities", "", nil, 400, wire.TypeInvalidRequest},
-		{"capabilities unknown harness", "GET", "/v1/capabilities?model=nope/x", "", nil, 404, wire.TypeModelNotFound},
+		{"capabilities unknown harness", "GET", "/v1/capabilities?model=nope/x", "", nil, 404, wire.TypeNotFound},
 		{"unknown route", "GET", "/v2/nothing", "", nil, 404, wire.TypeNotFound},
 		{"wrong method", "DELETE", "/v1/chat/completions", "", nil, 405, wire.TypeMethodNotAllowed},
 	}

@@ -79,7 +79,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	b, _, found := s.resolveModel(req.Model)
 	if !found {
-		writeError(w, wire.TypeModelNotFound, fmt.Sprintf("model %q names no registered harness", req.Model))
+		writeErrorBody(w, modelNotFound(req.Model))
 		return
 	}
 	if _, ok := b.Adapter.(harness.Retained); !ok {
@@ -109,6 +109,16 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 			writeError(w, wire.TypeInvalidRequest, fmt.Sprintf("env name %q is invalid", k))
 			return
 		}
+	}
+	// The execution is refused before anything is created: a sandbox
+	// always, a jail the host cannot enforce now.
+	x, eb := parseExecution(req.Execution)
+	if eb == nil {
+		eb = s.admitSession(r.Context(), x, deref(req.Cwd))
+	}
+	if eb != nil {
+		writeErrorBody(w, *eb)
+		return
 	}
 	digest, err := wire.Digest(generic)
 	if err != nil {
@@ -262,7 +272,7 @@ func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	b, bare, found := s.resolveModel(rs.Model)
 	if !found {
-		writeError(w, wire.TypeModelNotFound, fmt.Sprintf("model %q names no registered harness", rs.Model))
+		writeErrorBody(w, modelNotFound(rs.Model))
 		return
 	}
 	digest, err := wire.Digest(map[string]any{"schema": wire.RetainedTurnDigestSchema, "harness": b.Adapter.Name(),
@@ -281,11 +291,21 @@ func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) {
 	if create.Cwd != nil {
 		cwd = *create.Cwd
 	}
+	// Each turn runs confined as the session asked, or not at all.
+	x, eb := parseExecution(create.Execution)
+	if eb == nil {
+		eb = s.admitSession(r.Context(), x, cwd)
+	}
+	if eb != nil {
+		writeErrorBody(w, *eb)
+		return
+	}
 	observed := time.Now().UTC().Format(time.RFC3339Nano)
 	tr := engine.TurnRequest{
 		Turn:  store.Turn{SessionID: rs.ID, TurnID: req.TurnID, Digest: digest},
 		RunID: req.RunID, Digest: digest, Provider: req.Provider, EnvironmentID: req.EnvironmentID, ExecutionID: req.ExecutionID,
 		Backend: b, Model: bare, ModelID: rs.Model, Prompt: prompt, Cwd: cwd, Env: create.Env, Policy: rs.Policy,
+		Confine: x.confine, Timeout: x.timeout,
 		Boundary: func(t store.Turn) []byte {
 			return mustJSON(wire.BoundaryProof{RunID: req.RunID, Provider: req.Provider, EnvironmentID: req.EnvironmentID,
 				SessionID: rs.ID, ExecutionID: req.ExecutionID, RequestDigest: digest,

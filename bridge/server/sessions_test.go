@@ -26,7 +26,7 @@ func TestCreateSession(t *testing.T) {
 		{"bad id", `{"id":" a","model":"claude-code/sonnet"}`, 400, wire.TypeInvalidRequest},
 		{"bad policy", `{"id":"s1","model":"claude-code/sonnet","interaction_policy":"yolo"}`, 400, wire.TypeInvalidRequest},
 		{"relative cwd", `{"id":"s1","model":"claude-code/sonnet","cwd":"work"}`, 400, wire.TypeInvalidRequest},
-		{"unknown harness", `{"id":"s1","model":"nope/x"}`, 404, wire.TypeModelNotFound},
+		{"unknown harness", `{"id":"s1","model":"nope/x"}`, 404, wire.TypeNotFound},
 		{"same id, other request", `{"id":"s-dup","model":"claude-code/opus"}`, 409, wire.TypeSessionConflict},
 	}
 	for _, tt := range tests {

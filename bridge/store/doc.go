@@ -15,8 +15,11 @@
 //   - Finish appends a run's last events and marks it terminal in one
 //     transaction: a reader that sees a terminal run sees all its events.
 //   - Retention (per run: at most MaxEvents events and MaxBytes bytes,
-//     oldest dropped first; events kept ReplayTTL after the run ended; the
-//     run's identity kept IdentityTTL) is applied by Append and Prune.
+//     oldest dropped first; all events kept ReplayTTL after the run ended,
+//     then its result only, its newest KeptResultEvents events with the
+//     older ones folded into a few at the sequence numbers just before
+//     them (compact.go); the run's identity kept IdentityTTL) is applied
+//     by Append and Prune.
 //     Whatever only serves an ended run's identity (its interactions,
 //     interaction operations, continuation, retained turn) is deleted with
 //     the run, in the same transaction; a closed retained session goes

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Event is one stored event of a run.
@@ -38,6 +39,7 @@ func (s *Store) Append(ctx context.Context, id string, events [][]byte) (int64, 
 	if err != nil {
 		return 0, fmt.Errorf("append to run %s: %w", id, err)
 	}
+	s.stats.events.Add(int64(len(events)))
 	return last, nil
 }
 
@@ -181,6 +183,7 @@ func (s *Store) trim(ctx context.Context, tx *sql.Tx, id string, first, last, co
 // Events returns up to limit events of a run with a sequence number
 // greater than after, in order.
 func (s *Store) Events(ctx context.Context, id string, after int64, limit int) ([]Event, error) {
+	defer s.stats.read.since(time.Now())
 	rows, err := s.r.QueryContext(ctx, `SELECT first_seq, data FROM segments WHERE run_id = ? AND last_seq > ?
 		ORDER BY last_seq`, id, after)
 	if err != nil {

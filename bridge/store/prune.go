@@ -53,8 +53,11 @@ func (p *PruneStats) add(q PruneStats) {
 type pruneStep func(ctx context.Context, tx *sql.Tx, now time.Time, limit int) (int, PruneStats, error)
 
 // Prune applies the time-based retention, as of one instant:
-//   - a run that ended more than ReplayTTL ago loses its events (the run
-//     stays, marked replay-expired);
+//   - a run that ended more than ReplayTTL ago ends its full replay (the
+//     run stays, marked replay-expired): it keeps its result, its newest
+//     KeptResultEvents events and the older ones folded, unless
+//     retention had already dropped its first events, when it loses them
+//     all;
 //   - a run whose identity expired (IdentityTTL after it ended) is
 //     deleted with every row that only serves its identity: its
 //     interactions, interaction operations, continuation and retained
@@ -97,12 +100,27 @@ func (s *Store) Prune(ctx context.Context) (PruneStats, error) {
 	return total, nil
 }
 
-// pruneReplay drops the events of runs past their replay time.
+// pruneReplay ends the full replay of runs past their replay time: each
+// keeps its result (compactTx) or, when it cannot be kept whole, loses
+// its events.
 func (s *Store) pruneReplay(ctx context.Context, tx *sql.Tx, now time.Time, limit int) (int, PruneStats, error) {
-	ids, err := queryStrings(ctx, tx, `SELECT id FROM runs WHERE replay_expired = 0 AND replay_expires_at > 0
+	due, err := queryStrings(ctx, tx, `SELECT id FROM runs WHERE replay_expired = 0 AND replay_expires_at > 0
 		AND replay_expires_at <= ? AND status != 'running' LIMIT ?`, ms(now), limit)
-	if err != nil || len(ids) == 0 {
+	if err != nil || len(due) == 0 {
 		return 0, PruneStats{}, err
+	}
+	var ids []string // whose events go
+	for _, id := range due {
+		kept, err := s.compactTx(ctx, tx, id)
+		if err != nil {
+			return 0, PruneStats{}, err
+		}
+		if !kept {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return len(due), PruneStats{ReplayExpired: len(due)}, nil
 	}
 	in, args := inList(ids)
 	if _, err := tx.ExecContext(ctx, `DELETE FROM segments WHERE run_id IN (`+in+`)`, args...); err != nil {
@@ -110,7 +128,7 @@ func (s *Store) pruneReplay(ctx context.Context, tx *sql.Tx, now time.Time, limi
 	}
 	_, err = tx.ExecContext(ctx, `UPDATE runs SET replay_expired = 1, first_seq = last_seq + 1, retained_events = 0,
 		retained_bytes = 0 WHERE id IN (`+in+`)`, args...)
-	return len(ids), PruneStats{ReplayExpired: len(ids)}, err
+	return len(due), PruneStats{ReplayExpired: len(due)}, err
 }
 
 // latestTurnRun is true of a run r that is the latest turn of a retained

@@ -150,19 +150,21 @@ func TestStore_PruneRetention(t *testing.T) {
 	replaced := func(base []string, from, to string) []string {
 		return slices.Sorted(slices.Values(append(without(base, from), to)))
 	}
-	// Replay: 60 s after each run ended.
-	replay1 := without(all, "events:plain", "events:rc1", "events:ro1")
-	replay2 := without(replay1, "events:rc2", "events:ro2")
+	// Replay: 60 s after each run ended its full replay ends, and it keeps
+	// its result (its few events) for as long as the run is kept.
+	replay1 := all
+	replay2 := all
 	// Identity: 24 h after the end; the latest turns' runs stay with
 	// their sessions.
-	identity := without(replay2, "run:plain", "interaction:plain/i1", "op:op-plain", "cancel:cancel-plain",
-		"continuation:op-rej", "native:chat-s", "run:rc1", "interaction:rc1/i1", "turn:closed/t1", "run:ro1", "turn:open/o1")
+	identity := without(replay2, "run:plain", "events:plain", "interaction:plain/i1", "op:op-plain", "cancel:cancel-plain",
+		"continuation:op-rej", "native:chat-s", "run:rc1", "events:rc1", "interaction:rc1/i1", "turn:closed/t1", "run:ro1",
+		"events:ro1", "turn:open/o1")
 	idleClosed := replaced(identity, "session:idle", "session:idle closed")
 	openClosed := replaced(idleClosed, "session:open", "session:open closed")
 	// closed: closed at 2 h, deleted 24 h later with all of its own.
-	closedGone := without(openClosed, "session:closed closed", "turn:closed/t2", "run:rc2", "continuation:op-cont", "native:closed")
+	closedGone := without(openClosed, "session:closed closed", "turn:closed/t2", "run:rc2", "events:rc2", "continuation:op-cont", "native:closed")
 	idleGone := without(closedGone, "session:idle closed")
-	openGone := without(idleGone, "session:open closed", "turn:open/o2", "run:ro2", "native:open")
+	openGone := without(idleGone, "session:open closed", "turn:open/o2", "run:ro2", "events:ro2", "native:open")
 
 	steps := []struct {
 		at            time.Duration
@@ -190,7 +192,7 @@ func TestStore_PruneRetention(t *testing.T) {
 			ctx := context.Background()
 			t0 := time.UnixMilli(1_700_000_000_000)
 			clk := &clock{t: t0}
-			s := open(t, t.TempDir(), Options{Now: clk.Now, PruneBatch: batch})
+			s := open(t, t.TempDir(), Options{Now: clk.Now, PruneBatch: batch, ReplayTTL: time.Minute})
 			retentionFixture(t, s, clk, t0)
 			// Before anything expired, and 1 ms before the first replay.
 			for _, at := range []time.Duration{0, 60*time.Second - time.Millisecond} {

@@ -35,9 +35,12 @@ type Run struct {
 	RetainedEvents int64
 	RetainedBytes  int64
 
-	ReplayExpiresAt   time.Time
-	ReplayExpired     bool
-	IdentityExpiresAt time.Time
+	ReplayExpiresAt time.Time
+	// ReplayExpired says the run's full replay ended; ResultKept that it
+	// kept its result: its newest KeptResultEvents events, and the older
+	// ones folded (see KeptResultEvents).
+	ReplayExpired, ResultKept bool
+	IdentityExpiresAt         time.Time
 
 	// PGID is the process group of the run's harness, 0 before it started.
 	PGID int
@@ -70,7 +73,7 @@ func scanRun(sc scanner) (Run, error) {
 	}
 	r.StartedAt, r.EndedAt, r.CancelRequestedAt = fromMS(started), fromMS(ended), fromMS(cancelReq)
 	r.LifetimeExpiresAt, r.ReplayExpiresAt, r.IdentityExpiresAt = fromMS(lifetime), fromMS(replayExp), fromMS(identityExp)
-	r.ReplayExpired = expired != 0
+	r.ReplayExpired, r.ResultKept = expired != 0, expired == replayResultKept
 	return r, nil
 }
 
@@ -189,5 +192,6 @@ func (s *Store) Finish(ctx context.Context, id string, f Finish, events [][]byte
 	if err != nil {
 		return Run{}, fmt.Errorf("finish run %s: %w", id, err)
 	}
+	s.stats.events.Add(int64(len(events)))
 	return out, nil
 }

@@ -24,7 +24,7 @@ var ErrTerminal = errors.New("run is terminal")
 const (
 	DefaultMaxEvents   = 10000
 	DefaultMaxBytes    = 32 << 20
-	DefaultReplayTTL   = 60 * time.Second
+	DefaultReplayTTL   = time.Hour
 	DefaultIdentityTTL = 24 * time.Hour
 	DefaultSessionIdle = 24 * time.Hour
 	DefaultPruneBatch  = 500
@@ -36,8 +36,10 @@ type Options struct {
 	MaxEvents int64
 	// MaxBytes is the most event bytes kept per run (default 32 MiB).
 	MaxBytes int64
-	// ReplayTTL is how long events stay replayable after a run ends
-	// (default 60 s).
+	// ReplayTTL is how long all of a run's events stay replayable after
+	// it ends (default 1 h: the store is durable, and a client reads a
+	// result or reconnects minutes later). After it the run keeps its
+	// result until its identity expires (see KeptResultEvents).
 	ReplayTTL time.Duration
 	// IdentityTTL is how long a run id stays bound to its request
 	// (default 24 h).
@@ -84,6 +86,8 @@ type Store struct {
 	mu   sync.Mutex // serialises writes on w
 	w    *sql.DB    // one connection: the writer
 	r    *sql.DB    // readers
+
+	stats stats
 }
 
 // FileName is the database file's name inside the data directory.
@@ -215,6 +219,7 @@ func fromMS(v int64) time.Time {
 
 // tx runs fn in a write transaction under the writer lock.
 func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	defer s.stats.write.since(time.Now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tx, err := s.w.BeginTx(ctx, nil)

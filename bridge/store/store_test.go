@@ -208,11 +208,11 @@ func TestStore_PruneAndReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, _ := s.GetRun(ctx, "done")
-	if !r.ReplayExpired || r.FirstSeq != 4 || r.RetainedEvents != 0 {
-		t.Errorf("after replay TTL: %+v, want replay expired, first seq 4", r)
+	if !r.ReplayExpired || !r.ResultKept || r.FirstSeq != 1 || r.RetainedEvents != 3 {
+		t.Errorf("after replay TTL: %+v, want replay expired with its result (all 3 events) kept", r)
 	}
-	if evs, _ := s.Events(ctx, "done", 0, 10); len(evs) != 0 {
-		t.Errorf("Events(done) after replay TTL = %d, want 0", len(evs))
+	if evs, _ := s.Events(ctx, "done", 0, 10); len(evs) != 3 {
+		t.Errorf("Events(done) after replay TTL = %d, want its 3 result events", len(evs))
 	}
 	if evs, _ := s.Events(ctx, "live", 0, 10); len(evs) != 3 {
 		t.Errorf("Events(live) after prune = %d, want 3 (live runs keep events)", len(evs))

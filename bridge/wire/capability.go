@@ -280,3 +280,43 @@ func hasDuplicate(list []string) bool {
 	}
 	return false
 }
+
+// ExecutionCaps is the execution part of the bridge's capabilities: which
+// `execution` objects this bridge honours and which confinement it
+// enforces, from its last probe of the jail (at start and at each jailed
+// turn). It is served in GET / under capabilities.execution, since the
+// per-model document above is the TypeScript interface's strict object,
+// which has no key for it.
+type ExecutionCaps struct {
+	// Kinds are the execution kinds the bridge runs: host. A sandbox is
+	// refused (TypeSandboxUnsupported).
+	Kinds []string `json:"kinds"`
+	// Jail lists the enforced execution.jail modes.
+	Jail JailCaps `json:"jail"`
+	// NetJail lists the enforced execution.netJail modes.
+	NetJail NetJailCaps `json:"netJail"`
+	// TimeoutMS reports that execution.timeoutMs bounds the turn.
+	TimeoutMS bool `json:"timeoutMs"`
+}
+
+// JailCaps are the file-system confinement modes a bridge enforces.
+type JailCaps struct {
+	// Modes always holds off; write-jail and fs-jail only while the
+	// enforcer works on this host.
+	Modes []string `json:"modes"`
+	// Enforcer names what confines the harness (bwrap).
+	Enforcer string `json:"enforcer,omitempty"`
+	// Unavailable says why only off is enforced ("" otherwise).
+	Unavailable string `json:"unavailable,omitempty"`
+}
+
+// NetJailCaps are the network confinement modes a bridge enforces.
+type NetJailCaps struct {
+	// Modes always holds off; net-jail only while it can be enforced.
+	Modes []string `json:"modes"`
+	// Allow is the enforced allow list (the model endpoint, host:port), in
+	// the canonical form a request's netJail.allow must equal.
+	Allow []string `json:"allow,omitempty"`
+	// Unavailable says why net-jail is not enforced ("" otherwise).
+	Unavailable string `json:"unavailable,omitempty"`
+}

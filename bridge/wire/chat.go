@@ -179,3 +179,28 @@ func ContentText(content []byte) string {
 	}
 	return string(b)
 }
+
+// MergeToolCalls folds streamed tool call fragments (frags, in stream
+// order) into the whole calls so far, by index.
+func MergeToolCalls(calls, frags []ToolCall) []ToolCall {
+	for _, f := range frags {
+		i := -1
+		for j := range calls {
+			if calls[j].Index == f.Index {
+				i = j
+			}
+		}
+		if i < 0 {
+			calls = append(calls, ToolCall{Index: f.Index, Type: "function"})
+			i = len(calls) - 1
+		}
+		if f.ID != "" {
+			calls[i].ID = f.ID
+		}
+		if f.Function.Name != "" {
+			calls[i].Function.Name = f.Function.Name
+		}
+		calls[i].Function.Arguments += f.Function.Arguments
+	}
+	return calls
+}

@@ -1,36 +1,34 @@
 package wire
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+
+	"github.com/gowebpki/jcs"
 )
 
 // RequestDigestSchema names the canonical form hashed by RequestDigest.
 const RequestDigestSchema = "box-bridge.run-request.v1"
 
-// Canonical renders a JSON value in canonical form: object keys sorted,
-// no insignificant whitespace, numbers in their shortest float64 form, no
-// HTML escaping. Two documents that differ only in key order, spacing or
-// number spelling (1 and 1.0) have the same canonical form.
+// Canonical renders a value that encoding/json can marshal in the JSON
+// Canonicalization Scheme (RFC 8785): object keys sorted by their UTF-16
+// code units, no insignificant whitespace, numbers as ECMAScript prints
+// them, strings escaped as JSON.stringify escapes them. It is the one
+// canonical form of this module, and the one the TypeScript agent
+// interface hashes (canonicalCandidateJson), so a digest computed here
+// equals the digest the TypeScript side computes for the same document.
 func Canonical(v any) ([]byte, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("canonical json: %w", err)
 	}
-	var generic any
-	if err := json.Unmarshal(raw, &generic); err != nil {
+	c, err := jcs.Transform(raw)
+	if err != nil {
 		return nil, fmt.Errorf("canonical json: %w", err)
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(generic); err != nil {
-		return nil, fmt.Errorf("canonical json: %w", err)
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return c, nil
 }
 
 // Digest returns "sha256:<hex>" of the canonical form of v.

@@ -9,10 +9,10 @@ const (
 	TypeInvalidRequest = "invalid_request_error"
 	// TypeInvalidAuthentication is a missing or wrong bearer token (401).
 	TypeInvalidAuthentication = "invalid_authentication_error"
-	// TypeNotFound is an unknown run or route (404).
+	// TypeNotFound is an unknown run, route or model (404). An unknown
+	// model carries Code CodeModelNotFound, as the TypeScript bridge
+	// answers it with this type.
 	TypeNotFound = "not_found_error"
-	// TypeModelNotFound is a model id that names no registered harness (404).
-	TypeModelNotFound = "model_not_found"
 	// TypeMethodNotAllowed is a known route called with the wrong method (405).
 	TypeMethodNotAllowed = "method_not_allowed"
 	// TypeRunIdentityConflict is a run id reused for a different request (409).
@@ -52,8 +52,14 @@ const (
 	TypeBridgeShutdown = "bridge_shutdown"
 )
 
+// CodeModelNotFound is the Code of a TypeNotFound error for a model id that
+// names no registered harness.
+const CodeModelNotFound = "model_not_found"
+
 // ErrorBody is the `error` object of an error response or error frame.
-// Replay cursor errors also carry the run and cursor fields.
+// Replay cursor errors also carry the run and cursor fields; a run
+// identity conflict carries the run and both request digests, as the
+// TypeScript bridge's does.
 type ErrorBody struct {
 	Message string `json:"message"`
 	Type    string `json:"type"`
@@ -65,6 +71,11 @@ type ErrorBody struct {
 	RequestedEventID      *int64 `json:"requested_event_id,omitempty"`
 	FirstAvailableEventID *int64 `json:"first_available_event_id,omitempty"`
 	LastEventID           *int64 `json:"last_event_id,omitempty"`
+
+	// ExpectedRequestDigest is the digest the run id is bound to;
+	// ReceivedRequestDigest the digest of the refused request.
+	ExpectedRequestDigest string `json:"expected_request_digest,omitempty"`
+	ReceivedRequestDigest string `json:"received_request_digest,omitempty"`
 }
 
 // ErrorResponse is the JSON body of every non-2xx answer: {"error":{...}}.
@@ -79,11 +90,11 @@ func (e *ErrorBody) Error() string { return e.Type + ": " + e.Message }
 // or 500 for a type it does not know.
 func StatusFor(typ string) int {
 	switch typ {
-	case TypeInvalidRequest:
+	case TypeInvalidRequest, TypeSandboxUnsupported:
 		return http.StatusBadRequest
 	case TypeInvalidAuthentication:
 		return http.StatusUnauthorized
-	case TypeNotFound, TypeModelNotFound:
+	case TypeNotFound:
 		return http.StatusNotFound
 	case TypeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
@@ -98,6 +109,8 @@ func StatusFor(typ string) int {
 		return http.StatusTooManyRequests
 	case TypeBackendNotReady:
 		return http.StatusServiceUnavailable
+	case TypeNotConfigured, TypeExecutorMisconfigured, TypeCapabilityDenied:
+		return http.StatusNotImplemented
 	default:
 		return http.StatusInternalServerError
 	}

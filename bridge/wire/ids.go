@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // MaxRunIDLength is the longest run id the protocol accepts.
@@ -81,4 +82,29 @@ func ParseCursor(standard, alias string) (int64, error) {
 		return a, nil
 	}
 	return b, nil
+}
+
+// ValidDigest checks the form of a digest: "sha256:" and 64 lowercase hex
+// digits.
+func ValidDigest(d string) error {
+	hex, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
+		return errors.New("must be sha256: and 64 lowercase hex digits")
+	}
+	return nil
+}
+
+// ValidRunRef checks that every coordinate of an exact run reference is
+// present and well formed, and names the first one that is not.
+func ValidRunRef(r RunRef) error {
+	for _, f := range []struct{ name, v string }{{"runId", r.RunID}, {"provider", r.Provider},
+		{"environmentId", r.EnvironmentID}, {"sessionId", r.SessionID}, {"executionId", r.ExecutionID}} {
+		if err := ValidIdentifier(f.v); err != nil {
+			return fmt.Errorf("run.%s %w", f.name, err)
+		}
+	}
+	if err := ValidDigest(r.RequestDigest); err != nil {
+		return fmt.Errorf("run.requestDigest %w", err)
+	}
+	return nil
 }

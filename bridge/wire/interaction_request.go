@@ -128,7 +128,7 @@ func InteractionRequestDigest(r InteractionRequest) (string, error) {
 		return "", fmt.Errorf("interaction request digest: %w", err)
 	}
 	delete(generic, "requestDigest")
-	return jsDigest(generic)
+	return Digest(generic)
 }
 
 // ErrInvalidAnswer is wrapped by PermissionDecision for a response that
@@ -210,12 +210,14 @@ const (
 	// MaxContractIdentifier is the longest identifier (an id, a name, a
 	// JSON object key).
 	MaxContractIdentifier = 512
+	// MaxContractArray is the longest array (of events of a turn result,
+	// among others).
 	// maxContractDepth, maxContractNodes, maxContractBytes,
-	// maxContractArray and maxContractMap bound a JSON value.
+	// MaxContractArray and maxContractMap bound a JSON value.
 	maxContractDepth = 16
 	maxContractNodes = 8_192
 	maxContractBytes = 1 << 20
-	maxContractArray = 1_024
+	MaxContractArray = 1_024
 	maxContractMap   = 256
 )
 
@@ -243,7 +245,7 @@ func BoundedJSON(raw json.RawMessage) bool {
 			return JSLength(x) <= MaxContractString
 		case []any:
 			nodes++
-			if depth >= maxContractDepth || len(x) > maxContractArray {
+			if depth >= maxContractDepth || len(x) > MaxContractArray {
 				return false
 			}
 			for _, e := range x {
@@ -306,13 +308,9 @@ func TruncateJS(s string, max int) string {
 // the canonical digest of {"binding", "response"}, computed as the
 // TypeScript agent interface computes it.
 func InteractionCommandDigest(b InteractionBinding, r InteractionResponse) (string, error) {
-	raw, err := json.Marshal(map[string]any{"binding": b, "response": r})
+	d, err := Digest(map[string]any{"binding": b, "response": r})
 	if err != nil {
 		return "", fmt.Errorf("interaction command digest: %w", err)
 	}
-	var generic map[string]any
-	if err := json.Unmarshal(raw, &generic); err != nil {
-		return "", fmt.Errorf("interaction command digest: %w", err)
-	}
-	return jsDigest(generic)
+	return d, nil
 }

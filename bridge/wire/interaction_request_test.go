@@ -8,40 +8,36 @@ import (
 	"testing"
 )
 
-// TestJSCanonical_MatchesECMAScript holds the canonical form to what
+// TestCanonical_MatchesECMAScript holds the canonical form to what
 // JSON.stringify and Array.prototype.sort give in Node 22 for the same
 // value (computed with `node`, keys sorted, strings and numbers as
-// JavaScript writes them).
-func TestJSCanonical_MatchesECMAScript(t *testing.T) {
+// JavaScript writes them): RFC 8785.
+func TestCanonical_MatchesECMAScript(t *testing.T) {
 	in := `{"b":[1e21,1e-7,0.000001,123456789012345680000,-0.5,3,2.5e-8],"a":"x\b\f\u0001\u2028\u2029é😀<>&","\uffff":1,"😀":2,"z":{"y":null,"x":true}}`
-	var v any
-	if err := json.Unmarshal([]byte(in), &v); err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	if err := jsCanonical(&b, v); err != nil {
+	c, err := Canonical(json.RawMessage(in))
+	if err != nil {
 		t.Fatal(err)
 	}
 	want := "{\"a\":\"x\\b\\f\\u0001\u2028\u2029é😀<>&\",\"b\":[1e+21,1e-7,0.000001,123456789012345680000,-0.5,3,2.5e-8],\"z\":{\"x\":true,\"y\":null},\"😀\":2,\"\uffff\":1}"
-	if b.String() != want {
-		t.Errorf("jsCanonical = %s\nwant           %s", b.String(), want)
+	if string(c) != want {
+		t.Errorf("Canonical = %s\nwant        %s", c, want)
 	}
-	d, err := jsDigest(v)
+	d, err := Digest(json.RawMessage(in))
 	if want := "sha256:17054d658aeb2cf1f74e78c263de0079117949f65050f6e7a4eeb787a6b2ba1b"; err != nil || d != want {
-		t.Errorf("jsDigest = %s, %v, want %s", d, err, want)
+		t.Errorf("Digest = %s, %v, want %s", d, err, want)
 	}
 }
 
-func TestJSNumber(t *testing.T) {
+func TestCanonical_Numbers(t *testing.T) {
 	for _, tt := range []struct {
 		in   float64
 		want string
 	}{
-		{0, "0"}, {-0.0, "0"}, {1, "1"}, {-1.5, "-1.5"}, {1e20, "100000000000000000000"}, {1e21, "1e+21"},
+		{0, "0"}, {-0.0, "0"}, {1, "1"}, {-1.5, "-1.5"}, {0.1, "0.1"}, {1e20, "100000000000000000000"}, {1e21, "1e+21"},
 		{1.25e-6, "0.00000125"}, {1e-7, "1e-7"}, {123.456, "123.456"}, {5e-324, "5e-324"}, {1.7976931348623157e308, "1.7976931348623157e+308"},
 	} {
-		if got := jsNumber(tt.in); got != tt.want {
-			t.Errorf("jsNumber(%v) = %s, want %s", tt.in, got, tt.want)
+		if got, err := Canonical(tt.in); err != nil || string(got) != tt.want {
+			t.Errorf("Canonical(%v) = %s, %v, want %s", tt.in, got, err, tt.want)
 		}
 	}
 }
@@ -128,8 +124,8 @@ func TestBoundedJSON(t *testing.T) {
 		{"too many nodes", "[" + strings.Repeat("1,", maxContractNodes) + "1]", false},
 		{"nodes at the limit", "[" + strings.Repeat("["+strings.Repeat("1,", 1023)+"1],", 7) + "[]]", true},
 		{"containers count twice", "[" + strings.TrimSuffix(strings.Repeat("["+strings.Repeat("[],", 511)+"[]],", 8), ",") + "]", false},
-		{"array at the limit", "[" + strings.Repeat("1,", maxContractArray-1) + "1]", true},
-		{"array over the limit", "[" + strings.Repeat("1,", maxContractArray) + "1]", false},
+		{"array at the limit", "[" + strings.Repeat("1,", MaxContractArray-1) + "1]", true},
+		{"array over the limit", "[" + strings.Repeat("1,", MaxContractArray) + "1]", false},
 		{"key at the limit", `{"` + strings.Repeat("k", MaxContractIdentifier) + `":1}`, true},
 		{"key over the limit", `{"` + strings.Repeat("k", MaxContractIdentifier+1) + `":1}`, false},
 		{"object at the limit", jsonObject(maxContractMap), true},

@@ -17,6 +17,11 @@ const (
 	StateTerminal   = "terminal"
 )
 
+// DefaultEnvironmentID is the environment id of a run whose request named
+// no coordinates (provider, environment_id, execution_id): the one the
+// TypeScript bridge publishes on such runs.
+const DefaultEnvironmentID = "cli-bridge"
+
 // MaxWaitMS is the longest wait_ms a run route accepts.
 const MaxWaitMS = 30000
 
@@ -80,11 +85,31 @@ type RunRef struct {
 	RequestDigest string `json:"requestDigest"`
 }
 
-// CancellationRequest is the body of an exact cancellation.
+// CancellationRequest is the body of an exact cancellation. RequestDigest
+// is CancellationDigest of the other fields: the bridge refuses a request
+// whose digest is missing or does not match, and echoes it in the
+// acknowledgement.
 type CancellationRequest struct {
-	OperationID string `json:"operationId"`
-	Run         RunRef `json:"run"`
-	Reason      string `json:"reason,omitempty"`
+	OperationID   string `json:"operationId"`
+	Run           RunRef `json:"run"`
+	Reason        string `json:"reason,omitempty"`
+	RequestDigest string `json:"requestDigest"`
+}
+
+// MaxCancellationReason is the longest cancellation reason, in UTF-16
+// code units, the agent interface accepts.
+const MaxCancellationReason = 2048
+
+// CancellationDigest is the request digest of an exact cancellation: the
+// canonical digest of {operationId, run, reason} (reason only when set),
+// as the TypeScript agent interface computes it
+// (agentRunCancellationRequestDigest). r.RequestDigest is ignored.
+func CancellationDigest(r CancellationRequest) (string, error) {
+	return Digest(struct {
+		OperationID string `json:"operationId"`
+		Run         RunRef `json:"run"`
+		Reason      string `json:"reason,omitempty"`
+	}{r.OperationID, r.Run, r.Reason})
 }
 
 // Cancellation acknowledgement statuses.

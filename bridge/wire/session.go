@@ -108,6 +108,19 @@ type ContinuationRequest struct {
 	ExpectedBoundary BoundaryProof `json:"expectedBoundary"`
 }
 
+// ContinuationTurnDigest is the turnDigest of a continuation's turn: its
+// canonical digest (nativeContextContinuationTurnDigest).
+func ContinuationTurnDigest(t ContinuationTurn) (string, error) { return Digest(t) }
+
+// ContinuationRequestDigest is the requestDigest of a continuation
+// request: the canonical digest of {turnDigest, operationId, run,
+// expectedBoundary} (nativeContextContinuationRequestDigest).
+// r.RequestDigest is ignored.
+func ContinuationRequestDigest(r ContinuationRequest) (string, error) {
+	return Digest(map[string]any{"turnDigest": r.TurnDigest, "operationId": r.OperationID, "run": r.Run,
+		"expectedBoundary": r.ExpectedBoundary})
+}
+
 // ContinueBody is the body of POST /v1/sessions/:id/continue.
 type ContinueBody struct {
 	Request ContinuationRequest `json:"request"`
@@ -145,15 +158,18 @@ type ContinuationOutcome struct {
 	ControlRef      *RunRef             `json:"controlRef,omitempty"`
 }
 
-// ContinuationResult is the terminal result of a continued turn.
+// ContinuationResult is the terminal result of a continued turn, the
+// agent interface's AgentTurnResult: its visible text, its summed usage,
+// its run's identity and status in Metadata (runId, executionId,
+// requestDigest, status), and its newest events.
 type ContinuationResult struct {
-	Text      string            `json:"text"`
-	Success   bool              `json:"success"`
-	Error     string            `json:"error,omitempty"`
-	SessionID string            `json:"sessionId,omitempty"`
-	Usage     json.RawMessage   `json:"usage,omitempty"`
-	Metadata  map[string]any    `json:"metadata,omitempty"`
-	Events    []json.RawMessage `json:"events,omitempty"`
+	Text      string             `json:"text"`
+	Success   bool               `json:"success"`
+	Error     string             `json:"error,omitempty"`
+	SessionID string             `json:"sessionId,omitempty"`
+	Usage     *TokenUsage        `json:"usage,omitempty"`
+	Metadata  map[string]any     `json:"metadata,omitempty"`
+	Events    []EnvironmentEvent `json:"events,omitempty"`
 }
 
 // Envelope is the data of a canonical SSE frame: one runtime event with its

@@ -18,10 +18,13 @@ import (
 	"syscall"
 
 	"github.com/tangle-network/boxctl/bridge"
+	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/internal/buildinfo"
 )
 
 func main() {
+	// A net-jailed turn's relay is this executable (package bridge/jail).
+	jail.ServeRelayIfAsked()
 	if err := protectSecrets(); err != nil {
 		fmt.Fprintln(os.Stderr, "box-bridge: protect secrets:", err)
 		os.Exit(1)

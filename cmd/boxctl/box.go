@@ -17,12 +17,14 @@ import (
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/daytona"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/e2b"
 )
 
 // boxTargets are the vendors the box verbs (up, turn, exec, logs, ls, rm,
 // gc) drive.
-var boxTargets = []string{docker.Name}
+var boxTargets = []string{docker.Name, e2b.Name, daytona.Name}
 
 func checkBoxTarget(target string) error {
 	if !slices.Contains(boxTargets, target) {
@@ -35,6 +37,20 @@ func checkBoxTarget(target string) error {
 func (a *app) openVendor(target string) (vendors.Vendor, func(), error) {
 	if err := checkBoxTarget(target); err != nil {
 		return nil, nil, err
+	}
+	switch target {
+	case e2b.Name:
+		v, err := newE2B(a, "")
+		if err != nil {
+			return nil, nil, err
+		}
+		return v, func() { _ = v.Close() }, nil
+	case daytona.Name:
+		v, err := newDaytona(a, "")
+		if err != nil {
+			return nil, nil, err
+		}
+		return v, func() { _ = v.Close() }, nil
 	}
 	v, err := docker.New(docker.WithLogger(a.log))
 	if err != nil {

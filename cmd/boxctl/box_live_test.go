@@ -151,6 +151,25 @@ func boxProcesses(t *testing.T, tr *transcript) string {
 	return r.stdout
 }
 
+// serveRouterStub serves stub where the boxes of v reach it (its host
+// address) until the test ends, and returns its URL.
+func serveRouterStub(t *testing.T, v hostAddresser, stub *routerstub.Server) string {
+	t.Helper()
+	host, err := v.HostAddress(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stopStub := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- stub.Serve(ctx, l) }()
+	t.Cleanup(func() { stopStub(); <-served })
+	return "http://" + l.Addr().String()
+}
+
 // TestBoxVerbs_LocalRouter drives a real box end to end: up with the
 // local model endpoint, turns (text, JSON, timeout), exec, logs,
 // ls and rm, all at --log-level debug, and checks that neither the bearer
@@ -309,22 +328,11 @@ func TestBoxVerbs_RouterAndGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, err := v.HostAddress(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stopStub := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- stub.Serve(ctx, l) }()
-	t.Cleanup(func() { stopStub(); <-served })
+	routerURL := serveRouterStub(t, v, stub)
 	t.Setenv(routerKeyVar, key)
 	t.Setenv(routerURLEnv, "")
 
-	r := boxctl(t, t.Context(), nil, "up", "--router", "http://"+l.Addr().String(), "--image", img, "--show-bearer", "-o", "json")
+	r := boxctl(t, t.Context(), nil, "up", "--router", routerURL, "--image", img, "--show-bearer", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("up: exit %d: %v", r.code, r.err)
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -13,52 +11,42 @@ import (
 
 	"github.com/tangle-network/boxctl/boximage"
 	"github.com/tangle-network/boxctl/internal/dockerclient"
-	"github.com/tangle-network/boxctl/vendors/daytona"
-	"github.com/tangle-network/boxctl/vendors/e2b"
+	"github.com/tangle-network/boxctl/vendors"
 )
 
 // publishTimeout bounds waiting for a vendor to take the image in.
 const publishTimeout = 30 * time.Minute
 
-// publisher turns a build into a published image for one target. Its
+// publisher turns a build into a published image for one target: the
+// image is built and pushed here, and a vendor target's ImageImporter
+// (vendors/e2b, vendors/daytona) turns the pushed image into the vendor's
+// own, the same library code the conformance runner publishes with. Its
 // constructor checks credentials and resolves where to push before the
 // (long) build starts.
 type publisher struct {
-	a       *app
-	o       *buildOptions
-	tag     string
-	pushRef string
-	auth    map[string]boximage.RegistryAuth
-	ecr     *boximage.ECR
-	e2b     *e2b.TemplateClient
-	daytona *daytona.SnapshotClient
+	a        *app
+	o        *buildOptions
+	tag      string
+	pushRef  string
+	auth     map[string]boximage.RegistryAuth
+	ecr      *boximage.ECR
+	importer vendors.ImageImporter // nil for the docker and registry targets
+	// pull is what the vendor pulls the pushed image with, when the
+	// vendor's own registry said so (vendors.ImageRegistry).
+	pull *vendors.RegistryCredentials
 }
 
 func newPublisher(ctx context.Context, a *app, o *buildOptions, tag string) (*publisher, error) {
 	p := &publisher{a: a, o: o, tag: tag, auth: map[string]boximage.RegistryAuth{}}
+	var err error
 	switch o.target {
 	case boximage.TargetE2B:
-		key := os.Getenv("E2B_API_KEY")
-		if key == "" {
-			return nil, usageErrorf("--target e2b needs E2B_API_KEY")
-		}
-		c, err := e2b.NewTemplateClient(key, e2b.WithTemplateBaseURL(e2bAPIURL(o.e2bURL)), e2b.WithTemplateLogger(a.log))
-		if err != nil {
-			return nil, err
-		}
-		p.e2b = c
+		p.importer, err = e2bImporter(a, o)
 	case boximage.TargetDaytona:
-		key := os.Getenv("DAYTONA_API_KEY")
-		if key == "" {
-			return nil, usageErrorf("--target daytona needs DAYTONA_API_KEY")
-		}
-		u := firstNonEmpty(o.daytonaURL, os.Getenv("DAYTONA_API_URL"), daytona.DefaultAPIURL)
-		c, err := daytona.NewSnapshotClient(key, daytona.WithSnapshotBaseURL(u),
-			daytona.WithSnapshotOrganization(os.Getenv("DAYTONA_ORGANIZATION_ID")), daytona.WithSnapshotLogger(a.log))
-		if err != nil {
-			return nil, err
-		}
-		p.daytona = c
+		p.importer, err = daytonaImporter(a, o)
+	}
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case o.target == boximage.TargetDocker:
@@ -78,26 +66,21 @@ func newPublisher(ctx context.Context, a *app, o *buildOptions, tag string) (*pu
 		p.auth[repo.Registry()] = repo.Auth
 	case o.push != "":
 		p.pushRef = withTag(o.push, tag)
-	case o.target == boximage.TargetDaytona:
-		pa, err := p.daytona.RegistryPushAccess(ctx)
+	default:
+		// The vendor's own registry, where it has one (Daytona's).
+		reg, ok := p.importer.(vendors.ImageRegistry)
+		if !ok {
+			return nil, usageErrorf("--target %s needs --push REF or --ecr-repository NAME", o.target)
+		}
+		ref, creds, err := reg.PushTarget(ctx, o.name, tag)
 		if err != nil {
 			return nil, err
 		}
-		p.pushRef = pa.Repository(path.Base(o.name)) + ":" + tag
+		p.pushRef, p.pull = ref, &creds
 		host, _, _ := cutHost(p.pushRef)
-		p.auth[host] = boximage.RegistryAuth{Username: pa.Username, Password: pa.Secret}
+		p.auth[host] = boximage.RegistryAuth{Username: creds.Username, Password: creds.Password}
 	}
 	return p, nil
-}
-
-func e2bAPIURL(flag string) string {
-	if u := firstNonEmpty(flag, os.Getenv("E2B_API_URL")); u != "" {
-		return u
-	}
-	if d := os.Getenv("E2B_DOMAIN"); d != "" {
-		return "https://api." + d
-	}
-	return e2b.DefaultAPIURL
 }
 
 func firstNonEmpty(vs ...string) string {
@@ -163,74 +146,65 @@ func (p *publisher) publish(ctx context.Context, opts boximage.BuildOptions) (bo
 	}
 	rec := boximage.NewRecord(target, res)
 	p.a.log.Info("pushed image", "reference", res.Reference, "size", res.Size)
+	if p.importer == nil {
+		return rec, nil
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
-	switch p.o.target {
-	case boximage.TargetE2B:
-		reg, err := p.e2bRegistry(ctx)
-		if err != nil {
-			return boximage.Record{}, err
-		}
-		ref, err := p.e2b.BuildFromImage(ctx,
-			e2b.TemplateRequest{Name: p.o.name, CPUCount: p.o.e2bCPU, MemoryMB: p.o.e2bMemoryMB},
-			e2b.BuildStart{FromImage: p.pushRef, FromImageRegistry: reg},
-			func(e e2b.LogEntry) { fmt.Fprintf(p.a.errOut, "e2b: %s\n", e.Message) })
-		if err != nil {
-			if ref.TemplateID != "" {
-				return boximage.Record{}, fmt.Errorf("e2b template %s: %w", ref.TemplateID, err)
-			}
-			return boximage.Record{}, err
-		}
-		rec.Target, rec.Reference = boximage.TargetE2B, ref.TemplateID
-	case boximage.TargetDaytona:
-		snap, err := p.daytona.CreateSnapshot(ctx, daytona.CreateSnapshot{
-			Name: path.Base(p.o.name) + "-" + p.tag, ImageName: p.pushRef})
-		if err != nil {
-			return boximage.Record{}, err
-		}
-		fmt.Fprintf(p.a.errOut, "daytona: snapshot %s is %s\n", snap.Name, snap.State)
-		snap, err = p.daytona.WaitSnapshot(ctx, snap.Name)
-		if err != nil {
-			return boximage.Record{}, err
-		}
-		fmt.Fprintf(p.a.errOut, "daytona: snapshot %s is %s\n", snap.Name, snap.State)
-		rec.Target, rec.Reference = boximage.TargetDaytona, snap.Name
+	pull, err := p.pullCredentials(ctx)
+	if err != nil {
+		return boximage.Record{}, err
 	}
+	req := vendors.ImportRequest{Image: p.pushRef, Name: p.o.name, Tag: p.tag, Pull: pull,
+		Progress: func(line string) { fmt.Fprintf(p.a.errOut, "%s: %s\n", p.o.target, line) }}
+	if p.o.target == boximage.TargetE2B {
+		req.Resources = vendors.Resources{CPUs: float64(p.o.e2bCPU), MemoryBytes: int64(p.o.e2bMemoryMB) << 20}
+	}
+	img, err := p.importer.ImportImage(ctx, req)
+	if err != nil {
+		return boximage.Record{}, err
+	}
+	fmt.Fprintf(p.a.errOut, "%s: %s %s is ready\n", p.o.target, img.Kind, img.Reference)
+	rec.Target, rec.Reference = p.o.target, img.Reference
 	return rec, nil
 }
 
-// e2bRegistry returns the credentials E2B pulls the pushed image with: AWS
-// keys for ECR (E2B logs in to ECR itself), else the registry login from
-// the Docker config, else none (a public image).
-func (p *publisher) e2bRegistry(ctx context.Context) (*e2b.Registry, error) {
+// pullCredentials returns what the vendor pulls the pushed image with:
+// the vendor registry's own, AWS keys for ECR (vendors that speak ECR log
+// in themselves), else the registry login from the Docker config, else
+// none (a public image).
+func (p *publisher) pullCredentials(ctx context.Context) (vendors.RegistryCredentials, error) {
+	if p.pull != nil {
+		return *p.pull, nil
+	}
 	if p.ecr != nil {
 		id, secret, err := p.ecr.AccessKeys(ctx)
 		if err != nil {
-			return nil, err
+			return vendors.RegistryCredentials{}, err
 		}
-		return &e2b.Registry{Type: "aws", AWSAccessKeyID: id, AWSSecretAccessKey: secret, AWSRegion: p.ecr.Region()}, nil
+		return vendors.RegistryCredentials{AWSAccessKeyID: id, AWSSecretAccessKey: secret, AWSRegion: p.ecr.Region()}, nil
 	}
 	ref, err := name.ParseReference(p.pushRef)
 	if err != nil {
-		return nil, err
+		return vendors.RegistryCredentials{}, err
 	}
 	if l, ok := p.auth[ref.Context().RegistryStr()]; ok {
-		return &e2b.Registry{Type: "registry", Username: l.Username, Password: l.Password}, nil
+		return vendors.RegistryCredentials{Username: l.Username, Password: l.Password}, nil
 	}
 	auth, err := authn.DefaultKeychain.Resolve(ref.Context())
 	if err != nil {
-		return nil, fmt.Errorf("registry login for %s: %w", ref.Context().RegistryStr(), err)
+		return vendors.RegistryCredentials{}, fmt.Errorf("registry login for %s: %w", ref.Context().RegistryStr(), err)
 	}
 	cfg, err := authn.Authorization(ctx, auth)
 	if err != nil {
-		return nil, fmt.Errorf("registry login for %s: %w", ref.Context().RegistryStr(), err)
+		return vendors.RegistryCredentials{}, fmt.Errorf("registry login for %s: %w", ref.Context().RegistryStr(), err)
 	}
 	if cfg.Username == "" || cfg.Password == "" {
 		if cfg.IdentityToken != "" || cfg.RegistryToken != "" {
-			return nil, errors.New("e2b needs a username and password for the registry, not a token")
+			return vendors.RegistryCredentials{}, errors.New("the vendor needs a username and password for the registry, not a token")
 		}
-		return nil, nil
+		return vendors.RegistryCredentials{}, nil
 	}
-	return &e2b.Registry{Type: "registry", Username: cfg.Username, Password: cfg.Password}, nil
+	return vendors.RegistryCredentials{Username: cfg.Username, Password: cfg.Password}, nil
 }

@@ -20,8 +20,8 @@ import (
 	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/pins"
-	"github.com/tangle-network/boxctl/vendors/daytona/daytonafake"
-	"github.com/tangle-network/boxctl/vendors/e2b/e2bfake"
+	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
+	"github.com/tangle-network/boxctl/vendors/e2b/e2bemu"
 )
 
 func TestBuildCmd_Flags(t *testing.T) {
@@ -134,14 +134,19 @@ func TestBuildCmd_Publish(t *testing.T) {
 	t.Cleanup(ecrSrv.Close)
 	awsTestEnv(t, ecrSrv.URL)
 
-	e2b := e2bfake.NewTemplateServer(e2bfake.TemplateOptions{APIKey: "e2b_test", ECREndpoint: ecrSrv.URL})
+	e2b, err := e2bemu.New(e2bemu.Options{APIKey: "e2b_test", ECREndpoint: ecrSrv.URL, DockerHost: env.DockerHost, Network: "boxctl-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	e2bSrv := httptest.NewServer(e2b)
 	t.Cleanup(func() { e2bSrv.Close(); e2b.Close() })
 	t.Setenv("E2B_API_KEY", "e2b_test")
 
-	dt := daytonafake.NewSnapshotServer(daytonafake.SnapshotOptions{APIKey: "dtn_test", Registry: env.Registry})
-	dtSrv := httptest.NewServer(dt)
-	t.Cleanup(func() { dtSrv.Close(); dt.Close() })
+	dt, err := daytonaemu.Start(daytonaemu.Options{APIKey: "dtn_test", Registry: env.Registry, DockerHost: env.DockerHost, Network: "boxctl-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dt.Close() })
 	t.Setenv("DAYTONA_API_KEY", "dtn_test")
 
 	repo := "boxctl-test/pub-" + randomTag()
@@ -165,7 +170,7 @@ func TestBuildCmd_Publish(t *testing.T) {
 			env.Registry + "/" + repo + "-ecr:", nil},
 		{"e2b via registry", []string{"--target", "e2b", "--push", env.Registry + "/" + repo, "--e2b-api-url", e2bSrv.URL}, "e2b",
 			env.Registry + "/" + repo + ":", nil},
-		{"daytona", []string{"--target", "daytona", "--daytona-api-url", dtSrv.URL, "--name", "boxctl-test"}, "daytona",
+		{"daytona", []string{"--target", "daytona", "--daytona-api-url", dt.APIURL(), "--name", "boxctl-test"}, "daytona",
 			env.Registry + "/daytona/boxctl-test:", nil},
 	}
 	for _, tt := range tests {

@@ -9,9 +9,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/tangle-network/boxctl/bridge/jail"
 )
 
 func main() {
+	// `boxctl bridge` serves net-jailed turns through this executable.
+	jail.ServeRelayIfAsked()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := newRootCmd(newApp(os.Stdout, os.Stderr)).ExecuteContext(ctx)
 	stop()

@@ -56,7 +56,7 @@ npm package, exact version, integrity and whether a conformance run proved it.`,
 	}
 	cmd.PersistentFlags().StringVar(&o.dir, "dir", "", "read the pins from this directory (pins.json and locks/) instead of the embedded ones")
 	cmd.PersistentFlags().StringVar(&o.registry, "registry", "", "npm registry URL (default $NPM_CONFIG_REGISTRY, else "+pins.DefaultRegistry+")")
-	cmd.AddCommand(newPinsVerifyCmd(a, o), newPinsBumpCmd(a, o))
+	cmd.AddCommand(newPinsVerifyCmd(a, o), newPinsBumpCmd(a, o), newPinsProveCmd(a, o))
 	return cmd
 }
 
@@ -83,7 +83,15 @@ func printPins(w io.Writer, p *pins.Pins) error {
 		if len(plats) == 0 {
 			plats = []string{"-"}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\n", h.Name, h.Backend, h.Package, h.Version, strings.Join(plats, ","), h.Proven)
+		proven := fmt.Sprint(h.Proven)
+		if len(h.ProvenBy) > 0 {
+			var by []string
+			for _, pr := range h.ProvenBy {
+				by = append(by, pr.Vendor)
+			}
+			proven += " (" + strings.Join(by, ", ") + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Backend, h.Package, h.Version, strings.Join(plats, ","), proven)
 	}
 	return tw.Flush()
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,36 +110,46 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 	if _, ok := p.Harness(o.harness); !ok {
 		return usageErrorf("--harness %q: known harnesses are %s", o.harness, strings.Join(harnessNames(p), ", "))
 	}
-	if o.router == routerLocal {
-		return nil
+	o.routerURL, o.routerKey, err = routerFromFlag(o.router, getenv)
+	return err
+}
+
+// routerFromFlag finds the Router of a --router flag: none for "local"
+// (the caller starts the local endpoint), else the flag's URL or
+// $TANGLE_ROUTER_URL, with the key from $TANGLE_API_KEY. getenv reads the
+// environment. What is missing or malformed is a usage error that says
+// what to set.
+func routerFromFlag(router string, getenv func(string) string) (url, key string, err error) {
+	if router == routerLocal {
+		return "", "", nil
 	}
-	o.routerURL, o.routerKey = o.router, getenv(routerKeyVar)
+	url, key = router, getenv(routerKeyVar)
 	var missing []string
-	if o.routerURL == "" {
-		if o.routerURL = getenv(routerURLEnv); o.routerURL == "" {
+	if url == "" {
+		if url = getenv(routerURLEnv); url == "" {
 			missing = append(missing, routerURLEnv)
 		}
 	}
-	if o.routerKey == "" {
+	if key == "" {
 		missing = append(missing, routerKeyVar)
 	}
 	switch {
 	case len(missing) == 0:
-	case o.router != "":
-		return usageErrorf("no key for the Router: --router URL takes it from %s, which is not set; set it, "+
+	case router != "":
+		return "", "", usageErrorf("no key for the Router: --router URL takes it from %s, which is not set; set it, "+
 			"or pass --router local for a local model endpoint", routerKeyVar)
 	case len(missing) == 2:
-		return usageErrorf("no model Router: %s and %s are not set; set both, or pass --router local for a local model endpoint",
+		return "", "", usageErrorf("no model Router: %s and %s are not set; set both, or pass --router local for a local model endpoint",
 			routerURLEnv, routerKeyVar)
 	default:
-		return usageErrorf("no model Router: %s is not set; set it, or pass --router local for a local model endpoint", missing[0])
+		return "", "", usageErrorf("no model Router: %s is not set; set it, or pass --router local for a local model endpoint", missing[0])
 	}
-	if u, err := url.Parse(o.routerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usageErrorf("Router URL %q: want an absolute http or https URL", o.routerURL)
+	if u, err := neturl.Parse(url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", "", usageErrorf("Router URL %q: want an absolute http or https URL", url)
 	} else if u.User != nil {
-		return usageErrorf("Router URL must not carry credentials: the key goes in $%s", routerKeyVar)
+		return "", "", usageErrorf("Router URL must not carry credentials: the key goes in $%s", routerKeyVar)
 	}
-	return nil
+	return url, key, nil
 }
 
 // upResult is what `up` prints.

@@ -27,6 +27,15 @@ const (
 	LabelDeadline = LabelPrefix + "deadline"
 	// LabelVersion is the boxctl version that created the box.
 	LabelVersion = LabelPrefix + "version"
+	// LabelCreate is a token unique to one Vendor.Create call, on vendors
+	// whose create may succeed although its answer was lost: the vendor
+	// finds the box of an earlier attempt by it before trying again, so a
+	// retry never makes a second box.
+	LabelCreate = LabelPrefix + "create"
+	// LabelPorts lists the ports a box exposes (CreateSpec.Ports, comma
+	// separated), on vendors that reach any port of a box, so that the
+	// vendor refuses the others as every vendor does.
+	LabelPorts = LabelPrefix + "ports"
 )
 
 // Lifetime variables read by the image's init (box-init).

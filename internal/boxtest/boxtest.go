@@ -11,8 +11,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -141,30 +139,12 @@ func Inspect(t testing.TB, id string) string {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	ctx := context.Background()
-	c, raw, err := cli.ContainerInspectWithRaw(ctx, id, true)
+	raw, execs, err := dockerclient.Inspect(context.Background(), cli, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.ExecIDs) == 0 {
+	if execs == 0 {
 		t.Fatalf("the engine lists no exec of %s, so an exec check would check nothing", id)
 	}
-	all := string(raw)
-	for _, e := range c.ExecIDs {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker/v"+cli.ClientVersion()+"/exec/"+e+"/json", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := cli.HTTPClient().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET /exec/%s/json = %d %s %v", e, resp.StatusCode, b, err)
-		}
-		all += string(b)
-	}
-	return all
+	return string(raw)
 }

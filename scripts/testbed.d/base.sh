@@ -10,7 +10,7 @@
 BASE_SUITE=bookworm
 BASE_MIRROR=${BOXCTL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 BASE_SECURITY_MIRROR=${BOXCTL_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
-BASE_PACKAGES=ca-certificates,git,bash,curl,tini
+BASE_PACKAGES=ca-certificates,git,bash,curl,tini,bubblewrap
 BASE_REPO=boxctl/base
 BASE_ALIAS=bookworm-node22
 

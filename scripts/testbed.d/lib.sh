@@ -20,6 +20,7 @@ STATE_FILE=$TB/testbed.env
 declare -A PKG_OF=(
 	[dockerd]=docker.io [docker]=docker.io [containerd]=containerd [runc]=runc
 	[docker-registry]=docker-registry [debootstrap]=debootstrap [curl]=curl
+	[bwrap]=bubblewrap
 )
 
 # dockerd, runc and debootstrap live in sbin, which a PATH may lack.

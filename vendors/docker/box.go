@@ -18,16 +18,13 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/docker/go-connections/nat"
 
+	"github.com/tangle-network/boxctl/internal/boxproc"
 	"github.com/tangle-network/boxctl/vendors"
 )
 
 // ProcDir is where the box keeps the pid, output and exit status of each
 // process started with Spawn (ProcDir/<id>/{pid,stdout,stderr,exit}).
-const ProcDir = "/tmp/.boxctl/proc"
-
-// execDir holds the pid files of running Exec commands, so a cancelled
-// Exec can stop its command.
-const execDir = "/tmp/.boxctl/exec"
+const ProcDir = boxproc.Dir
 
 // stageDir holds Write's content on its way in.
 const stageDir = "/tmp/.boxctl/stage"
@@ -123,8 +120,8 @@ func (b *Box) Exec(ctx context.Context, spec vendors.ExecSpec) (vendors.ExecResu
 	if max <= 0 {
 		max = defaultMaxOutput
 	}
-	pidFile := execDir + "/" + randomID()
-	cmd := append([]string{"/bin/sh", "-c", execWrapper, pidFile}, spec.Command...)
+	pidFile := boxproc.ExecDir + "/" + boxproc.RandomID()
+	cmd := append([]string{"/bin/sh", "-c", boxproc.ExecWrapper, pidFile}, spec.Command...)
 	execID, err := b.createExec(ctx, "exec", cmd, spec.Env, spec.Dir, spec.Stdin != nil)
 	if err != nil {
 		return vendors.ExecResult{}, err
@@ -147,7 +144,7 @@ func (b *Box) Exec(ctx context.Context, spec vendors.ExecSpec) (vendors.ExecResu
 			_ = att.CloseWrite()
 		}()
 	}
-	stdout, stderr := &capped{max: max}, &capped{max: max}
+	stdout, stderr := &boxproc.Capped{Max: max}, &boxproc.Capped{Max: max}
 	_, cerr := stdcopy.StdCopy(stdout, stderr, att.Reader)
 	if ctx.Err() != nil {
 		return vendors.ExecResult{}, fmt.Errorf("docker: exec %s: %w", spec.Command[0], context.Cause(ctx))
@@ -177,18 +174,9 @@ func (b *Box) createExec(ctx context.Context, op string, cmd []string, env map[s
 	return created.ID, nil
 }
 
-// execWrapper runs "$@" in a session of its own whose id it records in
-// the pid file $0, so that a cancelled Exec can kill the command with all
-// its children; the file goes when the command ends.
-const execWrapper = `mkdir -p "${0%/*}" || exit 126
-setsid -w sh -c 'echo $$ >"$0" && exec "$@"' "$0" "$@"
-s=$?; rm -f "$0"; exit $s`
-
-// killPidFile kills the process group whose id the file holds, waiting a
-// moment for the file if the command has not written it yet.
+// killPidFile kills the session of a cancelled Exec.
 func (b *Box) killPidFile(ctx context.Context, pidFile string) {
-	_, _ = b.run(ctx, "sh", "-c", `i=0; while [ ! -s "$0" ] && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done
-p=$(cat "$0" 2>/dev/null) && kill -9 "-$p" 2>/dev/null; rm -f "$0"`, pidFile)
+	_, _ = b.run(ctx, boxproc.KillSession(pidFile)...)
 }
 
 // run is Exec of a fixed command whose failure is an error.
@@ -255,7 +243,7 @@ func (b *Box) Write(ctx context.Context, p string, data []byte, mode uint32) err
 	if mode&0o7777 == 0 {
 		mode = 0o644
 	}
-	stage := stageDir + "/" + randomID()
+	stage := stageDir + "/" + boxproc.RandomID()
 	if _, err := b.run(ctx, "sh", "-c", `umask 077 && mkdir -p "$0"`, stage); err != nil {
 		return fmt.Errorf("docker: write %s: %w", p, err)
 	}
@@ -283,19 +271,6 @@ chmod "$2" "$t" && mv -f "$t" "$1"; s=$?; rm -rf "$0"; [ $s -eq 0 ] || [ -z "$t"
 		return fmt.Errorf("docker: write %s: %w", p, err)
 	}
 	return nil
-}
-
-// capped keeps the first max bytes written to it and discards the rest.
-type capped struct {
-	bytes.Buffer
-	max int64
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - int64(c.Len()); room > 0 {
-		c.Buffer.Write(p[:min(int64(len(p)), room)])
-	}
-	return len(p), nil
 }
 
 func short(id string) string {

@@ -3,14 +3,11 @@ package docker
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/tangle-network/boxctl/internal/boxproc"
 	"github.com/tangle-network/boxctl/vendors"
 )
 
@@ -47,11 +45,6 @@ wait "$p"
 s=$?
 echo "$s" >"$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"
 exit "$s"`
-
-var (
-	processName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$`)
-	envName     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
 
 // execExit waits briefly for an exec to end and returns its exit status
 // (-1 if it did not end).
@@ -83,14 +76,14 @@ func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Proces
 	}
 	name := spec.Name
 	if name == "" {
-		name = randomID()
+		name = boxproc.RandomID()
 	}
-	if !processName.MatchString(name) {
+	if !boxproc.Name.MatchString(name) {
 		return nil, fmt.Errorf("docker: spawn: process name %q: want letters, digits, '-', '_'", name)
 	}
 	var envIn strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
-		if !envName.MatchString(k) {
+		if !boxproc.EnvName.MatchString(k) {
 			return nil, fmt.Errorf("docker: spawn: environment variable name %q", k)
 		}
 		envIn.WriteString(k + "=" + base64.StdEncoding.EncodeToString([]byte(spec.Env[k])) + "\n")
@@ -116,12 +109,11 @@ func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Proces
 	// The supervisor prints the pid (stdout) or why it could not start
 	// (stderr); both arrive multiplexed.
 	pr, pw := io.Pipe()
-	var stderr capped
-	stderr.max = 4096
+	stderr := &boxproc.Capped{Max: 4096}
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
-		_, err := stdcopy.StdCopy(pw, &stderr, att.Reader)
+		_, err := stdcopy.StdCopy(pw, stderr, att.Reader)
 		pw.CloseWithError(err)
 	}()
 	line, rerr := bufio.NewReader(pr).ReadString('\n')
@@ -142,7 +134,7 @@ func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Proces
 
 // Process returns a process Spawn started, by name.
 func (b *Box) Process(ctx context.Context, id string) (vendors.Process, error) {
-	if !processName.MatchString(id) {
+	if !boxproc.Name.MatchString(id) {
 		return nil, fmt.Errorf("docker: process %q: not a process id", id)
 	}
 	out, err := b.run(ctx, "cat", ProcDir+"/"+id+"/pid")
@@ -179,13 +171,13 @@ func (p *Process) dir() string { return ProcDir + "/" + p.id }
 func (p *Process) Output(ctx context.Context) (io.ReadCloser, io.ReadCloser, error) {
 	// The follower records its pid, so closing the readers (or ctx
 	// ending) stops it in the box too, not only the connection.
-	pidFile := execDir + "/" + randomID()
+	pidFile := boxproc.ExecDir + "/" + boxproc.RandomID()
 	script := `echo $$ >"$2"
 tail -c +1 -s 0.2 --pid="$1" -F "$0/stdout" 2>/dev/null & o=$!
 tail -c +1 -s 0.2 --pid="$1" -F "$0/stderr" >&2 2>/dev/null & e=$!
 trap 'kill $o $e 2>/dev/null; rm -f "$2"; exit 0' TERM
 wait $o $e; rm -f "$2"`
-	if _, err := p.b.run(ctx, "mkdir", "-p", execDir); err != nil {
+	if _, err := p.b.run(ctx, "mkdir", "-p", boxproc.ExecDir); err != nil {
 		return nil, nil, fmt.Errorf("docker: output: %w", err)
 	}
 	execID, err := p.b.createExec(ctx, "output", []string{"/bin/sh", "-c", script, p.dir(), strconv.Itoa(p.pid), pidFile}, nil, "", false)
@@ -206,8 +198,7 @@ wait $o $e; rm -f "$2"`
 		})
 	}
 	stop := context.AfterFunc(ctx, stopFollower)
-	outR, outW := io.Pipe()
-	errR, errW := io.Pipe()
+	stdout, stderr, outW, errW := boxproc.Pipes(func() { go stopFollower() })
 	go func() {
 		defer stop()
 		defer att.Close()
@@ -218,31 +209,12 @@ wait $o $e; rm -f "$2"`
 		outW.CloseWithError(err)
 		errW.CloseWithError(err)
 	}()
-	closeBoth := func() { go stopFollower() }
-	return &pipeCloser{PipeReader: outR, onClose: closeBoth}, &pipeCloser{PipeReader: errR, onClose: closeBoth}, nil
-}
-
-type pipeCloser struct {
-	*io.PipeReader
-	onClose func()
-}
-
-func (c *pipeCloser) Close() error {
-	c.onClose()
-	return c.PipeReader.Close()
+	return stdout, stderr, nil
 }
 
 // Logs reads what the process printed so far from its output files.
 func (p *Process) Logs(ctx context.Context) ([]byte, []byte, error) {
-	out, err := p.b.Read(ctx, p.dir()+"/stdout")
-	if err != nil {
-		return nil, nil, fmt.Errorf("docker: logs of %s: %w", p.id, err)
-	}
-	errb, err := p.b.Read(ctx, p.dir()+"/stderr")
-	if err != nil {
-		return nil, nil, fmt.Errorf("docker: logs of %s: %w", p.id, err)
-	}
-	return out, errb, nil
+	return boxproc.Logs(ctx, Name, p.b.Read, p.dir())
 }
 
 // Wait polls the process until it ends and returns its exit status.
@@ -290,16 +262,9 @@ func (p *Process) exited(ctx context.Context) (int, bool, error) {
 // Signal sends sig to the process; one that already ended is not an
 // error.
 func (p *Process) Signal(ctx context.Context, sig syscall.Signal) error {
-	_, err := p.b.run(ctx, "sh", "-c", `[ -e "$2/exit" ] || kill -"$0" "$1" 2>/dev/null || ! kill -0 "$1" 2>/dev/null`,
-		strconv.Itoa(int(sig)), strconv.Itoa(p.pid), p.dir())
+	_, err := p.b.run(ctx, boxproc.Signal(int(sig), p.pid, p.dir())...)
 	if err != nil {
 		return fmt.Errorf("docker: signal %s: %w", p.id, err)
 	}
 	return nil
-}
-
-func randomID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -1,153 +1,24 @@
 package e2b
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/hashicorp/go-retryablehttp"
+	"github.com/tangle-network/boxctl/internal/vendorhttp"
 )
 
-// DefaultAPIURL is E2B's control plane for the default domain e2b.app.
-const DefaultAPIURL = "https://api.e2b.app"
-
-// TemplateClient drives E2B's template build API (build system v2): it
-// creates a template, starts a build from a registry image and follows the
-// build until it is ready. It is safe for concurrent use.
-type TemplateClient struct {
-	base   *url.URL
-	apiKey string
-	http   *retryablehttp.Client
-	poll   time.Duration
-	log    *slog.Logger
-}
-
-// TemplateOption configures a TemplateClient.
-type TemplateOption func(*templateOptions)
-
-type templateOptions struct {
-	baseURL    string
-	httpClient *http.Client
-	retryMax   int
-	waitMin    time.Duration
-	waitMax    time.Duration
-	poll       time.Duration
-	log        *slog.Logger
-}
-
-// WithTemplateBaseURL sets the control plane URL. Default DefaultAPIURL.
-func WithTemplateBaseURL(u string) TemplateOption {
-	return func(o *templateOptions) { o.baseURL = u }
-}
-
-// WithTemplateHTTPClient sets the HTTP client under the retries. Default a
-// pooled client with no overall timeout (each call is bounded by its ctx).
-func WithTemplateHTTPClient(c *http.Client) TemplateOption {
-	return func(o *templateOptions) { o.httpClient = c }
-}
-
-// WithTemplateRetry bounds retries of throttled or failed calls: at most max
-// retries, waiting between waitMin and waitMax (a Retry-After header is
-// honoured up to waitMax). Default 4 retries, 500ms to 10s.
-func WithTemplateRetry(max int, waitMin, waitMax time.Duration) TemplateOption {
-	return func(o *templateOptions) { o.retryMax, o.waitMin, o.waitMax = max, waitMin, waitMax }
-}
-
-// WithTemplatePollInterval sets how often WaitBuild asks for the build
-// status. Default 1s.
-func WithTemplatePollInterval(d time.Duration) TemplateOption {
-	return func(o *templateOptions) { o.poll = d }
-}
-
-// WithTemplateLogger sets the logger for retries. Default discards.
-func WithTemplateLogger(l *slog.Logger) TemplateOption {
-	return func(o *templateOptions) { o.log = l }
-}
-
-// NewTemplateClient returns a client that authenticates with apiKey
-// (sent as X-API-Key, never logged).
-func NewTemplateClient(apiKey string, opts ...TemplateOption) (*TemplateClient, error) {
-	o := templateOptions{
-		baseURL: DefaultAPIURL, retryMax: 4, waitMin: 500 * time.Millisecond,
-		waitMax: 10 * time.Second, poll: time.Second,
-		log: slog.New(slog.DiscardHandler),
-	}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if apiKey == "" {
-		return nil, errors.New("e2b: API key is empty (set E2B_API_KEY)")
-	}
-	base, err := url.Parse(strings.TrimRight(o.baseURL, "/"))
-	if err != nil || base.Scheme == "" || base.Host == "" {
-		return nil, fmt.Errorf("e2b: bad API URL %q", o.baseURL)
-	}
-	if o.retryMax < 0 || o.waitMin <= 0 || o.waitMax < o.waitMin {
-		return nil, fmt.Errorf("e2b: bad retry bounds %d, %v..%v", o.retryMax, o.waitMin, o.waitMax)
-	}
-	if o.poll <= 0 {
-		return nil, fmt.Errorf("e2b: poll interval %v must be positive", o.poll)
-	}
-	rc := retryablehttp.NewClient()
-	if o.httpClient != nil {
-		rc.HTTPClient = o.httpClient
-	}
-	rc.Logger = o.log
-	rc.RetryMax, rc.RetryWaitMin, rc.RetryWaitMax = o.retryMax, o.waitMin, o.waitMax
-	rc.CheckRetry = retryPolicy
-	rc.Backoff = boundedBackoff
-	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
-	return &TemplateClient{base: base, apiKey: apiKey, http: rc, poll: o.poll, log: o.log}, nil
-}
-
-// retryPolicy retries reads on throttling, server errors and network
-// errors, and writes only when the server surely did not act: on 429, or
-// when the connection was never made.
-func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, error) {
-	if ctx.Err() != nil {
-		return false, ctx.Err()
-	}
-	idempotent := true
-	if resp != nil && resp.Request != nil {
-		idempotent = resp.Request.Method == http.MethodGet
-	}
-	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
-			return true, nil
-		}
-		return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
-	}
-	if resp.StatusCode == http.StatusTooManyRequests {
-		return true, nil
-	}
-	if !idempotent {
-		return false, nil
-	}
-	return retryablehttp.DefaultRetryPolicy(ctx, resp, nil)
-}
-
-// boundedBackoff honours Retry-After but never waits longer than max.
-func boundedBackoff(min, max time.Duration, attempt int, resp *http.Response) time.Duration {
-	return min2(retryablehttp.DefaultBackoff(min, max, attempt, resp), max)
-}
-
-func min2(a, b time.Duration) time.Duration {
-	if a < b {
-		return a
-	}
-	return b
-}
+// This file is E2B's template build API (build system v2): create a
+// template (POST /v3/templates), build it from an image in a registry with
+// that registry's credentials, ECR natively (POST
+// /v2/templates/{templateID}/builds/{buildID}), and follow the build's
+// status and logs (GET /templates/{templateID}/builds/{buildID}/status,
+// paged by logsOffset). ImportImage (image.go) is the whole publishing
+// step behind vendors.ImageImporter.
 
 // TemplateRequest asks for a new template (POST /v3/templates).
 type TemplateRequest struct {
@@ -228,9 +99,9 @@ type BuildInfo struct {
 }
 
 // CreateTemplate registers a template and returns its first build.
-func (c *TemplateClient) CreateTemplate(ctx context.Context, req TemplateRequest) (TemplateBuildRef, error) {
+func (v *Vendor) CreateTemplate(ctx context.Context, req TemplateRequest) (TemplateBuildRef, error) {
 	var ref TemplateBuildRef
-	if err := c.do(ctx, http.MethodPost, "/v3/templates", nil, req, http.StatusAccepted, &ref); err != nil {
+	if err := v.do(ctx, http.MethodPost, "/v3/templates", nil, req, http.StatusAccepted, &ref); err != nil {
 		return TemplateBuildRef{}, fmt.Errorf("create template: %w", err)
 	}
 	if ref.TemplateID == "" || ref.BuildID == "" {
@@ -240,12 +111,12 @@ func (c *TemplateClient) CreateTemplate(ctx context.Context, req TemplateRequest
 }
 
 // StartBuild starts the build ref from an image.
-func (c *TemplateClient) StartBuild(ctx context.Context, ref TemplateBuildRef, start BuildStart) error {
+func (v *Vendor) StartBuild(ctx context.Context, ref TemplateBuildRef, start BuildStart) error {
 	if start.FromImage == "" {
 		return errors.New("start template build: fromImage is empty")
 	}
 	p := "/v2/templates/" + url.PathEscape(ref.TemplateID) + "/builds/" + url.PathEscape(ref.BuildID)
-	if err := c.do(ctx, http.MethodPost, p, nil, start, http.StatusAccepted, nil); err != nil {
+	if err := v.do(ctx, http.MethodPost, p, nil, start, http.StatusAccepted, nil); err != nil {
 		return fmt.Errorf("start template build: %w", err)
 	}
 	return nil
@@ -253,11 +124,11 @@ func (c *TemplateClient) StartBuild(ctx context.Context, ref TemplateBuildRef, s
 
 // BuildStatus returns the build's status with the log entries from index
 // logsOffset on (at most 100 per call).
-func (c *TemplateClient) BuildStatus(ctx context.Context, ref TemplateBuildRef, logsOffset int) (BuildInfo, error) {
+func (v *Vendor) BuildStatus(ctx context.Context, ref TemplateBuildRef, logsOffset int) (BuildInfo, error) {
 	p := "/templates/" + url.PathEscape(ref.TemplateID) + "/builds/" + url.PathEscape(ref.BuildID) + "/status"
 	q := url.Values{"logsOffset": {strconv.Itoa(logsOffset)}}
 	var info BuildInfo
-	if err := c.do(ctx, http.MethodGet, p, q, nil, http.StatusOK, &info); err != nil {
+	if err := v.do(ctx, http.MethodGet, p, q, nil, http.StatusOK, &info); err != nil {
 		return BuildInfo{}, fmt.Errorf("template build status: %w", err)
 	}
 	return info, nil
@@ -266,12 +137,12 @@ func (c *TemplateClient) BuildStatus(ctx context.Context, ref TemplateBuildRef, 
 // WaitBuild polls the build until it is ready or failed, calling onLog once
 // for each log entry in order (onLog may be nil). A failed build returns a
 // *TemplateBuildError; a cancelled ctx stops the wait.
-func (c *TemplateClient) WaitBuild(ctx context.Context, ref TemplateBuildRef, onLog func(LogEntry)) (BuildInfo, error) {
+func (v *Vendor) WaitBuild(ctx context.Context, ref TemplateBuildRef, onLog func(LogEntry)) (BuildInfo, error) {
 	offset := 0
-	t := time.NewTicker(c.poll)
+	t := time.NewTicker(v.o.poll)
 	defer t.Stop()
 	for {
-		info, err := c.BuildStatus(ctx, ref, offset)
+		info, err := v.BuildStatus(ctx, ref, offset)
 		if err != nil {
 			return BuildInfo{}, err
 		}
@@ -280,7 +151,7 @@ func (c *TemplateClient) WaitBuild(ctx context.Context, ref TemplateBuildRef, on
 		case BuildReady, BuildError:
 			// The status call returns at most 100 entries: drain the rest.
 			for tail := info; len(tail.LogEntries) > 0; {
-				if tail, err = c.BuildStatus(ctx, ref, offset); err != nil {
+				if tail, err = v.BuildStatus(ctx, ref, offset); err != nil {
 					return BuildInfo{}, err
 				}
 				offset += emit(tail.LogEntries, onLog)
@@ -317,52 +188,19 @@ func emit(entries []LogEntry, onLog func(LogEntry)) int {
 // BuildFromImage creates a template, starts its build from an image and waits
 // for it: the whole E2B publishing step. The returned ref names the template
 // even when the build failed.
-func (c *TemplateClient) BuildFromImage(ctx context.Context, req TemplateRequest, start BuildStart, onLog func(LogEntry)) (TemplateBuildRef, error) {
-	ref, err := c.CreateTemplate(ctx, req)
+func (v *Vendor) BuildFromImage(ctx context.Context, req TemplateRequest, start BuildStart, onLog func(LogEntry)) (TemplateBuildRef, error) {
+	ref, err := v.CreateTemplate(ctx, req)
 	if err != nil {
 		return TemplateBuildRef{}, err
 	}
-	if err := c.StartBuild(ctx, ref, start); err != nil {
+	if err := v.StartBuild(ctx, ref, start); err != nil {
 		return ref, err
 	}
-	_, err = c.WaitBuild(ctx, ref, onLog)
+	_, err = v.WaitBuild(ctx, ref, onLog)
 	return ref, err
 }
 
-func (c *TemplateClient) do(ctx context.Context, method, path string, q url.Values, body any, want int, out any) error {
-	u := *c.base
-	u.Path += path
-	u.RawQuery = q.Encode()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return fmt.Errorf("encode request: %w", err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := retryablehttp.NewRequestWithContext(ctx, method, u.String(), rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("X-API-Key", c.apiKey)
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != want {
-		return newTemplateAPIError(resp)
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("%s %s: decode response: %w", method, path, err)
-	}
-	return nil
+func (v *Vendor) do(ctx context.Context, method, path string, q url.Values, body any, want int, out any) error {
+	_, err := v.api.Do(ctx, vendorhttp.Call{Method: method, Path: path, Query: q, Body: body, Want: want, Out: out})
+	return err
 }

@@ -15,8 +15,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/e2b"
-	"github.com/tangle-network/boxctl/vendors/e2b/e2bfake"
+	"github.com/tangle-network/boxctl/vendors/e2b/e2bemu"
 )
 
 const apiKey = "e2b_0123456789abcdef"
@@ -42,25 +43,30 @@ func pushRandom(t *testing.T) string {
 	return ref
 }
 
-func newFake(t *testing.T, wrap func(http.Handler) http.Handler) (*e2bfake.TemplateServer, *e2b.TemplateClient) {
+// newEmulator returns an emulator (its template API needs no engine) and a
+// client of its control plane; wrap, when not nil, sits in front of it.
+func newEmulator(t *testing.T, wrap func(http.Handler) http.Handler) (*e2bemu.Server, *e2b.Vendor) {
 	t.Helper()
-	fake := e2bfake.NewTemplateServer(e2bfake.TemplateOptions{APIKey: apiKey})
-	var h http.Handler = fake
+	emu, err := e2bemu.New(e2bemu.Options{APIKey: apiKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h http.Handler = emu
 	if wrap != nil {
 		h = wrap(h)
 	}
 	srv := httptest.NewServer(h)
-	t.Cleanup(func() { srv.Close(); fake.Close() })
-	c, err := e2b.NewTemplateClient(apiKey, e2b.WithTemplateBaseURL(srv.URL),
-		e2b.WithTemplatePollInterval(20*time.Millisecond),
-		e2b.WithTemplateRetry(3, 10*time.Millisecond, 50*time.Millisecond))
+	t.Cleanup(func() { srv.Close(); emu.Close() })
+	c, err := e2b.New(apiKey, e2b.WithAPIURL(srv.URL),
+		e2b.WithPollInterval(20*time.Millisecond),
+		e2b.WithRetry(3, 10*time.Millisecond, 50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fake, c
+	return emu, c
 }
 
-func TestTemplateClient_BuildFromImage(t *testing.T) {
+func TestVendor_BuildFromImage(t *testing.T) {
 	image := pushRandom(t)
 	tests := []struct {
 		name      string
@@ -75,7 +81,7 @@ func TestTemplateClient_BuildFromImage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fake, c := newFake(t, nil)
+			fake, c := newEmulator(t, nil)
 			var logs []string
 			ref, err := c.BuildFromImage(t.Context(), e2b.TemplateRequest{Name: "box", CPUCount: 2, MemoryMB: 1024},
 				e2b.BuildStart{FromImage: tt.image, FromImageRegistry: tt.registry},
@@ -113,35 +119,38 @@ func TestTemplateClient_BuildFromImage(t *testing.T) {
 	}
 }
 
-func TestTemplateClient_Errors(t *testing.T) {
+func TestVendor_TemplateErrors(t *testing.T) {
 	t.Run("bad key", func(t *testing.T) {
-		fake := e2bfake.NewTemplateServer(e2bfake.TemplateOptions{APIKey: apiKey})
-		srv := httptest.NewServer(fake)
-		t.Cleanup(srv.Close)
-		c, err := e2b.NewTemplateClient("e2b_wrong", e2b.WithTemplateBaseURL(srv.URL))
+		emu, err := e2bemu.New(e2bemu.Options{APIKey: apiKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(emu)
+		t.Cleanup(func() { srv.Close(); emu.Close() })
+		c, err := e2b.New("e2b_wrong", e2b.WithAPIURL(srv.URL))
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = c.CreateTemplate(t.Context(), e2b.TemplateRequest{Name: "x"})
-		var ae *e2b.TemplateAPIError
-		if !errors.As(err, &ae) || ae.Status != http.StatusUnauthorized || ae.Code != 401 {
-			t.Fatalf("CreateTemplate() = %v, want TemplateAPIError 401", err)
+		var ae *e2b.APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusUnauthorized || !strings.Contains(ae.Message, "Invalid API key") {
+			t.Fatalf("CreateTemplate() = %v, want APIError 401 with the body's message", err)
 		}
 		if strings.Contains(err.Error(), "e2b_wrong") {
 			t.Errorf("error %q echoes the API key", err)
 		}
 	})
 	t.Run("unknown build", func(t *testing.T) {
-		_, c := newFake(t, nil)
+		_, c := newEmulator(t, nil)
 		_, err := c.BuildStatus(t.Context(), e2b.TemplateBuildRef{TemplateID: "t", BuildID: "b"}, 0)
-		var ae *e2b.TemplateAPIError
+		var ae *e2b.APIError
 		if !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
-			t.Fatalf("BuildStatus() = %v, want TemplateAPIError 404", err)
+			t.Fatalf("BuildStatus() = %v, want APIError 404", err)
 		}
 	})
 	t.Run("429 then ok honours Retry-After", func(t *testing.T) {
 		var calls atomic.Int32
-		_, c := newFake(t, func(h http.Handler) http.Handler {
+		_, c := newEmulator(t, func(h http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if calls.Add(1) == 1 {
 					w.Header().Set("Retry-After", "0")
@@ -161,7 +170,7 @@ func TestTemplateClient_Errors(t *testing.T) {
 	})
 	t.Run("429 forever is bounded", func(t *testing.T) {
 		var calls atomic.Int32
-		_, c := newFake(t, func(http.Handler) http.Handler {
+		_, c := newEmulator(t, func(http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				calls.Add(1)
 				w.Header().Set("Retry-After", "3600")
@@ -171,9 +180,9 @@ func TestTemplateClient_Errors(t *testing.T) {
 		})
 		start := time.Now()
 		_, err := c.CreateTemplate(t.Context(), e2b.TemplateRequest{Name: "x"})
-		var ae *e2b.TemplateAPIError
+		var ae *e2b.APIError
 		if !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests || ae.RetryAfter != time.Hour {
-			t.Fatalf("CreateTemplate() = %v, want TemplateAPIError 429 with Retry-After 1h", err)
+			t.Fatalf("CreateTemplate() = %v, want APIError 429 with Retry-After 1h", err)
 		}
 		if got := calls.Load(); got != 4 {
 			t.Errorf("calls = %d, want 4 (1 + 3 retries)", got)
@@ -183,7 +192,7 @@ func TestTemplateClient_Errors(t *testing.T) {
 		}
 	})
 	t.Run("cancelled wait", func(t *testing.T) {
-		_, c := newFake(t, nil)
+		_, c := newEmulator(t, nil)
 		ref, err := c.CreateTemplate(t.Context(), e2b.TemplateRequest{Name: "x"})
 		if err != nil {
 			t.Fatal(err)
@@ -197,22 +206,49 @@ func TestTemplateClient_Errors(t *testing.T) {
 	})
 }
 
-func TestNewTemplateClient_Validates(t *testing.T) {
+func TestNew_Validates(t *testing.T) {
 	tests := []struct {
 		name string
 		key  string
-		opts []e2b.TemplateOption
+		opts []e2b.Option
 	}{
 		{"empty key", "", nil},
-		{"bad url", apiKey, []e2b.TemplateOption{e2b.WithTemplateBaseURL("::")}},
-		{"bad retry", apiKey, []e2b.TemplateOption{e2b.WithTemplateRetry(1, time.Second, time.Millisecond)}},
-		{"bad poll", apiKey, []e2b.TemplateOption{e2b.WithTemplatePollInterval(0)}},
+		{"bad url", apiKey, []e2b.Option{e2b.WithAPIURL("::")}},
+		{"bad domain", apiKey, []e2b.Option{e2b.WithDomain("a/b")}},
+		{"bad scheme", apiKey, []e2b.Option{e2b.WithScheme("ftp")}},
+		{"bad retry", apiKey, []e2b.Option{e2b.WithRetry(1, time.Second, time.Millisecond)}},
+		{"bad poll", apiKey, []e2b.Option{e2b.WithPollInterval(0)}},
+		{"dial without a transport", apiKey, []e2b.Option{e2b.WithDial("127.0.0.1:1"),
+			e2b.WithHTTPClient(&http.Client{Transport: http.NewFileTransport(http.Dir("/"))})}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := e2b.NewTemplateClient(tt.key, tt.opts...); err == nil {
-				t.Errorf("NewTemplateClient(%q) = nil error, want one", tt.key)
+			if _, err := e2b.New(tt.key, tt.opts...); err == nil {
+				t.Errorf("New(%q) = nil error, want one", tt.key)
 			}
 		})
 	}
+}
+
+func TestVendor_ImportImage(t *testing.T) {
+	image := pushRandom(t)
+	emu, c := newEmulator(t, nil)
+	var lines []string
+	img, err := c.ImportImage(t.Context(), vendors.ImportRequest{Image: image, Name: "box", Tag: "v1",
+		Pull:      vendors.RegistryCredentials{Username: "u", Password: "p"},
+		Resources: vendors.Resources{CPUs: 2, MemoryBytes: 1 << 30},
+		Progress:  func(l string) { lines = append(lines, l) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img.Kind != "template" || img.Reference == "" {
+		t.Errorf("ImportImage() = %+v, want a template", img)
+	}
+	if !strings.Contains(strings.Join(lines, "\n"), "Pulled layer 3/3") {
+		t.Errorf("progress = %q, want the build log", lines)
+	}
+	if _, err := c.ImportImage(t.Context(), vendors.ImportRequest{Image: image[:strings.LastIndex(image, ":")] + ":nope", Name: "box"}); err == nil {
+		t.Error("ImportImage(missing image) succeeded")
+	}
+	_ = emu
 }

@@ -80,6 +80,9 @@ func (Adapter) Command(t harness.Turn) (harness.Command, error) {
 		base = rolloutTotals(t.StateDir, t.NativeSessionID)
 	}
 	var files []harness.File
+	if tmp := ownTmp(t); tmp != "" {
+		files = append(files, harness.File{Path: filepath.Join(tmp, ".keep")})
+	}
 	if t.RouterURL != "" {
 		files = append(files, harness.File{Path: filepath.Join(t.StateDir, "config.toml"), Data: config(t.RouterURL, t.RouterKey != "")})
 	}
@@ -112,10 +115,39 @@ func tomlString(s string) string {
 // Codex variables, the caller's extras, then CODEX_HOME and the router key.
 func Env(t harness.Turn) []string {
 	set := map[string]string{"CODEX_HOME": t.StateDir}
+	if tmp := ownTmp(t); tmp != "" {
+		set["TMPDIR"] = tmp
+	}
 	if t.RouterKey != "" && t.RouterURL != "" {
 		set[KeyVar] = t.RouterKey
 	}
 	return harness.MergeEnv(t.Environ, dropInherited, t.Env, set)
+}
+
+// ownTmp is the temporary directory a turn's Codex needs of its own, or
+// "": Codex puts its helper aliases (codex-linux-sandbox, which a system
+// bwrap older than 0.9, such as Debian bookworm's, runs by that name) in
+// CODEX_HOME and refuses to when CODEX_HOME is inside the temporary
+// directory, and its sandboxed tools then cannot start. Such a CODEX_HOME
+// gets a temporary directory inside it instead.
+func ownTmp(t harness.Turn) string {
+	if t.StateDir == "" {
+		return ""
+	}
+	tmp := t.Env["TMPDIR"]
+	for _, kv := range t.Environ {
+		if v, ok := strings.CutPrefix(kv, "TMPDIR="); ok && tmp == "" {
+			tmp = v
+		}
+	}
+	if tmp == "" {
+		tmp = "/tmp"
+	}
+	home, tmp := filepath.Clean(t.StateDir), filepath.Clean(tmp)
+	if home != tmp && !strings.HasPrefix(home, strings.TrimSuffix(tmp, "/")+"/") {
+		return ""
+	}
+	return filepath.Join(home, "tmp")
 }
 
 func dropInherited(name string) bool {

@@ -186,7 +186,7 @@ func TestAdapter_Command(t *testing.T) {
 	base := harness.Turn{
 		Bin: "/opt/codex", Model: "gpt-5.5", StateDir: state, Cwd: "/work", Effort: "high",
 		RouterURL: "http://127.0.0.1:9/", RouterKey: "rk-secret",
-		Environ: []string{"PATH=/bin", "OPENAI_API_KEY=leak", "CODEX_HOME=/elsewhere", "HOME=/root"},
+		Environ: []string{"PATH=/bin", "OPENAI_API_KEY=leak", "CODEX_HOME=/elsewhere", "HOME=/root", "TMPDIR=/var/tmp/elsewhere"},
 		Env:     map[string]string{"FOO": "bar", "TANGLE_API_KEY": "caller"},
 		Messages: []wire.Message{
 			{Role: "system", Content: json.RawMessage(`"be brief"`)},
@@ -237,6 +237,37 @@ wire_api = "responses"
 		}
 		if strings.Contains(wantConfig, "rk-secret") {
 			t.Error("the config holds the router key")
+		}
+	})
+	t.Run("CODEX_HOME inside the temporary directory", func(t *testing.T) {
+		// Codex makes no helper aliases there, and a system bwrap before 0.9
+		// cannot run its sandbox without them: the turn gets a TMPDIR of its
+		// own, created before it starts.
+		for _, tc := range []struct {
+			name string
+			turn func(harness.Turn) harness.Turn
+		}{
+			{"inherited TMPDIR", func(tu harness.Turn) harness.Turn {
+				tu.Environ = append(tu.Environ[:len(tu.Environ):len(tu.Environ)], "TMPDIR="+filepath.Dir(state))
+				tu.Environ = slices.DeleteFunc(tu.Environ, func(kv string) bool { return kv == "TMPDIR=/var/tmp/elsewhere" })
+				return tu
+			}},
+			{"caller's TMPDIR", func(tu harness.Turn) harness.Turn {
+				tu.Env = map[string]string{"TMPDIR": state}
+				return tu
+			}},
+		} {
+			cmd, err := Adapter{}.Command(tc.turn(base))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tmp := filepath.Join(state, "tmp")
+			if got := harnesstest.EnvMap(cmd.Env)["TMPDIR"]; got != tmp {
+				t.Errorf("%s: TMPDIR = %q, want %q", tc.name, got, tmp)
+			}
+			if len(cmd.Files) == 0 || cmd.Files[0].Path != filepath.Join(tmp, ".keep") {
+				t.Errorf("%s: Files = %+v, want %s/.keep first", tc.name, cmd.Files, tmp)
+			}
 		}
 	})
 	t.Run("resume", func(t *testing.T) {

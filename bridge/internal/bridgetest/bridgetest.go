@@ -13,12 +13,18 @@ package bridgetest
 import (
 	"testing"
 
+	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 )
 
 // Main runs a package's tests (and benchmarks) through boxbridgetest.Main,
 // which gives the built binaries their scratch directory.
-func Main(m *testing.M) { boxbridgetest.Main(m) }
+// A test binary started as a net jail's relay (the engine's default
+// relay is its own executable) serves as one instead.
+func Main(m *testing.M) {
+	jail.ServeRelayIfAsked()
+	boxbridgetest.Main(m)
+}
 
 // FakeClaude returns the path of the fakeclaude binary (named claude).
 func FakeClaude(t testing.TB) string {

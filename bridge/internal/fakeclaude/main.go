@@ -16,6 +16,12 @@
 //	stubborn       ignores SIGTERM, spawns a child (also stubborn) and stalls;
 //	               writes "<pid> <childpid>" to $FAKE_PIDFILE
 //	echo-env       replies with the names of its CLAUDE*/ANTHROPIC* variables
+//	write:PATH     writes PATH; replies "ok" or "fail: <error>" (so do the
+//	               next three), for the tests of jailed execution
+//	read:PATH      reads PATH
+//	dial:ADDR      opens a TCP connection to ADDR (host:port)
+//	model          POSTs to $ANTHROPIC_BASE_URL/v1/messages; replies
+//	               "ok <status> <body>"
 //	whoami         replies with its session id (--session-id or --resume)
 //	pid            replies "pid=<its pid> session=<its session id>"
 //	bash:CMD       in a retained turn (--permission-prompt-tool stdio), asks
@@ -36,6 +42,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -227,6 +236,10 @@ func turn(prompt, session string, retained bool, sc *bufio.Scanner) {
 			return
 		}
 		os.Exit(4) // stdin closed without an answer
+	case "write", "read", "dial", "model":
+		reply := probe(scenario, arg)
+		text(reply)
+		result(false, reply)
 	case "echo-env":
 		var names []string
 		for _, kv := range os.Environ() {
@@ -243,4 +256,33 @@ func turn(prompt, session string, retained bool, sc *bufio.Scanner) {
 		text(", world")
 		result(false, "Hello, world")
 	}
+}
+
+// probe does what a write, read, dial or model prompt asks and says how it
+// went.
+func probe(action, arg string) string {
+	var err error
+	switch action {
+	case "write":
+		err = os.WriteFile(arg, []byte("written by a harness\n"), 0o644)
+	case "read":
+		_, err = os.ReadFile(arg)
+	case "dial":
+		var c net.Conn
+		if c, err = net.DialTimeout("tcp", arg, 10*time.Second); err == nil {
+			c.Close()
+		}
+	case "model":
+		var resp *http.Response
+		resp, err = http.Post(os.Getenv("ANTHROPIC_BASE_URL")+"/v1/messages", "application/json", strings.NewReader(`{}`))
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return fmt.Sprintf("ok %d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+		}
+	}
+	if err != nil {
+		return "fail: " + err.Error()
+	}
+	return "ok"
 }

@@ -1,0 +1,310 @@
+package jail
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// Mode is a file-system jail mode (wire.JailOff, wire.JailWrite,
+// wire.JailFS).
+type Mode = string
+
+// Request is the confinement one turn asks for.
+type Request struct {
+	// Mode is the file-system jail ("" means off).
+	Mode Mode
+	// Root is execution.jail.root: the jailed harness's writable home,
+	// relative to the project directory or absolute inside it ("" means
+	// DefaultRoot).
+	Root string
+	// Net asks for the network jail.
+	Net bool
+	// Allow is the netJail.allow assertion: when not empty, it must equal
+	// the enforced allow list.
+	Allow []string
+}
+
+// FromWire is the Request of an execution object (nil: none).
+func FromWire(e *wire.Execution) Request {
+	if e == nil {
+		return Request{}
+	}
+	r := Request{Mode: e.JailMode(), Net: e.NetJailed()}
+	if e.Jail != nil {
+		r.Root = e.Jail.Root
+	}
+	if e.NetJail != nil {
+		r.Allow = e.NetJail.Allow
+	}
+	return r
+}
+
+// Active reports whether r asks for any confinement.
+func (r Request) Active() bool { return r.fs() || r.Net }
+
+func (r Request) fs() bool { return r.Mode == wire.JailWrite || r.Mode == wire.JailFS }
+
+// DefaultRoot is the jail root when a request names none.
+const DefaultRoot = ".agent-home"
+
+// Reasons of an UnavailableError.
+const (
+	// ReasonBwrapMissing: no bwrap binary.
+	ReasonBwrapMissing = "bwrap_missing"
+	// ReasonNamespacesDenied: bwrap cannot create its namespaces here
+	// (unprivileged user namespaces disabled, a container's seccomp
+	// profile).
+	ReasonNamespacesDenied = "namespaces_denied"
+)
+
+// UnavailableError is a jail this host cannot enforce. The bridge
+// answers it as wire.TypeNotConfigured with Code Reason.
+type UnavailableError struct {
+	Reason string
+	Detail string
+}
+
+func (e *UnavailableError) Error() string { return "jail unavailable: " + e.Detail }
+
+// NetError is a network jail that cannot be put in force for a request:
+// no model endpoint, one the relay cannot serve, or an allow assertion
+// that differs from the enforced list. The bridge answers it as
+// wire.TypeExecutorMisconfigured.
+type NetError struct{ Msg string }
+
+func (e *NetError) Error() string { return e.Msg }
+
+// RequestError is a confinement request that cannot mean anything: a
+// root outside the project directory, a project directory that is the
+// whole file system or inside the bridge's data directory. The bridge
+// answers it 400.
+type RequestError struct{ Msg string }
+
+func (e *RequestError) Error() string { return e.Msg }
+
+// Options configure a Jailer. Zero values mean the defaults.
+type Options struct {
+	// Bwrap is the bubblewrap binary (default: bwrap on PATH).
+	Bwrap string
+	// DataDir is the bridge's data directory, hidden from jailed
+	// harnesses (required for Prepare).
+	DataDir string
+	// RouterURL is the model endpoint, the one destination of a net-jailed
+	// harness.
+	RouterURL string
+	// Relay is the executable that runs RunRelay inside a net jail when
+	// called with RelayArg (default: this process's executable, whose main
+	// calls ServeRelayIfAsked).
+	Relay string
+	// ProbeTimeout bounds one availability probe (default 10 s).
+	ProbeTimeout time.Duration
+	// Logger receives the probe verdicts (default: discard).
+	Logger *slog.Logger
+}
+
+// Jailer enforces jails on this host.
+type Jailer struct {
+	opts Options
+	log  *slog.Logger
+	// ep is the network jail's endpoint, or epErr why there is none.
+	ep    *endpoint
+	epErr error
+
+	mu sync.Mutex
+	// last is the verdict of the last probe (nil: available); probed
+	// reports whether one ran.
+	last   error
+	probed bool
+}
+
+// New returns a jailer. It does not probe: call Probe.
+func New(opts Options) *Jailer {
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Relay == "" {
+		if exe, err := os.Executable(); err == nil {
+			opts.Relay = exe
+		}
+	}
+	j := &Jailer{opts: opts, log: opts.Logger}
+	j.ep, j.epErr = parseEndpoint(opts.RouterURL)
+	return j
+}
+
+// Probe checks that bwrap can create the namespaces a jail uses on this
+// host, by running it with them, and records the verdict for Caps. The
+// error is an *UnavailableError.
+func (j *Jailer) Probe(ctx context.Context) error {
+	err := j.probe(ctx)
+	j.mu.Lock()
+	changed := !j.probed || (j.last == nil) != (err == nil)
+	j.last, j.probed = err, true
+	j.mu.Unlock()
+	if changed {
+		if err != nil {
+			j.log.Warn("jailed execution is unavailable; jailed turns are refused", "err", err)
+		} else {
+			j.log.Info("jailed execution is available", "enforcer", "bwrap", "net_jail_allow", j.allowList())
+		}
+	}
+	return err
+}
+
+func (j *Jailer) probe(ctx context.Context) error {
+	bwrap, err := j.bwrap()
+	if err != nil {
+		return err
+	}
+	truePath, err := exec.LookPath("true")
+	if err != nil {
+		return &UnavailableError{Reason: ReasonNamespacesDenied, Detail: "no `true` binary to probe bwrap with: " + err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, j.opts.ProbeTimeout)
+	defer cancel()
+	args := append(namespaceArgs(true), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", truePath)
+	cmd := exec.CommandContext(ctx, bwrap, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return &UnavailableError{Reason: ReasonNamespacesDenied, Detail: "bwrap cannot create its namespaces on this host (" + msg +
+			"); allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, " +
+			"kernel.apparmor_restrict_unprivileged_userns=0) or run the box where they are allowed"}
+	}
+	return nil
+}
+
+func (j *Jailer) bwrap() (string, error) {
+	name := j.opts.Bwrap
+	if name == "" {
+		name = "bwrap"
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", &UnavailableError{Reason: ReasonBwrapMissing,
+			Detail: fmt.Sprintf("bubblewrap (%s) is not installed: install the Debian package bubblewrap", name)}
+	}
+	return p, nil
+}
+
+// namespaceArgs are the bwrap arguments every jail (and the probe) runs
+// with.
+func namespaceArgs(net bool) []string {
+	a := []string{"--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+		"--unshare-cgroup-try", "--cap-drop", "ALL"}
+	if net {
+		a = append(a, "--unshare-net")
+	}
+	if os.Getuid() == 0 {
+		// Root is mapped to nobody inside: a jailed uid 0 without
+		// capabilities makes a bwrap the harness runs itself (Codex's
+		// sandbox) take the privileged path, which then fails.
+		a = append(a, "--uid", "65534", "--gid", "65534")
+	}
+	return a
+}
+
+// Check reports whether r can be enforced now for a turn in cwd ("" for
+// the bridge's working directory): it probes bwrap again (an
+// *UnavailableError), checks the network jail (*NetError) and the paths
+// (*RequestError). A request without confinement is always fine.
+func (j *Jailer) Check(ctx context.Context, r Request, cwd string) error {
+	if !r.Active() {
+		return nil
+	}
+	if _, _, err := j.paths(r, cwd); err != nil {
+		return err
+	}
+	if r.Net {
+		if err := j.checkNet(r); err != nil {
+			return err
+		}
+	}
+	return j.Probe(ctx)
+}
+
+func (j *Jailer) checkNet(r Request) error {
+	if j.epErr != nil {
+		return &NetError{Msg: "net-jail was requested but cannot be enforced: " + j.epErr.Error()}
+	}
+	if j.opts.Relay == "" {
+		return &NetError{Msg: "net-jail was requested but the bridge does not know its own executable to relay with"}
+	}
+	asserted, err := wire.CanonicalAllow(r.Allow)
+	if err != nil {
+		return &RequestError{Msg: err.Error()}
+	}
+	if len(asserted) > 0 && !equal(asserted, []string{j.ep.allow}) {
+		return &NetError{Msg: fmt.Sprintf("net-jail allowlist mismatch: the request requires exactly [%s] but the enforced allowlist is [%s]; "+
+			"execution.netJail.allow asserts what is in force rather than changing it (the model endpoint, TANGLE_ROUTER_URL); "+
+			"drop the assertion to accept the enforced list", strings.Join(asserted, ", "), j.ep.allow)}
+	}
+	return nil
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (j *Jailer) allowList() []string {
+	if j.ep == nil {
+		return nil
+	}
+	return []string{j.ep.allow}
+}
+
+// Caps is the execution part of the bridge's capabilities, from the last
+// probe (none yet: unavailable).
+func (j *Jailer) Caps() wire.ExecutionCaps {
+	j.mu.Lock()
+	last, probed := j.last, j.probed
+	j.mu.Unlock()
+	c := wire.ExecutionCaps{Kinds: []string{wire.ExecutionHost}, TimeoutMS: true,
+		Jail:    wire.JailCaps{Modes: []string{wire.JailOff}},
+		NetJail: wire.NetJailCaps{Modes: []string{wire.NetJailOff}}}
+	switch {
+	case !probed:
+		c.Jail.Unavailable = "not probed yet"
+	case last != nil:
+		c.Jail.Unavailable = last.Error()
+	default:
+		c.Jail.Modes = append(c.Jail.Modes, wire.JailWrite, wire.JailFS)
+		c.Jail.Enforcer = "bwrap"
+	}
+	switch {
+	case c.Jail.Unavailable != "":
+		c.NetJail.Unavailable = c.Jail.Unavailable
+	case j.epErr != nil:
+		c.NetJail.Unavailable = j.epErr.Error()
+	case j.opts.Relay == "":
+		c.NetJail.Unavailable = "the bridge does not know its own executable to relay with"
+	default:
+		c.NetJail.Modes = append(c.NetJail.Modes, wire.NetJailOn)
+		c.NetJail.Allow = j.allowList()
+	}
+	return c
+}

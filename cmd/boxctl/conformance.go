@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tangle-network/boxctl/boximage"
+	"github.com/tangle-network/boxctl/conformance"
+	"github.com/tangle-network/boxctl/internal/dockerclient"
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/vendors/docker"
+)
+
+// Report formats of `boxctl conformance`.
+var reportFormats = []string{"text", "json", "junit"}
+
+// conformanceOptions are the flags of `boxctl conformance`.
+type conformanceOptions struct {
+	target       string
+	image        string
+	buildRecord  string
+	harnesses    []string
+	router       string
+	cases        []string
+	report       string
+	reportFiles  []string
+	parallel     int
+	caseTimeout  time.Duration
+	readyTimeout time.Duration
+	repo, gitRef string
+	emulated     bool
+	list         bool
+
+	// Resolved by resolve: the Router, unless routerLocal.
+	routerURL, routerKey string
+}
+
+func newConformanceCmd(a *app, runF func(context.Context, *conformanceOptions) error) *cobra.Command {
+	o := &conformanceOptions{target: docker.Name, report: "text", parallel: conformance.DefaultParallel,
+		caseTimeout: conformance.DefaultCaseTimeout, readyTimeout: sandbox.DefaultReadyTimeout}
+	cmd := &cobra.Command{
+		Use:   "conformance",
+		Short: "Run the live conformance suite against a built box image on a vendor",
+		Long: `conformance runs the live suite against a box image on --target, for each
+--harness: named cases that create boxes through the sandbox provider and check
+the capability document and its claims, streamed turns with usage and the served
+model, keyed creates, dispatch and replay, control references, cancel, timeout
+and busy conflicts, permission interactions where claimed, and what a box adds
+(readiness, the harness pin, secrets kept out of sight, the workspace clone, its
+lifetime, nothing left after destroy). Each case ends pass, fail (with the
+request, what came back and what was expected) or not applicable (naming the
+capability). Cases run in parallel (--parallel), each under its own deadline,
+each with a run tag of its own; every box a case makes is destroyed, and a
+failed cleanup is reported beside the case.
+
+The image is --image REF, or the reference of a build record (--build-record,
+what boxctl build -o json prints), or on docker the last boxctl build. The
+Router is as for boxctl up: --router URL with the key in $` + routerKeyVar + `, else
+$` + routerURLEnv + ` and $` + routerKeyVar + `; --router local runs the local model endpoint
+with scripted replies (and a small git repository for the clone case) where
+the boxes reach it, so the suite runs offline.
+
+Progress goes to stderr, live on a terminal; the report (--report text, json or
+junit) to stdout, or to each --report-file [FORMAT=]FILE with the summary table
+on stdout. The exit status is 1 when any case failed. The JSON report's schema is
+conformance/report.schema.json; boxctl pins prove reads it.`,
+		Example: `  boxctl conformance --router local
+  boxctl conformance --harness claude-code,pi --router local --run session,control.cancel
+  boxctl conformance --target e2b --build-record record.json --report-file json=e2b.json --report-file junit=e2b.xml
+  boxctl conformance --list`,
+		Args: boxArgs(cobra.NoArgs),
+		RunE: verbRunE(a, o, func([]string) error { return o.resolve(os.Getenv) }, runF, runConformance),
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.target, "target", o.target, "where the boxes run: "+strings.Join(boxTargets, ", "))
+	f.StringVar(&o.image, "image", "", "box image (default: the build record's, else the last boxctl build --target docker)")
+	f.StringVar(&o.buildRecord, "build-record", "", "build record (boxctl build -o json) naming the image, its digest and harnesses")
+	f.StringSliceVar(&o.harnesses, "harness", nil, "harnesses to run the cases for (default: the build record's, else claude-code)")
+	f.StringVar(&o.router, "router", "", `model Router URL (key in $`+routerKeyVar+`), or "local" for the local model endpoint (default: $`+routerURLEnv+`)`)
+	f.StringSliceVar(&o.cases, "run", nil, "cases to run: ids, groups (session) or patterns (control.*) (default: all)")
+	f.StringVar(&o.report, "report", o.report, "report format: "+strings.Join(reportFormats, ", "))
+	f.StringArrayVar(&o.reportFiles, "report-file", nil, "write the report to [FORMAT=]FILE (format default --report; repeatable), and the summary table to stdout")
+	f.IntVar(&o.parallel, "parallel", o.parallel, "cases run at once")
+	f.DurationVar(&o.caseTimeout, "case-timeout", o.caseTimeout, "deadline of each case")
+	f.DurationVar(&o.readyTimeout, "ready-timeout", o.readyTimeout, "how long each box's bridge may take to be ready")
+	f.StringVar(&o.repo, "repo", "", "repository the box.clone case clones (default: the local endpoint's, with --router local)")
+	f.StringVar(&o.gitRef, "git-ref", "", "ref of --repo to check out")
+	f.BoolVar(&o.emulated, "emulator", false, "the vendor's control plane is a local emulator (boxctl emulate): the report proves no harness")
+	f.BoolVar(&o.list, "list", false, "list the cases and exit")
+	_ = cmd.RegisterFlagCompletionFunc("target", cobra.FixedCompletions(boxTargets, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("report", cobra.FixedCompletions(reportFormats, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// resolve checks the flags and finds the Router; getenv reads the
+// environment.
+func (o *conformanceOptions) resolve(getenv func(string) string) error {
+	if o.list {
+		return nil
+	}
+	if err := checkBoxTarget(o.target); err != nil {
+		return err
+	}
+	switch {
+	case !slices.Contains(reportFormats, o.report):
+		return usageErrorf("--report %q: want %s", o.report, strings.Join(reportFormats, ", "))
+	case o.image != "" && o.buildRecord != "":
+		return usageErrorf("--image and --build-record exclude each other")
+	case o.parallel < 1:
+		return usageErrorf("--parallel %d: want at least 1", o.parallel)
+	case o.caseTimeout <= 0 || o.readyTimeout <= 0:
+		return usageErrorf("--case-timeout and --ready-timeout must be positive")
+	case slices.ContainsFunc(o.reportFiles, func(f string) bool { _, file := reportFile(f, o.report); return file == "" }):
+		return usageErrorf("--report-file: want [FORMAT=]FILE with FORMAT one of %s", strings.Join(reportFormats, ", "))
+	case o.gitRef != "" && o.repo == "":
+		return usageErrorf("--git-ref goes with --repo")
+	case strings.HasPrefix(o.repo, "-") || strings.HasPrefix(o.gitRef, "-"):
+		return usageErrorf("--repo and --git-ref must not start with '-'")
+	}
+	if _, err := conformance.Select(o.cases); err != nil {
+		return usageErrorf("--run: %w", err)
+	}
+	if o.target == "e2b" && getenv(envE2BDial) != "" {
+		o.emulated = true // boxctl emulate e2b points the client here
+	}
+	var err error
+	o.routerURL, o.routerKey, err = routerFromFlag(o.router, getenv)
+	return err
+}
+
+// image finds the image, its digest and the record's harnesses.
+func (o *conformanceOptions) resolveImage(ctx context.Context, a *app) (image, digest string, harnesses []string, err error) {
+	switch {
+	case o.buildRecord != "":
+		f, err := os.Open(o.buildRecord)
+		if err != nil {
+			return "", "", nil, usageErrorf("--build-record: %w", err)
+		}
+		defer f.Close()
+		rec, err := boximage.ReadRecord(f)
+		if err != nil {
+			return "", "", nil, usageErrorf("--build-record %s: %w", o.buildRecord, err)
+		}
+		switch {
+		case rec.Target == o.target:
+		case o.target == docker.Name && (rec.Target == boximage.TargetRegistry || rec.Target == boximage.TargetECR):
+			// The engine pulls the pushed image.
+		default:
+			return "", "", nil, usageErrorf("--build-record %s is of target %s: build one for %s", o.buildRecord, rec.Target, o.target)
+		}
+		return rec.Reference, rec.Digest, rec.Harnesses, nil
+	case o.image != "":
+		image = o.image
+	default:
+		sf, err := openState()
+		if err != nil {
+			return "", "", nil, err
+		}
+		st, err := sf.load()
+		if err != nil {
+			return "", "", nil, err
+		}
+		if st.LastBuild == nil || st.LastBuild.Target != o.target {
+			return "", "", nil, usageErrorf("no box image: pass --image REF or --build-record FILE, or build one with `boxctl build --target %s`", o.target)
+		}
+		image, digest = st.LastBuild.Image, st.LastBuild.Digest
+	}
+	if _, d, ok := strings.Cut(image, "@"); ok && digest == "" {
+		digest = d
+	}
+	if digest == "" && o.target == docker.Name {
+		digest = dockerImageDigest(ctx, a, image)
+	}
+	return image, digest, nil, nil
+}
+
+// dockerImageDigest asks the engine for a local image's digest: its
+// registry digest when it was pulled or pushed, else its id. "" when the
+// engine does not know the image (the vendor pulls it, and the report
+// names no digest).
+func dockerImageDigest(ctx context.Context, a *app, ref string) string {
+	cli, err := dockerclient.New("")
+	if err != nil {
+		return ""
+	}
+	defer cli.Close()
+	img, err := cli.ImageInspect(ctx, ref)
+	if err != nil {
+		a.log.Debug("image digest unknown", "image", ref, "err", err)
+		return ""
+	}
+	for _, rd := range img.RepoDigests {
+		if _, d, ok := strings.Cut(rd, "@"); ok {
+			return d
+		}
+	}
+	return img.ID
+}
+
+func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
+	if o.list {
+		return listCases(a)
+	}
+	image, digest, recHarnesses, err := o.resolveImage(ctx, a)
+	if err != nil {
+		return err
+	}
+	harnesses := o.harnesses
+	if len(harnesses) == 0 {
+		harnesses = recHarnesses
+	}
+	v, closeVendor, err := a.openVendor(o.target)
+	if err != nil {
+		return err
+	}
+	defer closeVendor()
+	t := conformance.Target{Vendor: v, Image: image, ImageDigest: digest, Emulated: o.emulated,
+		Router: sandbox.Router{URL: o.routerURL, Key: o.routerKey}}
+	if o.repo != "" {
+		t.Repo = &conformance.Repo{URL: o.repo, GitRef: o.gitRef}
+	}
+	if o.router == routerLocal {
+		ha, ok := v.(hostAddresser)
+		if !ok {
+			return usageErrorf("--router local: boxes on %s cannot reach this machine; pass --router URL", v.Name())
+		}
+		host, err := ha.HostAddress(ctx)
+		if err != nil {
+			return fmt.Errorf("local model endpoint: %w", err)
+		}
+		l, err := conformance.StartLocal(host)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		t.Local, t.Router = l, sandbox.Router{}
+		a.log.Info("local model endpoint started", "url", l.Router.URL)
+	}
+	view := newProgressView(a.errOut)
+	a.log.Info("running the conformance suite", "target", o.target, "image", image, "harnesses", harnesses)
+	rep, runErr := conformance.Run(ctx, t, conformance.Options{Harnesses: harnesses, Cases: o.cases, Parallel: o.parallel,
+		CaseTimeout: o.caseTimeout, ReadyTimeout: o.readyTimeout, Progress: view.update, Logger: a.log})
+	view.close()
+	if rep == nil {
+		return usageError{runErr}
+	}
+	if err := o.writeReport(a, rep); err != nil {
+		return errors.Join(runErr, err)
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if rep.Failed() {
+		return fmt.Errorf("conformance: %d of %d cases failed", rep.Summary.Fail, len(rep.Results))
+	}
+	return nil
+}
+
+// reportFile splits a --report-file value into its format (def when it
+// names none) and file; the file is "" for an unknown format.
+func reportFile(v, def string) (format, file string) {
+	if f, name, ok := strings.Cut(v, "="); ok && slices.Contains(reportFormats, f) {
+		return f, name
+	} else if ok && !strings.ContainsAny(f, "/.") {
+		return f, ""
+	}
+	return def, v
+}
+
+// writeReport writes the report: to each --report-file, with the summary
+// table on stdout; else in the --report format to stdout, with the
+// summary table on stderr when that format is not text.
+func (o *conformanceOptions) writeReport(a *app, rep *conformance.Report) error {
+	write := func(w io.Writer, format string) error {
+		switch format {
+		case "json":
+			return rep.WriteJSON(w)
+		case "junit":
+			return rep.WriteJUnit(w)
+		}
+		return rep.WriteText(w)
+	}
+	if len(o.reportFiles) == 0 {
+		if o.report != "text" {
+			if err := rep.WriteSummary(a.errOut); err != nil {
+				return err
+			}
+		}
+		return write(a.out, o.report)
+	}
+	for _, v := range o.reportFiles {
+		format, name := reportFile(v, o.report)
+		f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		if err := write(f, format); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	return rep.WriteSummary(a.out)
+}
+
+// listCases prints the catalogue.
+func listCases(a *app) error {
+	type row struct {
+		ID          string `json:"id"`
+		Description string `json:"description"`
+	}
+	var rows []row
+	for _, c := range conformance.Cases() {
+		rows = append(rows, row{c.ID, c.Description})
+	}
+	return a.print(rows, func(w io.Writer) error {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CASE\tDESCRIPTION")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%s\n", r.ID, r.Description)
+		}
+		return tw.Flush()
+	})
+}

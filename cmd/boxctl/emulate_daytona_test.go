@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/vendors/vendortest"
+)
+
+func TestEmulateDaytona_Flags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad snapshot", []string{"--snapshot", "noimage"}, `--snapshot "noimage": want NAME=IMAGE`},
+		{"bad error rate", []string{"--error-rate", "1.5"}, "--error-rate 1.5: want 0 to 1"},
+		{"bad lifetime", []string{"--max-lifetime", "0s"}, "--max-lifetime 0s"},
+		{"extra argument", []string{"x"}, "unknown command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := boxctl(t, t.Context(), nil, append([]string{"emulate", "daytona"}, tt.args...)...)
+			if r.code != 2 || r.err == nil || !strings.Contains(r.err.Error(), tt.want) {
+				t.Errorf("emulate daytona %v: exit %d, %v; want 2 with %q", tt.args, r.code, r.err, tt.want)
+			}
+		})
+	}
+}
+
+// TestEmulateDaytona_Serves starts `boxctl emulate daytona`, reads the
+// environment it prints, calls the control plane with it, and stops it
+// with its context (Ctrl-C).
+func TestEmulateDaytona_Serves(t *testing.T) {
+	env := testbed.Require(t)
+	t.Setenv("DOCKER_HOST", env.DockerHost)
+	t.Setenv(envDaytonaKey, "")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out, errOut lockedBuffer
+	done := make(chan cmdResult, 1)
+	go func() {
+		done <- boxctlTo(t, ctx, nil, &out, &errOut, "emulate", "daytona", "--network", "boxctl-test", "-o", "json")
+	}()
+	var printed map[string]string
+	vendortest.Poll(t, 30*time.Second, "the emulator's environment", func() bool {
+		return json.Unmarshal([]byte(out.String()), &printed) == nil
+	})
+	u, key := printed[envDaytonaURL], printed[envDaytonaKey]
+	if !strings.HasPrefix(u, "http://127.0.0.1:") || !strings.HasSuffix(u, "/api") || !strings.HasPrefix(key, "dtn_") {
+		t.Fatalf("printed %v, want the API URL and a fresh key", printed)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, u+"/sandbox", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /sandbox with the printed key = %d", resp.StatusCode)
+	}
+	if strings.Contains(errOut.String(), key) {
+		t.Error("the key is in the log")
+	}
+	cancel()
+	select {
+	case r := <-done:
+		if r.code != 0 {
+			t.Errorf("emulate daytona after its context ended: exit %d, %v", r.code, r.err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("emulate daytona still runs a minute after its context ended")
+	}
+}

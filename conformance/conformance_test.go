@@ -1,0 +1,181 @@
+package conformance_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tangle-network/boxctl/conformance"
+	"github.com/tangle-network/boxctl/internal/boxbridgetest"
+	"github.com/tangle-network/boxctl/internal/boxtest"
+	"github.com/tangle-network/boxctl/internal/dockerclient"
+	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/vendors/docker"
+)
+
+func TestMain(m *testing.M) { boxbridgetest.Main(m) }
+
+// testNetwork is the Docker network of the test bed's boxes.
+const testNetwork = "boxctl-test"
+
+// liveHarnesses are the harnesses the suite proves offline in every run.
+var liveHarnesses = []string{"claude-code", "pi"}
+
+// world is what the live tests share: the Docker vendor and the local
+// endpoint on the boxes' network.
+type world struct {
+	docker *docker.Vendor
+	local  *conformance.Local
+}
+
+var (
+	worldOnce sync.Once
+	shared    *world
+	worldErr  error
+)
+
+func setup(t *testing.T) *world {
+	t.Helper()
+	env := testbed.Require(t)
+	worldOnce.Do(func() {
+		v, err := docker.New(docker.WithHost(env.DockerHost), docker.WithNetwork(testNetwork))
+		if err != nil {
+			worldErr = err
+			return
+		}
+		host, err := v.HostAddress(context.Background())
+		if err != nil {
+			worldErr = err
+			return
+		}
+		l, err := conformance.StartLocal(host)
+		if err != nil {
+			worldErr = err
+			return
+		}
+		shared = &world{docker: v, local: l}
+	})
+	if worldErr != nil {
+		t.Fatal(worldErr)
+	}
+	return shared
+}
+
+// target is a vendor the suite runs on in the tests: make returns the
+// conformance target of a box image built with opts.
+type target struct {
+	name string
+	make func(t *testing.T, w *world, opts boxtest.Options) conformance.Target
+}
+
+// targets are the vendors of TestSuite_Live, one entry each.
+var targets = []target{
+	{"docker", dockerTarget},
+}
+
+func dockerTarget(t *testing.T, w *world, opts boxtest.Options) conformance.Target {
+	image := boxtest.Image(t, opts)
+	return conformance.Target{Vendor: w.docker, Image: image, ImageDigest: imageID(t, image), Local: w.local}
+}
+
+// imageID returns the engine's id (config digest) of a local image.
+func imageID(t *testing.T, ref string) string {
+	t.Helper()
+	cli, err := dockerclient.New(testbed.Require(t).DockerHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	img, err := cli.ImageInspect(t.Context(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img.ID
+}
+
+// run runs the suite and logs its summary.
+func run(t *testing.T, tg conformance.Target, o conformance.Options) *conformance.Report {
+	t.Helper()
+	start := time.Now()
+	rep, err := conformance.Run(t.Context(), tg, o)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var b bytes.Buffer
+	if err := rep.WriteSummary(&b); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("suite on %s in %v:\n%s", tg.Vendor.Name(), time.Since(start).Round(time.Millisecond), b.String())
+	return rep
+}
+
+// TestSuite_Live runs the whole suite, offline, for Claude Code and Pi on
+// every target, and checks that it is green, that every box is gone, and
+// that the reports it writes are what their readers expect.
+func TestSuite_Live(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	for _, tg := range targets {
+		t.Run(tg.name, func(t *testing.T) {
+			target := tg.make(t, w, boxtest.Options{Harnesses: liveHarnesses})
+			rep := run(t, target, conformance.Options{Harnesses: liveHarnesses})
+			if got, want := len(rep.Results), len(conformance.Cases())*len(liveHarnesses); got != want {
+				t.Errorf("%d results, want %d", got, want)
+			}
+			for _, res := range rep.Results {
+				t.Run(res.ID(), func(t *testing.T) {
+					switch res.Outcome {
+					case conformance.Fail:
+						t.Errorf("%s failed:\n%s\ncleanup: %v\nnotes: %v", res.Case, evidence(res), res.Cleanup, res.Notes)
+					case conformance.NotApplicable:
+						t.Logf("not applicable: needs %s: %s", res.Capability, res.Reason)
+					}
+					if len(res.Boxes) == 0 && res.Outcome == conformance.Pass {
+						t.Errorf("%s passed without a box", res.Case)
+					}
+				})
+			}
+			checkReports(t, rep)
+		})
+	}
+}
+
+func evidence(res conformance.Result) string {
+	if res.Evidence == nil {
+		return "(no evidence)"
+	}
+	return res.Evidence.String()
+}
+
+// result returns the result of case id for harness h.
+func result(t *testing.T, rep *conformance.Report, h, id string) conformance.Result {
+	t.Helper()
+	for _, r := range rep.Results {
+		if r.Harness == h && r.Case == id {
+			return r
+		}
+	}
+	t.Fatalf("no result for %s/%s", h, id)
+	return conformance.Result{}
+}
+
+// wantFail checks that a case failed with evidence holding every one of
+// parts.
+func wantFail(t *testing.T, res conformance.Result, parts ...string) {
+	t.Helper()
+	if res.Outcome != conformance.Fail || res.Evidence == nil {
+		t.Errorf("%s = %s %v, want a failure with evidence", res.ID(), res.Outcome, res.Evidence)
+		return
+	}
+	for _, p := range parts {
+		if !strings.Contains(res.Evidence.String(), p) {
+			t.Errorf("%s evidence does not name %q:\n%s", res.ID(), p, res.Evidence)
+		}
+	}
+	if len(res.Cleanup) > 0 {
+		t.Errorf("%s: cleanup failed: %v", res.ID(), res.Cleanup)
+	}
+}

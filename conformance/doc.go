@@ -1,0 +1,52 @@
+// Package conformance is the live conformance suite: named cases that take
+// a built box image on a vendor and check, through the public Go API (the
+// sandbox provider, and the bridge client on the box's endpoint), what the
+// image promises for each harness: the capability document and what it
+// claims, turns with usage and the served model, keyed creates, dispatch,
+// replay and control references, cancel, timeout and busy conflicts,
+// permission interactions where claimed, and what a box itself adds
+// (readiness, the harness pin, secrets kept out of sight, the workspace
+// clone, a finite lifetime, nothing left after destroy).
+//
+// # Cases and results
+//
+// Cases lists the catalogue. Every case has an id ("session.replay-cursor"),
+// a one-line description and a deadline, and ends with one Result per
+// harness: pass; fail, with the evidence (the request, what came back, what
+// was expected); or not applicable, naming the capability that makes it so.
+//
+// # What Run guarantees
+//
+//   - Independent cases run in parallel, at most Options.Parallel at once,
+//     each under its own deadline (Case.Timeout, or Options.CaseTimeout).
+//     A case that does not return within its deadline and a grace period
+//     is reported failed and left behind; its boxes are still removed.
+//   - Every case gets a fresh run tag, and every box it makes carries it.
+//     When the case ends, pass or fail, the runner destroys the
+//     environments it created (on a context the caller's cancellation does
+//     not reach, with its own deadline), then lists the vendor's boxes by
+//     the run tag and destroys whatever is left. A destroy that fails, or a
+//     box found left behind, is a cleanup failure: it is reported in the
+//     case's result next to the case's own failure, and fails a case that
+//     otherwise passed.
+//   - A panicking case is a failed case; the suite goes on.
+//   - Results come in catalogue order, harness by harness, whatever order
+//     the cases finished in. Options.Progress sees each case start and end
+//     as it happens, from the runner's goroutines (one call at a time).
+//
+// # Offline runs
+//
+// StartLocal runs the local model endpoint (conformance/routerstub) and a
+// small git repository where boxes reach them, with the scripted replies
+// the cases need: plain text, a stall for cancel, timeout and busy
+// conflicts, and a tool call for interactions. The cases pick a reply by
+// markers in their prompts, which read as ordinary instructions to a real
+// model, so the same cases run against a real Router.
+//
+// # Reports
+//
+// A Report renders as text (a summary table and the evidence of each
+// failure), JSON (the Report type, whose JSON Schema is published as
+// report.schema.json) and JUnit XML (one testsuite per vendor and harness).
+// ProofFor reads a report for `boxctl pins prove`.
+package conformance

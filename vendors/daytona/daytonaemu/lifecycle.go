@@ -1,0 +1,228 @@
+package daytonaemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// sweepEvery is how often lifetimes are enforced.
+const sweepEvery = 500 * time.Millisecond
+
+// labelSandbox marks the containers of the emulator's sandboxes.
+const labelSandbox = "io.daytona.emulator.sandbox"
+
+// start makes the sandbox's container and marks it started, or error
+// with the reason.
+func (s *Server) start(sb *sandbox) {
+	f := s.currentFaults()
+	if f.CreateDelay > 0 {
+		select {
+		case <-time.After(f.CreateDelay):
+		case <-sb.ctx.Done():
+		}
+	}
+	s.mu.Lock()
+	env := maps.Clone(sb.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	img, id, snap, user := sb.image, sb.ID, sb.Snapshot, sb.User
+	cpu, mem, disk := sb.CPU, sb.Memory, sb.Disk
+	s.mu.Unlock()
+	// The image's init reads BOX_DEADLINE; the Docker vendor sets it from
+	// the lifetime it is given, so the deadline becomes that lifetime.
+	life := s.opts.MaxLifetime
+	if d, err := boxmeta.ParseDeadline(env[boxmeta.EnvDeadline]); err == nil {
+		life = time.Until(d)
+	}
+	delete(env, boxmeta.EnvDeadline)
+	delete(env, boxmeta.EnvLifetime)
+	env["DAYTONA_SANDBOX_ID"], env["DAYTONA_SANDBOX_SNAPSHOT"], env["DAYTONA_SANDBOX_USER"] = id, snap, user
+	res := vendors.Resources{CPUs: float64(cpu), MemoryBytes: int64(mem) << 30}
+	_ = disk // the engine's storage drivers do not bound disk uniformly
+	var box vendors.Box
+	err := sb.ctx.Err()
+	if err == nil {
+		if life < time.Second {
+			err = errors.New("the sandbox's BOX_DEADLINE has passed")
+		} else {
+			box, err = s.docker.Create(sb.ctx, vendors.CreateSpec{Image: img, Lifetime: life, RunTag: "daytonaemu-" + id[:8],
+				Labels: map[string]string{labelSandbox: id}, Env: env, Resources: res})
+		}
+	}
+	ip := ""
+	if err == nil {
+		ip, err = s.containerIP(sb.ctx, box.ID())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb.pending, sb.UpdatedAt = false, time.Now().UTC()
+	if box != nil && (err != nil || sb.DesiredState == stateDestroyed) {
+		// Failed, or vanished while it started: its container goes too.
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = box.Destroy(ctx)
+		}()
+	}
+	switch {
+	case sb.DesiredState == stateDestroyed:
+		return
+	case err != nil:
+		sb.State, sb.ErrorReason = stateError, fmt.Sprintf("Failed to start sandbox: %v", err)
+		s.opts.Log.Info("daytona sandbox failed", "id", id, "reason", sb.ErrorReason)
+		return
+	}
+	sb.box, sb.ip, sb.State, sb.LastActivity = box, ip, stateStarted, time.Now().UTC()
+	s.opts.Log.Info("daytona sandbox started", "id", id, "container", box.ID()[:12])
+	if f.VanishAfter > 0 {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			select {
+			case <-time.After(f.VanishAfter):
+				_ = s.Vanish(id)
+			case <-sb.ctx.Done():
+			}
+		}()
+	}
+}
+
+// containerIP returns the container's address on the sandboxes' network.
+func (s *Server) containerIP(ctx context.Context, id string) (string, error) {
+	c, err := s.engine.ContainerInspect(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if c.NetworkSettings != nil {
+		for name, n := range c.NetworkSettings.Networks {
+			if (name == s.opts.Network || len(c.NetworkSettings.Networks) == 1) && n.IPAddress != "" {
+				return n.IPAddress, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("container %s has no address on network %s", id[:12], s.opts.Network)
+}
+
+// destroy removes a deleted sandbox's container and marks it destroyed.
+func (s *Server) destroy(sb *sandbox) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s.removeContainer(ctx, sb)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sb.State != stateError {
+		sb.State = stateDestroyed
+	}
+	sb.pending, sb.UpdatedAt = false, time.Now().UTC()
+	s.opts.Log.Info("daytona sandbox destroyed", "id", sb.ID)
+}
+
+// removeContainer ends the sandbox's streams and removes its container.
+func (s *Server) removeContainer(ctx context.Context, sb *sandbox) {
+	s.mu.Lock()
+	box := sb.box
+	s.mu.Unlock()
+	sb.cancel()
+	if box != nil {
+		if err := box.Destroy(ctx); err != nil {
+			s.opts.Log.Warn("daytona emulator: remove container", "id", sb.ID, "err", err)
+		}
+	}
+}
+
+// stop stops a started sandbox: its container goes (a stopped sandbox
+// keeps no container here). Call with s.mu.
+func (s *Server) stop(sb *sandbox, why string) {
+	sb.State, sb.DesiredState, sb.StoppedAt, sb.UpdatedAt = stateStopped, stateStopped, time.Now().UTC(), time.Now().UTC()
+	s.opts.Log.Info("daytona sandbox stopped", "id", sb.ID, "why", why)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		s.removeContainer(ctx, sb)
+	}()
+}
+
+// Vanish deletes the sandbox behind its clients' backs: its container is
+// removed and its streams cut at once, and the control plane no longer
+// knows it.
+func (s *Server) Vanish(id string) error {
+	s.mu.Lock()
+	sb := s.sandboxes[id]
+	if sb == nil || sb.State == stateDestroyed {
+		s.mu.Unlock()
+		return fmt.Errorf("no sandbox %s", id)
+	}
+	sb.DesiredState = stateDestroyed
+	s.mu.Unlock()
+	s.opts.Log.Info("daytona sandbox vanishes", "id", id)
+	s.destroy(sb)
+	return nil
+}
+
+// touch records activity on the sandbox (toolbox and preview requests),
+// which postpones its auto-stop.
+func (s *Server) touch(sb *sandbox) {
+	s.mu.Lock()
+	sb.LastActivity = time.Now().UTC()
+	s.mu.Unlock()
+}
+
+// sweep enforces lifetimes until the server closes: a started sandbox
+// idle for its autoStopInterval, or whose container ended, stops; a
+// stopped one is deleted after its autoDeleteInterval.
+func (s *Server) sweep() {
+	tick := time.NewTicker(sweepEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := time.Now()
+		s.mu.Lock()
+		var running []*sandbox
+		for _, sb := range s.sandboxes {
+			switch {
+			case sb.State == stateStarted && sb.DesiredState == stateStarted:
+				if sb.AutoStop > 0 && now.Sub(sb.LastActivity) >= time.Duration(sb.AutoStop)*time.Minute {
+					s.stop(sb, "idle for its auto-stop interval")
+					continue
+				}
+				running = append(running, sb)
+			case sb.State == stateStopped && sb.AutoDelete >= 0 && !sb.pending &&
+				now.Sub(sb.StoppedAt) >= time.Duration(sb.AutoDelete)*time.Minute:
+				s.markDeleted(sb)
+				s.wg.Add(1)
+				go func() {
+					defer s.wg.Done()
+					s.destroy(sb)
+				}()
+			}
+		}
+		s.mu.Unlock()
+		for _, sb := range running {
+			ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+			_, err := sb.box.Status(ctx)
+			cancel()
+			if errors.Is(err, vendors.ErrNotFound) {
+				s.mu.Lock()
+				if sb.State == stateStarted && sb.DesiredState == stateStarted {
+					s.stop(sb, "its container ended")
+				}
+				s.mu.Unlock()
+			}
+		}
+	}
+}

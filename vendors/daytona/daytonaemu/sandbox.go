@@ -1,0 +1,431 @@
+package daytonaemu
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// Sandbox states and desired states, as the control plane names them.
+const (
+	stateCreating   = "creating"
+	stateStarted    = "started"
+	stateStopped    = "stopped"
+	stateDestroying = "destroying"
+	stateDestroyed  = "destroyed"
+	stateError      = "error"
+)
+
+// sandbox is one sandbox. Its fields are guarded by Server.mu, but for
+// the sessions (guarded by sessMu) and box (set once it started).
+type sandbox struct {
+	ID, Name, Snapshot, User string
+	Env, Labels              map[string]string
+	Public                   bool
+	State, DesiredState      string
+	ErrorReason              string
+	CPU, Memory, Disk        int
+	AutoStop, AutoArchive    int
+	AutoDelete               int
+	CreatedAt, UpdatedAt     time.Time
+	LastActivity, StoppedAt  time.Time
+	authToken                string
+	pending                  bool
+	image                    string
+	seq                      int // creation order
+
+	// ctx ends when the sandbox stops: its proxied requests and streams
+	// end with it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	box vendors.Box // the container; nil until started
+	ip  string      // the container's address on the network
+
+	sessMu   sync.Mutex
+	sessions map[string]*session
+}
+
+// dto is the control plane's Sandbox.
+func (s *Server) dto(sb *sandbox) map[string]any {
+	d := map[string]any{
+		"id": sb.ID, "organizationId": orgID, "name": sb.Name, "snapshot": sb.Snapshot, "user": sb.User,
+		"env": orEmpty(sb.Env), "labels": orEmpty(sb.Labels), "public": sb.Public, "networkBlockAll": false,
+		"target": "local", "cpu": sb.CPU, "gpu": 0, "memory": sb.Memory, "disk": sb.Disk,
+		"state": sb.State, "desiredState": sb.DesiredState, "backupState": "None",
+		"autoStopInterval": sb.AutoStop, "autoArchiveInterval": sb.AutoArchive, "autoDeleteInterval": sb.AutoDelete,
+		"volumes": []any{}, "createdAt": stamp(sb.CreatedAt), "updatedAt": stamp(sb.UpdatedAt),
+		"lastActivityAt": stamp(sb.LastActivity), "sandboxClass": "container", "runnerId": "local-runner",
+		"daemonVersion": "v0.190.0", "toolboxProxyUrl": s.url + "/toolbox", "recoverable": false,
+	}
+	if sb.ErrorReason != "" {
+		d["errorReason"] = sb.ErrorReason
+	}
+	return d
+}
+
+func orEmpty(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// api serves the control plane.
+func (s *Server) api(w http.ResponseWriter, r *http.Request) {
+	p := strings.TrimPrefix(r.URL.Path, "/api")
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	switch {
+	case r.Method == http.MethodGet && p == "/docker-registry/registry-push-access":
+		s.pushAccess(w, r)
+	case r.Method == http.MethodPost && p == "/snapshots":
+		s.createSnapshot(w, r)
+	case r.Method == http.MethodGet && len(parts) == 2 && parts[0] == "snapshots":
+		s.getSnapshot(w, r, parts[1])
+	case r.Method == http.MethodPost && p == "/sandbox":
+		s.createSandbox(w, r)
+	case r.Method == http.MethodGet && p == "/sandbox":
+		s.listSandboxes(w, r)
+	case len(parts) >= 2 && parts[0] == "sandbox":
+		s.sandboxRoute(w, r, parts[1], parts[2:])
+	case r.Method == http.MethodPost && len(parts) == 3 && parts[0] == "_emulator" && parts[1] == "vanish":
+		// Not Daytona's: a fault switch for users of `boxctl emulate`.
+		if err := s.Vanish(parts[2]); err != nil {
+			writeError(w, r, http.StatusNotFound, err.Error())
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		writeError(w, r, http.StatusNotFound, "Cannot "+r.Method+" "+r.URL.Path)
+	}
+}
+
+func (s *Server) sandboxRoute(w http.ResponseWriter, r *http.Request, idOrName string, rest []string) {
+	route := r.Method + " " + strings.Join(rest, "/")
+	switch {
+	case route == "GET ":
+		s.withSandbox(w, r, idOrName, func(sb *sandbox) { writeJSON(w, http.StatusOK, s.dto(sb)) })
+	case route == "DELETE ":
+		s.deleteSandbox(w, r, idOrName)
+	case r.Method == http.MethodGet && len(rest) == 3 && rest[0] == "ports" && rest[2] == "preview-url":
+		s.previewURL(w, r, idOrName, rest[1])
+	case route == "GET toolbox-proxy-url":
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if sb := s.sandboxes[idOrName]; sb == nil || sb.State == stateDestroyed {
+			writeError(w, r, http.StatusNotFound, "Sandbox with ID "+idOrName+" not found")
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"url": s.url + "/toolbox"})
+	case r.Method == http.MethodPost && len(rest) == 2 && (rest[0] == "autostop" || rest[0] == "autodelete"):
+		s.setInterval(w, r, idOrName, rest[0], rest[1])
+	case route == "PUT labels":
+		s.putLabels(w, r, idOrName)
+	default:
+		writeError(w, r, http.StatusNotFound, "Cannot "+r.Method+" "+r.URL.Path)
+	}
+}
+
+// withSandbox calls f with the live sandbox idOrName under s.mu, or
+// answers 404.
+func (s *Server) withSandbox(w http.ResponseWriter, r *http.Request, idOrName string, f func(sb *sandbox)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb := s.find(idOrName)
+	if sb == nil {
+		writeError(w, r, http.StatusNotFound, "Sandbox with ID or name "+idOrName+" not found")
+		return
+	}
+	f(sb)
+}
+
+// find returns the live sandbox by id, then by name (findOneByIdOrName):
+// never a destroyed one, nor a failed one being deleted. Call with s.mu.
+func (s *Server) find(idOrName string) *sandbox {
+	visible := func(sb *sandbox) bool {
+		return sb.State != stateDestroyed && !(sb.State == stateError && sb.DesiredState == stateDestroyed)
+	}
+	if sb := s.sandboxes[idOrName]; sb != nil && visible(sb) {
+		return sb
+	}
+	for _, sb := range s.sandboxes {
+		if sb.Name == idOrName && visible(sb) {
+			return sb
+		}
+	}
+	return nil
+}
+
+// createRequest is CreateSandbox.
+type createRequest struct {
+	Name                string            `json:"name"`
+	Snapshot            string            `json:"snapshot"`
+	User                string            `json:"user"`
+	Env                 map[string]string `json:"env"`
+	Labels              map[string]string `json:"labels"`
+	Public              bool              `json:"public"`
+	CPU                 *int              `json:"cpu"`
+	Memory              *int              `json:"memory"`
+	Disk                *int              `json:"disk"`
+	AutoStopInterval    *int              `json:"autoStopInterval"`
+	AutoArchiveInterval *int              `json:"autoArchiveInterval"`
+	AutoDeleteInterval  *int              `json:"autoDeleteInterval"`
+	BuildInfo           json.RawMessage   `json:"buildInfo"`
+}
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
+	var req createRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeError(w, r, http.StatusBadRequest, "Invalid JSON body: "+err.Error())
+		return
+	}
+	var invalid []string
+	nonNegative := func(name string, v *int) {
+		if v != nil && *v < 0 {
+			invalid = append(invalid, name+" must not be less than 0")
+		}
+	}
+	nonNegative("cpu", req.CPU)
+	nonNegative("memory", req.Memory)
+	nonNegative("disk", req.Disk)
+	nonNegative("autoStopInterval", req.AutoStopInterval)
+	nonNegative("autoArchiveInterval", req.AutoArchiveInterval)
+	if len(invalid) > 0 {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"path": r.URL.RequestURI(),
+			"timestamp": stamp(time.Now()), "statusCode": 400, "error": "Bad Request", "message": strings.Join(invalid, ", ")})
+		return
+	}
+	if len(req.BuildInfo) > 0 && string(req.BuildInfo) != "null" {
+		writeError(w, r, http.StatusBadRequest, "Declarative builds are not supported by this emulator")
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := s.findSnapshot(req.Snapshot)
+	switch {
+	case req.Snapshot == "":
+		writeError(w, r, http.StatusBadRequest, "Snapshot is required: the emulator has no default snapshot")
+		return
+	case snap == nil:
+		writeError(w, r, http.StatusBadRequest, fmt.Sprintf("Snapshot %s not found. Did you add it through the Daytona Dashboard?", req.Snapshot))
+		return
+	case snap.State != snapshotActive:
+		writeError(w, r, http.StatusBadRequest, fmt.Sprintf("Snapshot %s is %s", req.Snapshot, snap.State))
+		return
+	}
+	if req.Name != "" && s.find(req.Name) != nil {
+		writeError(w, r, http.StatusConflict, fmt.Sprintf("Sandbox with name %s already exists", req.Name))
+		return
+	}
+	now := time.Now().UTC()
+	s.created++
+	sb := &sandbox{ID: newUUID(), Name: req.Name, Snapshot: snap.Name, User: req.User,
+		Env: maps.Clone(req.Env), Labels: maps.Clone(req.Labels), Public: req.Public,
+		State: stateCreating, DesiredState: stateStarted, CPU: orDefault(req.CPU, snap.CPU), Memory: orDefault(req.Memory, snap.Mem),
+		Disk: orDefault(req.Disk, snap.Disk), AutoStop: orDefault(req.AutoStopInterval, 15),
+		AutoArchive: orDefault(req.AutoArchiveInterval, 10080), AutoDelete: orDefault(req.AutoDeleteInterval, -1),
+		CreatedAt: now, UpdatedAt: now, LastActivity: now, authToken: strings.ToLower(newID(16)), pending: true,
+		image: snap.image, seq: s.created, sessions: map[string]*session{}}
+	if sb.Name == "" {
+		sb.Name = sb.ID
+	}
+	if sb.User == "" {
+		sb.User = "daytona"
+	}
+	sb.ctx, sb.cancel = context.WithCancel(s.ctx)
+	s.sandboxes[sb.ID] = sb
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.start(sb)
+	}()
+	writeJSON(w, http.StatusOK, s.dto(sb))
+}
+
+func orDefault(v *int, d int) int {
+	if v == nil {
+		return d
+	}
+	return *v
+}
+
+func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request, idOrName string) {
+	s.mu.Lock()
+	sb := s.find(idOrName)
+	switch {
+	case sb == nil:
+		s.mu.Unlock()
+		writeError(w, r, http.StatusNotFound, "Sandbox with ID or name "+idOrName+" not found")
+		return
+	case sb.pending:
+		s.mu.Unlock()
+		writeError(w, r, http.StatusConflict, "Sandbox state change in progress")
+		return
+	}
+	s.markDeleted(sb)
+	out := s.dto(sb)
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.destroy(sb)
+	}()
+	writeJSON(w, http.StatusOK, out)
+}
+
+// markDeleted soft-deletes sb, freeing its name. Call with s.mu.
+func (s *Server) markDeleted(sb *sandbox) {
+	sb.DesiredState, sb.pending, sb.UpdatedAt = stateDestroyed, true, time.Now().UTC()
+	if sb.State != stateError {
+		sb.State = stateDestroying
+	}
+	sb.Name = sb.Name + "-deleted-" + strconv.FormatInt(time.Now().UnixMilli(), 10)
+}
+
+// listSandboxes is GET /sandbox: labels (a JSON object) ANDed, newest
+// first, paged by cursor.
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var labels map[string]string
+	if l := q.Get("labels"); l != "" {
+		if err := json.Unmarshal([]byte(l), &labels); err != nil {
+			writeError(w, r, http.StatusBadRequest, "Invalid labels JSON format")
+			return
+		}
+	}
+	limit := 100
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 200 {
+			writeError(w, r, http.StatusBadRequest, "limit must not be greater than 200, limit must not be less than 1")
+			return
+		}
+		limit = n
+	}
+	after := 0
+	if c := q.Get("cursor"); c != "" {
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		n, aerr := strconv.Atoi(string(b))
+		if err != nil || aerr != nil {
+			writeError(w, r, http.StatusBadRequest, "Invalid cursor")
+			return
+		}
+		after = n
+	}
+	withErrored := q.Get("includeErroredDeleted") == "true"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var match []*sandbox
+	for _, sb := range s.sandboxes {
+		if sb.State == stateDestroyed || (!withErrored && sb.State == stateError && sb.DesiredState == stateDestroyed) {
+			continue
+		}
+		if !hasLabels(sb.Labels, labels) || (after > 0 && sb.seq >= after) {
+			continue
+		}
+		match = append(match, sb)
+	}
+	slices.SortFunc(match, func(a, b *sandbox) int { return b.seq - a.seq })
+	var next *string
+	if len(match) > limit {
+		match = match[:limit]
+		c := base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(match[limit-1].seq)))
+		next = &c
+	}
+	items := make([]map[string]any, 0, len(match))
+	for _, sb := range match {
+		items = append(items, s.listItem(sb))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": next})
+}
+
+// listItem is SandboxListItem: the Sandbox without env, volumes or build
+// info.
+func (s *Server) listItem(sb *sandbox) map[string]any {
+	d := s.dto(sb)
+	for _, k := range []string{"env", "volumes", "networkBlockAll", "buildInfo"} {
+		delete(d, k)
+	}
+	return d
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) previewURL(w http.ResponseWriter, r *http.Request, idOrName, port string) {
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		writeError(w, r, http.StatusBadRequest, "Invalid port")
+		return
+	}
+	s.withSandbox(w, r, idOrName, func(sb *sandbox) {
+		writeJSON(w, http.StatusOK, map[string]string{"sandboxId": sb.ID,
+			"url": fmt.Sprintf("http://%d-%s.%s", p, sb.ID, s.opts.ProxyDomain), "token": sb.authToken})
+	})
+}
+
+func (s *Server) setInterval(w http.ResponseWriter, r *http.Request, idOrName, which, value string) {
+	n, err := strconv.Atoi(value)
+	if err != nil || (which == "autostop" && n < 0) {
+		writeError(w, r, http.StatusBadRequest, "Invalid interval")
+		return
+	}
+	s.withSandbox(w, r, idOrName, func(sb *sandbox) {
+		if which == "autostop" {
+			sb.AutoStop = n
+		} else {
+			sb.AutoDelete = n
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+}
+
+func (s *Server) putLabels(w http.ResponseWriter, r *http.Request, idOrName string) {
+	var req struct {
+		Labels map[string]string `json:"labels"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Labels == nil {
+		writeError(w, r, http.StatusBadRequest, "labels must be an object")
+		return
+	}
+	s.withSandbox(w, r, idOrName, func(sb *sandbox) {
+		sb.Labels = maps.Clone(req.Labels)
+		writeJSON(w, http.StatusOK, map[string]any{"labels": sb.Labels})
+	})
+}
+
+// previewHostPattern is {port}-{sandboxId}.{domain}.
+var previewHostPattern = regexp.MustCompile(`^([0-9]+)-([^.]+)\.(.+)$`)
+
+// previewHost reports whether host is a preview host of this server's
+// proxy domain, and its port and sandbox id.
+func (s *Server) previewHost(host string) (port int, id string, ok bool) {
+	m := previewHostPattern.FindStringSubmatch(strings.ToLower(host))
+	if m == nil || m[3] != strings.ToLower(s.opts.ProxyDomain) {
+		return 0, "", false
+	}
+	p, err := strconv.Atoi(m[1])
+	if err != nil || p < 1 || p > 65535 {
+		return 0, "", false
+	}
+	return p, m[2], true
+}

@@ -1,0 +1,241 @@
+package daytonaemu
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/tangle-network/boxctl/internal/dockerclient"
+	"github.com/tangle-network/boxctl/vendors/docker"
+)
+
+// Options configure a Server. The zero value of every field but APIKey
+// works.
+type Options struct {
+	// APIKey is the only bearer the server accepts. Required.
+	APIKey string
+	// Addr is the address to listen on. Default "127.0.0.1:0" (a free
+	// port).
+	Addr string
+	// DockerHost is the engine sandboxes run on. Default DOCKER_HOST, else
+	// the local socket.
+	DockerHost string
+	// Network is the Docker network of the sandboxes. Default
+	// docker.DefaultNetwork.
+	Network string
+	// Registry is the OCI registry (host:port) that registry push access
+	// points at. Default none: the route answers 404.
+	Registry string
+	// Project is the registry project in push access. Default "daytona".
+	Project string
+	// ProxyDomain is the domain of preview URLs,
+	// http://{port}-{sandboxId}.{ProxyDomain}. Default
+	// "proxy.localhost:{port}" (names under localhost reach the loopback),
+	// as Daytona's own local setup does.
+	ProxyDomain string
+	// Snapshots are active snapshots to start with: name -> image
+	// reference the engine has or can pull.
+	Snapshots map[string]string
+	// MaxLifetime bounds the container of a sandbox whose environment
+	// names no BOX_DEADLINE. Default 24h.
+	MaxLifetime time.Duration
+	// Faults are the faults to inject from the start (see SetFaults).
+	Faults Faults
+	// Log receives a line per state change. Default discards.
+	Log *slog.Logger
+}
+
+// Server is a running emulator. It is safe for concurrent use.
+type Server struct {
+	opts   Options
+	url    string // http://host:port
+	ln     net.Listener
+	srv    *http.Server
+	docker *docker.Vendor
+	engine *client.Client
+	proxy  *http.Transport // to the sandboxes' ports
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	pushUser, pushSecret string
+
+	mu        sync.Mutex
+	faults    Faults
+	sandboxes map[string]*sandbox // by id
+	snapshots map[string]*snapshot
+	created   int // sandboxes ever created, for cursors
+}
+
+// Start listens and serves the emulator until Close.
+func Start(opts Options) (*Server, error) {
+	if opts.APIKey == "" {
+		return nil, errors.New("daytonaemu: an API key is required")
+	}
+	if opts.Addr == "" {
+		opts.Addr = "127.0.0.1:0"
+	}
+	if opts.Network == "" {
+		opts.Network = docker.DefaultNetwork
+	}
+	if opts.Project == "" {
+		opts.Project = "daytona"
+	}
+	if opts.MaxLifetime <= 0 {
+		opts.MaxLifetime = 24 * time.Hour
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if err := opts.Faults.check(); err != nil {
+		return nil, err
+	}
+	dv, err := docker.New(docker.WithHost(opts.DockerHost), docker.WithNetwork(opts.Network), docker.WithLogger(opts.Log))
+	if err != nil {
+		return nil, fmt.Errorf("daytonaemu: %w", err)
+	}
+	engine, err := dockerclient.New(opts.DockerHost)
+	if err != nil {
+		dv.Close()
+		return nil, fmt.Errorf("daytonaemu: %w", err)
+	}
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		dv.Close()
+		engine.Close()
+		return nil, fmt.Errorf("daytonaemu: listen: %w", err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	if opts.ProxyDomain == "" {
+		opts.ProxyDomain = "proxy.localhost:" + port
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{opts: opts, url: "http://" + ln.Addr().String(), ln: ln, docker: dv, engine: engine, ctx: ctx, cancel: cancel,
+		pushUser: "robot$push-" + newID(4), pushSecret: newID(16), faults: opts.Faults,
+		sandboxes: map[string]*sandbox{}, snapshots: map[string]*snapshot{},
+		// The containers' addresses are on this machine's Docker network:
+		// never through an HTTP proxy of the environment.
+		proxy: &http.Transport{DialContext: (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}}
+	now := time.Now().UTC()
+	for name, ref := range opts.Snapshots {
+		snap := &snapshot{ID: newUUID(), OrgID: orgID, Name: name, ImageName: ref, State: snapshotActive,
+			CPU: 1, Mem: 1, Disk: 3, CreatedAt: now, UpdatedAt: now, image: ref}
+		s.snapshots[snap.ID] = snap
+	}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		_ = s.srv.Serve(ln)
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.sweep()
+	}()
+	return s, nil
+}
+
+// URL returns the server's base URL (http://host:port).
+func (s *Server) URL() string { return s.url }
+
+// APIURL returns the control plane's URL: what DAYTONA_API_URL takes.
+func (s *Server) APIURL() string { return s.url + "/api" }
+
+// Close stops serving and removes every sandbox's container.
+func (s *Server) Close() error {
+	s.cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		_ = s.srv.Close()
+	}
+	s.mu.Lock()
+	var all []*sandbox
+	for _, sb := range s.sandboxes {
+		all = append(all, sb)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, sb := range all {
+		wg.Go(func() { s.removeContainer(ctx, sb) })
+	}
+	wg.Wait()
+	s.wg.Wait()
+	s.proxy.CloseIdleConnections()
+	s.docker.Close()
+	s.engine.Close()
+	return nil
+}
+
+// ServeHTTP routes by host: preview hosts to the sandbox's port, the rest
+// to the control plane (/api) and the toolbox proxy (/toolbox).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if port, id, ok := s.previewHost(r.Host); ok {
+		s.preview(w, r, port, id)
+		return
+	}
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/api/"):
+		if r.Header.Get("Authorization") != "Bearer "+s.opts.APIKey {
+			writeError(w, r, http.StatusUnauthorized, "Unauthorized")
+			return
+		}
+		s.faulty(w, r, s.api)
+	case strings.HasPrefix(r.URL.Path, "/toolbox/"):
+		s.toolbox(w, r)
+	default:
+		writeError(w, r, http.StatusNotFound, "Cannot "+r.Method+" "+r.URL.Path)
+	}
+}
+
+// orgID is the one organization's id.
+const orgID = "00000000-0000-4000-8000-00000000da7a"
+
+func newID(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func newUUID() string {
+	h := newID(16)
+	return h[0:8] + "-" + h[8:12] + "-4" + h[13:16] + "-a" + h[17:20] + "-" + h[20:32]
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers the control plane's error body (AllExceptionsFilter):
+// {path, timestamp, statusCode, error, message}.
+func writeError(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	writeJSON(w, status, map[string]any{
+		"path": r.URL.RequestURI(), "timestamp": time.Now().UTC().Format("2006-01-02T15:04:05.000Z"),
+		"statusCode": status, "error": http.StatusText(status), "message": msg,
+	})
+}
+
+// toolboxError answers the toolbox's and the proxy's error body
+// (common-go ErrorResponse): {statusCode, message, code, timestamp, path,
+// method}.
+func toolboxError(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	writeJSON(w, status, map[string]any{
+		"statusCode": status, "message": msg, "code": code,
+		"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "path": r.URL.Path, "method": r.Method,
+	})
+}

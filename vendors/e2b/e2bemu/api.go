@@ -1,0 +1,356 @@
+package e2bemu
+
+import (
+	"cmp"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The control plane (spec/openapi.yml): the sandbox routes here, the
+// template routes in template.go.
+
+func (s *Server) routeAPI() {
+	m := s.api
+	m.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	m.HandleFunc("POST /sandboxes", s.handleCreate)
+	m.HandleFunc("GET /sandboxes", s.handleListV1)
+	m.HandleFunc("GET /v2/sandboxes", s.handleList)
+	m.HandleFunc("GET /sandboxes/{sandboxID}", s.handleGet)
+	m.HandleFunc("DELETE /sandboxes/{sandboxID}", s.handleKill)
+	m.HandleFunc("POST /sandboxes/{sandboxID}/timeout", s.handleTimeout)
+	m.HandleFunc("POST /sandboxes/{sandboxID}/refreshes", s.handleRefresh)
+	m.HandleFunc("POST /sandboxes/{sandboxID}/connect", s.handleConnect)
+	m.HandleFunc("POST /sandboxes/{sandboxID}/pause", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := s.lookup(r.PathValue("sandboxID")); !ok {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("sandbox %q not found", r.PathValue("sandboxID")))
+			return
+		}
+		writeError(w, http.StatusConflict, "pausing is not supported by this emulator")
+	})
+	s.routeTemplates()
+}
+
+// serveAPI checks X-API-Key, injects faults and serves the control plane.
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/health" {
+		s.api.ServeHTTP(w, r)
+		return
+	}
+	if r.Header.Get("X-API-Key") != s.opts.APIKey {
+		writeError(w, http.StatusUnauthorized, "Invalid API key, please visit https://e2b.dev/docs/api-key to get a new one.")
+		return
+	}
+	s.mu.Lock()
+	f := s.faults
+	s.mu.Unlock()
+	if chance(f.ErrorRate) {
+		create := r.Method == http.MethodPost && r.URL.Path == "/sandboxes"
+		if chance(0.5) {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusTooManyRequests, "Rate limit exceeded, please try again later.")
+			return
+		}
+		if create && chance(f.LostRate) {
+			// The create happens; its answer is lost.
+			s.api.ServeHTTP(discard{h: http.Header{}}, r)
+		}
+		writeError(w, http.StatusServiceUnavailable, "Service is temporarily unavailable, please try again later.")
+		return
+	}
+	s.api.ServeHTTP(w, r)
+}
+
+// discard is a ResponseWriter that drops the answer.
+type discard struct{ h http.Header }
+
+func (d discard) Header() http.Header         { return d.h }
+func (d discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d discard) WriteHeader(int)             {}
+
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "Error when parsing request: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func (s *Server) notFound(w http.ResponseWriter, id string) {
+	writeError(w, http.StatusNotFound, fmt.Sprintf("sandbox \"%s\" doesn't exist or you don't have access to it", id))
+}
+
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	var req newSandbox
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if req.TemplateID == "" {
+		writeError(w, http.StatusBadRequest, "templateID is required")
+		return
+	}
+	timeout := 15 * time.Second
+	if req.Timeout != nil {
+		if *req.Timeout < 0 {
+			writeError(w, http.StatusBadRequest, "timeout must be at least 0")
+			return
+		}
+		timeout = time.Duration(*req.Timeout) * time.Second
+	}
+	if timeout > s.opts.MaxTimeout {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("Timeout cannot be greater than %d hours", int(s.opts.MaxTimeout/time.Hour)))
+		return
+	}
+	tpl, ok := s.template(req.TemplateID)
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("template '%s' not found", req.TemplateID))
+		return
+	}
+	if !tpl.ready {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("template '%s' has no successful build", req.TemplateID))
+		return
+	}
+	s.mu.Lock()
+	if s.opts.MaxSandboxes > 0 && s.running() >= s.opts.MaxSandboxes {
+		s.mu.Unlock()
+		writeError(w, http.StatusTooManyRequests, fmt.Sprintf(
+			"You have reached the maximum number of concurrent E2B sandboxes (%d). If you need more, please contact us at 'https://e2b.dev/docs/getting-help'", s.opts.MaxSandboxes))
+		return
+	}
+	s.pending++
+	delay := s.faults.CreateDelay
+	s.mu.Unlock()
+	defer func() { s.mu.Lock(); s.pending--; s.mu.Unlock() }()
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+	// The create goes on when the caller hangs up, as a real control
+	// plane's does.
+	sb, err := s.createSandbox(s.ctx, req, tpl, timeout)
+	if err != nil {
+		s.log.Warn("create sandbox", "template", tpl.id, "err", err)
+		w.Header().Set("Content-Type", "application/json")
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"code": 500, "message": "Failed to create sandbox: " + err.Error(),
+			"error_code": "sandbox_create_failed"})
+		return
+	}
+	writeJSON(w, http.StatusCreated, s.created(sb))
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	sb, ok := s.lookup(r.PathValue("sandboxID"))
+	if !ok {
+		s.notFound(w, r.PathValue("sandboxID"))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.detail(sb, true))
+}
+
+func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
+	if !s.kill(r.PathValue("sandboxID"), "killed") {
+		s.notFound(w, r.PathValue("sandboxID"))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// newEnd checks a new end of a sandbox against the plan's maximum.
+func (s *Server) newEnd(w http.ResponseWriter, sb *sandbox, end time.Time) bool {
+	if end.Sub(sb.startedAt) > s.opts.MaxTimeout+time.Second {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("Timeout cannot be greater than %d hours", int(s.opts.MaxTimeout/time.Hour)))
+		return false
+	}
+	return true
+}
+
+// timeoutRequest reads the {timeout} body of a call on a sandbox, and the
+// sandbox, answering the error itself when either fails.
+func (s *Server) timeoutRequest(w http.ResponseWriter, r *http.Request) (*sandbox, time.Duration, bool) {
+	var req struct {
+		Timeout *int `json:"timeout"`
+	}
+	if !decodeBody(w, r, &req) {
+		return nil, 0, false
+	}
+	if req.Timeout == nil || *req.Timeout < 0 {
+		writeError(w, http.StatusBadRequest, "timeout is required and must be at least 0")
+		return nil, 0, false
+	}
+	sb, ok := s.lookup(r.PathValue("sandboxID"))
+	if !ok {
+		s.notFound(w, r.PathValue("sandboxID"))
+		return nil, 0, false
+	}
+	return sb, time.Duration(*req.Timeout) * time.Second, true
+}
+
+func (s *Server) handleTimeout(w http.ResponseWriter, r *http.Request) {
+	sb, timeout, ok := s.timeoutRequest(w, r)
+	if !ok {
+		return
+	}
+	end := time.Now().Add(timeout)
+	if !s.newEnd(w, sb, end) {
+		return
+	}
+	s.mu.Lock()
+	s.setTimeoutLocked(sb, end)
+	s.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleRefresh(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Duration int `json:"duration"`
+	}
+	if r.ContentLength != 0 && !decodeBody(w, r, &req) {
+		return
+	}
+	if req.Duration < 0 || req.Duration > 3600 {
+		writeError(w, http.StatusBadRequest, "duration must be between 0 and 3600")
+		return
+	}
+	if req.Duration == 0 {
+		req.Duration = 15
+	}
+	sb, ok := s.lookup(r.PathValue("sandboxID"))
+	if !ok {
+		s.notFound(w, r.PathValue("sandboxID"))
+		return
+	}
+	s.extend(sb, time.Duration(req.Duration)*time.Second)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// extend moves the sandbox's end to d from now, if that is later, within
+// the plan's maximum.
+func (s *Server) extend(sb *sandbox, d time.Duration) {
+	end := time.Now().Add(d)
+	if max := sb.startedAt.Add(s.opts.MaxTimeout); end.After(max) {
+		end = max
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if end.After(sb.endAt) {
+		s.setTimeoutLocked(sb, end)
+	}
+}
+
+func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
+	sb, timeout, ok := s.timeoutRequest(w, r)
+	if !ok {
+		return
+	}
+	s.extend(sb, timeout)
+	writeJSON(w, http.StatusOK, s.created(sb))
+}
+
+// matches reports whether a sandbox's metadata holds every pair of q.
+func matches(sb *sandbox, q url.Values) bool {
+	for k, vs := range q {
+		if len(vs) == 0 || sb.metadata[k] != vs[0] {
+			return false
+		}
+	}
+	return true
+}
+
+// filtered returns the sandboxes whose metadata matches the metadata
+// parameter ("k=v&k2=v2", each part URL-encoded), newest first.
+func (s *Server) filtered(w http.ResponseWriter, r *http.Request) ([]*sandbox, bool) {
+	q, err := url.ParseQuery(r.URL.Query().Get("metadata"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "Error when parsing metadata: "+err.Error())
+		return nil, false
+	}
+	s.mu.Lock()
+	var out []*sandbox
+	for _, sb := range s.sandboxes {
+		if matches(sb, q) {
+			out = append(out, sb)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b *sandbox) int {
+		return cmp.Or(b.startedAt.Compare(a.startedAt), strings.Compare(a.id, b.id))
+	})
+	return out, true
+}
+
+func (s *Server) handleListV1(w http.ResponseWriter, r *http.Request) {
+	sbs, ok := s.filtered(w, r)
+	if !ok {
+		return
+	}
+	out := make([]map[string]any, 0, len(sbs))
+	for _, sb := range sbs {
+		out = append(out, s.detail(sb, false))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if st := q.Get("state"); st != "" {
+		running := false
+		for _, v := range strings.Split(st, ",") {
+			switch v {
+			case "running":
+				running = true
+			case "paused":
+			default:
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid state %q", v))
+				return
+			}
+		}
+		if !running { // no sandbox here is ever paused
+			writeJSON(w, http.StatusOK, []any{})
+			return
+		}
+	}
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid limit %q: want 1 to 100", v))
+			return
+		}
+		limit = n
+	}
+	offset := 0
+	if v := q.Get("nextToken"); v != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(v)
+		n, aerr := strconv.Atoi(string(raw))
+		if err != nil || aerr != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "invalid next token")
+			return
+		}
+		offset = n
+	}
+	sbs, ok := s.filtered(w, r)
+	if !ok {
+		return
+	}
+	w.Header().Set("X-Total-Running", strconv.Itoa(len(sbs)))
+	page := sbs[min(offset, len(sbs)):min(offset+limit, len(sbs))]
+	if offset+limit < len(sbs) {
+		w.Header().Set("X-Next-Token", base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(offset+limit))))
+	}
+	out := make([]map[string]any, 0, len(page))
+	for _, sb := range page {
+		out = append(out, s.detail(sb, false))
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,36 @@
+// Package e2bemu is a local emulator of E2B: its control plane
+// (spec/openapi.yml: sandboxes, template builds) and, for every sandbox,
+// the proxy in front of it and its envd daemon (spec/envd/envd.yaml and
+// the Connect process API of process.proto), answering as the real
+// services do: the same paths, status codes, field names, error bodies and
+// Connect envelopes, with host-based routing of {port}-{sandboxID}.{domain}
+// (and E2B's E2b-Sandbox-Id / E2b-Sandbox-Port headers for requests to an
+// IP address).
+//
+// Behind every sandbox is a real container on the local Docker engine,
+// made and driven through the Docker vendor (vendors/docker): envd's
+// processes are the Docker vendor's spawned processes, its files the
+// container's, and a sandbox port is the container's port on the boxes'
+// network. Timeouts are enforced: a sandbox is killed at its endAt, which
+// POST /sandboxes/{id}/timeout, /refreshes and /connect move as E2B does.
+// A template build really pulls its image from the registry it names (with
+// the credentials given, ECR's through an ECR endpoint); sandboxes of the
+// template run that image.
+//
+// Faults, for tests and for users trying a client's resilience: a share of
+// control plane calls answered 429 or 503 (a create's 503 sometimes after
+// the sandbox was made, as when an answer is lost), a slow create, and
+// sandboxes that vanish mid-run. See Faults.
+//
+// `boxctl emulate e2b --addr 127.0.0.1:PORT` serves a Server. The client
+// (package e2b) reaches it with WithDial, WithDomain and WithScheme("http");
+// nothing in the client knows about the emulator.
+//
+// # Concurrency
+//
+// A Server is an http.Handler safe for concurrent use. Each sandbox has a
+// context that every request routed to it derives from: killing the
+// sandbox (DELETE, its timeout, a vanish fault) ends every stream and
+// proxied connection of it at once, as the real proxy drops them. Close
+// kills every sandbox the Server made and stops template builds.
+package e2bemu

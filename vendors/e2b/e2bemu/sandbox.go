@@ -1,0 +1,213 @@
+package e2bemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"time"
+
+	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// sandbox is one sandbox and the Docker box behind it.
+type sandbox struct {
+	id, templateID, alias string
+	box                   vendors.Box
+	ip                    string // the container's address on the boxes' network
+	startedAt             time.Time
+	metadata              map[string]string
+	envdToken             string // "" unless secure
+	trafficToken          string // "" unless public traffic is off
+	allowInternet         *bool
+	cpuCount, memoryMB    int
+	ctx                   context.Context // ends when the sandbox does
+	cancel                context.CancelFunc
+	procs                 *procTable
+
+	// Guarded by Server.mu.
+	endAt time.Time
+	timer *time.Timer
+}
+
+// newSandbox asks for the fields of NewSandbox.
+type newSandbox struct {
+	TemplateID          string `json:"templateID"`
+	Timeout             *int   `json:"timeout"`
+	AutoPause           bool   `json:"autoPause"`
+	Secure              bool   `json:"secure"`
+	AllowInternetAccess *bool  `json:"allow_internet_access"`
+	Network             *struct {
+		AllowPublicTraffic *bool `json:"allowPublicTraffic"`
+	} `json:"network"`
+	Metadata map[string]string `json:"metadata"`
+	EnvVars  map[string]string `json:"envVars"`
+}
+
+// createSandbox makes the Docker box of a sandbox and starts its timeout.
+func (s *Server) createSandbox(ctx context.Context, req newSandbox, tpl *template, timeout time.Duration) (*sandbox, error) {
+	id := randomString(20, lowerDigits)
+	// The container's own deadline is the plan's maximum (a backstop
+	// should the emulator die); the sandbox's timeout is enforced here.
+	env := maps.Clone(req.EnvVars)
+	delete(env, boxmeta.EnvDeadline)
+	delete(env, boxmeta.EnvLifetime)
+	box, err := s.docker.Create(ctx, vendors.CreateSpec{
+		Image: tpl.image, Lifetime: s.opts.MaxTimeout + time.Minute, RunTag: s.runTag,
+		Labels: map[string]string{"dev.e2b.emulator.sandbox": id}, Env: env,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create the sandbox's container: %w", err)
+	}
+	ip, err := s.containerIP(ctx, box.ID())
+	if err != nil {
+		_ = box.Destroy(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(s.ctx)
+	now := time.Now().UTC()
+	sb := &sandbox{id: id, templateID: tpl.id, alias: tpl.name, box: box, ip: ip, startedAt: now,
+		metadata: maps.Clone(req.Metadata), allowInternet: req.AllowInternetAccess, cpuCount: 2, memoryMB: 512,
+		ctx: sctx, cancel: cancel}
+	if sb.metadata == nil {
+		sb.metadata = map[string]string{}
+	}
+	sb.procs = newProcTable(sb)
+	if req.Secure {
+		sb.envdToken = randomString(32, hexDigits)
+	}
+	if req.Network != nil && req.Network.AllowPublicTraffic != nil && !*req.Network.AllowPublicTraffic {
+		sb.trafficToken = randomString(32, hexDigits)
+	}
+	s.mu.Lock()
+	s.sandboxes[id] = sb
+	s.setTimeoutLocked(sb, now.Add(timeout))
+	vanish := s.faults.VanishAfter
+	s.mu.Unlock()
+	if vanish > 0 {
+		time.AfterFunc(vanish, func() { s.kill(id, "vanished (fault)") })
+	}
+	s.log.Info("sandbox created", "sandbox", id, "template", tpl.id, "container", box.ID()[:12], "timeout", timeout)
+	return sb, nil
+}
+
+// containerIP returns the container's address on the boxes' network.
+func (s *Server) containerIP(ctx context.Context, containerID string) (string, error) {
+	c, err := s.cli.ContainerInspect(ctx, containerID)
+	if err != nil {
+		return "", fmt.Errorf("inspect the sandbox's container: %w", err)
+	}
+	if c.NetworkSettings != nil {
+		if n, ok := c.NetworkSettings.Networks[s.docker.Network()]; ok && n.IPAddress != "" {
+			return n.IPAddress, nil
+		}
+		for _, n := range c.NetworkSettings.Networks {
+			if n.IPAddress != "" {
+				return n.IPAddress, nil
+			}
+		}
+	}
+	return "", errors.New("the sandbox's container has no address")
+}
+
+// setTimeoutLocked moves the sandbox's end; s.mu is held.
+func (s *Server) setTimeoutLocked(sb *sandbox, end time.Time) {
+	sb.endAt = end
+	if sb.timer != nil {
+		sb.timer.Stop()
+	}
+	id := sb.id
+	sb.timer = time.AfterFunc(time.Until(end), func() { s.kill(id, "timed out") })
+}
+
+// lookup returns a live sandbox.
+func (s *Server) lookup(id string) (*sandbox, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb, ok := s.sandboxes[id]
+	return sb, ok
+}
+
+// kill ends a sandbox: it leaves the table, every request of it ends, and
+// its container is removed. It reports whether the sandbox existed.
+func (s *Server) kill(id, why string) bool {
+	s.mu.Lock()
+	sb, ok := s.sandboxes[id]
+	if ok {
+		delete(s.sandboxes, id)
+		if sb.timer != nil {
+			sb.timer.Stop()
+		}
+	}
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	sb.cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Kill first, so the box's processes end at once, as a microVM's do.
+	_ = s.cli.ContainerKill(ctx, sb.box.ID(), "KILL")
+	if err := sb.box.Destroy(ctx); err != nil {
+		s.log.Warn("remove a sandbox's container", "sandbox", id, "err", err)
+	}
+	s.log.Info("sandbox ended", "sandbox", id, "why", why)
+	return true
+}
+
+// running reports the count of sandboxes and creates in flight.
+func (s *Server) running() int { return len(s.sandboxes) + s.pending }
+
+// detail is SandboxDetail (and, without the token, ListedSandbox).
+func (s *Server) detail(sb *sandbox, withToken bool) map[string]any {
+	s.mu.Lock()
+	end := sb.endAt
+	s.mu.Unlock()
+	d := map[string]any{
+		"templateID": sb.templateID, "sandboxID": sb.id, "clientID": "6532622b",
+		"startedAt": sb.startedAt.Format(time.RFC3339Nano), "endAt": end.UTC().Format(time.RFC3339Nano),
+		"cpuCount": sb.cpuCount, "memoryMB": sb.memoryMB, "diskSizeMB": 10240, "metadata": sb.metadata,
+		"state": "running", "envdVersion": envdVersion, "volumeMounts": []any{},
+	}
+	if sb.alias != "" {
+		d["alias"] = sb.alias
+	}
+	if withToken {
+		d["domain"] = s.opts.Domain
+		if sb.envdToken != "" {
+			d["envdAccessToken"] = sb.envdToken
+		}
+		if sb.allowInternet != nil {
+			d["allowInternetAccess"] = *sb.allowInternet
+		}
+		d["network"] = map[string]any{"allowPublicTraffic": sb.trafficToken == ""}
+	}
+	return d
+}
+
+// created is Sandbox: the answer of create and connect.
+func (s *Server) created(sb *sandbox) map[string]any {
+	d := map[string]any{"templateID": sb.templateID, "sandboxID": sb.id, "clientID": "6532622b",
+		"envdVersion": envdVersion, "domain": s.opts.Domain}
+	if sb.alias != "" {
+		d["alias"] = sb.alias
+	}
+	if sb.envdToken != "" {
+		d["envdAccessToken"] = sb.envdToken
+	}
+	if sb.trafficToken != "" {
+		d["trafficAccessToken"] = sb.trafficToken
+	} else {
+		d["trafficAccessToken"] = nil
+	}
+	return d
+}
+
+// envdVersion is the envd version sandboxes report.
+const envdVersion = "0.4.2"
+
+// abort ends a handler's response abruptly, as a proxy does when the
+// sandbox behind it goes: the client sees the connection cut.
+func abort() { panic(http.ErrAbortHandler) }

@@ -1,0 +1,295 @@
+package e2b
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/internal/vendorhttp"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// Name is the vendor's name.
+const Name = "e2b"
+
+// Vendor is one E2B account: it makes boxes (sandboxes) from templates,
+// finds the ones it made by their metadata, and publishes images as
+// templates. It is safe for concurrent use.
+type Vendor struct {
+	o    options
+	api  *vendorhttp.Client
+	http *http.Client // envd and exposed ports: no retries, streams
+}
+
+var (
+	_ vendors.Vendor        = (*Vendor)(nil)
+	_ vendors.ImageImporter = (*Vendor)(nil)
+)
+
+// New returns a client of the E2B account apiKey (sent as X-API-Key, never
+// logged nor part of an error).
+func New(apiKey string, opts ...Option) (*Vendor, error) {
+	if apiKey == "" {
+		return nil, errors.New("e2b: API key is empty (set E2B_API_KEY)")
+	}
+	o, err := makeOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	api, err := vendorhttp.New(vendorhttp.Config{Vendor: Name, BaseURL: o.apiURL,
+		Header: http.Header{"X-Api-Key": {apiKey}}, DecodeError: decodeError},
+		append([]vendorhttp.Option{vendorhttp.WithHTTPClient(o.httpClient), vendorhttp.WithLogger(o.log)}, o.retry...)...)
+	if err != nil {
+		return nil, err
+	}
+	return &Vendor{o: o, api: api, http: o.httpClient}, nil
+}
+
+// Close releases idle connections. Boxes live on.
+func (v *Vendor) Close() error {
+	v.http.CloseIdleConnections()
+	return nil
+}
+
+// Name returns "e2b".
+func (v *Vendor) Name() string { return Name }
+
+// Supports reports what a sandbox honours: owner, labels (metadata),
+// environment (envVars) and ports. CPU and memory are the template's
+// (ImportRequest.Resources), not a sandbox's.
+func (v *Vendor) Supports() vendors.Fields {
+	return vendors.NewFields(vendors.FieldOwner, vendors.FieldLabels, vendors.FieldEnv, vendors.FieldPorts)
+}
+
+// Create makes a sandbox from the template spec.Image with the lifetime as
+// its timeout and the box's labels as its metadata, and returns once its
+// envd answers. A lost answer or a server error never makes a second
+// sandbox: before asking again, Create looks for the sandbox of the
+// earlier attempt by its create token (boxmeta.LabelCreate), and when
+// more than one turned up after all it keeps one and kills the others.
+func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.Box, error) {
+	if err := vendors.Check(v, spec); err != nil {
+		return nil, err
+	}
+	for k := range spec.Env {
+		if k == boxmeta.EnvDeadline || k == boxmeta.EnvLifetime {
+			return nil, &vendors.SpecError{Vendor: Name, Err: fmt.Errorf("env %s is set from the lifetime", k)}
+		}
+	}
+	labels := vendors.Labels(spec, time.Now(), v.o.version)
+	token := strings.ToLower(rand.Text())
+	labels[boxmeta.LabelCreate] = token
+	if len(spec.Ports) > 0 {
+		ports := make([]string, len(spec.Ports))
+		for i, p := range spec.Ports {
+			ports[i] = strconv.Itoa(p)
+		}
+		labels[boxmeta.LabelPorts] = strings.Join(ports, ",")
+	}
+	env := maps.Clone(spec.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	env[boxmeta.EnvDeadline] = labels[boxmeta.LabelDeadline]
+	no := false
+	req := newSandbox{TemplateID: spec.Image, Timeout: secondsOf(spec.Lifetime), Secure: true,
+		Network: &networkConfig{AllowPublicTraffic: &no}, Metadata: labels, EnvVars: env}
+
+	sb, err := v.createOnce(ctx, req, token)
+	if err != nil {
+		return nil, err
+	}
+	b := v.newBox(sb)
+	b.labels = labels
+	v.o.log.Debug("e2b sandbox created", "id", sb.SandboxID, "run", spec.RunTag)
+	if err := b.waitReady(ctx, v.o.readyTimeout); err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := b.Destroy(cctx); derr != nil {
+			return nil, &vendors.CleanupError{Vendor: Name, BoxID: sb.SandboxID, Err: errors.Join(err, derr)}
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// createOnce asks for the sandbox until one exists, at most attempts
+// times, never twice for one that may exist (see Create).
+func (v *Vendor) createOnce(ctx context.Context, req newSandbox, token string) (sandbox, error) {
+	unsure := false // an attempt may have made a sandbox
+	var last error
+	for attempt := 0; attempt < v.o.attempts; attempt++ {
+		if unsure {
+			found, err := v.findCreated(ctx, token)
+			if err != nil {
+				return sandbox{}, v.abandon(ctx, token, errors.Join(last, err))
+			}
+			if found != "" {
+				return v.adopt(ctx, found, token)
+			}
+			if err := sleep(ctx, time.Duration(attempt)*500*time.Millisecond); err != nil {
+				return sandbox{}, v.abandon(ctx, token, errors.Join(last, err))
+			}
+		}
+		sb, err := v.createSandbox(ctx, req)
+		if err == nil {
+			if unsure {
+				// An earlier attempt may have made one after all.
+				return v.adopt(ctx, sb.SandboxID, token, sb)
+			}
+			return sb, nil
+		}
+		last = err
+		var ae *vendorhttp.APIError
+		switch {
+		case ctx.Err() != nil:
+			return sandbox{}, v.abandon(ctx, token, fmt.Errorf("e2b: create sandbox: %w", context.Cause(ctx)))
+		case errors.As(err, &ae) && ae.Status < 500:
+			// Refused (a 429 was retried as long as the bounds allow
+			// already): this attempt made nothing.
+			err = v.mapErr("create", "", err)
+			if unsure {
+				err = v.abandon(ctx, token, err)
+			}
+			return sandbox{}, err
+		}
+		unsure = true // a server error or a cut connection: maybe made
+		v.o.log.Debug("e2b create: outcome unknown; looking for the sandbox before asking again", "attempt", attempt+1, "err", err)
+	}
+	found, err := v.findCreated(ctx, token)
+	if err == nil && found != "" {
+		return v.adopt(ctx, found, token)
+	}
+	return sandbox{}, v.abandon(ctx, token, v.mapErr("create", "", last))
+}
+
+// findCreated returns the id of a sandbox with the create token, or "".
+func (v *Vendor) findCreated(ctx context.Context, token string) (string, error) {
+	found, err := v.listSandboxes(ctx, map[string]string{boxmeta.LabelCreate: token})
+	if err != nil || len(found) == 0 {
+		return "", err
+	}
+	return found[0].SandboxID, nil
+}
+
+// adopt keeps sandbox id of the create token and kills any other
+// sandbox with the token; have is id's create answer, when known.
+func (v *Vendor) adopt(ctx context.Context, id, token string, have ...sandbox) (sandbox, error) {
+	all, err := v.listSandboxes(ctx, map[string]string{boxmeta.LabelCreate: token})
+	if err != nil {
+		return sandbox{}, v.abandon(ctx, token, err)
+	}
+	for _, sb := range all {
+		if sb.SandboxID != id {
+			v.o.log.Debug("e2b create: killing a duplicate of the sandbox", "id", sb.SandboxID, "kept", id)
+			if err := v.killSandbox(ctx, sb.SandboxID); err != nil && !isStatus(err, http.StatusNotFound) {
+				return sandbox{}, &vendors.CleanupError{Vendor: Name, BoxID: sb.SandboxID, Err: fmt.Errorf("e2b: kill a duplicate sandbox: %w", err)}
+			}
+		}
+	}
+	if len(have) > 0 {
+		return have[0], nil
+	}
+	d, err := v.getSandbox(ctx, id)
+	if err != nil {
+		return sandbox{}, v.abandon(ctx, token, v.mapErr("create", id, err))
+	}
+	sb, err := v.connectSandbox(ctx, id, time.Until(d.EndAt))
+	if err != nil {
+		return sandbox{}, v.abandon(ctx, token, v.mapErr("create", id, err))
+	}
+	return sb, nil
+}
+
+// abandon kills every sandbox with the create token after a failed
+// Create, on a context of its own; a sandbox it cannot kill makes the
+// error a *vendors.CleanupError.
+func (v *Vendor) abandon(ctx context.Context, token string, cause error) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	found, err := v.listSandboxes(cctx, map[string]string{boxmeta.LabelCreate: token})
+	if err != nil {
+		return errors.Join(cause, fmt.Errorf("e2b: look for a sandbox the failed create made: %w", err))
+	}
+	for _, sb := range found {
+		if err := v.killSandbox(cctx, sb.SandboxID); err != nil && !isStatus(err, http.StatusNotFound) {
+			return &vendors.CleanupError{Vendor: Name, BoxID: sb.SandboxID, Err: errors.Join(cause, err)}
+		}
+	}
+	return cause
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+// Connect returns the sandbox id, with the tokens its envd and ports
+// want. Its timeout stays as it is.
+func (v *Vendor) Connect(ctx context.Context, id string) (vendors.Box, error) {
+	d, err := v.getSandbox(ctx, id)
+	if err != nil {
+		return nil, v.mapErr("connect", id, err)
+	}
+	sb, err := v.connectSandbox(ctx, id, time.Until(d.EndAt))
+	if err != nil {
+		return nil, v.mapErr("connect", id, err)
+	}
+	b := v.newBox(sb)
+	b.setDetail(d)
+	return b, nil
+}
+
+// List returns the sandboxes this client's vendor made (LabelManaged)
+// whose metadata holds every pair of filter.
+func (v *Vendor) List(ctx context.Context, filter map[string]string) ([]vendors.Info, error) {
+	f := maps.Clone(filter)
+	if f == nil {
+		f = map[string]string{}
+	}
+	f[boxmeta.LabelManaged] = "true"
+	found, err := v.listSandboxes(ctx, f)
+	if err != nil {
+		return nil, v.mapErr("list", "", err)
+	}
+	out := make([]vendors.Info, 0, len(found))
+	for _, d := range found {
+		out = append(out, info(d))
+	}
+	slices.SortFunc(out, func(a, b vendors.Info) int { return a.Created.Compare(b.Created) })
+	return out, nil
+}
+
+// info describes a sandbox.
+func info(d sandboxDetail) vendors.Info {
+	st := vendors.StateUnknown
+	switch d.State {
+	case stateRunning:
+		st = vendors.StateRunning
+	case statePaused:
+		st = vendors.StateStopped
+	}
+	i := vendors.Info{ID: d.SandboxID, Vendor: Name, State: st, Image: d.TemplateID, Labels: d.Metadata,
+		Created: d.StartedAt, Deadline: d.EndAt}
+	if i.Labels == nil {
+		i.Labels = map[string]string{}
+	}
+	if t, err := boxmeta.ParseDeadline(i.Labels[boxmeta.LabelDeadline]); err == nil && (d.EndAt.IsZero() || t.Before(d.EndAt)) {
+		i.Deadline = t
+	}
+	return i
+}
