@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -238,13 +239,16 @@ func TestTSCompat_Golden(t *testing.T) {
 	})
 
 	t.Run("5-result-after-replay", func(t *testing.T) {
-		v := newEnv(t, config{store: store.Options{ReplayTTL: time.Millisecond}})
+		// The store's clock moves past the replay retention on demand.
+		var ahead atomic.Int64
+		now := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+		v := newEnv(t, config{store: store.Options{ReplayTTL: time.Millisecond, Now: now}})
 		x := &exchanges{t: t, v: v}
 		v.do(t, "POST", "/v1/chat/completions", chatBody("ts-short", "hello", false, exact))
 		long := v.do(t, "POST", "/v1/chat/completions", chatBody("ts-long", "many:1100", false,
 			`"provider":"cli-bridge","environment_id":"env-ts","execution_id":"exec-long","session_id":"ses-long"`))
 		want := decode[wire.Completion](t, long).Choices[0].Message.Content
-		time.Sleep(10 * time.Millisecond)
+		ahead.Store(int64(time.Second))
 		if err := v.e.Prune(t.Context()); err != nil {
 			t.Fatal(err)
 		}
