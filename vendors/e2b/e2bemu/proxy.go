@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // trafficTokenHeader carries a sandbox's traffic access token.
@@ -17,6 +18,15 @@ const trafficTokenHeader = "e2b-traffic-access-token"
 // proxy forwards a request for a port of the sandbox to its container, as
 // E2B's proxy does: a closed port is 502 "port is not open"; a sandbox
 // without public traffic wants its traffic token.
+// upstream carries proxied requests to the sandboxes' ports: a fresh
+// connection each (no proxy from the environment, no pooled connection a
+// sandbox's server may have closed meanwhile), as cheap as it is on the
+// boxes' local network.
+var upstream = &http.Transport{
+	DialContext:       (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+	DisableKeepAlives: true,
+}
+
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request, sb *sandbox, port int) {
 	if sb.trafficToken != "" {
 		got := r.Header.Get(trafficTokenHeader)
@@ -39,6 +49,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, sb *sandbox, port
 			pr.Out.Header.Del(trafficTokenHeader)
 			pr.SetXForwarded()
 		},
+		Transport:     upstream,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if sb.ctx.Err() != nil {
