@@ -15,6 +15,8 @@ import (
 	"io"
 	"path"
 	"regexp"
+	"strconv"
+	"strings"
 )
 
 // Dir is where a box keeps the pid, output and exit status of each process
@@ -76,6 +78,24 @@ func Logs(ctx context.Context, vendor string, read func(context.Context, string)
 		return nil, nil, fmt.Errorf("%s: logs of %s: %w", vendor, path.Base(dir), err)
 	}
 	return stdout, stderr, nil
+}
+
+// PID reads the pid of the spawned process id from its record under Dir
+// with read (the vendor's file read); errors name the vendor and the
+// process.
+func PID(ctx context.Context, vendor string, read func(context.Context, string) ([]byte, error), id string) (int, error) {
+	if !Name.MatchString(id) {
+		return 0, fmt.Errorf("%s: process %q: not a process id", vendor, id)
+	}
+	raw, err := read(ctx, Dir+"/"+id+"/pid")
+	if err != nil {
+		return 0, fmt.Errorf("%s: process %s: %w", vendor, id, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("%s: process %s: pid file holds %q", vendor, id, raw)
+	}
+	return pid, nil
 }
 
 // RandomID returns a random process or file name.

@@ -134,16 +134,9 @@ func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Proces
 
 // Process returns a process Spawn started, by name.
 func (b *Box) Process(ctx context.Context, id string) (vendors.Process, error) {
-	if !boxproc.Name.MatchString(id) {
-		return nil, fmt.Errorf("docker: process %q: not a process id", id)
-	}
-	out, err := b.run(ctx, "cat", ProcDir+"/"+id+"/pid")
+	pid, err := boxproc.PID(ctx, Name, b.Read, id)
 	if err != nil {
-		return nil, fmt.Errorf("docker: process %s: %w", id, err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	if err != nil {
-		return nil, fmt.Errorf("docker: process %s: pid file holds %q", id, out)
+		return nil, err
 	}
 	return &Process{b: b, id: id, pid: pid}, nil
 }

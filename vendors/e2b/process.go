@@ -317,16 +317,9 @@ func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Proces
 
 // Process returns a process Spawn started, by name.
 func (b *Box) Process(ctx context.Context, id string) (vendors.Process, error) {
-	if !boxproc.Name.MatchString(id) {
-		return nil, fmt.Errorf("e2b: process %q: not a process id", id)
-	}
-	raw, err := b.readFile(ctx, boxproc.Dir+"/"+id+"/pid")
+	pid, err := boxproc.PID(ctx, "e2b", b.readFile, id)
 	if err != nil {
-		return nil, fmt.Errorf("e2b: process %s: %w", id, err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if err != nil {
-		return nil, fmt.Errorf("e2b: process %s: pid file holds %q", id, raw)
+		return nil, err
 	}
 	return &Process{b: b, id: id, pid: pid}, nil
 }
