@@ -1,6 +1,7 @@
 // Package testbed tells tests where the real services of the test bed are:
-// the Docker engine, buildkitd, the local OCI registry, the local base image
-// and a Node 22 toolchain for installing harness CLIs.
+// the Docker engine, buildkitd, the local OCI registry, the local base image,
+// a Node 22 toolchain for installing harness CLIs, and a single-node
+// Kubernetes cluster running the agent-sandbox controller.
 //
 // `make testbed` (scripts/testbed up) starts or reuses those services and
 // writes their coordinates to a state file; this package only reads it.
@@ -9,7 +10,15 @@
 //
 // The state file (testbed.env in Dir) holds KEY=VALUE lines: DOCKER_HOST,
 // BUILDKIT_HOST, BOXCTL_TEST_REGISTRY, BOXCTL_TEST_BASE_IMAGE,
-// BOXCTL_TEST_NODE_DIR and BOXCTL_NPM_CACHE are required;
+// BOXCTL_TEST_NODE_DIR, BOXCTL_NPM_CACHE, BOXCTL_TEST_KUBECONFIG,
+// BOXCTL_TEST_KUBE_AUDIT_LOG and BOXCTL_TEST_KUBECTL are required;
 // BOXCTL_TEST_NODE_VERSION is optional. Blank lines and # comments are
 // ignored, and values may be quoted.
+//
+// The cluster is Kubernetes v1.35 with agent-sandbox v0.2.1 (the
+// agents.x-k8s.io and extensions.agents.x-k8s.io APIs), everything on
+// 127.0.0.1. Its one node is "localhost"; pods pull images from the test
+// bed's registry (Registry, BaseImage), sit on a private bridge with no
+// route off the machine, and have no cluster DNS or kube-proxy: reach a pod
+// through the API (exec, port-forward), not through a Service.
 package testbed

@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +22,10 @@ import (
 	bkclient "github.com/moby/buildkit/client"
 	"github.com/tonistiigi/fsutil"
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/testbed"
@@ -234,5 +240,78 @@ func TestHostNode(t *testing.T) {
 				t.Errorf("%s %v = %q, want %s", tt.tool, tt.args, got, tt.what)
 			}
 		})
+	}
+}
+
+// TestKubernetes checks the test bed's cluster through client-go: the node
+// localhost is Ready, the agent-sandbox Sandbox API is served, and the built
+// kubectl speaks to the apiserver at the same version.
+func TestKubernetes(t *testing.T) {
+	env := testbed.Require(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", env.Kubeconfig)
+	if err != nil {
+		t.Fatalf("load kubeconfig %s: %v", env.Kubeconfig, err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("clientset: %v", err)
+	}
+
+	// The node may be settling right after `make testbed`: poll, no sleep.
+	var ready corev1.ConditionStatus
+	for {
+		node, err := cs.CoreV1().Nodes().Get(ctx, "localhost", metav1.GetOptions{})
+		if err == nil {
+			for _, c := range node.Status.Conditions {
+				if c.Type == corev1.NodeReady {
+					ready = c.Status
+				}
+			}
+		}
+		if ready == corev1.ConditionTrue {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("node localhost: Ready = %q (last error %v), want True", ready, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+
+	res, err := cs.Discovery().ServerResourcesForGroupVersion("agents.x-k8s.io/v1alpha1")
+	if err != nil {
+		t.Fatalf("discovery of agents.x-k8s.io/v1alpha1: %v", err)
+	}
+	var kinds []string
+	for _, r := range res.APIResources {
+		kinds = append(kinds, r.Name+"/"+r.Kind)
+	}
+	if !slices.Contains(kinds, "sandboxes/Sandbox") {
+		t.Errorf("agents.x-k8s.io/v1alpha1 serves %v, want sandboxes/Sandbox", kinds)
+	}
+
+	server, err := cs.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatalf("server version: %v", err)
+	}
+	out, err := exec.CommandContext(ctx, env.Kubectl, "--kubeconfig", env.Kubeconfig, "version", "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("kubectl version: %v", err)
+	}
+	var v struct {
+		ClientVersion struct{ GitVersion string } `json:"clientVersion"`
+		ServerVersion struct{ GitVersion string } `json:"serverVersion"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("kubectl version printed %q: %v", out, err)
+	}
+	if v.ServerVersion.GitVersion != server.GitVersion || v.ClientVersion.GitVersion != server.GitVersion {
+		t.Errorf("kubectl version: client %q, server %q; want both %q", v.ClientVersion.GitVersion, v.ServerVersion.GitVersion, server.GitVersion)
+	}
+	if !strings.HasPrefix(server.GitVersion, "v1.35.") {
+		t.Errorf("server version = %q, want v1.35.x", server.GitVersion)
 	}
 }

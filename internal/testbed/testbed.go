@@ -31,6 +31,16 @@ type Env struct {
 	NodeVersion string
 	// NPMCache is a persistent, content-addressed npm cache directory.
 	NPMCache string
+	// Kubeconfig is the admin kubeconfig of the single-node Kubernetes
+	// cluster (node "localhost", agent-sandbox CRDs and controller): client
+	// certificate auth against https://127.0.0.1:PORT.
+	Kubeconfig string
+	// KubeAuditLog is the apiserver's audit log, one JSON event per line:
+	// request and response bodies for pods (and their exec, attach and
+	// port-forward) and every agent-sandbox resource, metadata otherwise.
+	KubeAuditLog string
+	// Kubectl is a kubectl of the cluster's version.
+	Kubectl string
 }
 
 // StateFileName is the name of the state file in the state directory.
@@ -91,12 +101,17 @@ func Load() (Env, error) {
 		NodeDir:      vals["BOXCTL_TEST_NODE_DIR"],
 		NodeVersion:  vals["BOXCTL_TEST_NODE_VERSION"],
 		NPMCache:     vals["BOXCTL_NPM_CACHE"],
+		Kubeconfig:   vals["BOXCTL_TEST_KUBECONFIG"],
+		KubeAuditLog: vals["BOXCTL_TEST_KUBE_AUDIT_LOG"],
+		Kubectl:      vals["BOXCTL_TEST_KUBECTL"],
 	}
 	var missing []string
 	for k, v := range map[string]string{
 		"DOCKER_HOST": env.DockerHost, "BUILDKIT_HOST": env.BuildkitHost,
 		"BOXCTL_TEST_REGISTRY": env.Registry, "BOXCTL_TEST_BASE_IMAGE": env.BaseImage,
 		"BOXCTL_TEST_NODE_DIR": env.NodeDir, "BOXCTL_NPM_CACHE": env.NPMCache,
+		"BOXCTL_TEST_KUBECONFIG": env.Kubeconfig, "BOXCTL_TEST_KUBE_AUDIT_LOG": env.KubeAuditLog,
+		"BOXCTL_TEST_KUBECTL": env.Kubectl,
 	} {
 		if v == "" {
 			missing = append(missing, k)

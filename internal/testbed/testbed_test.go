@@ -43,6 +43,9 @@ BOXCTL_TEST_BASE_IMAGE="127.0.0.1:5000/boxctl/base@sha256:0123"
 BOXCTL_TEST_NODE_DIR='/tb/node/v22.23.5'
 BOXCTL_TEST_NODE_VERSION=v22.23.5
 BOXCTL_NPM_CACHE=/tb/npm-cache
+BOXCTL_TEST_KUBECONFIG=/tb/kube/admin.kubeconfig
+BOXCTL_TEST_KUBE_AUDIT_LOG=/tb/kube/audit.log
+BOXCTL_TEST_KUBECTL=/tb/bin/kubectl
 `
 
 func TestLoad(t *testing.T) {
@@ -66,6 +69,9 @@ func TestLoad(t *testing.T) {
 				NodeDir:      "/tb/node/v22.23.5",
 				NodeVersion:  "v22.23.5",
 				NPMCache:     "/tb/npm-cache",
+				Kubeconfig:   "/tb/kube/admin.kubeconfig",
+				KubeAuditLog: "/tb/kube/audit.log",
+				Kubectl:      "/tb/bin/kubectl",
 			},
 		},
 		{
@@ -78,6 +84,9 @@ func TestLoad(t *testing.T) {
 				BaseImage:    "127.0.0.1:5000/boxctl/base@sha256:0123",
 				NodeDir:      "/tb/node/v22.23.5",
 				NPMCache:     "/tb/npm-cache",
+				Kubeconfig:   "/tb/kube/admin.kubeconfig",
+				KubeAuditLog: "/tb/kube/audit.log",
+				Kubectl:      "/tb/bin/kubectl",
 			},
 		},
 		{
@@ -88,13 +97,25 @@ func TestLoad(t *testing.T) {
 		{
 			name:      "empty state file",
 			state:     ptr(""),
-			wantErr:   "state file lacks BOXCTL_NPM_CACHE, BOXCTL_TEST_BASE_IMAGE, BOXCTL_TEST_NODE_DIR, BOXCTL_TEST_REGISTRY, BUILDKIT_HOST, DOCKER_HOST",
+			wantErr:   "state file lacks BOXCTL_NPM_CACHE, BOXCTL_TEST_BASE_IMAGE, BOXCTL_TEST_KUBECONFIG, BOXCTL_TEST_KUBECTL, BOXCTL_TEST_KUBE_AUDIT_LOG, BOXCTL_TEST_NODE_DIR, BOXCTL_TEST_REGISTRY, BUILDKIT_HOST, DOCKER_HOST",
 			wantNotUp: true,
 		},
 		{
 			name:      "missing keys",
 			state:     ptr(strings.NewReplacer("BUILDKIT_HOST=unix:///tb/run/buildkitd.sock\n", "", "BOXCTL_NPM_CACHE=/tb/npm-cache\n", "").Replace(fullState)),
 			wantErr:   "state file lacks BOXCTL_NPM_CACHE, BUILDKIT_HOST",
+			wantNotUp: true,
+		},
+		{
+			name:      "a state file from before the cluster",
+			state:     ptr(strings.NewReplacer("BOXCTL_TEST_KUBECONFIG=/tb/kube/admin.kubeconfig\n", "", "BOXCTL_TEST_KUBE_AUDIT_LOG=/tb/kube/audit.log\n", "", "BOXCTL_TEST_KUBECTL=/tb/bin/kubectl\n", "").Replace(fullState)),
+			wantErr:   "state file lacks BOXCTL_TEST_KUBECONFIG, BOXCTL_TEST_KUBECTL, BOXCTL_TEST_KUBE_AUDIT_LOG",
+			wantNotUp: true,
+		},
+		{
+			name:      "empty kubeconfig counts as missing",
+			state:     ptr(strings.Replace(fullState, "BOXCTL_TEST_KUBECONFIG=/tb/kube/admin.kubeconfig", "BOXCTL_TEST_KUBECONFIG=''", 1)),
+			wantErr:   "state file lacks BOXCTL_TEST_KUBECONFIG",
 			wantNotUp: true,
 		},
 		{

@@ -16,11 +16,15 @@ BIN=$TB/bin     # binaries built from this module
 CACHE=$TB/cache # downloads and the base rootfs tarball
 STATE_FILE=$TB/testbed.env
 
-# Packages the test bed needs, by the command that proves each is there.
+# Packages the test bed needs, by the command that proves each is there (a
+# name on PATH, or an absolute path for what lives off PATH).
 declare -A PKG_OF=(
 	[dockerd]=docker.io [docker]=docker.io [containerd]=containerd [runc]=runc
 	[docker-registry]=docker-registry [debootstrap]=debootstrap [curl]=curl
-	[bwrap]=bubblewrap
+	[bwrap]=bubblewrap [ctr]=containerd [etcd]=etcd-server [openssl]=openssl
+	[ip]=iproute2 [/usr/lib/cni/bridge]=containernetworking-plugins
+	[/usr/lib/cni/host-local]=containernetworking-plugins
+	[/usr/lib/cni/loopback]=containernetworking-plugins
 )
 
 # dockerd, runc and debootstrap live in sbin, which a PATH may lack.
@@ -64,7 +68,11 @@ take_lock() {
 ensure_packages() {
 	local c missing=()
 	for c in "${!PKG_OF[@]}"; do
-		command -v "$c" >/dev/null 2>&1 || missing+=("${PKG_OF[$c]}")
+		if [[ $c == /* ]]; then
+			[[ -x $c ]] || missing+=("${PKG_OF[$c]}")
+		else
+			command -v "$c" >/dev/null 2>&1 || missing+=("${PKG_OF[$c]}")
+		fi
 	done
 	[[ ${#missing[@]} -eq 0 ]] && return 0
 	mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
@@ -189,6 +197,9 @@ write_state() {
 		BOXCTL_TEST_NODE_DIR=$NODE_DIR
 		BOXCTL_TEST_NODE_VERSION=v$NODE_VERSION
 		BOXCTL_NPM_CACHE=$NPM_CACHE
+		BOXCTL_TEST_KUBECONFIG=$ADMIN_KUBECONFIG
+		BOXCTL_TEST_KUBE_AUDIT_LOG=$KUBE_AUDIT_LOG
+		BOXCTL_TEST_KUBECTL=$KUBECTL
 	STATE
 	mv -f "$tmp" "$STATE_FILE"
 }

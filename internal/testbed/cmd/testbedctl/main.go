@@ -26,11 +26,13 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("want a subcommand: push-base or wait-buildkit: %w", flag.ErrHelp)
+		return fmt.Errorf("want a subcommand: push-base, save-image or wait-buildkit: %w", flag.ErrHelp)
 	}
 	switch args[0] {
 	case "push-base":
 		return pushBase(ctx, args[1:], stdout)
+	case "save-image":
+		return saveImage(args[1:])
 	case "wait-buildkit":
 		return waitBuildkit(ctx, args[1:])
 	default:

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
 func TestRun_Usage(t *testing.T) {
@@ -27,6 +28,8 @@ func TestRun_Usage(t *testing.T) {
 		{"push-base without tag", []string{"push-base", "-layer", "x.tar", "-repo", "127.0.0.1:5000/a"}},
 		{"push-base bad label", []string{"push-base", "-layer", "x.tar", "-repo", "127.0.0.1:5000/a", "-tag", "t", "-label", "novalue"}},
 		{"wait-buildkit without addr", []string{"wait-buildkit"}},
+		{"save-image without flags", []string{"save-image"}},
+		{"save-image without out", []string{"save-image", "-layer", "x.tar", "-ref", "localhost/boxctl/pause:t"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,15 +50,12 @@ func TestRun_WaitBuildkitTimesOut(t *testing.T) {
 	}
 }
 
-func TestRun_PushBase(t *testing.T) {
-	srv := httptest.NewServer(registry.New())
-	t.Cleanup(srv.Close)
-	host := strings.TrimPrefix(srv.URL, "http://")
-
+// writeLayer writes a one-file tar archive and returns its path.
+func writeLayer(t *testing.T, name, body string, mode int64) string {
+	t.Helper()
 	var raw bytes.Buffer
 	tw := tar.NewWriter(&raw)
-	body := "ID=debian\n"
-	if err := tw.WriteHeader(&tar.Header{Name: "./etc/os-release", Mode: 0o644, Size: int64(len(body))}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(body))}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tw.Write([]byte(body)); err != nil {
@@ -64,10 +64,51 @@ func TestRun_PushBase(t *testing.T) {
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	layer := filepath.Join(t.TempDir(), "rootfs.tar")
+	layer := filepath.Join(t.TempDir(), "layer.tar")
 	if err := os.WriteFile(layer, raw.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return layer
+}
+
+func TestRun_SaveImage(t *testing.T) {
+	layer := writeLayer(t, "pause", "#!pause", 0o755)
+	out := filepath.Join(t.TempDir(), "pause.tar")
+	const ref = "localhost/boxctl/pause:0123abcd"
+	args := []string{"save-image", "-layer", layer, "-ref", ref, "-entrypoint", "/pause", "-out", out}
+	if err := run(t.Context(), args, &bytes.Buffer{}); err != nil {
+		t.Fatalf("run(%q) error = %v", args, err)
+	}
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.ImageFromPath(out, &tag)
+	if err != nil {
+		t.Fatalf("read %s as %s: %v", out, ref, err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cf.Config.Entrypoint, " "); got != "/pause" {
+		t.Errorf("entrypoint = %q, want /pause", got)
+	}
+	if cf.OS != "linux" || cf.Architecture != "amd64" {
+		t.Errorf("platform = %s/%s, want linux/amd64", cf.OS, cf.Architecture)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("layers = %d (%v), want 1", len(layers), err)
+	}
+}
+
+func TestRun_PushBase(t *testing.T) {
+	srv := httptest.NewServer(registry.New())
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+
+	layer := writeLayer(t, "./etc/os-release", "ID=debian\n", 0o644)
 
 	var out bytes.Buffer
 	args := []string{"push-base", "-layer", layer, "-repo", host + "/boxctl/base", "-tag", "abc", "-tag", "bookworm-node22", "-label", "k=v"}
