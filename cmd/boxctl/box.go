@@ -15,16 +15,18 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tangle-network/boxctl/boximage"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/daytona"
 	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/e2b"
+	"github.com/tangle-network/boxctl/vendors/kubernetes"
 )
 
 // boxTargets are the vendors the box verbs (up, turn, exec, logs, ls, rm,
 // gc) drive.
-var boxTargets = []string{docker.Name, e2b.Name, daytona.Name}
+var boxTargets = []string{docker.Name, e2b.Name, daytona.Name, kubernetes.Name}
 
 func checkBoxTarget(target string) error {
 	if !slices.Contains(boxTargets, target) {
@@ -51,12 +53,27 @@ func (a *app) openVendor(target string) (vendors.Vendor, func(), error) {
 			return nil, nil, err
 		}
 		return v, func() { _ = v.Close() }, nil
+	case kubernetes.Name:
+		v, err := newKubernetes(a)
+		if err != nil {
+			return nil, nil, err
+		}
+		return v, func() { _ = v.Close() }, nil
 	}
 	v, err := docker.New(docker.WithLogger(a.log))
 	if err != nil {
 		return nil, nil, err
 	}
 	return v, func() { _ = v.Close() }, nil
+}
+
+// buildTargetOf is the `boxctl build --target` whose image boxes of the
+// box target run: a cluster pulls what a registry holds.
+func buildTargetOf(target string) string {
+	if target == kubernetes.Name {
+		return boximage.TargetRegistry
+	}
+	return target
 }
 
 // stateUser is the user whose state owns the boxes of `boxctl up`: their

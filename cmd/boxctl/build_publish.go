@@ -129,7 +129,7 @@ func (p *publisher) publish(ctx context.Context, opts boximage.BuildOptions) (bo
 		if err != nil {
 			return boximage.Record{}, err
 		}
-		return rememberDockerBuild(ctx, p.a, boximage.NewRecord(boximage.TargetDocker, res)), nil
+		return rememberBuild(ctx, p.a, boximage.NewRecord(boximage.TargetDocker, res)), nil
 	}
 
 	exp, err := boximage.NewRegistryExporter(p.pushRef, p.o.insecure...)
@@ -147,7 +147,7 @@ func (p *publisher) publish(ctx context.Context, opts boximage.BuildOptions) (bo
 	rec := boximage.NewRecord(target, res)
 	p.a.log.Info("pushed image", "reference", res.Reference, "size", res.Size)
 	if p.importer == nil {
-		return rec, nil
+		return rememberBuild(ctx, p.a, rec), nil
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
@@ -167,7 +167,7 @@ func (p *publisher) publish(ctx context.Context, opts boximage.BuildOptions) (bo
 	}
 	fmt.Fprintf(p.a.errOut, "%s: %s %s is ready\n", p.o.target, img.Kind, img.Reference)
 	rec.Target, rec.Reference = p.o.target, img.Reference
-	return rec, nil
+	return rememberBuild(ctx, p.a, rec), nil
 }
 
 // pullCredentials returns what the vendor pulls the pushed image with:

@@ -7,11 +7,12 @@ import (
 	"github.com/tangle-network/boxctl/boximage"
 )
 
-// rememberDockerBuild records rec, the image a `boxctl build --target
-// docker` just loaded, in the state file, so that `boxctl up` starts boxes
-// from it by default. A failure to record is a warning: the build itself
-// succeeded.
-func rememberDockerBuild(ctx context.Context, a *app, rec boximage.Record) boximage.Record {
+// rememberBuild records rec, the image (or template, or snapshot) a
+// `boxctl build` just published, in the state file, so that `boxctl up
+// --target` of that vendor starts boxes from it by default (a registry's
+// image serves Kubernetes). A failure to record is a warning: the build
+// itself succeeded.
+func rememberBuild(ctx context.Context, a *app, rec boximage.Record) boximage.Record {
 	sf, err := openState()
 	if err == nil {
 		err = sf.update(ctx, func(st *boxState) error {

@@ -82,7 +82,7 @@ conformance/report.schema.json; boxctl pins prove reads it.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.target, "target", o.target, "where the boxes run: "+strings.Join(boxTargets, ", "))
-	f.StringVar(&o.image, "image", "", "box image (default: the build record's, else the last boxctl build --target docker)")
+	f.StringVar(&o.image, "image", "", "box image (default: the build record's, else the last boxctl build for --target)")
 	f.StringVar(&o.buildRecord, "build-record", "", "build record (boxctl build -o json) naming the image, its digest and harnesses")
 	f.StringSliceVar(&o.harnesses, "harness", nil, "harnesses to run the cases for (default: the build record's, else claude-code)")
 	f.StringVar(&o.router, "router", "", `model Router URL (key in $`+routerKeyVar+`), or "local" for the local model endpoint (default: $`+routerURLEnv+`)`)
@@ -169,8 +169,8 @@ func (o *conformanceOptions) resolveImage(ctx context.Context, a *app) (image, d
 		if err != nil {
 			return "", "", nil, err
 		}
-		if st.LastBuild == nil || st.LastBuild.Target != o.target {
-			return "", "", nil, usageErrorf("no box image: pass --image REF or --build-record FILE, or build one with `boxctl build --target %s`", o.target)
+		if st.LastBuild == nil || st.LastBuild.Target != buildTargetOf(o.target) {
+			return "", "", nil, usageErrorf("no box image: pass --image REF or --build-record FILE, or build one with `boxctl build --target %s`", buildTargetOf(o.target))
 		}
 		image, digest = st.LastBuild.Image, st.LastBuild.Digest
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
 )
 
@@ -45,16 +46,44 @@ that is already gone is not an error.`,
 }
 
 func runRm(ctx context.Context, a *app, o *rmOptions) error {
-	sf, st, v, closeVendor, err := a.openStateVendor(o.target)
+	sf, st, err := readState()
 	if err != nil {
 		return err
 	}
-	defer closeVendor()
+	// Each box is destroyed on the vendor of its record; --target names
+	// the vendor of boxes the state does not know.
+	opened := map[string]vendors.Vendor{}
+	var closers []func()
+	defer func() {
+		for _, c := range closers {
+			c()
+		}
+	}()
+	vendorOf := func(target string) (vendors.Vendor, error) {
+		if v, ok := opened[target]; ok {
+			return v, nil
+		}
+		v, closeVendor, err := a.openVendor(target)
+		if err != nil {
+			return nil, err
+		}
+		opened[target], closers = v, append(closers, closeVendor)
+		return v, nil
+	}
 	var (
 		done []rmResult
 		errs []error
 	)
 	for _, arg := range o.boxes {
+		target := o.target
+		if rec, err := st.resolveBox(arg); err == nil && rec.Target != "" {
+			target = rec.Target
+		}
+		v, err := vendorOf(target)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		id, rec, err := resolveVendorBox(ctx, st, v, arg)
 		if err != nil {
 			errs = append(errs, err)

@@ -23,12 +23,12 @@ const stateVersion = 1
 
 // boxState is the per-user state file: the boxes `boxctl up` made (with
 // what `turn` needs to drive them again, the bearer included) and the image
-// of the last `boxctl build --target docker`. It holds a secret, so it is
+// of the last `boxctl build`. It holds a secret, so it is
 // mode 0600 in a 0700 directory.
 type boxState struct {
 	Version int         `json:"version"`
 	Boxes   []boxRecord `json:"boxes"`
-	// LastBuild is the image of the last `boxctl build --target docker`.
+	// LastBuild is the image of the last `boxctl build`, with its target.
 	LastBuild *lastBuild `json:"lastBuild,omitempty"`
 }
 

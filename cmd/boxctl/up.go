@@ -54,7 +54,7 @@ func newUpCmd(a *app, runF func(context.Context, *upOptions) error) *cobra.Comma
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Create a box with the bridge inside and remember it",
-		Long: `up creates a box from a box image (default: the last ` + "`boxctl build --target docker`" + `),
+		Long: `up creates a box from a box image (default: the last ` + "`boxctl build`" + ` for --target),
 starts the bridge in it with a random bearer and the Router's key, waits until
 the harness is ready, and records the box in the state file so that turn, exec,
 logs and rm can find it by id, id prefix or "last". It prints the box's id,
@@ -75,7 +75,7 @@ The state file is $` + stateEnv + `, else $XDG_STATE_HOME/boxctl/boxes.json, els
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.target, "target", o.target, "where the box runs: "+strings.Join(boxTargets, ", "))
-	f.StringVar(&o.image, "image", "", "box image (default: the image of the last boxctl build --target docker)")
+	f.StringVar(&o.image, "image", "", "box image (default: the last boxctl build for --target; kubernetes takes a registry build)")
 	f.StringVar(&o.harness, "harness", o.harness, "the harness the bridge runs")
 	f.StringVar(&o.model, "model", "", "the profile's default model (default: the harness's)")
 	f.StringVar(&o.repo, "repo", "", "git repository to clone into the box's workspace")
@@ -177,8 +177,8 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 		if err != nil {
 			return err
 		}
-		if st.LastBuild == nil || st.LastBuild.Target != o.target {
-			return usageErrorf("no box image: pass --image REF, or build one with `boxctl build --target %s`", o.target)
+		if st.LastBuild == nil || st.LastBuild.Target != buildTargetOf(o.target) {
+			return usageErrorf("no box image: pass --image REF, or build one with `boxctl build --target %s`", buildTargetOf(o.target))
 		}
 		o.image = st.LastBuild.Image
 	}

@@ -10,11 +10,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -42,6 +45,92 @@ func CheckEnv(env map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// EnvLines encodes env for ReadEnv: one line NAME=base64(value) per
+// variable, sorted by name, then an empty line. It refuses a name that is
+// not EnvName.
+func EnvLines(env map[string]string) (string, error) {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if !EnvName.MatchString(k) {
+			return "", fmt.Errorf("environment variable name %q", k)
+		}
+		b.WriteString(k + "=" + base64.StdEncoding.EncodeToString([]byte(env[k])) + "\n")
+	}
+	b.WriteString("\n")
+	return b.String(), nil
+}
+
+// ReadEnv is the shell snippet that reads EnvLines from standard input
+// into exported variables, stopping at the empty line, so the values
+// reach the commands the script starts and appear in no command line and
+// no process's initial environment. The shell reads a pipe a byte at a
+// time, so whatever follows the empty line stays for the command.
+const ReadEnv = `while IFS= read -r kv && [ -n "$kv" ]; do
+	v=$(printf %s "${kv#*=}" | base64 -d) || { echo "bad environment line" >&2; exit 125; }
+	export "${kv%%=*}=$v"
+done`
+
+// ExecEnvWrapper is ExecWrapper for exec APIs that take no environment
+// (the Kubernetes exec subresource): $0 is the pid file, $1 the working
+// directory (empty for the box's); it reads the environment with ReadEnv
+// from its standard input, whose rest goes to the command.
+const ExecEnvWrapper = `p=$0; d=$1; shift
+` + ReadEnv + `
+[ -z "$d" ] || cd "$d" || exit 126
+mkdir -p "${p%/*}" || exit 126
+setsid -w sh -c 'echo $$ >"$0" && exec "$@"' "$p" "$@"
+s=$?; rm -f "$p"; exit $s`
+
+// DetachedSupervisor starts a spawned process that outlives the exec that
+// started it, for exec APIs whose streams end with their command: $1 is
+// the process's record directory under Dir, $2 the working directory
+// (empty for the box's). It starts a supervisor in a session of its own,
+// with no tie to the exec's output, which reads the environment from the
+// exec's stdin as ReadEnv does (into shell variables: no process's
+// initial environment holds the values but the started one's, so another
+// process of the box's user cannot read them in /proc), lets go of that
+// stdin, runs "$@" with its output in files, records its pid and, when it
+// ends, its exit status (128+n for a signal n). The script prints the pid
+// once the process runs, then exits.
+const DetachedSupervisor = `d=$1; w=$2; shift 2
+mkdir -p "${d%/*}" && mkdir "$d" || { echo "process $d exists" >&2; exit 125; }
+[ -z "$w" ] || cd "$w" || { echo "no directory $w" >&2; exit 126; }
+mkfifo "$d/started" || exit 125
+# A background command's stdin is /dev/null unless redirected: hand it
+# the exec's through fd 3.
+exec 3<&0
+setsid sh -c 'd=$0
+while IFS= read -r kv && [ -n "$kv" ]; do
+	v=$(printf %s "${kv#*=}" | base64 -d) || { echo "bad environment line" >"$d/started"; exit 125; }
+	export "${kv%%=*}=$v"
+done
+exec </dev/null
+"$@" >"$d/stdout" 2>"$d/stderr" & p=$!
+echo "$p" >"$d/pid"; echo "$p" >"$d/started"
+wait "$p"; s=$?
+echo "$s" >"$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"' "$d" "$@" <&3 3<&- >/dev/null 2>&1 &
+exec 3<&-
+read -r p <"$d/started"; rm -f "$d/started"
+case $p in *[!0-9]* | "") echo "${p:-the supervisor did not start}" >&2; exit 125 ;; esac
+echo "$p"`
+
+// Follow is the script that follows a spawned process's output: $0 is its
+// record directory, $1 its pid, $2 a pid file for the follower itself (so
+// that the caller can stop it with a TERM to that pid). It prints the
+// process's stdout and stderr from their start on its own stdout and
+// stderr until the process ends.
+const Follow = `echo $$ >"$2"
+tail -c +1 -s 0.2 --pid="$1" -F "$0/stdout" 2>/dev/null & o=$!
+tail -c +1 -s 0.2 --pid="$1" -F "$0/stderr" >&2 2>/dev/null & e=$!
+trap 'kill $o $e 2>/dev/null; rm -f "$2"; exit 0' TERM
+wait $o $e; rm -f "$2"`
+
+// StopFollower is the command that stops a Follow script whose pid file
+// is pidFile.
+func StopFollower(pidFile string) []string {
+	return []string{"sh", "-c", `p=$(cat "$0" 2>/dev/null) && kill -TERM "$p" 2>/dev/null; true`, pidFile}
 }
 
 // ExecWrapper runs "$@" in a session of its own whose id it records in the
@@ -106,18 +195,29 @@ func RandomID() string {
 }
 
 // Capped keeps the first Max bytes written to it and discards the rest.
+// It is a plain io.Writer (no ReadFrom or WriteString), so no copy can go
+// around the cap.
 type Capped struct {
-	bytes.Buffer
 	Max int64
+	buf bytes.Buffer
 }
 
 // Write keeps what fits and reports all of p written.
 func (c *Capped) Write(p []byte) (int, error) {
-	if room := c.Max - int64(c.Len()); room > 0 {
-		c.Buffer.Write(p[:min(int64(len(p)), room)])
+	if room := c.Max - int64(c.buf.Len()); room > 0 {
+		c.buf.Write(p[:min(int64(len(p)), room)])
 	}
 	return len(p), nil
 }
+
+// Bytes returns what was kept.
+func (c *Capped) Bytes() []byte { return c.buf.Bytes() }
+
+// String returns what was kept.
+func (c *Capped) String() string { return c.buf.String() }
+
+// Len returns how many bytes were kept.
+func (c *Capped) Len() int { return c.buf.Len() }
 
 // Pipes returns the readers of a process's stdout and stderr and the
 // writers that feed them; closing either reader calls onClose (which stops

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tangle-network/boxctl/internal/boxproc"
 )
@@ -22,6 +24,10 @@ func TestCapped(t *testing.T) {
 	}
 	if c.String() != "abcd" {
 		t.Errorf("Capped holds %q, want abcd", c.String())
+	}
+	c = &boxproc.Capped{Max: 4}
+	if n, err := io.Copy(c, strings.NewReader("0123456789")); n != 10 || err != nil || c.String() != "0123" {
+		t.Errorf("io.Copy into Capped = %d, %v, holds %q; want all read, 0123 kept", n, err, c.String())
 	}
 }
 
@@ -84,4 +90,84 @@ func TestScripts(t *testing.T) {
 	if err := boxproc.CheckEnv(map[string]string{"GOOD_1": "x", "bad-name": "y"}); err == nil {
 		t.Error("CheckEnv accepted bad-name")
 	}
+}
+
+// TestEnvScripts runs the scripts that take their environment on stdin
+// with this machine's shell: the values reach the command, not its
+// command line, and the rest of stdin stays the command's.
+func TestEnvScripts(t *testing.T) {
+	env := map[string]string{"SECRET": "s3cr3t value\twith=signs", "OTHER": "line1\nline2"}
+	lines, err := boxproc.EnvLines(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(lines, "s3cr3t") || !strings.HasSuffix(lines, "\n\n") || !strings.HasPrefix(lines, "OTHER=") {
+		t.Errorf("EnvLines = %q, want sorted encoded lines and an empty one", lines)
+	}
+	if _, err := boxproc.EnvLines(map[string]string{"no-dash": ""}); err == nil {
+		t.Error("EnvLines accepted a bad name")
+	}
+
+	t.Run("exec", func(t *testing.T) {
+		dir := t.TempDir()
+		pidFile := filepath.Join(dir, "exec", "p")
+		cmd := exec.Command("/bin/sh", "-c", boxproc.ExecEnvWrapper, pidFile, dir, "sh", "-c", `printf '%s|%s|%s|' "$SECRET" "$OTHER" "$(pwd)"; cat`)
+		cmd.Stdin = strings.NewReader(lines + "rest of stdin")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := env["SECRET"] + "|" + env["OTHER"] + "|" + dir + "|rest of stdin"; string(out) != want {
+			t.Errorf("output = %q, want %q", out, want)
+		}
+	})
+
+	t.Run("detached supervisor", func(t *testing.T) {
+		rec := filepath.Join(t.TempDir(), "proc", "p1")
+		// The process reports whether its supervisor's own (initial)
+		// environment holds the secret.
+		cmd := exec.Command("/bin/sh", "-c", boxproc.DetachedSupervisor, "spawn", rec, "", "sh", "-c",
+			`echo "$SECRET"; tr '\0' '\n' </proc/$PPID/environ | grep -c '^SECRET=' >&2; exit 7`)
+		cmd.Stdin = strings.NewReader(lines)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid := strings.TrimSpace(string(out))
+		if pid == "" || strings.ContainsAny(pid, " \n") {
+			t.Fatalf("supervisor printed %q, want the pid", out)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		var exit []byte
+		for time.Now().Before(deadline) {
+			if exit, err = os.ReadFile(filepath.Join(rec, "exit")); err == nil {
+				break
+			}
+			<-tick.C
+		}
+		if string(exit) != "7\n" {
+			t.Fatalf("exit record = %q, %v; want 7", exit, err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(rec, "stdout")); string(b) != env["SECRET"]+"\n" {
+			t.Errorf("stdout = %q", b)
+		}
+		if b, _ := os.ReadFile(filepath.Join(rec, "stderr")); string(b) != "0\n" {
+			t.Errorf("the supervisor's environment holds the secret (%q matches)", b)
+		}
+		if b, _ := os.ReadFile(filepath.Join(rec, "pid")); strings.TrimSpace(string(b)) != pid {
+			t.Errorf("pid record = %q, printed %q", b, pid)
+		}
+		bad := exec.Command("/bin/sh", "-c", boxproc.DetachedSupervisor, "spawn", rec+"-bad", "", "true")
+		bad.Stdin = strings.NewReader("X=!!!not base64\n\n")
+		if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "bad environment line") {
+			t.Errorf("a bad environment line: %v %q, want the supervisor's refusal", err, out)
+		}
+		again := exec.Command("/bin/sh", "-c", boxproc.DetachedSupervisor, "spawn", rec, "", "true")
+		again.Stdin = strings.NewReader("\n")
+		if err := again.Run(); err == nil {
+			t.Error("a second process with the same record started")
+		}
+	})
 }

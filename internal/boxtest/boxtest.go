@@ -10,7 +10,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +20,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/pkg/jsonmessage"
 
 	"github.com/tangle-network/boxctl/boximage"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
@@ -147,4 +152,46 @@ func Inspect(t testing.TB, id string) string {
 		t.Fatalf("the engine lists no exec of %s, so an exec check would check nothing", id)
 	}
 	return string(raw)
+}
+
+var (
+	pushMu sync.Mutex
+	pushed = map[string]string{}
+)
+
+// Pushed returns the box image built with opts (Image), pushed to the test
+// bed's registry (REGISTRY/boxctl-test/box:TAG), once per test process:
+// for vendors whose boxes pull their image (the emulators' templates, a
+// Kubernetes cluster).
+func Pushed(t testing.TB, opts Options) string {
+	t.Helper()
+	env := testbed.Require(t)
+	local := Image(t, opts)
+	pushMu.Lock()
+	defer pushMu.Unlock()
+	if ref, ok := pushed[local]; ok {
+		return ref
+	}
+	cli, err := dockerclient.New(env.DockerHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	_, tag, _ := strings.Cut(local, ":")
+	ref := env.Registry + "/boxctl-test/box:" + tag
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := cli.ImageTag(ctx, local, ref); err != nil {
+		t.Fatalf("tag %s as %s: %v", local, ref, err)
+	}
+	rc, err := cli.ImagePush(ctx, ref, image.PushOptions{RegistryAuth: base64.URLEncoding.EncodeToString([]byte("{}"))})
+	if err != nil {
+		t.Fatalf("push %s: %v", ref, err)
+	}
+	defer rc.Close()
+	if err := jsonmessage.DisplayJSONMessagesStream(rc, io.Discard, 0, false, nil); err != nil {
+		t.Fatalf("push %s: %v", ref, err)
+	}
+	pushed[local] = ref
+	return ref
 }

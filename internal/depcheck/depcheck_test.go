@@ -98,7 +98,10 @@ var testOnly = map[string]testOnlyPkg{
 	"bridge/harness/harnesstest": {kind: helper, extra: []string{"conformance/routerstub", "internal/npmtest", "internal/testbed"}},
 	// The E2B emulator on the test bed, with the real box image as a
 	// template.
-	"internal/e2btest":   {kind: helper, extra: []string{"vendors", "internal/boxtest", "internal/testbed"}},
+	"internal/e2btest": {kind: helper, extra: []string{"vendors", "internal/boxtest", "internal/testbed"}},
+	// The Kubernetes vendor on the test bed's cluster, with the real box
+	// image in the test bed's registry.
+	"internal/kubetest":  {kind: helper, extra: []string{"vendors", "internal/boxtest", "internal/testbed"}},
 	"pins/pinstest":      {kind: helper},
 	"vendors/vendortest": {kind: helper},
 }
@@ -310,6 +313,9 @@ func TestAllowed(t *testing.T) {
 		{"vendors/e2b/e2bemu", "provider/sandbox", false},
 		{"vendors/e2b", "vendors/e2b/e2bemu", false},
 		{"vendors/e2b", "vendors/docker", false},
+		{"vendors/kubernetes", "vendors/docker", false},
+		{"vendors/kubernetes", "internal/boxproc", true},
+		{"cmd/boxctl", "vendors/kubernetes", true},
 		{"cmd/boxctl", "vendors/e2b/e2bemu", true},
 		{"vendors/vendortest", "vendors", true},
 		{"vendors/vendortest", "vendors/docker", false},

@@ -14,20 +14,14 @@ package e2btest
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
-	"io"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/pkg/jsonmessage"
-
 	"github.com/tangle-network/boxctl/internal/boxtest"
-	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/e2b"
@@ -55,46 +49,6 @@ type Env struct {
 }
 
 var (
-	pushMu sync.Mutex
-	pushed = map[string]string{}
-)
-
-// PushedImage returns the box image built with opts (boxtest.Image),
-// pushed to the test bed's registry, once per test process.
-func PushedImage(t testing.TB, opts boxtest.Options) string {
-	t.Helper()
-	env := testbed.Require(t)
-	local := boxtest.Image(t, opts)
-	pushMu.Lock()
-	defer pushMu.Unlock()
-	if ref, ok := pushed[local]; ok {
-		return ref
-	}
-	cli, err := dockerclient.New(env.DockerHost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	_, tag, _ := strings.Cut(local, ":")
-	ref := env.Registry + "/boxctl-test/e2b-box:" + tag
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if err := cli.ImageTag(ctx, local, ref); err != nil {
-		t.Fatalf("tag %s as %s: %v", local, ref, err)
-	}
-	rc, err := cli.ImagePush(ctx, ref, image.PushOptions{RegistryAuth: base64.URLEncoding.EncodeToString([]byte("{}"))})
-	if err != nil {
-		t.Fatalf("push %s: %v", ref, err)
-	}
-	defer rc.Close()
-	if err := jsonmessage.DisplayJSONMessagesStream(rc, io.Discard, 0, false, nil); err != nil {
-		t.Fatalf("push %s: %v", ref, err)
-	}
-	pushed[local] = ref
-	return ref
-}
-
-var (
 	sharedOnce sync.Once
 	shared     *Env
 	sharedErr  error
@@ -103,7 +57,7 @@ var (
 // Shared returns the test process's emulator, started on first use.
 func Shared(t testing.TB) *Env {
 	t.Helper()
-	img := PushedImage(t, boxtest.Options{})
+	img := boxtest.Pushed(t, boxtest.Options{})
 	sharedOnce.Do(func() { shared, sharedErr = start(testbed.Require(t), img, nil) })
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
@@ -117,7 +71,7 @@ func Shared(t testing.TB) *Env {
 // registered one named "box".
 func Start(t testing.TB, edit func(*e2bemu.Options)) *Env {
 	t.Helper()
-	return startFor(t, PushedImage(t, boxtest.Options{}), edit)
+	return startFor(t, boxtest.Pushed(t, boxtest.Options{}), edit)
 }
 
 // Emulator runs an emulator for t without any template, for tests that

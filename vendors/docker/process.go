@@ -3,12 +3,9 @@ package docker
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,19 +20,16 @@ import (
 	"github.com/tangle-network/boxctl/vendors"
 )
 
-// supervisor reads the process's environment from its stdin (lines of
-// NAME=base64(value), ended by an empty line) into shell variables, so the
-// values are in no process's initial environment but the started one's;
-// starts "$@" in the background with them and its output in files; prints
-// its pid, waits for it and records its exit status. $1 is the process's
-// directory under ProcDir. It writes nothing to its own stdout after the
-// pid, so the caller may drop the connection.
+// supervisor reads the process's environment from its stdin (ReadEnv)
+// into shell variables, so the values are in no process's initial
+// environment but the started one's; starts "$@" in the background with
+// them and its output in files; prints its pid, waits for it and records
+// its exit status. $1 is the process's directory under ProcDir. It writes
+// nothing to its own stdout after the pid, so the caller may drop the
+// connection.
 const supervisor = `d=$1; shift
 mkdir -p "${d%/*}" && mkdir "$d" || { echo "process $d exists" >&2; exit 125; }
-while IFS= read -r kv && [ -n "$kv" ]; do
-	v=$(printf %s "${kv#*=}" | base64 -d) || { echo "bad environment line" >&2; exit 125; }
-	export "${kv%%=*}=$v"
-done
+` + boxproc.ReadEnv + `
 "$@" </dev/null >"$d/stdout" 2>"$d/stderr" &
 p=$!
 echo "$p" >"$d/pid"
@@ -81,14 +75,10 @@ func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Proces
 	if !boxproc.Name.MatchString(name) {
 		return nil, fmt.Errorf("docker: spawn: process name %q: want letters, digits, '-', '_'", name)
 	}
-	var envIn strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
-		if !boxproc.EnvName.MatchString(k) {
-			return nil, fmt.Errorf("docker: spawn: environment variable name %q", k)
-		}
-		envIn.WriteString(k + "=" + base64.StdEncoding.EncodeToString([]byte(spec.Env[k])) + "\n")
+	envIn, err := boxproc.EnvLines(spec.Env)
+	if err != nil {
+		return nil, fmt.Errorf("docker: spawn: %w", err)
 	}
-	envIn.WriteString("\n")
 	dir := ProcDir + "/" + name
 	cmd := append([]string{"/bin/sh", "-c", supervisor, "boxctl-spawn", dir}, spec.Command...)
 	execID, err := b.createExec(ctx, "spawn", cmd, nil, spec.Dir, true)
@@ -102,7 +92,7 @@ func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Proces
 	defer att.Close()
 	stop := context.AfterFunc(ctx, func() { att.Close() })
 	defer stop()
-	if _, err := io.WriteString(att.Conn, envIn.String()); err != nil {
+	if _, err := io.WriteString(att.Conn, envIn); err != nil {
 		return nil, fmt.Errorf("docker: spawn: environment: %w", b.gone(ctx, "spawn", err))
 	}
 	_ = att.CloseWrite()
@@ -165,15 +155,10 @@ func (p *Process) Output(ctx context.Context) (io.ReadCloser, io.ReadCloser, err
 	// The follower records its pid, so closing the readers (or ctx
 	// ending) stops it in the box too, not only the connection.
 	pidFile := boxproc.ExecDir + "/" + boxproc.RandomID()
-	script := `echo $$ >"$2"
-tail -c +1 -s 0.2 --pid="$1" -F "$0/stdout" 2>/dev/null & o=$!
-tail -c +1 -s 0.2 --pid="$1" -F "$0/stderr" >&2 2>/dev/null & e=$!
-trap 'kill $o $e 2>/dev/null; rm -f "$2"; exit 0' TERM
-wait $o $e; rm -f "$2"`
 	if _, err := p.b.run(ctx, "mkdir", "-p", boxproc.ExecDir); err != nil {
 		return nil, nil, fmt.Errorf("docker: output: %w", err)
 	}
-	execID, err := p.b.createExec(ctx, "output", []string{"/bin/sh", "-c", script, p.dir(), strconv.Itoa(p.pid), pidFile}, nil, "", false)
+	execID, err := p.b.createExec(ctx, "output", []string{"/bin/sh", "-c", boxproc.Follow, p.dir(), strconv.Itoa(p.pid), pidFile}, nil, "", false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -187,7 +172,7 @@ wait $o $e; rm -f "$2"`
 			att.Close()
 			kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
-			_, _ = p.b.run(kctx, "sh", "-c", `p=$(cat "$0" 2>/dev/null) && kill -TERM "$p" 2>/dev/null; true`, pidFile)
+			_, _ = p.b.run(kctx, boxproc.StopFollower(pidFile)...)
 		})
 	}
 	stop := context.AfterFunc(ctx, stopFollower)

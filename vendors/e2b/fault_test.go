@@ -23,7 +23,7 @@ import (
 // twice, and once the boxes are destroyed gc finds none left.
 func TestVendor_CreatesUnderFaults(t *testing.T) {
 	t.Parallel()
-	img := e2btest.PushedImage(t, boxtest.Options{})
+	img := boxtest.Pushed(t, boxtest.Options{})
 	env := e2btest.Start(t, func(o *e2bemu.Options) { o.Templates = map[string]string{"box": img} })
 	v := env.Client(t, e2b.WithRetry(8, 5*time.Millisecond, 50*time.Millisecond), e2b.WithCreateAttempts(8))
 	env.Server.SetFaults(e2bemu.Faults{ErrorRate: 0.3, LostRate: 0.5})

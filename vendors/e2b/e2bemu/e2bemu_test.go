@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { boxbridgetest.Main(m) }
 // start runs an emulator with the box image as template "box".
 func start(t *testing.T, edit func(*e2bemu.Options)) *e2btest.Env {
 	t.Helper()
-	img := e2btest.PushedImage(t, boxtest.Options{})
+	img := boxtest.Pushed(t, boxtest.Options{})
 	return e2btest.Start(t, func(o *e2bemu.Options) {
 		o.Templates = map[string]string{"box": img}
 		if edit != nil {

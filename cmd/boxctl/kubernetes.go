@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"k8s.io/klog/v2"
+
+	"github.com/tangle-network/boxctl/vendors/kubernetes"
+)
+
+// The Kubernetes vendor of the box verbs: the cluster is found as kubectl
+// finds it ($KUBECONFIG, ~/.kube/config, or the pod's service account),
+// and these tune it:
+//
+//	BOXCTL_KUBE_CONTEXT       the kubeconfig context (default: the current one)
+//	BOXCTL_KUBE_NAMESPACE     the boxes' namespace (default: the context's)
+//	BOXCTL_KUBE_POOL          a SandboxTemplate with a warm pool to claim boxes from
+//	BOXCTL_KUBE_HOST_ADDRESS  this machine's address as the cluster's pods reach
+//	                          it, for --router local
+const (
+	envKubeContext = "BOXCTL_KUBE_CONTEXT"
+	envKubeNS      = "BOXCTL_KUBE_NAMESPACE"
+	envKubePool    = "BOXCTL_KUBE_POOL"
+	envKubeHost    = "BOXCTL_KUBE_HOST_ADDRESS"
+)
+
+func newKubernetes(a *app) (*kubernetes.Vendor, error) {
+	// client-go reports through klog (a closed stream of a cancelled exec,
+	// say): to boxctl's log at debug level, not straight to stderr.
+	klog.SetSlogLogger(slog.New(debugOnly{a.log.Handler()}).With("component", "client-go"))
+	opts := []kubernetes.Option{kubernetes.WithLogger(a.log)}
+	if c := os.Getenv(envKubeContext); c != "" {
+		opts = append(opts, kubernetes.WithContext(c))
+	}
+	if ns := os.Getenv(envKubeNS); ns != "" {
+		opts = append(opts, kubernetes.WithNamespace(ns))
+	}
+	if p := os.Getenv(envKubePool); p != "" {
+		opts = append(opts, kubernetes.WithWarmPool(p))
+	}
+	if h := os.Getenv(envKubeHost); h != "" {
+		opts = append(opts, kubernetes.WithHostAddress(h))
+	}
+	v, err := kubernetes.New(opts...)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return v, nil
+}
+
+// debugOnly records everything at debug level: client-go's errors are the
+// vendor's to report, as errors it returns.
+type debugOnly struct{ h slog.Handler }
+
+func (d debugOnly) Enabled(ctx context.Context, _ slog.Level) bool {
+	return d.h.Enabled(ctx, slog.LevelDebug)
+}
+
+func (d debugOnly) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = slog.LevelDebug
+	return d.h.Handle(ctx, r)
+}
+
+func (d debugOnly) WithAttrs(as []slog.Attr) slog.Handler { return debugOnly{d.h.WithAttrs(as)} }
+func (d debugOnly) WithGroup(name string) slog.Handler    { return debugOnly{d.h.WithGroup(name)} }

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tangle-network/boxctl/internal/boxbridgetest"
+	"github.com/tangle-network/boxctl/internal/kubetest"
+	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/vendortest"
+)
+
+// TestKubernetes_BuildUpTurn pushes the box image with `boxctl build
+// --target registry`, then drives a box of it on the test bed's cluster
+// with the box verbs and --target kubernetes: up (the image from the last
+// registry build, the local model endpoint where the pods reach this
+// machine), turn, exec, logs, ls, rm and gc. Neither the bearer nor the
+// router key is ever printed.
+func TestKubernetes_BuildUpTurn(t *testing.T) {
+	env := testbed.Require(t)
+	t.Setenv("BUILDKIT_HOST", env.BuildkitHost)
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	t.Setenv("KUBECONFIG", env.Kubeconfig)
+	dv, err := docker.New(docker.WithHost(env.DockerHost), docker.WithNetwork("boxctl-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dv.Close() })
+	host, err := dv.HostAddress(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envKubeHost, host)
+	useState(t)
+	kv := kubetest.Vendor(t)
+	cleanupState(t, kv)
+	tr := &transcript{}
+
+	r := boxctl(t, t.Context(), tr, "build", "--target", "registry", "--push", env.Registry+"/boxctl-test/kube-cli",
+		"--harness", "claude-code", "--base", env.BaseImage, "--bridge", boxbridgetest.Build(t),
+		"--insecure-registry", env.Registry, "--progress", "plain", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("build --target registry: exit %d: %v", r.code, r.err)
+	}
+	rec := decodeRecord(t, r.stdout)
+	if rec.Target != "registry" || !strings.HasPrefix(rec.Reference, env.Registry+"/boxctl-test/kube-cli") {
+		t.Fatalf("build record = %+v, want the pushed image", rec)
+	}
+
+	r = boxctl(t, t.Context(), tr, "up", "--target", "kubernetes", "--router", "local", "--lifetime", "10m", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("up --target kubernetes: exit %d: %v", r.code, r.err)
+	}
+	var up upResult
+	if err := json.Unmarshal([]byte(r.stdout), &up); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(up.ID, "boxctl-") || up.Image != rec.Reference {
+		t.Errorf("up printed %+v, want a Sandbox of the registry build %s", up, rec.Reference)
+	}
+	if r := boxctl(t, t.Context(), tr, "turn", "last", "Hello from Kubernetes"); r.code != 0 || !strings.Contains(r.stdout, localReply) {
+		t.Fatalf("turn: exit %d (%v), stdout %q; want the local model's reply", r.code, r.err, r.stdout)
+	}
+	if r := boxctl(t, t.Context(), tr, "exec", "last", "--", "sh", "-c", "echo in-$(id -u)"); r.code != 0 || r.stdout != "in-10001\n" {
+		t.Errorf("exec: exit %d (%v), stdout %q", r.code, r.err, r.stdout)
+	}
+	if r := boxctl(t, t.Context(), tr, "logs", "last"); r.code != 0 || !strings.Contains(r.stdout+r.stderr, "level=") {
+		t.Errorf("logs: exit %d (%v), %q", r.code, r.err, r.stdout+r.stderr)
+	}
+	r = boxctl(t, t.Context(), tr, "ls", "--target", "kubernetes", "-o", "json")
+	var rows []lsBox
+	if err := json.Unmarshal([]byte(r.stdout), &rows); r.code != 0 || err != nil || !hasBox(rows, up.ID) {
+		t.Fatalf("ls --target kubernetes = %q (exit %d, %v), want the box, in the state", r.stdout, r.code, err)
+	}
+	secrets := map[string]string{"bearer": mustState(t).find(up.ID).Reference.Bearer}
+	yaml := kubetest.Kubectl(t, "get", "sandbox/"+up.ID, "-o", "yaml")
+	if strings.Contains(string(yaml), secrets["bearer"]) {
+		t.Error("the bearer appears in the Sandbox")
+	}
+	if r := boxctl(t, t.Context(), tr, "rm", "--target", "kubernetes", "last"); r.code != 0 {
+		t.Fatalf("rm --target kubernetes last: exit %d: %v", r.code, r.err)
+	}
+	vendortest.Poll(t, 30*time.Second, "the box to be gone", func() bool { return boxGone(t, kv, up.ID) })
+	r = boxctl(t, t.Context(), tr, "gc", "--target", "kubernetes", "--dry-run", "-o", "json")
+	var res gcResult
+	if err := json.Unmarshal([]byte(r.stdout), &res); r.code != 0 || err != nil {
+		t.Errorf("gc --target kubernetes = %q (exit %d, %v)", r.stdout, r.code, err)
+	}
+	for _, b := range res.Removed {
+		if b.ID == up.ID {
+			t.Errorf("gc after rm finds the removed box %s", up.ID)
+		}
+	}
+	tr.noSecrets(t, secrets)
+}
+
+func hasBox(rows []lsBox, id string) bool {
+	for _, r := range rows {
+		if r.ID == id && r.InState {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,437 @@
+package kubernetes
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
+
+	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/internal/boxproc"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// defaultMaxOutput caps each output stream an Exec keeps.
+const defaultMaxOutput = 16 << 20
+
+// maxReadBytes caps a file Read returns.
+const maxReadBytes = 256 << 20
+
+// Box is one Sandbox and its pod. It is safe for concurrent use.
+type Box struct {
+	v   *Vendor
+	id  string // the Sandbox's name
+	pod string // its pod's name
+}
+
+var _ vendors.Box = (*Box)(nil)
+
+// ID returns the Sandbox's name.
+func (b *Box) ID() string { return b.id }
+
+// Pod returns the name of the box's pod.
+func (b *Box) Pod() string { return b.pod }
+
+// Status reads the Sandbox.
+func (b *Box) Status(ctx context.Context) (vendors.Info, error) {
+	sb, err := b.v.agents.AgentsV1alpha1().Sandboxes(b.v.ns).Get(ctx, b.id, metav1.GetOptions{})
+	if err == nil && sb.DeletionTimestamp != nil {
+		err = apierrors.NewNotFound(agentsv1.Resource("sandboxes"), b.id)
+	}
+	if err != nil {
+		return vendors.Info{}, fmt.Errorf("kubernetes: status: %w", b.v.mapErr(err, b.id))
+	}
+	return sandboxInfo(sb), nil
+}
+
+// NotReadyError is a box whose Sandbox did not become Ready: Reason and
+// Message are the controller's or the kubelet's (an image pull error, an
+// unschedulable pod, a container that would not start).
+type NotReadyError struct {
+	ID      string
+	Reason  string
+	Message string
+	// Err is the wait's own end (a deadline), if that ended it.
+	Err error
+}
+
+func (e *NotReadyError) Error() string {
+	msg := fmt.Sprintf("kubernetes: box %s not ready", e.ID)
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	if e.Err != nil {
+		msg += " (" + e.Err.Error() + ")"
+	}
+	return msg
+}
+
+// Unwrap returns the wait's end.
+func (e *NotReadyError) Unwrap() error { return e.Err }
+
+// fatalWaiting are container waiting reasons that do not clear by
+// themselves.
+var fatalWaiting = []string{"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+	"CreateContainerConfigError", "CreateContainerError", "RunContainerError", "CrashLoopBackOff"}
+
+// waitReady reads the Sandbox and its pod, then watches both from there,
+// until the Sandbox is Ready, a container of the pod cannot start, or the
+// ready timeout passes.
+func (b *Box) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, b.v.o.readyTimeout,
+		fmt.Errorf("not ready within %v", b.v.o.readyTimeout))
+	defer cancel()
+	sbs := b.v.agents.AgentsV1alpha1().Sandboxes(b.v.ns)
+	pods := b.v.core.CoreV1().Pods(b.v.ns)
+	w := readyWait{b: b, last: NotReadyError{ID: b.id}}
+	for {
+		sb, err := sbs.Get(ctx, b.id, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return &NotReadyError{ID: b.id, Reason: "Deleted", Message: "the sandbox was deleted while starting"}
+		}
+		if err != nil {
+			return w.fail(ctx, err)
+		}
+		if done, err := w.sandbox(sb); done {
+			return err
+		}
+		podRV := ""
+		switch pod, err := pods.Get(ctx, b.pod, metav1.GetOptions{}); {
+		case err == nil:
+			if err := w.pod(pod); err != nil {
+				return err
+			}
+			podRV = pod.ResourceVersion
+		case !apierrors.IsNotFound(err):
+			return w.fail(ctx, err)
+		}
+		sw, err := sbs.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + b.id, ResourceVersion: sb.ResourceVersion})
+		if err != nil {
+			return w.fail(ctx, err)
+		}
+		pw, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + b.pod, ResourceVersion: podRV})
+		if err != nil {
+			sw.Stop()
+			return w.fail(ctx, err)
+		}
+		done, err := w.watch(ctx, sw, pw)
+		sw.Stop()
+		pw.Stop()
+		if done {
+			return err
+		}
+	}
+}
+
+// readyWait is one waitReady: what it saw last, for the error of a box
+// that never got ready.
+type readyWait struct {
+	b    *Box
+	last NotReadyError
+}
+
+// watch reads both watches until an answer (done), or until one ends or
+// errs (to be read and watched again).
+func (w *readyWait) watch(ctx context.Context, sw, pw watch.Interface) (bool, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return true, w.fail(ctx, nil)
+		case ev, ok := <-sw.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return false, nil
+			}
+			if ev.Type == watch.Deleted {
+				return true, &NotReadyError{ID: w.b.id, Reason: "Deleted", Message: "the sandbox was deleted while starting"}
+			}
+			if sb, ok := ev.Object.(*agentsv1.Sandbox); ok {
+				if done, err := w.sandbox(sb); done {
+					return true, err
+				}
+			}
+		case ev, ok := <-pw.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return false, nil
+			}
+			if pod, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Deleted {
+				if err := w.pod(pod); err != nil {
+					return true, err
+				}
+			}
+		}
+	}
+}
+
+// sandbox reads the Sandbox's Ready condition: done when it holds or can
+// no longer come.
+func (w *readyWait) sandbox(sb *agentsv1.Sandbox) (bool, error) {
+	for _, c := range sb.Status.Conditions {
+		if c.Type != string(agentsv1.SandboxConditionReady) {
+			continue
+		}
+		if c.Status == metav1.ConditionTrue {
+			return true, nil
+		}
+		if c.Reason == agentsv1.SandboxReasonExpired || refused(c) {
+			return true, &NotReadyError{ID: w.b.id, Reason: c.Reason, Message: c.Message}
+		}
+		if w.last.Reason == "" || w.last.Reason == "DependenciesNotReady" || c.Reason != "DependenciesNotReady" {
+			w.last.Reason, w.last.Message = c.Reason, c.Message
+		}
+	}
+	return false, nil
+}
+
+// pod fails a pod that cannot become ready, and notes why one is not yet.
+func (w *readyWait) pod(pod *corev1.Pod) error {
+	if err := podFailure(w.b.id, pod); err != nil {
+		return err
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			w.last.Reason, w.last.Message = c.Reason, c.Message
+		}
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if st := cs.State.Waiting; st != nil && st.Reason != "" && st.Reason != "ContainerCreating" {
+			w.last.Reason, w.last.Message = st.Reason, st.Message
+		}
+	}
+	return nil
+}
+
+// fail is the error of a wait that ended (err, or the context's end)
+// before the box was ready.
+func (w *readyWait) fail(ctx context.Context, err error) error {
+	e := w.last
+	if err == nil {
+		err = context.Cause(ctx)
+	}
+	e.Err = err
+	return &e
+}
+
+// refused reports a controller error that retrying cannot cure: the API
+// server refused the pod it makes (an admission or validation failure, a
+// RuntimeClass that does not exist).
+func refused(c metav1.Condition) bool {
+	if c.Reason != "ReconcilerError" {
+		return false
+	}
+	for _, s := range []string{"is forbidden", "is invalid", "Invalid value", "RuntimeClass"} {
+		if strings.Contains(c.Message, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// podFailure is the error of a pod that cannot become ready.
+func podFailure(id string, pod *corev1.Pod) error {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && slices.Contains(fatalWaiting, w.Reason) {
+			return &NotReadyError{ID: id, Reason: w.Reason, Message: w.Message}
+		}
+		if t := cs.State.Terminated; t != nil {
+			return &NotReadyError{ID: id, Reason: "Terminated", Message: fmt.Sprintf("container %s exited %d (%s) %s", cs.Name, t.ExitCode, t.Reason, strings.TrimSpace(t.Message))}
+		}
+	}
+	if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		return &NotReadyError{ID: id, Reason: string(pod.Status.Phase), Message: pod.Status.Message}
+	}
+	return nil
+}
+
+// Exec runs a command to completion. Its environment travels on its
+// stdin, ahead of spec.Stdin, so it is in no command line; if ctx ends
+// first, the command's session is killed in the box.
+func (b *Box) Exec(ctx context.Context, spec vendors.ExecSpec) (vendors.ExecResult, error) {
+	if len(spec.Command) == 0 {
+		return vendors.ExecResult{}, errors.New("kubernetes: exec: empty command")
+	}
+	envIn, err := boxproc.EnvLines(spec.Env)
+	if err != nil {
+		return vendors.ExecResult{}, fmt.Errorf("kubernetes: exec: %w", err)
+	}
+	max := spec.MaxOutput
+	if max <= 0 {
+		max = defaultMaxOutput
+	}
+	var stdin io.Reader = strings.NewReader(envIn)
+	if spec.Stdin != nil {
+		stdin = io.MultiReader(stdin, spec.Stdin)
+	}
+	pidFile := boxproc.ExecDir + "/" + boxproc.RandomID()
+	cmd := append([]string{"/bin/sh", "-c", boxproc.ExecEnvWrapper, pidFile, spec.Dir}, spec.Command...)
+	stop := context.AfterFunc(ctx, func() {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_, _ = b.run(kctx, boxproc.KillSession(pidFile)...)
+	})
+	defer stop()
+	stdout, stderr := &boxproc.Capped{Max: max}, &boxproc.Capped{Max: max}
+	code, err := b.stream(ctx, "exec", cmd, stdin, stdout, stderr)
+	if err != nil {
+		return vendors.ExecResult{}, err
+	}
+	return vendors.ExecResult{ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
+}
+
+// run is Exec of a fixed command whose failure is an error.
+func (b *Box) run(ctx context.Context, cmd ...string) ([]byte, error) {
+	res, err := b.Exec(ctx, vendors.ExecSpec{Command: cmd})
+	if err != nil {
+		return nil, err
+	}
+	if res.ExitCode != 0 {
+		return res.Stdout, fmt.Errorf("%s exited %d: %s", cmd[0], res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	return res.Stdout, nil
+}
+
+// Exit statuses of the file scripts.
+const (
+	exitNoFile  = 44
+	exitNotFile = 45
+)
+
+// Read returns a regular file's content, as a tar stream from the box
+// (as kubectl cp reads).
+func (b *Box) Read(ctx context.Context, p string) ([]byte, error) {
+	if !path.IsAbs(p) {
+		return nil, fmt.Errorf("kubernetes: read %q: want an absolute path", p)
+	}
+	script := `[ -e "$0" ] || exit ` + strconv.Itoa(exitNoFile) + `
+[ -f "$0" ] || exit ` + strconv.Itoa(exitNotFile) + `
+exec tar -c -f - -C "$(dirname "$0")" -- "$(basename "$0")"`
+	var out bytes.Buffer
+	stderr := &boxproc.Capped{Max: 4096}
+	code, err := b.stream(ctx, "read", []string{"sh", "-c", script, p}, nil, &out, stderr)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("kubernetes: read %s: %w", p, err)
+	case code == exitNoFile:
+		return nil, fmt.Errorf("kubernetes: read %s: %w", p, fs.ErrNotExist)
+	case code == exitNotFile:
+		return nil, fmt.Errorf("kubernetes: read %s: not a regular file", p)
+	case code != 0:
+		return nil, fmt.Errorf("kubernetes: read %s: tar exited %d: %s", p, code, strings.TrimSpace(stderr.String()))
+	}
+	tr := tar.NewReader(&out)
+	h, err := tr.Next()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: read %s: %w", p, err)
+	}
+	if h.Typeflag != tar.TypeReg {
+		return nil, fmt.Errorf("kubernetes: read %s: not a regular file", p)
+	}
+	if h.Size > maxReadBytes {
+		return nil, fmt.Errorf("kubernetes: read %s: %d bytes is over the %d byte limit", p, h.Size, maxReadBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(tr, h.Size))
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: read %s: %w", p, err)
+	}
+	return data, nil
+}
+
+// Write creates or replaces a file: a tar stream unpacked by the box user
+// (so the file is theirs) next to the target, then moved into place.
+func (b *Box) Write(ctx context.Context, p string, data []byte, mode uint32) error {
+	if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
+		return fmt.Errorf("kubernetes: write %q: want a clean absolute file path", p)
+	}
+	if mode&0o7777 == 0 {
+		mode = 0o644
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	h := &tar.Header{Name: "data", Mode: int64(mode & 0o7777), Size: int64(len(data)), ModTime: time.Now(), Typeflag: tar.TypeReg, Format: tar.FormatPAX}
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	script := `t=; d=$(dirname "$0") && mkdir -p "$d" && t=$(mktemp -d "$d/.boxctl-write.XXXXXX") &&
+tar -x -f - -C "$t" --no-same-owner && chmod "$1" "$t/data" && mv -f "$t/data" "$0"; s=$?; [ -z "$t" ] || rm -rf "$t"; exit $s`
+	stderr := &boxproc.Capped{Max: 4096}
+	code, err := b.stream(ctx, "write", []string{"sh", "-c", script, p, strconv.FormatUint(uint64(mode&0o7777), 8)}, &buf, nil, stderr)
+	if err != nil {
+		return fmt.Errorf("kubernetes: write %s: %w", p, err)
+	}
+	if code != 0 {
+		return fmt.Errorf("kubernetes: write %s: exited %d: %s", p, code, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// Endpoint forwards a local port on 127.0.0.1 to port in the box's pod
+// through the API server. The forward is the vendor's: it lasts until
+// Destroy or the vendor's Close.
+func (b *Box) Endpoint(ctx context.Context, port int) (vendors.Endpoint, error) {
+	info, err := b.Status(ctx)
+	if err != nil {
+		return vendors.Endpoint{}, fmt.Errorf("kubernetes: endpoint: %w", err)
+	}
+	if !slices.Contains(strings.Split(info.Labels[boxmeta.LabelPorts], ","), strconv.Itoa(port)) {
+		return vendors.Endpoint{}, fmt.Errorf("kubernetes: box %s does not expose port %d", b.id, port)
+	}
+	f, err := b.v.forward(b, port)
+	if err != nil {
+		return vendors.Endpoint{}, fmt.Errorf("kubernetes: endpoint: %w", err)
+	}
+	return vendors.Endpoint{URL: "http://" + f.Addr()}, nil
+}
+
+// Destroy deletes the box's claim (if it was claimed), its Sandbox and its
+// pod, without waiting for the pod's grace period; a box already gone is
+// not an error.
+func (b *Box) Destroy(ctx context.Context) error {
+	b.v.stopForwards(b.id)
+	bg := metav1.DeletePropagationBackground
+	var errs []error
+	// A claimed box goes with its claim, which would otherwise make a new
+	// Sandbox for itself.
+	sb, err := b.v.agents.AgentsV1alpha1().Sandboxes(b.v.ns).Get(ctx, b.id, metav1.GetOptions{})
+	if err == nil {
+		if ref := metav1.GetControllerOf(sb); ref != nil && ref.Kind == "SandboxClaim" {
+			errs = append(errs, b.v.deleteClaim(ctx, ref.Name))
+		}
+	} else if !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("sandbox: %w", err))
+	} else if b.v.o.pool != "" {
+		// A claim whose Sandbox the controller has not made yet.
+		errs = append(errs, b.v.deleteClaim(ctx, b.id))
+	}
+	if err := b.v.agents.AgentsV1alpha1().Sandboxes(b.v.ns).Delete(ctx, b.id, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("sandbox: %w", err))
+	}
+	if err := b.v.core.CoreV1().Pods(b.v.ns).Delete(ctx, b.pod, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("pod: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("kubernetes: destroy box %s: %w", b.id, err)
+	}
+	return nil
+}

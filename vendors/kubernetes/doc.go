@@ -1,0 +1,48 @@
+// Package kubernetes is the Kubernetes vendor: a box is a Sandbox of
+// kubernetes-sigs/agent-sandbox (agents.x-k8s.io/v1alpha1), a singleton
+// pod with a stable name, in one namespace of any cluster with the
+// agent-sandbox controller installed. It speaks to the API server with
+// client-go and the project's own published API types; the cluster is
+// found as kubectl finds it (KUBECONFIG, ~/.kube/config, else the pod's
+// service account), or given with WithRESTConfig.
+//
+// # Boxes
+//
+// Create makes a Sandbox whose pod runs the box image as the image's
+// (non-root) user, without privilege escalation, with every capability
+// dropped, the runtime's default seccomp profile, no service account
+// token and no service links, under the CPU, memory and ephemeral-storage
+// limits asked for (requests stay small, WithRequests, so idle boxes pack
+// onto a node), optionally under a RuntimeClass (CreateSpec.Runtime, e.g.
+// gVisor). The Sandbox's shutdownTime is the box's deadline, with the
+// Delete policy: the cluster itself removes the box when the caller is
+// gone, and the image's init ends it too. Create returns once the
+// Sandbox is Ready, or fails with a *NotReadyError carrying the
+// controller's or the kubelet's reason (an image pull error, an
+// unschedulable pod) and removes what it made.
+//
+// Every label of a box is in the annotation LabelsAnnotation; the labels
+// that Kubernetes can hold (an owner's colons it cannot) are labels too,
+// which List selects by.
+//
+// With WithWarmPool, Create claims a box through a SandboxClaim on that
+// SandboxTemplate: the controller adopts an idle pod of the template's
+// SandboxWarmPool (EnsurePool makes both) when there is one. A spec that
+// asks for more than the template gives (an environment, resources, a
+// runtime) or another image gets a Sandbox of its own.
+//
+// # Processes and files
+//
+// Exec, Spawn, Read and Write run through the pod's exec subresource
+// (WebSocket, or SPDY on older servers). The exec API takes no
+// environment, and a command line is in the request and so in the API
+// server's audit log: environment variables travel on the command's
+// stdin (internal/boxproc), never on a command line or in the pod spec. A
+// spawned process runs under a supervisor that detaches from the exec
+// and records its pid, output and exit status in the box, so it outlives
+// the caller. Read and Write move tar streams, as kubectl cp does.
+//
+// Endpoint is a port-forward through the API server on a local
+// 127.0.0.1 port, owned by the vendor until Destroy or Close; a
+// connection the pod refuses ends that connection only.
+package kubernetes

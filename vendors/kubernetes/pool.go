@@ -1,0 +1,319 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
+	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1alpha1"
+
+	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// PoolSpec is a warm pool of boxes: a SandboxTemplate and a
+// SandboxWarmPool of the same name that keeps Replicas pods of it running,
+// for Create to claim (WithWarmPool).
+type PoolSpec struct {
+	// Name names the template and the pool.
+	Name string
+	// Image is the box image of the pool's pods.
+	Image string
+	// Replicas is how many idle boxes the pool keeps ready.
+	Replicas int32
+	// Resources are the boxes' limits; zero fields mean the vendor's
+	// defaults.
+	Resources vendors.Resources
+}
+
+// EnsurePool creates or updates the template and the warm pool of spec.
+// A pool's pods run until claimed (their init's lifetime is the longest a
+// box may have); a claimed box ends at its claim's shutdown time.
+func (v *Vendor) EnsurePool(ctx context.Context, spec PoolSpec) error {
+	if spec.Name == "" || spec.Image == "" || spec.Replicas < 0 {
+		return errors.New("kubernetes: pool: want a name, an image and replicas >= 0")
+	}
+	res := v.o.resources
+	if spec.Resources.CPUs != 0 {
+		res.CPUs = spec.Resources.CPUs
+	}
+	if spec.Resources.MemoryBytes != 0 {
+		res.MemoryBytes = spec.Resources.MemoryBytes
+	}
+	if spec.Resources.DiskBytes != 0 {
+		res.DiskBytes = spec.Resources.DiskBytes
+	}
+	life := strconv.Itoa(int(vendors.MaxLifetime / time.Second))
+	podSpec := boxPodSpec(spec.Image, []corev1.EnvVar{{Name: boxmeta.EnvLifetime, Value: life}}, nil, v.resources(res), v.o.grace)
+	tmpl := &extv1.SandboxTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: map[string]string{boxmeta.LabelManaged: "true"}},
+		Spec: extv1.SandboxTemplateSpec{
+			PodTemplate: agentsv1.PodTemplate{Spec: podSpec},
+			// Boxes reach what their network allows; the vendor makes no
+			// NetworkPolicy of its own.
+			NetworkPolicyManagement: extv1.NetworkPolicyManagementUnmanaged,
+		},
+	}
+	ext := v.ext.ExtensionsV1alpha1()
+	if cur, err := ext.SandboxTemplates(v.ns).Get(ctx, spec.Name, metav1.GetOptions{}); err == nil {
+		cur.Spec = tmpl.Spec
+		_, err = ext.SandboxTemplates(v.ns).Update(ctx, cur, metav1.UpdateOptions{})
+		if err != nil {
+			return fmt.Errorf("kubernetes: pool %s: template: %w", spec.Name, err)
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("kubernetes: pool %s: template: %w", spec.Name, err)
+	} else if _, err := ext.SandboxTemplates(v.ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("kubernetes: pool %s: template: %w", spec.Name, err)
+	}
+	pool := &extv1.SandboxWarmPool{
+		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: map[string]string{boxmeta.LabelManaged: "true"}},
+		Spec:       extv1.SandboxWarmPoolSpec{Replicas: spec.Replicas, TemplateRef: extv1.SandboxTemplateRef{Name: spec.Name}},
+	}
+	if cur, err := ext.SandboxWarmPools(v.ns).Get(ctx, spec.Name, metav1.GetOptions{}); err == nil {
+		cur.Spec = pool.Spec
+		_, err = ext.SandboxWarmPools(v.ns).Update(ctx, cur, metav1.UpdateOptions{})
+		if err != nil {
+			return fmt.Errorf("kubernetes: pool %s: %w", spec.Name, err)
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("kubernetes: pool %s: %w", spec.Name, err)
+	} else if _, err := ext.SandboxWarmPools(v.ns).Create(ctx, pool, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("kubernetes: pool %s: %w", spec.Name, err)
+	}
+	v.mu.Lock()
+	delete(v.poolImages, spec.Name)
+	v.mu.Unlock()
+	return nil
+}
+
+// WaitPool waits until the pool named name has all its replicas ready.
+func (v *Vendor) WaitPool(ctx context.Context, name string) error {
+	pools := v.ext.ExtensionsV1alpha1().SandboxWarmPools(v.ns)
+	full := func(p *extv1.SandboxWarmPool) bool { return p.Status.ReadyReplicas >= p.Spec.Replicas }
+	for {
+		p, err := pools.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("kubernetes: pool %s: %w", name, err)
+		}
+		if full(p) {
+			return nil
+		}
+		w, err := pools.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: p.ResourceVersion})
+		if err != nil {
+			return fmt.Errorf("kubernetes: pool %s: %w", name, err)
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Deleted {
+				w.Stop()
+				return fmt.Errorf("kubernetes: pool %s was deleted", name)
+			}
+			if p, ok := ev.Object.(*extv1.SandboxWarmPool); ok && full(p) {
+				w.Stop()
+				return nil
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			return fmt.Errorf("kubernetes: pool %s: %w", name, context.Cause(ctx))
+		}
+	}
+}
+
+// DeletePool deletes the pool and the template named name, and the
+// pool's idle pods with them; boxes claimed from it live on.
+func (v *Vendor) DeletePool(ctx context.Context, name string) error {
+	bg := metav1.DeletePropagationBackground
+	ext := v.ext.ExtensionsV1alpha1()
+	var errs []error
+	if err := ext.SandboxWarmPools(v.ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	if err := ext.SandboxTemplates(v.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("kubernetes: delete pool %s: %w", name, err)
+	}
+	return nil
+}
+
+// claimable reports whether a warm box can serve spec: it asks for nothing
+// a pool's pod was not started with.
+func claimable(spec vendors.CreateSpec) bool {
+	return len(spec.Env) == 0 && spec.Resources == (vendors.Resources{}) && spec.Runtime == ""
+}
+
+// poolImage returns the image of the vendor's pool template ("" when the
+// template is missing).
+func (v *Vendor) poolImage(ctx context.Context) (string, error) {
+	v.mu.Lock()
+	img, ok := v.poolImages[v.o.pool]
+	v.mu.Unlock()
+	if ok {
+		return img, nil
+	}
+	t, err := v.ext.ExtensionsV1alpha1().SandboxTemplates(v.ns).Get(ctx, v.o.pool, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("kubernetes: pool template %s: %w", v.o.pool, err)
+	}
+	for _, c := range t.Spec.PodTemplate.Spec.Containers {
+		if c.Name == ContainerName {
+			img = c.Image
+		}
+	}
+	v.mu.Lock()
+	v.poolImages[v.o.pool] = img
+	v.mu.Unlock()
+	return img, nil
+}
+
+// claim makes a SandboxClaim on the vendor's pool for spec, when the
+// pool's template has spec's image (ok false otherwise: make a Sandbox),
+// and returns the box once its Sandbox is Ready. The controller names the
+// Sandbox after the claim and adopts an idle pod of the pool when there is
+// one; the claim's shutdown time ends both.
+func (v *Vendor) claim(ctx context.Context, spec vendors.CreateSpec, meta metav1.ObjectMeta, shutdown metav1.Time) (vendors.Box, bool, error) {
+	img, err := v.poolImage(ctx)
+	if err != nil || img != spec.Image {
+		return nil, false, err
+	}
+	c := &extv1.SandboxClaim{ObjectMeta: meta, Spec: extv1.SandboxClaimSpec{
+		TemplateRef: extv1.SandboxTemplateRef{Name: v.o.pool},
+		Lifecycle:   &extv1.Lifecycle{ShutdownTime: &shutdown, ShutdownPolicy: extv1.ShutdownPolicyDelete},
+	}}
+	claims := v.ext.ExtensionsV1alpha1().SandboxClaims(v.ns)
+	if _, err := claims.Create(ctx, c, metav1.CreateOptions{}); err != nil {
+		if derr := v.deleteByName(context.WithoutCancel(ctx), meta.Name); derr != nil {
+			return nil, true, &vendors.CleanupError{Vendor: Name, BoxID: meta.Name, Err: errors.Join(fmt.Errorf("kubernetes: claim a box of pool %s: %w", v.o.pool, err), derr)}
+		}
+		return nil, true, fmt.Errorf("kubernetes: claim a box of pool %s: %w", v.o.pool, v.mapErr(err, ""))
+	}
+	b := v.box(meta.Name, meta.Name)
+	sb, err := v.waitSandbox(ctx, meta.Name)
+	if err != nil {
+		return nil, true, v.failCreate(ctx, b, err)
+	}
+	b.pod = podName(sb)
+	// The controller makes the Sandbox bare: give it the box's labels so
+	// that List and gc find it like any other.
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": meta.Labels, "annotations": meta.Annotations}})
+	if err == nil {
+		sb, err = v.agents.AgentsV1alpha1().Sandboxes(v.ns).Patch(ctx, meta.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	}
+	if err != nil {
+		return nil, true, v.failCreate(ctx, b, fmt.Errorf("kubernetes: label claimed box %s: %w", meta.Name, err))
+	}
+	if err := b.waitReady(ctx); err != nil {
+		return nil, true, v.failCreate(ctx, b, err)
+	}
+	v.o.logger.Debug("kubernetes box claimed", "id", meta.Name, "pod", b.pod, "pool", v.o.pool)
+	return b, true, nil
+}
+
+// waitSandbox waits for the Sandbox a claim makes, failing with the
+// claim's reason when the controller cannot make it.
+func (v *Vendor) waitSandbox(ctx context.Context, name string) (*agentsv1.Sandbox, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, v.o.readyTimeout, fmt.Errorf("no sandbox within %v", v.o.readyTimeout))
+	defer cancel()
+	sbs := v.agents.AgentsV1alpha1().Sandboxes(v.ns)
+	claims := v.ext.ExtensionsV1alpha1().SandboxClaims(v.ns)
+	byName := metav1.ListOptions{FieldSelector: "metadata.name=" + name}
+	last := NotReadyError{ID: name}
+	fail := func(err error) error { e := last; e.Err = err; return &e }
+	// claimed notes the claim's state: an error when it can no longer
+	// get a Sandbox.
+	claimed := func(c *extv1.SandboxClaim) error {
+		for _, cond := range c.Status.Conditions {
+			if cond.Type == string(agentsv1.SandboxConditionReady) && cond.Status != metav1.ConditionTrue {
+				last.Reason, last.Message = cond.Reason, cond.Message
+				if cond.Reason == "TemplateNotFound" {
+					return &NotReadyError{ID: name, Reason: cond.Reason, Message: cond.Message}
+				}
+			}
+		}
+		return nil
+	}
+	for {
+		l, err := sbs.List(ctx, byName)
+		if err != nil {
+			return nil, fail(err)
+		}
+		if len(l.Items) > 0 {
+			return &l.Items[0], nil
+		}
+		c, err := claims.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, &NotReadyError{ID: name, Reason: "Deleted", Message: "the claim was deleted while starting"}
+		}
+		if err != nil {
+			return nil, fail(err)
+		}
+		if err := claimed(c); err != nil {
+			return nil, err
+		}
+		sw, err := sbs.Watch(ctx, metav1.ListOptions{FieldSelector: byName.FieldSelector, ResourceVersion: l.ResourceVersion})
+		if err != nil {
+			return nil, fail(err)
+		}
+		cw, err := claims.Watch(ctx, metav1.ListOptions{FieldSelector: byName.FieldSelector, ResourceVersion: c.ResourceVersion})
+		if err != nil {
+			sw.Stop()
+			return nil, fail(err)
+		}
+		sb, done, err := func() (*agentsv1.Sandbox, bool, error) {
+			defer sw.Stop()
+			defer cw.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return nil, true, fail(context.Cause(ctx))
+				case ev, ok := <-sw.ResultChan():
+					if !ok || ev.Type == watch.Error {
+						return nil, false, nil
+					}
+					if sb, ok := ev.Object.(*agentsv1.Sandbox); ok && ev.Type != watch.Deleted {
+						return sb, true, nil
+					}
+				case ev, ok := <-cw.ResultChan():
+					if !ok || ev.Type == watch.Error {
+						return nil, false, nil
+					}
+					if ev.Type == watch.Deleted {
+						return nil, true, &NotReadyError{ID: name, Reason: "Deleted", Message: "the claim was deleted while starting"}
+					}
+					if c, ok := ev.Object.(*extv1.SandboxClaim); ok {
+						if err := claimed(c); err != nil {
+							return nil, true, err
+						}
+					}
+				}
+			}
+		}()
+		if done {
+			return sb, err
+		}
+	}
+}
+
+// deleteClaim deletes a claim; one already gone is not an error.
+func (v *Vendor) deleteClaim(ctx context.Context, name string) error {
+	bg := metav1.DeletePropagationBackground
+	err := v.ext.ExtensionsV1alpha1().SandboxClaims(v.ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("claim: %w", err)
+	}
+	return nil
+}

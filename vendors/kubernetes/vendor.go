@@ -1,0 +1,596 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
+	agents "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
+	extensions "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned"
+
+	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/internal/boxproc"
+	"github.com/tangle-network/boxctl/internal/buildinfo"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// Name is the vendor's name.
+const Name = "kubernetes"
+
+// Defaults of a box's limits, requests and start-up.
+const (
+	DefaultCPUs          = 2.0
+	DefaultMemory        = 4 << 30
+	DefaultRequestCPUs   = 0.1
+	DefaultRequestMemory = 256 << 20
+	DefaultReadyTimeout  = 5 * time.Minute
+	// DefaultGrace is the pod's termination grace period in seconds: the
+	// box's init ends everything at once on SIGTERM.
+	DefaultGrace = 5
+)
+
+// ContainerName is the name of the box's container in its pod.
+const ContainerName = "box"
+
+// LabelsAnnotation holds every label of a box as JSON (boxmeta's
+// included): Kubernetes label values cannot hold all of them (an owner has
+// colons), so only the pairs that fit are also Kubernetes labels, for
+// selection, and this annotation is what Info.Labels comes from.
+const LabelsAnnotation = boxmeta.LabelPrefix + "labels"
+
+// Vendor creates boxes as agent-sandbox Sandboxes in one namespace of a
+// cluster. It is safe for concurrent use; Close ends the port-forwards it
+// holds (boxes live on).
+type Vendor struct {
+	cfg    *rest.Config
+	core   k8s.Interface
+	agents agents.Interface
+	ext    extensions.Interface
+	ns     string
+	o      options
+
+	mu         sync.Mutex
+	forwards   map[forwardKey]*forwarder
+	poolImages map[string]string
+	closed     bool
+}
+
+var _ vendors.Vendor = (*Vendor)(nil)
+
+// Option configures a Vendor.
+type Option func(*options)
+
+type options struct {
+	kubeconfig   string
+	context      string
+	namespace    string
+	rest         *rest.Config
+	resources    vendors.Resources
+	requests     vendors.Resources
+	version      string
+	logger       *slog.Logger
+	readyTimeout time.Duration
+	pool         string
+	grace        int64
+	hostAddr     string
+}
+
+// WithKubeconfig reads the cluster's coordinates from path. Default: as
+// kubectl finds them ($KUBECONFIG, ~/.kube/config), else the in-cluster
+// service account when running in a pod.
+func WithKubeconfig(path string) Option { return func(o *options) { o.kubeconfig = path } }
+
+// WithContext picks a kubeconfig context. Default: the current one.
+func WithContext(name string) Option { return func(o *options) { o.context = name } }
+
+// WithNamespace sets the namespace of the boxes. Default: the context's
+// namespace (in a pod: its own), else "default".
+func WithNamespace(ns string) Option { return func(o *options) { o.namespace = ns } }
+
+// WithRESTConfig uses cfg instead of a kubeconfig (and WithNamespace or
+// "default" for the namespace).
+func WithRESTConfig(cfg *rest.Config) Option { return func(o *options) { o.rest = cfg } }
+
+// WithDefaultResources sets the limits of a box whose spec names none.
+// Default: DefaultCPUs, DefaultMemory, no disk limit.
+func WithDefaultResources(r vendors.Resources) Option {
+	return func(o *options) { o.resources = r }
+}
+
+// WithRequests sets what the scheduler reserves for each box (Kubernetes
+// requests); limits come from the spec. Default: DefaultRequestCPUs,
+// DefaultRequestMemory, so that many idle boxes fit on a node.
+func WithRequests(r vendors.Resources) Option { return func(o *options) { o.requests = r } }
+
+// WithVersion sets the boxctl version label of boxes. Default: this
+// binary's version.
+func WithVersion(v string) Option { return func(o *options) { o.version = v } }
+
+// WithLogger receives debug records of API calls (never environment
+// values). Default: discard.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithReadyTimeout bounds the wait for a new box to be Ready (its image
+// pulled, its pod running). Default: DefaultReadyTimeout.
+func WithReadyTimeout(d time.Duration) Option { return func(o *options) { o.readyTimeout = d } }
+
+// WithWarmPool makes Create claim a pre-warmed box from the pool of the
+// SandboxTemplate template (see EnsurePool) through a SandboxClaim, when
+// the spec asks for that template's image and nothing the template does
+// not give (environment, resources, runtime); other specs get a new
+// Sandbox.
+func WithWarmPool(template string) Option { return func(o *options) { o.pool = template } }
+
+// WithGracePeriod sets the pods' termination grace period. Default:
+// DefaultGrace.
+func WithGracePeriod(d time.Duration) Option {
+	return func(o *options) { o.grace = int64(d / time.Second) }
+}
+
+// WithHostAddress names this machine's address as the cluster's pods reach
+// it (HostAddress), for a server here that boxes call (a local model
+// endpoint). Default: none.
+func WithHostAddress(addr string) Option { return func(o *options) { o.hostAddr = addr } }
+
+// New connects to the cluster; it makes no call until the first use.
+func New(opts ...Option) (*Vendor, error) {
+	o := options{version: buildinfo.Get().Version, readyTimeout: DefaultReadyTimeout, grace: DefaultGrace,
+		resources: vendors.Resources{CPUs: DefaultCPUs, MemoryBytes: DefaultMemory},
+		requests:  vendors.Resources{CPUs: DefaultRequestCPUs, MemoryBytes: DefaultRequestMemory}}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
+	if o.resources.CPUs == 0 {
+		o.resources.CPUs = DefaultCPUs
+	}
+	if o.resources.MemoryBytes == 0 {
+		o.resources.MemoryBytes = DefaultMemory
+	}
+	cfg, ns, err := restConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return nil, fmt.Errorf("kubernetes: namespace %q: %s", ns, strings.Join(errs, "; "))
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "boxctl/" + o.version
+	// Every box waits on watches and runs execs: the client's default of
+	// 5 requests a second would queue a handful of concurrent creates.
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 50, 100
+	}
+	v := &Vendor{cfg: cfg, ns: ns, o: o, forwards: map[forwardKey]*forwarder{}, poolImages: map[string]string{}}
+	if v.core, err = k8s.NewForConfig(cfg); err == nil {
+		if v.agents, err = agents.NewForConfig(cfg); err == nil {
+			v.ext, err = extensions.NewForConfig(cfg)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: client: %w", err)
+	}
+	return v, nil
+}
+
+// restConfig resolves the cluster as kubectl does.
+func restConfig(o options) (*rest.Config, string, error) {
+	if o.rest != nil {
+		ns := o.namespace
+		if ns == "" {
+			ns = "default"
+		}
+		return o.rest, ns, nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.kubeconfig != "" {
+		rules.ExplicitPath = o.kubeconfig
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("kubernetes: cluster configuration: %w", err)
+	}
+	ns := o.namespace
+	if ns == "" {
+		if ns, _, err = cc.Namespace(); err != nil {
+			return nil, "", fmt.Errorf("kubernetes: namespace: %w", err)
+		}
+	}
+	return cfg, ns, nil
+}
+
+// Close stops the vendor's port-forwards. Boxes live on.
+func (v *Vendor) Close() error {
+	v.mu.Lock()
+	fs := slices.Collect(maps.Values(v.forwards))
+	v.forwards, v.closed = map[forwardKey]*forwarder{}, true
+	v.mu.Unlock()
+	for _, f := range fs {
+		f.Close()
+	}
+	return nil
+}
+
+// HostAddress returns this machine's address as the boxes reach it, when
+// WithHostAddress named one: a cluster's pods reach no address of the
+// caller's by themselves.
+func (v *Vendor) HostAddress(context.Context) (string, error) {
+	if v.o.hostAddr == "" {
+		return "", errors.New("kubernetes: no host address for the boxes to reach this machine (WithHostAddress)")
+	}
+	return v.o.hostAddr, nil
+}
+
+// Name returns "kubernetes".
+func (v *Vendor) Name() string { return Name }
+
+// Namespace returns the boxes' namespace.
+func (v *Vendor) Namespace() string { return v.ns }
+
+// Supports reports every create field but a pids limit (Kubernetes sets
+// that per node, not per pod). Disk is an ephemeral-storage limit; runtime
+// is a RuntimeClass name.
+func (v *Vendor) Supports() vendors.Fields {
+	return vendors.NewFields(vendors.FieldOwner, vendors.FieldLabels, vendors.FieldCPUs, vendors.FieldMemory,
+		vendors.FieldDisk, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRuntime)
+}
+
+// Create makes a Sandbox (or claims a warm one) and returns the box once
+// its pod is Ready. See vendors.Vendor.
+func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.Box, error) {
+	if err := vendors.Check(v, spec); err != nil {
+		return nil, err
+	}
+	if err := checkSpec(spec); err != nil {
+		return nil, &vendors.SpecError{Vendor: Name, Err: err}
+	}
+	now := time.Now()
+	all := vendors.Labels(spec, now, v.o.version)
+	if len(spec.Ports) > 0 {
+		ps := slices.Clone(spec.Ports)
+		slices.Sort(ps)
+		all[boxmeta.LabelPorts] = joinPorts(slices.Compact(ps))
+	}
+	meta, err := objectMeta(boxName(spec.RunTag), all)
+	if err != nil {
+		return nil, err
+	}
+	shutdown := metav1.NewTime(now.Add(spec.Lifetime))
+	if v.o.pool != "" && claimable(spec) {
+		if b, ok, err := v.claim(ctx, spec, meta, shutdown); ok || err != nil {
+			return b, err
+		}
+	}
+	sb := &agentsv1.Sandbox{ObjectMeta: meta, Spec: agentsv1.SandboxSpec{
+		PodTemplate: agentsv1.PodTemplate{
+			ObjectMeta: agentsv1.PodMetadata{Labels: maps.Clone(meta.Labels)},
+			Spec:       v.podSpec(spec, all[boxmeta.LabelDeadline]),
+		},
+		Lifecycle: agentsv1.Lifecycle{ShutdownTime: &shutdown, ShutdownPolicy: new(agentsv1.ShutdownPolicyDelete)},
+		Replicas:  new(int32(1)),
+	}}
+	created, err := v.agents.AgentsV1alpha1().Sandboxes(v.ns).Create(ctx, sb, metav1.CreateOptions{})
+	if err != nil {
+		// The API server may have made it before the call failed (a
+		// cancelled context): delete it by name.
+		if derr := v.deleteByName(context.WithoutCancel(ctx), meta.Name); derr != nil {
+			return nil, &vendors.CleanupError{Vendor: Name, BoxID: meta.Name, Err: errors.Join(fmt.Errorf("kubernetes: create box from %s: %w", spec.Image, err), derr)}
+		}
+		return nil, fmt.Errorf("kubernetes: create box from %s: %w", spec.Image, v.mapErr(err, ""))
+	}
+	b := v.box(created.Name, created.Name)
+	v.o.logger.Debug("kubernetes box created", "id", created.Name, "run", spec.RunTag, "shutdown", shutdown.Time)
+	if err := b.waitReady(ctx); err != nil {
+		return nil, v.failCreate(ctx, b, err)
+	}
+	return b, nil
+}
+
+// failCreate destroys a box whose start failed; the box's id is the
+// cleanup handle when that fails too.
+func (v *Vendor) failCreate(ctx context.Context, b *Box, err error) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if derr := b.Destroy(cctx); derr != nil {
+		return &vendors.CleanupError{Vendor: Name, BoxID: b.id, Err: errors.Join(err, derr)}
+	}
+	return err
+}
+
+// checkSpec refuses what Kubernetes cannot carry: label keys that are not
+// qualified names, environment names a container cannot have.
+func checkSpec(spec vendors.CreateSpec) error {
+	var errs []error
+	for k := range spec.Labels {
+		if e := validation.IsQualifiedName(k); len(e) > 0 {
+			errs = append(errs, fmt.Errorf("label %q: %s", k, strings.Join(e, "; ")))
+		}
+	}
+	for k := range spec.Env {
+		switch {
+		case !boxproc.EnvName.MatchString(k):
+			errs = append(errs, fmt.Errorf("environment variable name %q", k))
+		case k == boxmeta.EnvDeadline || k == boxmeta.EnvLifetime:
+			errs = append(errs, fmt.Errorf("env %s is set from the lifetime", k))
+		}
+	}
+	if spec.Runtime != "" {
+		if e := validation.IsDNS1123Subdomain(spec.Runtime); len(e) > 0 {
+			errs = append(errs, fmt.Errorf("runtime %q is not a RuntimeClass name: %s", spec.Runtime, strings.Join(e, "; ")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// podSpec is the box's pod: the image's user, no privilege escalation,
+// every capability dropped, the runtime's default seccomp profile, no
+// service account token, and the limits asked for.
+func (v *Vendor) podSpec(spec vendors.CreateSpec, deadline string) corev1.PodSpec {
+	res := v.o.resources
+	if spec.Resources.CPUs != 0 {
+		res.CPUs = spec.Resources.CPUs
+	}
+	if spec.Resources.MemoryBytes != 0 {
+		res.MemoryBytes = spec.Resources.MemoryBytes
+	}
+	if spec.Resources.DiskBytes != 0 {
+		res.DiskBytes = spec.Resources.DiskBytes
+	}
+	env := []corev1.EnvVar{{Name: boxmeta.EnvDeadline, Value: deadline}}
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
+	}
+	var ports []corev1.ContainerPort
+	for _, p := range spec.Ports {
+		ports = append(ports, corev1.ContainerPort{ContainerPort: int32(p), Protocol: corev1.ProtocolTCP})
+	}
+	ps := boxPodSpec(spec.Image, env, ports, v.resources(res), v.o.grace)
+	if spec.Runtime != "" {
+		ps.RuntimeClassName = &spec.Runtime
+	}
+	return ps
+}
+
+// boxPodSpec is the pod of a box, cold or in a warm pool.
+func boxPodSpec(image string, env []corev1.EnvVar, ports []corev1.ContainerPort, res corev1.ResourceRequirements, grace int64) corev1.PodSpec {
+	return corev1.PodSpec{
+		RestartPolicy:                 corev1.RestartPolicyNever,
+		AutomountServiceAccountToken:  new(false),
+		EnableServiceLinks:            new(false),
+		TerminationGracePeriodSeconds: &grace,
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot:   new(true),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		Containers: []corev1.Container{{
+			Name:            ContainerName,
+			Image:           image,
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			Env:             env,
+			Ports:           ports,
+			Resources:       res,
+			SecurityContext: &corev1.SecurityContext{
+				AllowPrivilegeEscalation: new(false),
+				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			},
+		}},
+	}
+}
+
+// resources turns limits into the container's limits and the vendor's
+// requests (never above the limits).
+func (v *Vendor) resources(limits vendors.Resources) corev1.ResourceRequirements {
+	r := corev1.ResourceRequirements{Limits: corev1.ResourceList{}, Requests: corev1.ResourceList{}}
+	if limits.CPUs > 0 {
+		r.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(limits.CPUs*1000), resource.DecimalSI)
+	}
+	if limits.MemoryBytes > 0 {
+		r.Limits[corev1.ResourceMemory] = *resource.NewQuantity(limits.MemoryBytes, resource.BinarySI)
+	}
+	if limits.DiskBytes > 0 {
+		r.Limits[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(limits.DiskBytes, resource.BinarySI)
+	}
+	if cpu := min(v.o.requests.CPUs, limits.CPUs); cpu > 0 {
+		r.Requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(cpu*1000), resource.DecimalSI)
+	}
+	if mem := min(v.o.requests.MemoryBytes, limits.MemoryBytes); mem > 0 {
+		r.Requests[corev1.ResourceMemory] = *resource.NewQuantity(mem, resource.BinarySI)
+	}
+	return r
+}
+
+// objectMeta is a box's metadata: every label in LabelsAnnotation, and
+// those Kubernetes can hold as labels too.
+func objectMeta(name string, all map[string]string) (metav1.ObjectMeta, error) {
+	raw, err := json.Marshal(all)
+	if err != nil {
+		return metav1.ObjectMeta{}, err
+	}
+	l := map[string]string{}
+	for k, val := range all {
+		if len(validation.IsQualifiedName(k)) == 0 && len(validation.IsValidLabelValue(val)) == 0 {
+			l[k] = val
+		}
+	}
+	return metav1.ObjectMeta{Name: name, Labels: l, Annotations: map[string]string{LabelsAnnotation: string(raw)}}, nil
+}
+
+// boxLabels returns a box's labels from its metadata.
+func boxLabels(m metav1.ObjectMeta) map[string]string {
+	out := maps.Clone(m.Labels)
+	if out == nil {
+		out = map[string]string{}
+	}
+	var all map[string]string
+	if json.Unmarshal([]byte(m.Annotations[LabelsAnnotation]), &all) == nil {
+		maps.Copy(out, all)
+	}
+	return out
+}
+
+var nameUnsafe = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// boxName is a new Sandbox name: "boxctl-", the run tag as a DNS label
+// part, and a random suffix; a DNS-1035 label, as the Service the
+// controller makes of the same name needs.
+func boxName(runTag string) string {
+	s := nameUnsafe.ReplaceAllString(strings.ToLower(runTag), "-")
+	if len(s) > 40 {
+		s = s[:40]
+	}
+	s = strings.Trim(s, "-")
+	if s != "" {
+		s += "-"
+	}
+	return "boxctl-" + s + strconv.FormatUint(rand.Uint64()&0xffffffffff, 36)
+}
+
+func joinPorts(ps []int) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, ",")
+}
+
+// Connect returns the box whose Sandbox is named id. See vendors.Vendor.
+func (v *Vendor) Connect(ctx context.Context, id string) (vendors.Box, error) {
+	if len(validation.IsDNS1123Subdomain(id)) > 0 {
+		return nil, fmt.Errorf("kubernetes: connect: %w", &vendors.NotFoundError{Vendor: Name, ID: id})
+	}
+	sb, err := v.agents.AgentsV1alpha1().Sandboxes(v.ns).Get(ctx, id, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: connect: %w", v.mapErr(err, id))
+	}
+	if sb.DeletionTimestamp != nil || boxLabels(sb.ObjectMeta)[boxmeta.LabelManaged] != "true" {
+		return nil, fmt.Errorf("kubernetes: connect: sandbox %s is not a live boxctl box: %w", id, &vendors.NotFoundError{Vendor: Name, ID: id})
+	}
+	return v.box(sb.Name, podName(sb)), nil
+}
+
+// podName is the name of a Sandbox's pod: its own, or the warm pod it
+// adopted.
+func podName(sb *agentsv1.Sandbox) string {
+	if p := sb.Annotations[podNameAnnotation]; p != "" {
+		return p
+	}
+	return sb.Name
+}
+
+// podNameAnnotation is where the controller records an adopted pod's name.
+const podNameAnnotation = "agents.x-k8s.io/pod-name"
+
+// List returns the boxes carrying every label of filter. See
+// vendors.Vendor.
+func (v *Vendor) List(ctx context.Context, filter map[string]string) ([]vendors.Info, error) {
+	sel := labels.Set{boxmeta.LabelManaged: "true"}
+	for k, val := range filter {
+		if len(validation.IsQualifiedName(k)) == 0 && len(validation.IsValidLabelValue(val)) == 0 {
+			sel[k] = val
+		}
+	}
+	l, err := v.agents.AgentsV1alpha1().Sandboxes(v.ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: list boxes: %w", v.mapErr(err, ""))
+	}
+	out := []vendors.Info{}
+	for i := range l.Items {
+		sb := &l.Items[i]
+		info := sandboxInfo(sb)
+		if sb.DeletionTimestamp != nil || !hasLabels(info.Labels, filter) {
+			continue
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, val := range want {
+		if have[k] != val {
+			return false
+		}
+	}
+	return true
+}
+
+func sandboxInfo(sb *agentsv1.Sandbox) vendors.Info {
+	l := boxLabels(sb.ObjectMeta)
+	i := vendors.Info{ID: sb.Name, Vendor: Name, State: sandboxState(sb), Labels: l, Created: sb.CreationTimestamp.Time}
+	if cs := sb.Spec.PodTemplate.Spec.Containers; len(cs) > 0 {
+		i.Image = cs[0].Image
+	}
+	if d, err := boxmeta.ParseDeadline(l[boxmeta.LabelDeadline]); err == nil {
+		i.Deadline = d
+	}
+	if st := sb.Spec.ShutdownTime; st != nil && (i.Deadline.IsZero() || st.Time.Before(i.Deadline)) {
+		i.Deadline = st.Time
+	}
+	return i
+}
+
+func sandboxState(sb *agentsv1.Sandbox) vendors.State {
+	if sb.DeletionTimestamp != nil {
+		return vendors.StateStopped
+	}
+	for _, c := range sb.Status.Conditions {
+		if c.Type != string(agentsv1.SandboxConditionReady) {
+			continue
+		}
+		switch {
+		case c.Status == metav1.ConditionTrue:
+			return vendors.StateRunning
+		case c.Reason == agentsv1.SandboxReasonExpired:
+			return vendors.StateStopped
+		}
+	}
+	return vendors.StateCreating
+}
+
+// mapErr turns API errors into the vendors' typed errors.
+func (v *Vendor) mapErr(err error, id string) error {
+	if err == nil {
+		return nil
+	}
+	if id != "" && apierrors.IsNotFound(err) {
+		return fmt.Errorf("%w: %v", &vendors.NotFoundError{Vendor: Name, ID: id}, err)
+	}
+	if apierrors.IsTooManyRequests(err) {
+		d, _ := apierrors.SuggestsClientDelay(err)
+		return &vendors.RateLimitError{Vendor: Name, Op: "api", RetryAfter: time.Duration(d) * time.Second, Message: err.Error()}
+	}
+	return err
+}
+
+// deleteByName deletes a Sandbox (and its pod) by name; one already gone
+// is not an error.
+func (v *Vendor) deleteByName(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return v.box(name, name).Destroy(ctx)
+}
+
+func (v *Vendor) box(id, pod string) *Box { return &Box{v: v, id: id, pod: pod} }
