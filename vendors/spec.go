@@ -171,6 +171,17 @@ func Labels(spec CreateSpec, now time.Time, version string) map[string]string {
 	return l
 }
 
+// HasLabels reports whether have holds every pair of want: List's filter,
+// for vendors that filter by themselves.
+func HasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
 // SortedFields returns fs in a stable order, for messages.
 func SortedFields(fs Fields) []Field {
 	out := slices.Collect(maps.Keys(fs))

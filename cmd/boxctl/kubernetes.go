@@ -1,10 +1,9 @@
 package main
 
 import (
-	"context"
-	"log/slog"
 	"os"
 
+	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
 
 	"github.com/tangle-network/boxctl/vendors/kubernetes"
@@ -26,10 +25,12 @@ const (
 	envKubeHost    = "BOXCTL_KUBE_HOST_ADDRESS"
 )
 
+// client-go also reports through klog, straight to stderr, what it
+// returns as errors (a closed stream of a cancelled exec, say): boxctl
+// reports those errors itself. Set before any client runs.
+func init() { klog.SetLogger(logr.Discard()) }
+
 func newKubernetes(a *app) (*kubernetes.Vendor, error) {
-	// client-go reports through klog (a closed stream of a cancelled exec,
-	// say): to boxctl's log at debug level, not straight to stderr.
-	klog.SetSlogLogger(slog.New(debugOnly{a.log.Handler()}).With("component", "client-go"))
 	opts := []kubernetes.Option{kubernetes.WithLogger(a.log)}
 	if c := os.Getenv(envKubeContext); c != "" {
 		opts = append(opts, kubernetes.WithContext(c))
@@ -49,19 +50,3 @@ func newKubernetes(a *app) (*kubernetes.Vendor, error) {
 	}
 	return v, nil
 }
-
-// debugOnly records everything at debug level: client-go's errors are the
-// vendor's to report, as errors it returns.
-type debugOnly struct{ h slog.Handler }
-
-func (d debugOnly) Enabled(ctx context.Context, _ slog.Level) bool {
-	return d.h.Enabled(ctx, slog.LevelDebug)
-}
-
-func (d debugOnly) Handle(ctx context.Context, r slog.Record) error {
-	r.Level = slog.LevelDebug
-	return d.h.Handle(ctx, r)
-}
-
-func (d debugOnly) WithAttrs(as []slog.Attr) slog.Handler { return debugOnly{d.h.WithAttrs(as)} }
-func (d debugOnly) WithGroup(name string) slog.Handler    { return debugOnly{d.h.WithGroup(name)} }

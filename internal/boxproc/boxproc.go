@@ -7,11 +7,13 @@
 package boxproc
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -20,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Dir is where a box keeps the pid, output and exit status of each process
@@ -185,6 +188,50 @@ func PID(ctx context.Context, vendor string, read func(context.Context, string) 
 		return 0, fmt.Errorf("%s: process %s: pid file holds %q", vendor, id, raw)
 	}
 	return pid, nil
+}
+
+// TarFile is a tar stream of one regular file, name, with data and mode:
+// how content goes into a box through an archive or exec API.
+func TarFile(name string, data []byte, mode uint32) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	h := &tar.Header{Name: name, Mode: int64(mode & 0o7777), Size: int64(len(data)), ModTime: time.Now(), Typeflag: tar.TypeReg, Format: tar.FormatPAX}
+	if err := tw.WriteHeader(h); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// UntarFile returns the content of the first entry of the tar stream r,
+// which must be a regular file of at most max bytes.
+func UntarFile(r io.Reader, max int64) ([]byte, error) {
+	tr := tar.NewReader(r)
+	h, err := tr.Next()
+	if err != nil {
+		return nil, err
+	}
+	if h.Typeflag != tar.TypeReg {
+		return nil, errors.New("not a regular file")
+	}
+	if h.Size > max {
+		return nil, fmt.Errorf("%d bytes is over the %d byte limit", h.Size, max)
+	}
+	return io.ReadAll(io.LimitReader(tr, h.Size))
+}
+
+// WritePath refuses a path Box.Write cannot take: it wants a clean
+// absolute path of a file.
+func WritePath(p string) error {
+	if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
+		return fmt.Errorf("write %q: want a clean absolute file path", p)
+	}
+	return nil
 }
 
 // RandomID returns a random process or file name.

@@ -1,6 +1,7 @@
 package boxproc_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -170,4 +171,23 @@ func TestEnvScripts(t *testing.T) {
 			t.Error("a second process with the same record started")
 		}
 	})
+}
+
+func TestTarFile(t *testing.T) {
+	data := []byte("content\x00with a NUL")
+	archive, err := boxproc.TarFile("data", data, 0o640)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := boxproc.UntarFile(bytes.NewReader(archive), 1<<20); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("UntarFile(TarFile) = %q, %v", got, err)
+	}
+	if _, err := boxproc.UntarFile(bytes.NewReader(archive), 4); err == nil {
+		t.Error("UntarFile took a file over its limit")
+	}
+	for p, ok := range map[string]bool{"/a/b": true, "a/b": false, "/a/../b": false, "/": false, "/a/": false} {
+		if err := boxproc.WritePath(p); (err == nil) != ok {
+			t.Errorf("WritePath(%q) = %v, want ok %v", p, err, ok)
+		}
+	}
 }

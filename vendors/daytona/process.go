@@ -128,9 +128,9 @@ func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Proces
 // sendInput writes data to the command's standard input. The command's
 // input pipe exists once the session's shell runs the command: until then
 // the toolbox answers 500 ("failed to open input pipe"), so that is tried
-// again for a few seconds.
+// again for up to 30 seconds (a busy sandbox's shell can take a while).
 func (p *Process) sendInput(ctx context.Context, data string) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
 		err := p.b.call(ctx, "spawn", vendorhttp.Call{Method: http.MethodPost, Path: p.command() + "/input",

@@ -239,21 +239,12 @@ func (v *Vendor) List(ctx context.Context, filter map[string]string) ([]vendors.
 	}
 	out := make([]vendors.Info, 0, len(l))
 	for _, sb := range l {
-		if sb.deleted() || !hasLabels(sb.Labels, labels) {
+		if sb.deleted() || !vendors.HasLabels(sb.Labels, labels) {
 			continue
 		}
 		out = append(out, info(sb))
 	}
 	return out, nil
-}
-
-func hasLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if have[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 func info(sb sandbox) vendors.Info {

@@ -1,14 +1,12 @@
 package docker
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -214,18 +212,7 @@ func (b *Box) Read(ctx context.Context, p string) ([]byte, error) {
 		return nil, fmt.Errorf("docker: read %s: %w", p, b.v.mapErr(err, b.id))
 	}
 	defer rc.Close()
-	tr := tar.NewReader(rc)
-	h, err := tr.Next()
-	if err != nil {
-		return nil, fmt.Errorf("docker: read %s: %w", p, err)
-	}
-	if h.Typeflag != tar.TypeReg {
-		return nil, fmt.Errorf("docker: read %s: not a regular file", p)
-	}
-	if h.Size > maxReadBytes {
-		return nil, fmt.Errorf("docker: read %s: %d bytes is over the %d byte limit", p, h.Size, maxReadBytes)
-	}
-	data, err := io.ReadAll(io.LimitReader(tr, h.Size))
+	data, err := boxproc.UntarFile(rc, maxReadBytes)
 	if err != nil {
 		return nil, fmt.Errorf("docker: read %s: %w", p, err)
 	}
@@ -237,8 +224,8 @@ func (b *Box) Read(ctx context.Context, p string) ([]byte, error) {
 // user's (the engine writes archive entries as root), from where the box
 // user moves it into place, so the file is the box user's own.
 func (b *Box) Write(ctx context.Context, p string, data []byte, mode uint32) error {
-	if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
-		return fmt.Errorf("docker: write %q: want a clean absolute file path", p)
+	if err := boxproc.WritePath(p); err != nil {
+		return fmt.Errorf("docker: %w", err)
 	}
 	if mode&0o7777 == 0 {
 		mode = 0o644
@@ -247,19 +234,11 @@ func (b *Box) Write(ctx context.Context, p string, data []byte, mode uint32) err
 	if _, err := b.run(ctx, "sh", "-c", `umask 077 && mkdir -p "$0"`, stage); err != nil {
 		return fmt.Errorf("docker: write %s: %w", p, err)
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	h := &tar.Header{Name: "data", Mode: 0o644, Size: int64(len(data)), ModTime: time.Now(), Typeflag: tar.TypeReg, Format: tar.FormatPAX}
-	if err := tw.WriteHeader(h); err != nil {
+	archive, err := boxproc.TarFile("data", data, 0o644)
+	if err != nil {
 		return err
 	}
-	if _, err := tw.Write(data); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	if err := b.v.cli.CopyToContainer(ctx, b.id, stage, &buf, container.CopyToContainerOptions{}); err != nil {
+	if err := b.v.cli.CopyToContainer(ctx, b.id, stage, bytes.NewReader(archive), container.CopyToContainerOptions{}); err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		_, _ = b.run(cctx, "rm", "-rf", stage)

@@ -1,7 +1,6 @@
 package kubernetes
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -334,18 +333,7 @@ exec tar -c -f - -C "$(dirname "$0")" -- "$(basename "$0")"`
 	case code != 0:
 		return nil, fmt.Errorf("kubernetes: read %s: tar exited %d: %s", p, code, strings.TrimSpace(stderr.String()))
 	}
-	tr := tar.NewReader(&out)
-	h, err := tr.Next()
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes: read %s: %w", p, err)
-	}
-	if h.Typeflag != tar.TypeReg {
-		return nil, fmt.Errorf("kubernetes: read %s: not a regular file", p)
-	}
-	if h.Size > maxReadBytes {
-		return nil, fmt.Errorf("kubernetes: read %s: %d bytes is over the %d byte limit", p, h.Size, maxReadBytes)
-	}
-	data, err := io.ReadAll(io.LimitReader(tr, h.Size))
+	data, err := boxproc.UntarFile(&out, maxReadBytes)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: read %s: %w", p, err)
 	}
@@ -355,28 +343,20 @@ exec tar -c -f - -C "$(dirname "$0")" -- "$(basename "$0")"`
 // Write creates or replaces a file: a tar stream unpacked by the box user
 // (so the file is theirs) next to the target, then moved into place.
 func (b *Box) Write(ctx context.Context, p string, data []byte, mode uint32) error {
-	if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
-		return fmt.Errorf("kubernetes: write %q: want a clean absolute file path", p)
+	if err := boxproc.WritePath(p); err != nil {
+		return fmt.Errorf("kubernetes: %w", err)
 	}
 	if mode&0o7777 == 0 {
 		mode = 0o644
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	h := &tar.Header{Name: "data", Mode: int64(mode & 0o7777), Size: int64(len(data)), ModTime: time.Now(), Typeflag: tar.TypeReg, Format: tar.FormatPAX}
-	if err := tw.WriteHeader(h); err != nil {
-		return err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
+	archive, err := boxproc.TarFile("data", data, mode)
+	if err != nil {
 		return err
 	}
 	script := `t=; d=$(dirname "$0") && mkdir -p "$d" && t=$(mktemp -d "$d/.boxctl-write.XXXXXX") &&
 tar -x -f - -C "$t" --no-same-owner && chmod "$1" "$t/data" && mv -f "$t/data" "$0"; s=$?; [ -z "$t" ] || rm -rf "$t"; exit $s`
 	stderr := &boxproc.Capped{Max: 4096}
-	code, err := b.stream(ctx, "write", []string{"sh", "-c", script, p, strconv.FormatUint(uint64(mode&0o7777), 8)}, &buf, nil, stderr)
+	code, err := b.stream(ctx, "write", []string{"sh", "-c", script, p, strconv.FormatUint(uint64(mode&0o7777), 8)}, bytes.NewReader(archive), nil, stderr)
 	if err != nil {
 		return fmt.Errorf("kubernetes: write %s: %w", p, err)
 	}

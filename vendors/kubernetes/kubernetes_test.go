@@ -24,6 +24,7 @@ import (
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/kubetest"
 	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/kubernetes"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
@@ -232,13 +233,14 @@ func TestVendor_ConcurrentCreates(t *testing.T) {
 const orphanEnv = "BOXCTL_KUBE_ORPHAN"
 
 func orphan() {
-	spec := strings.SplitN(os.Getenv(orphanEnv), "|", 3) // kubeconfig|image|run tag
+	spec := strings.SplitN(os.Getenv(orphanEnv), "|", 4) // kubeconfig|image|run tag|lifetime
 	v, err := kubernetes.New(kubernetes.WithKubeconfig(spec[0]))
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
-	b, err := v.Create(context.Background(), vendors.CreateSpec{Image: spec[1], Lifetime: 8 * time.Second, RunTag: spec[2]})
+	life, _ := time.ParseDuration(spec[3])
+	b, err := v.Create(context.Background(), vendors.CreateSpec{Image: spec[1], Lifetime: life, RunTag: spec[2], Owner: sandbox.ProcessOwner()})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
@@ -247,17 +249,13 @@ func orphan() {
 	select {}
 }
 
-// TestVendor_CallerKilled: a caller killed with SIGKILL right after its
-// create leaves a box the cluster removes at its shutdown time, without
-// gc.
-func TestVendor_CallerKilled(t *testing.T) {
-	t.Parallel()
-	env := testbed.Require(t)
-	v := kubetest.Vendor(t)
-	img := kubetest.Image(t, boxtest.Options{})
-	tag := vendortest.RunTag(t)
+// startOrphan runs a caller that creates a box of lifetime life, owned by
+// the caller's process, and kills it with SIGKILL once the box exists; it
+// returns the box's id.
+func startOrphan(t *testing.T, kubeconfig, img, tag string, life time.Duration) string {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), orphanEnv+"="+env.Kubeconfig+"|"+img+"|"+tag)
+	cmd.Env = append(os.Environ(), orphanEnv+"="+kubeconfig+"|"+img+"|"+tag+"|"+life.String())
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -275,6 +273,41 @@ func TestVendor_CallerKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	return id
+}
+
+// TestVendor_GCOwnerGone: gc removes a box whose owning process is gone,
+// long before its deadline.
+func TestVendor_GCOwnerGone(t *testing.T) {
+	t.Parallel()
+	env := testbed.Require(t)
+	v := kubetest.Vendor(t)
+	tag := vendortest.RunTag(t)
+	id := startOrphan(t, env.Kubeconfig, kubetest.Image(t, boxtest.Options{}), tag, 10*time.Minute)
+	t.Cleanup(func() {
+		if b, err := v.Connect(context.Background(), id); err == nil {
+			_ = b.Destroy(context.Background())
+		}
+	})
+	reaped, err := sandbox.GC(t.Context(), v, sandbox.GCOptions{Filter: map[string]string{boxmeta.LabelRunTag: tag}})
+	if err != nil || len(reaped) != 1 || reaped[0].Box.ID != id || reaped[0].Reason != sandbox.ReasonOwnerGone || reaped[0].Err != nil {
+		t.Fatalf("GC = %+v, %v; want the orphan %s, its owner gone", reaped, err, id)
+	}
+	if _, err := v.Connect(t.Context(), id); !errors.Is(err, vendors.ErrNotFound) {
+		t.Errorf("the orphan remains after GC: %v", err)
+	}
+}
+
+// TestVendor_CallerKilled: a caller killed with SIGKILL right after its
+// create leaves a box the cluster removes at its shutdown time, without
+// gc.
+func TestVendor_CallerKilled(t *testing.T) {
+	t.Parallel()
+	env := testbed.Require(t)
+	v := kubetest.Vendor(t)
+	img := kubetest.Image(t, boxtest.Options{})
+	tag := vendortest.RunTag(t)
+	id := startOrphan(t, env.Kubeconfig, img, tag, 20*time.Second)
 	killed := time.Now()
 	box, err := v.Connect(t.Context(), id)
 	if err != nil {

@@ -520,21 +520,12 @@ func (v *Vendor) List(ctx context.Context, filter map[string]string) ([]vendors.
 	for i := range l.Items {
 		sb := &l.Items[i]
 		info := sandboxInfo(sb)
-		if sb.DeletionTimestamp != nil || !hasLabels(info.Labels, filter) {
+		if sb.DeletionTimestamp != nil || !vendors.HasLabels(info.Labels, filter) {
 			continue
 		}
 		out = append(out, info)
 	}
 	return out, nil
-}
-
-func hasLabels(have, want map[string]string) bool {
-	for k, val := range want {
-		if have[k] != val {
-			return false
-		}
-	}
-	return true
 }
 
 func sandboxInfo(sb *agentsv1.Sandbox) vendors.Info {

@@ -69,6 +69,10 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request, port int, id st
 			toolboxError(w, r, http.StatusBadGateway, "BAD_GATEWAY", "failed to proxy request: "+err.Error())
 		},
 	}
+	// The box's server may answer (an event stream's headers) before the
+	// request's body is all through: keep reading it after the response
+	// starts, or the server would close it under the proxy and cut both.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	rp.ServeHTTP(w, r.WithContext(ctx))
 	if ctx.Err() != nil {
 		s.opts.Log.Debug("daytona preview request ended early", "sandbox", id, "port", port, "path", r.URL.Path,

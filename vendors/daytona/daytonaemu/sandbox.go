@@ -333,7 +333,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		if sb.State == stateDestroyed || (!withErrored && sb.State == stateError && sb.DesiredState == stateDestroyed) {
 			continue
 		}
-		if !hasLabels(sb.Labels, labels) || (after > 0 && sb.seq >= after) {
+		if !vendors.HasLabels(sb.Labels, labels) || (after > 0 && sb.seq >= after) {
 			continue
 		}
 		match = append(match, sb)
@@ -360,15 +360,6 @@ func (s *Server) listItem(sb *sandbox) map[string]any {
 		delete(d, k)
 	}
 	return d
-}
-
-func hasLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if have[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 func (s *Server) previewURL(w http.ResponseWriter, r *http.Request, idOrName, port string) {

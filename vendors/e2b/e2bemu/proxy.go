@@ -67,5 +67,9 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, sb *sandbox, port
 				Message: "Error when proxying the request to the sandbox: " + err.Error()})
 		},
 	}
+	// The box's server may answer (an event stream's headers) before the
+	// request's body is all through: keep reading it after the response
+	// starts, or the server would close it under the proxy and cut both.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	rp.ServeHTTP(w, r)
 }
