@@ -18,11 +18,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
+
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/kubernetes"
 )
+
+// client-go reports on stderr, through klog, what it also returns as
+// errors (a closed stream after an exec): keep test output (and benchmark
+// lines) readable, as boxctl does.
+func init() { klog.SetLogger(logr.Discard()) }
 
 // Image returns the box image built with opts, in the test bed's registry.
 func Image(t testing.TB, opts boxtest.Options) string {
