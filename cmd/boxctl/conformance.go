@@ -18,6 +18,7 @@ import (
 	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/kubernetes"
 )
 
 // Report formats of `boxctl conformance`.
@@ -152,8 +153,8 @@ func (o *conformanceOptions) resolveImage(ctx context.Context, a *app) (image, d
 		}
 		switch {
 		case rec.Target == o.target:
-		case o.target == docker.Name && (rec.Target == boximage.TargetRegistry || rec.Target == boximage.TargetECR):
-			// The engine pulls the pushed image.
+		case (o.target == docker.Name || o.target == kubernetes.Name) && (rec.Target == boximage.TargetRegistry || rec.Target == boximage.TargetECR):
+			// The engine, or the cluster, pulls the pushed image.
 		default:
 			return "", "", nil, usageErrorf("--build-record %s is of target %s: build one for %s", o.buildRecord, rec.Target, o.target)
 		}
