@@ -40,11 +40,12 @@ var (
 	EnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
-// CheckEnv refuses an environment with a name that is not EnvName.
+// CheckEnv refuses an environment with a name that is not EnvName, or
+// that takes the prefix the scripts keep for their own variables (_bx).
 func CheckEnv(env map[string]string) error {
 	for k := range env {
-		if !EnvName.MatchString(k) {
-			return fmt.Errorf("environment variable name %q", k)
+		if !EnvName.MatchString(k) || strings.HasPrefix(k, "_bx") {
+			return fmt.Errorf("environment variable name %q (letters, digits and '_', not starting with a digit or _bx)", k)
 		}
 	}
 	return nil
@@ -55,85 +56,132 @@ func CheckEnv(env map[string]string) error {
 // not EnvName.
 func EnvLines(env map[string]string) (string, error) {
 	var b strings.Builder
+	if err := CheckEnv(env); err != nil {
+		return "", err
+	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
-		if !EnvName.MatchString(k) {
-			return "", fmt.Errorf("environment variable name %q", k)
-		}
 		b.WriteString(k + "=" + base64.StdEncoding.EncodeToString([]byte(env[k])) + "\n")
 	}
 	b.WriteString("\n")
 	return b.String(), nil
 }
 
-// ReadEnv is the shell snippet that reads EnvLines from standard input
-// into exported variables, stopping at the empty line, so the values
-// reach the commands the script starts and appear in no command line and
-// no process's initial environment. The shell reads a pipe a byte at a
-// time, so whatever follows the empty line stays for the command.
-const ReadEnv = `while IFS= read -r kv && [ -n "$kv" ]; do
-	v=$(printf %s "${kv#*=}" | base64 -d) || { echo "bad environment line" >&2; exit 125; }
-	export "${kv%%=*}=$v"
+// The scripts below keep their own shell variables under the prefix _bx,
+// which no environment variable may take (EnvLines refuses it), so a
+// variable of the caller's never overwrites one of theirs.
+
+// ReadEnv is the shell snippet that reads EnvLines from standard input,
+// stopping at the empty line, into shell variables that are not exported
+// yet (so the values are in no command line and no process's initial
+// environment, not even the decoder's that runs next); ExportEnv exports
+// them just before the command starts and UnsetEnv drops them right after,
+// so that the command is the only process whose environment holds them.
+// A cut-short input or a bad line exits 125. The shell reads a pipe a byte
+// at a time, so whatever follows the empty line stays for the command.
+const ReadEnv = `_bxn=0
+while :; do
+	IFS= read -r _bxkv || { echo "environment cut short" >&2; exit 125; }
+	[ -n "$_bxkv" ] || break
+	case ${_bxkv%%=*} in "" | _bx* | [!A-Za-z_]* | *[!A-Za-z0-9_]*) echo "bad environment name" >&2; exit 125 ;; esac
+	_bxn=$((_bxn + 1))
+	eval "_bxk_$_bxn=\${_bxkv%%=*}"
+	eval "_bxv_$_bxn=\$(printf %s \"\${_bxkv#*=}\" | base64 -d && printf x)" || { echo "bad environment line" >&2; exit 125; }
 done`
+
+// ExportEnv exports what ReadEnv read (values kept byte for byte).
+const ExportEnv = `_bxi=1
+while [ "$_bxi" -le "$_bxn" ]; do eval "export \"\$_bxk_$_bxi=\${_bxv_$_bxi%x}\""; _bxi=$((_bxi + 1)); done`
+
+// UnsetEnv drops what ReadEnv read from the shell.
+const UnsetEnv = `_bxi=1
+while [ "$_bxi" -le "$_bxn" ]; do eval "unset \"\$_bxk_$_bxi\" _bxv_$_bxi"; _bxi=$((_bxi + 1)); done`
+
+// Supervisor runs a spawned process for exec APIs whose exec outlives the
+// caller's connection (Docker's): $1 is the process's record directory
+// under Dir. It reads the environment (ReadEnv), starts "$@" in the
+// background with it and its output in files, prints its pid, waits for
+// it and records its exit status (128+n for a signal n). It writes
+// nothing to its own stdout after the pid, so the caller may drop the
+// connection.
+const Supervisor = `_bxd=$1; shift
+mkdir -p "${_bxd%/*}" && mkdir "$_bxd" || { echo "process $_bxd exists" >&2; exit 125; }
+` + ReadEnv + `
+` + ExportEnv + `
+"$@" </dev/null >"$_bxd/stdout" 2>"$_bxd/stderr" &
+_bxp=$!
+` + UnsetEnv + `
+echo "$_bxp" >"$_bxd/pid"
+echo "$_bxp"
+exec >/dev/null 2>&1
+wait "$_bxp"
+_bxs=$?
+echo "$_bxs" >"$_bxd/exit.tmp" && mv "$_bxd/exit.tmp" "$_bxd/exit"
+exit "$_bxs"`
 
 // ExecEnvWrapper is ExecWrapper for exec APIs that take no environment
 // (the Kubernetes exec subresource): $0 is the pid file, $1 the working
 // directory (empty for the box's); it reads the environment with ReadEnv
 // from its standard input, whose rest goes to the command.
-const ExecEnvWrapper = `p=$0; d=$1; shift
+const ExecEnvWrapper = `_bxf=$0; _bxw=$1; shift
 ` + ReadEnv + `
-[ -z "$d" ] || cd "$d" || exit 126
-mkdir -p "${p%/*}" || exit 126
-setsid -w sh -c 'echo $$ >"$0" && exec "$@"' "$p" "$@"
-s=$?; rm -f "$p"; exit $s`
+[ -z "$_bxw" ] || cd "$_bxw" || exit 126
+mkdir -p "${_bxf%/*}" || exit 126
+` + ExportEnv + `
+setsid -w sh -c 'echo $$ >"$0" && exec "$@"' "$_bxf" "$@"
+_bxs=$?; rm -f "$_bxf"; exit $_bxs`
 
 // DetachedSupervisor starts a spawned process that outlives the exec that
 // started it, for exec APIs whose streams end with their command: $1 is
 // the process's record directory under Dir, $2 the working directory
 // (empty for the box's). It starts a supervisor in a session of its own,
 // with no tie to the exec's output, which reads the environment from the
-// exec's stdin as ReadEnv does (into shell variables: no process's
-// initial environment holds the values but the started one's, so another
-// process of the box's user cannot read them in /proc), lets go of that
-// stdin, runs "$@" with its output in files, records its pid and, when it
-// ends, its exit status (128+n for a signal n). The script prints the pid
-// once the process runs, then exits.
-const DetachedSupervisor = `d=$1; w=$2; shift 2
-mkdir -p "${d%/*}" && mkdir "$d" || { echo "process $d exists" >&2; exit 125; }
-[ -z "$w" ] || cd "$w" || { echo "no directory $w" >&2; exit 126; }
-mkfifo "$d/started" || exit 125
+// exec's stdin (ReadEnv), lets go of that stdin, runs "$@" with it and its
+// output in files, records its pid and, when it ends, its exit status
+// (128+n for a signal n). The script prints the pid once the process
+// runs, or why it did not start, then exits.
+const DetachedSupervisor = `_bxd=$1; _bxw=$2; shift 2
+mkdir -p "${_bxd%/*}" && mkdir "$_bxd" || { echo "process $_bxd exists" >&2; exit 125; }
+[ -z "$_bxw" ] || cd "$_bxw" || { echo "no directory $_bxw" >&2; exit 126; }
+mkfifo "$_bxd/started" || exit 125
 # A background command's stdin is /dev/null unless redirected: hand it
-# the exec's through fd 3.
+# the exec's through fd 3. Until the process runs, the supervisor's
+# errors go to a file the fifo then carries.
 exec 3<&0
-setsid sh -c 'd=$0
-while IFS= read -r kv && [ -n "$kv" ]; do
-	v=$(printf %s "${kv#*=}" | base64 -d) || { echo "bad environment line" >"$d/started"; exit 125; }
-	export "${kv%%=*}=$v"
-done
-exec </dev/null
-"$@" >"$d/stdout" 2>"$d/stderr" & p=$!
-echo "$p" >"$d/pid"; echo "$p" >"$d/started"
-wait "$p"; s=$?
-echo "$s" >"$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"' "$d" "$@" <&3 3<&- >/dev/null 2>&1 &
+setsid sh -c '_bxd=$0
+trap '"'"'[ -s "$_bxd/error" ] || echo "the supervisor did not start" >"$_bxd/error"; cat "$_bxd/error" >"$_bxd/started"'"'"' EXIT
+exec 2>"$_bxd/error"
+` + ReadEnv + `
+exec </dev/null 2>/dev/null
+trap - EXIT
+` + ExportEnv + `
+"$@" >"$_bxd/stdout" 2>"$_bxd/stderr" & _bxp=$!
+` + UnsetEnv + `
+echo "$_bxp" >"$_bxd/pid"; echo "$_bxp" >"$_bxd/started"
+wait "$_bxp"; _bxs=$?
+echo "$_bxs" >"$_bxd/exit.tmp" && mv "$_bxd/exit.tmp" "$_bxd/exit"' "$_bxd" "$@" <&3 3<&- >/dev/null 2>&1 &
 exec 3<&-
-read -r p <"$d/started"; rm -f "$d/started"
-case $p in *[!0-9]* | "") echo "${p:-the supervisor did not start}" >&2; exit 125 ;; esac
-echo "$p"`
+_bxp=$(cat "$_bxd/started"); rm -f "$_bxd/started" "$_bxd/error"
+case $_bxp in *[!0-9]* | "") echo "${_bxp:-the supervisor did not start}" >&2; exit 125 ;; esac
+echo "$_bxp"`
 
 // Follow is the script that follows a spawned process's output: $0 is its
 // record directory, $1 its pid, $2 a pid file for the follower itself (so
 // that the caller can stop it with a TERM to that pid). It prints the
 // process's stdout and stderr from their start on its own stdout and
 // stderr until the process ends.
-const Follow = `echo $$ >"$2"
+const Follow = `o=; e=
+trap 'kill $o $e 2>/dev/null; rm -f "$2"; exit 0' TERM
+echo $$ >"$2"
 tail -c +1 -s 0.2 --pid="$1" -F "$0/stdout" 2>/dev/null & o=$!
 tail -c +1 -s 0.2 --pid="$1" -F "$0/stderr" >&2 2>/dev/null & e=$!
-trap 'kill $o $e 2>/dev/null; rm -f "$2"; exit 0' TERM
 wait $o $e; rm -f "$2"`
 
 // StopFollower is the command that stops a Follow script whose pid file
-// is pidFile.
+// is pidFile, waiting a moment for the file if the script has not written
+// it yet.
 func StopFollower(pidFile string) []string {
-	return []string{"sh", "-c", `p=$(cat "$0" 2>/dev/null) && kill -TERM "$p" 2>/dev/null; true`, pidFile}
+	return []string{"sh", "-c", `i=0; while [ ! -s "$0" ] && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done
+p=$(cat "$0" 2>/dev/null) && kill -TERM "$p" 2>/dev/null; true`, pidFile}
 }
 
 // ExecWrapper runs "$@" in a session of its own whose id it records in the

@@ -97,7 +97,7 @@ func TestScripts(t *testing.T) {
 // with this machine's shell: the values reach the command, not its
 // command line, and the rest of stdin stays the command's.
 func TestEnvScripts(t *testing.T) {
-	env := map[string]string{"SECRET": "s3cr3t value\twith=signs", "OTHER": "line1\nline2"}
+	env := map[string]string{"SECRET": "s3cr3t value\twith=signs", "OTHER": "line1\nline2\n\n", "d": "not the record", "p": "x", "kv": "y"}
 	lines, err := boxproc.EnvLines(env)
 	if err != nil {
 		t.Fatal(err)
@@ -105,20 +105,22 @@ func TestEnvScripts(t *testing.T) {
 	if strings.Contains(lines, "s3cr3t") || !strings.HasSuffix(lines, "\n\n") || !strings.HasPrefix(lines, "OTHER=") {
 		t.Errorf("EnvLines = %q, want sorted encoded lines and an empty one", lines)
 	}
-	if _, err := boxproc.EnvLines(map[string]string{"no-dash": ""}); err == nil {
-		t.Error("EnvLines accepted a bad name")
+	for _, name := range []string{"no-dash", "_bxd", "1A"} {
+		if _, err := boxproc.EnvLines(map[string]string{name: ""}); err == nil {
+			t.Errorf("EnvLines accepted the name %q", name)
+		}
 	}
 
 	t.Run("exec", func(t *testing.T) {
 		dir := t.TempDir()
 		pidFile := filepath.Join(dir, "exec", "p")
-		cmd := exec.Command("/bin/sh", "-c", boxproc.ExecEnvWrapper, pidFile, dir, "sh", "-c", `printf '%s|%s|%s|' "$SECRET" "$OTHER" "$(pwd)"; cat`)
+		cmd := exec.Command("/bin/sh", "-c", boxproc.ExecEnvWrapper, pidFile, dir, "sh", "-c", `printf '%s|%s|%s|%s|' "$SECRET" "$OTHER" "$d$p$kv" "$(pwd)"; cat`)
 		cmd.Stdin = strings.NewReader(lines + "rest of stdin")
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := env["SECRET"] + "|" + env["OTHER"] + "|" + dir + "|rest of stdin"; string(out) != want {
+		if want := env["SECRET"] + "|" + env["OTHER"] + "|" + env["d"] + env["p"] + env["kv"] + "|" + dir + "|rest of stdin"; string(out) != want {
 			t.Errorf("output = %q, want %q", out, want)
 		}
 	})
@@ -159,6 +161,11 @@ func TestEnvScripts(t *testing.T) {
 		}
 		if b, _ := os.ReadFile(filepath.Join(rec, "pid")); strings.TrimSpace(string(b)) != pid {
 			t.Errorf("pid record = %q, printed %q", b, pid)
+		}
+		cut := exec.Command("/bin/sh", "-c", boxproc.DetachedSupervisor, "spawn", rec+"-cut", "", "true")
+		cut.Stdin = strings.NewReader("A=YQ==\n")
+		if out, err := cut.CombinedOutput(); err == nil || !strings.Contains(string(out), "environment cut short") {
+			t.Errorf("an environment without its end: %v %q, want the supervisor's refusal", err, out)
 		}
 		bad := exec.Command("/bin/sh", "-c", boxproc.DetachedSupervisor, "spawn", rec+"-bad", "", "true")
 		bad.Stdin = strings.NewReader("X=!!!not base64\n\n")

@@ -20,26 +20,6 @@ import (
 	"github.com/tangle-network/boxctl/vendors"
 )
 
-// supervisor reads the process's environment from its stdin (ReadEnv)
-// into shell variables, so the values are in no process's initial
-// environment but the started one's; starts "$@" in the background with
-// them and its output in files; prints its pid, waits for it and records
-// its exit status. $1 is the process's directory under ProcDir. It writes
-// nothing to its own stdout after the pid, so the caller may drop the
-// connection.
-const supervisor = `d=$1; shift
-mkdir -p "${d%/*}" && mkdir "$d" || { echo "process $d exists" >&2; exit 125; }
-` + boxproc.ReadEnv + `
-"$@" </dev/null >"$d/stdout" 2>"$d/stderr" &
-p=$!
-echo "$p" >"$d/pid"
-echo "$p"
-exec >/dev/null 2>&1
-wait "$p"
-s=$?
-echo "$s" >"$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"
-exit "$s"`
-
 // execExit waits briefly for an exec to end and returns its exit status
 // (-1 if it did not end).
 func (b *Box) execExit(ctx context.Context, execID string) int {
@@ -80,7 +60,7 @@ func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Proces
 		return nil, fmt.Errorf("docker: spawn: %w", err)
 	}
 	dir := ProcDir + "/" + name
-	cmd := append([]string{"/bin/sh", "-c", supervisor, "boxctl-spawn", dir}, spec.Command...)
+	cmd := append([]string{"/bin/sh", "-c", boxproc.Supervisor, "boxctl-spawn", dir}, spec.Command...)
 	execID, err := b.createExec(ctx, "spawn", cmd, nil, spec.Dir, true)
 	if err != nil {
 		return nil, err

@@ -79,37 +79,17 @@ const (
 // starts "$@" in the background with its output in files, prints its pid,
 // waits for it and records its exit status. $1 is the process's directory
 // under boxproc.Dir.
-const supervisor = `d=$1; names=$2; shift 2
-mkdir -p "${d%/*}" && mkdir "$d" || { echo "process $d exists" >&2; exit 125; }
-lines=; unset=
-for n in $names; do
-	eval "v=\${$n}"
-	lines="$lines$n=$(printf %s "$v" | base64 | tr -d '\n')
+const supervisor = `_bxd=$1; _bxnames=$2; shift 2
+_bxlines=; _bxunset=
+for _bxname in $_bxnames; do
+	eval "_bxval=\${$_bxname}"
+	_bxlines="$_bxlines$_bxname=$(printf %s "$_bxval" | base64 | tr -d '\n')
 "
-	unset="$unset -u $n"
+	_bxunset="$_bxunset -u $_bxname"
 done
-exec env $unset /bin/sh -c "$0" boxctl-spawn "$d" "$@" <<EOF
-$lines
+exec env $_bxunset /bin/sh -c "$0" boxctl-spawn "$_bxd" "$@" <<EOF
+$_bxlines
 EOF`
-
-// supervisorStage2 is the clean shell of supervisor ($0 there): it reads
-// the environment from its stdin (lines of NAME=base64(value), ended by an
-// empty line) into shell variables only the started process gets.
-const supervisorStage2 = `d=$1; shift
-while IFS= read -r kv && [ -n "$kv" ]; do
-	v=$(printf %s "${kv#*=}" | base64 -d) || { echo "bad environment line" >&2; exit 125; }
-	export "${kv%%=*}=$v"
-done
-exec </dev/null
-"$@" >"$d/stdout" 2>"$d/stderr" &
-p=$!
-echo "$p" >"$d/pid"
-echo "$p"
-exec >/dev/null 2>&1
-wait "$p"
-s=$?
-echo "$s" >"$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"
-exit "$s"`
 
 // start starts a process through envd and returns its stream after the
 // start event, with envd's pid of it.
@@ -283,7 +263,7 @@ func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Proces
 	}
 	dir := boxproc.Dir + "/" + name
 	names := slices.Sorted(maps.Keys(spec.Env))
-	args := append([]string{"-c", supervisor, supervisorStage2, dir, strings.Join(names, " ")}, spec.Command...)
+	args := append([]string{"-c", supervisor, boxproc.Supervisor, dir, strings.Join(names, " ")}, spec.Command...)
 	s, _, err := b.start(ctx, "spawn", startRequest{Tag: name,
 		Process: processConfig{Cmd: "/bin/sh", Args: args, Envs: spec.Env, Cwd: spec.Dir}})
 	if err != nil {

@@ -319,10 +319,14 @@ func (b *Box) Read(ctx context.Context, p string) ([]byte, error) {
 	}
 	script := `[ -e "$0" ] || exit ` + strconv.Itoa(exitNoFile) + `
 [ -f "$0" ] || exit ` + strconv.Itoa(exitNotFile) + `
-exec tar -c -f - -C "$(dirname "$0")" -- "$(basename "$0")"`
-	var out bytes.Buffer
+tar -c -f - --warning=no-file-changed -C "$(dirname "$0")" -- "$(basename "$0")"
+s=$?; [ $s -eq 1 ] && exit 0; exit $s`
+	// A file still being written (a process's log) makes tar exit 1 with
+	// what it read: that is the file as it was. The archive is kept only
+	// up to the limit Read has.
+	out := &boxproc.Capped{Max: maxReadBytes + 64<<10}
 	stderr := &boxproc.Capped{Max: 4096}
-	code, err := b.stream(ctx, "read", []string{"sh", "-c", script, p}, nil, &out, stderr)
+	code, err := b.stream(ctx, "read", []string{"sh", "-c", script, p}, nil, out, stderr)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("kubernetes: read %s: %w", p, err)
@@ -333,7 +337,7 @@ exec tar -c -f - -C "$(dirname "$0")" -- "$(basename "$0")"`
 	case code != 0:
 		return nil, fmt.Errorf("kubernetes: read %s: tar exited %d: %s", p, code, strings.TrimSpace(stderr.String()))
 	}
-	data, err := boxproc.UntarFile(&out, maxReadBytes)
+	data, err := boxproc.UntarFile(bytes.NewReader(out.Bytes()), maxReadBytes)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: read %s: %w", p, err)
 	}
@@ -354,7 +358,7 @@ func (b *Box) Write(ctx context.Context, p string, data []byte, mode uint32) err
 		return err
 	}
 	script := `t=; d=$(dirname "$0") && mkdir -p "$d" && t=$(mktemp -d "$d/.boxctl-write.XXXXXX") &&
-tar -x -f - -C "$t" --no-same-owner && chmod "$1" "$t/data" && mv -f "$t/data" "$0"; s=$?; [ -z "$t" ] || rm -rf "$t"; exit $s`
+tar -x -f - -C "$t" --no-same-owner && chmod "$1" "$t/data" && mv -fT "$t/data" "$0"; s=$?; [ -z "$t" ] || rm -rf "$t"; exit $s`
 	stderr := &boxproc.Capped{Max: 4096}
 	code, err := b.stream(ctx, "write", []string{"sh", "-c", script, p, strconv.FormatUint(uint64(mode&0o7777), 8)}, bytes.NewReader(archive), nil, stderr)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -64,16 +65,29 @@ func (v *Vendor) EnsurePool(ctx context.Context, spec PoolSpec) error {
 		},
 	}
 	ext := v.ext.ExtensionsV1alpha1()
+	changed := false
 	if cur, err := ext.SandboxTemplates(v.ns).Get(ctx, spec.Name, metav1.GetOptions{}); err == nil {
-		cur.Spec = tmpl.Spec
-		_, err = ext.SandboxTemplates(v.ns).Update(ctx, cur, metav1.UpdateOptions{})
-		if err != nil {
-			return fmt.Errorf("kubernetes: pool %s: template: %w", spec.Name, err)
+		if !equality.Semantic.DeepEqual(cur.Spec, tmpl.Spec) {
+			cur.Spec, changed = tmpl.Spec, true
+			if _, err := ext.SandboxTemplates(v.ns).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("kubernetes: pool %s: template: %w", spec.Name, err)
+			}
 		}
 	} else if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("kubernetes: pool %s: template: %w", spec.Name, err)
 	} else if _, err := ext.SandboxTemplates(v.ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("kubernetes: pool %s: template: %w", spec.Name, err)
+	}
+	if changed {
+		// The pool keeps the pods it has: make it anew, so that no claim
+		// adopts a pod of the old template.
+		fg := metav1.DeletePropagationForeground
+		if err := ext.SandboxWarmPools(v.ns).Delete(ctx, spec.Name, metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("kubernetes: pool %s: %w", spec.Name, err)
+		}
+		if err := v.waitPoolGone(ctx, spec.Name); err != nil {
+			return err
+		}
 	}
 	pool := &extv1.SandboxWarmPool{
 		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: map[string]string{boxmeta.LabelManaged: "true"}},
@@ -90,10 +104,36 @@ func (v *Vendor) EnsurePool(ctx context.Context, spec PoolSpec) error {
 	} else if _, err := ext.SandboxWarmPools(v.ns).Create(ctx, pool, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("kubernetes: pool %s: %w", spec.Name, err)
 	}
-	v.mu.Lock()
-	delete(v.poolImages, spec.Name)
-	v.mu.Unlock()
 	return nil
+}
+
+// waitPoolGone waits until the pool named name (and, deleted in the
+// foreground, its pods) is gone.
+func (v *Vendor) waitPoolGone(ctx context.Context, name string) error {
+	pools := v.ext.ExtensionsV1alpha1().SandboxWarmPools(v.ns)
+	for {
+		p, err := pools.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("kubernetes: pool %s: %w", name, err)
+		}
+		w, err := pools.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: p.ResourceVersion})
+		if err != nil {
+			return fmt.Errorf("kubernetes: pool %s: %w", name, err)
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Deleted {
+				w.Stop()
+				return nil
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			return fmt.Errorf("kubernetes: pool %s: %w", name, context.Cause(ctx))
+		}
+	}
 }
 
 // WaitPool waits until the pool named name has all its replicas ready.
@@ -154,14 +194,9 @@ func claimable(spec vendors.CreateSpec) bool {
 }
 
 // poolImage returns the image of the vendor's pool template ("" when the
-// template is missing).
+// template is missing). It is read at each create: another process may
+// change the pool.
 func (v *Vendor) poolImage(ctx context.Context) (string, error) {
-	v.mu.Lock()
-	img, ok := v.poolImages[v.o.pool]
-	v.mu.Unlock()
-	if ok {
-		return img, nil
-	}
 	t, err := v.ext.ExtensionsV1alpha1().SandboxTemplates(v.ns).Get(ctx, v.o.pool, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return "", nil
@@ -171,13 +206,10 @@ func (v *Vendor) poolImage(ctx context.Context) (string, error) {
 	}
 	for _, c := range t.Spec.PodTemplate.Spec.Containers {
 		if c.Name == ContainerName {
-			img = c.Image
+			return c.Image, nil
 		}
 	}
-	v.mu.Lock()
-	v.poolImages[v.o.pool] = img
-	v.mu.Unlock()
-	return img, nil
+	return "", nil
 }
 
 // claim makes a SandboxClaim on the vendor's pool for spec, when the

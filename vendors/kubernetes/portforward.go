@@ -28,10 +28,11 @@ type forwardKey struct {
 // ends that connection only: a shared one stops answering new streams
 // after such an error.
 type forwarder struct {
-	log    *slog.Logger
-	ln     net.Listener
-	dialer httpstream.Dialer
-	port   int
+	log *slog.Logger
+	ln  net.Listener
+	// newDialer makes the dialer of one port-forward connection.
+	newDialer func() (httpstream.Dialer, error)
+	port      int
 
 	mu     sync.Mutex
 	conns  map[httpstream.Connection]bool
@@ -51,24 +52,31 @@ func (v *Vendor) forward(b *Box, port int) (*forwarder, error) {
 	if f := v.forwards[key]; f != nil {
 		return f, nil
 	}
-	req := v.core.CoreV1().RESTClient().Post().Namespace(v.ns).Resource("pods").Name(b.pod).SubResource("portforward")
-	rt, upgrader, err := spdy.RoundTripperFor(v.cfg)
-	if err != nil {
+	u := v.core.CoreV1().RESTClient().Post().Namespace(v.ns).Resource("pods").Name(b.pod).SubResource("portforward").URL()
+	// client-go's dialers remember the connection they made: a fresh one
+	// for every dial.
+	newDialer := func() (httpstream.Dialer, error) {
+		rt, upgrader, err := spdy.RoundTripperFor(v.cfg)
+		if err != nil {
+			return nil, err
+		}
+		spdyDialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
+		wsDialer, err := portforward.NewSPDYOverWebsocketDialer(u, v.cfg)
+		if err != nil {
+			return nil, err
+		}
+		return portforward.NewFallbackDialer(wsDialer, spdyDialer, func(err error) bool {
+			return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+		}), nil
+	}
+	if _, err := newDialer(); err != nil {
 		return nil, err
 	}
-	spdyDialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, req.URL())
-	wsDialer, err := portforward.NewSPDYOverWebsocketDialer(req.URL(), v.cfg)
-	if err != nil {
-		return nil, err
-	}
-	dialer := portforward.NewFallbackDialer(wsDialer, spdyDialer, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	f := &forwarder{log: v.o.logger.With("box", b.id, "port", port), ln: ln, dialer: dialer, port: port,
+	f := &forwarder{log: v.o.logger.With("box", b.id, "port", port), ln: ln, newDialer: newDialer, port: port,
 		conns: map[httpstream.Connection]bool{}}
 	f.wg.Add(1)
 	go f.serve()
@@ -130,7 +138,11 @@ func (f *forwarder) serve() {
 // dial opens a port-forward connection, which the caller closes with
 // release.
 func (f *forwarder) dial() (httpstream.Connection, error) {
-	conn, proto, err := f.dialer.Dial(portforward.PortForwardProtocolV1Name)
+	dialer, err := f.newDialer()
+	if err != nil {
+		return nil, fmt.Errorf("port-forward: %w", err)
+	}
+	conn, proto, err := dialer.Dial(portforward.PortForwardProtocolV1Name)
 	if err != nil {
 		return nil, fmt.Errorf("port-forward: %w", err)
 	}

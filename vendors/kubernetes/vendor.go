@@ -43,6 +43,7 @@ const (
 	DefaultMemory        = 4 << 30
 	DefaultRequestCPUs   = 0.1
 	DefaultRequestMemory = 256 << 20
+	DefaultRequestDisk   = 1 << 30
 	DefaultReadyTimeout  = 5 * time.Minute
 	// DefaultGrace is the pod's termination grace period in seconds: the
 	// box's init ends everything at once on SIGTERM.
@@ -69,10 +70,9 @@ type Vendor struct {
 	ns     string
 	o      options
 
-	mu         sync.Mutex
-	forwards   map[forwardKey]*forwarder
-	poolImages map[string]string
-	closed     bool
+	mu       sync.Mutex
+	forwards map[forwardKey]*forwarder
+	closed   bool
 }
 
 var _ vendors.Vendor = (*Vendor)(nil)
@@ -183,7 +183,7 @@ func New(opts ...Option) (*Vendor, error) {
 	if cfg.QPS == 0 {
 		cfg.QPS, cfg.Burst = 50, 100
 	}
-	v := &Vendor{cfg: cfg, ns: ns, o: o, forwards: map[forwardKey]*forwarder{}, poolImages: map[string]string{}}
+	v := &Vendor{cfg: cfg, ns: ns, o: o, forwards: map[forwardKey]*forwarder{}}
 	if v.core, err = k8s.NewForConfig(cfg); err == nil {
 		if v.agents, err = agents.NewForConfig(cfg); err == nil {
 			v.ext, err = extensions.NewForConfig(cfg)
@@ -412,6 +412,8 @@ func (v *Vendor) resources(limits vendors.Resources) corev1.ResourceRequirements
 	}
 	if limits.DiskBytes > 0 {
 		r.Limits[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(limits.DiskBytes, resource.BinarySI)
+		// Without a request of its own the limit would be reserved whole.
+		r.Requests[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(min(limits.DiskBytes, DefaultRequestDisk), resource.BinarySI)
 	}
 	if cpu := min(v.o.requests.CPUs, limits.CPUs); cpu > 0 {
 		r.Requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(cpu*1000), resource.DecimalSI)
