@@ -282,6 +282,21 @@ func WritePath(p string) error {
 	return nil
 }
 
+// SpawnName checks a spawn's command and returns its process id: name, or
+// a random one when name is empty.
+func SpawnName(command []string, name string) (string, error) {
+	if len(command) == 0 {
+		return "", errors.New("empty command")
+	}
+	if name == "" {
+		return RandomID(), nil
+	}
+	if !Name.MatchString(name) {
+		return "", fmt.Errorf("process name %q: want letters, digits, '-', '_'", name)
+	}
+	return name, nil
+}
+
 // RandomID returns a random process or file name.
 func RandomID() string {
 	var b [8]byte

@@ -198,3 +198,20 @@ func TestTarFile(t *testing.T) {
 		}
 	}
 }
+
+func TestSpawnName(t *testing.T) {
+	if n, err := boxproc.SpawnName([]string{"true"}, ""); err != nil || !boxproc.Name.MatchString(n) {
+		t.Errorf("SpawnName(no name) = %q, %v; want a random valid one", n, err)
+	}
+	if n, err := boxproc.SpawnName([]string{"true"}, "bridge"); err != nil || n != "bridge" {
+		t.Errorf("SpawnName(bridge) = %q, %v", n, err)
+	}
+	for _, tc := range []struct {
+		cmd  []string
+		name string
+	}{{nil, "x"}, {[]string{"true"}, "../x"}, {[]string{"true"}, "-x"}} {
+		if _, err := boxproc.SpawnName(tc.cmd, tc.name); err == nil {
+			t.Errorf("SpawnName(%q, %q) accepted", tc.cmd, tc.name)
+		}
+	}
+}

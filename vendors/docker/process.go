@@ -3,7 +3,6 @@ package docker
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -45,15 +44,9 @@ func (b *Box) execExit(ctx context.Context, execID string) int {
 // and no command line; only the started process's own environment holds
 // it.
 func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Process, error) {
-	if len(spec.Command) == 0 {
-		return nil, errors.New("docker: spawn: empty command")
-	}
-	name := spec.Name
-	if name == "" {
-		name = boxproc.RandomID()
-	}
-	if !boxproc.Name.MatchString(name) {
-		return nil, fmt.Errorf("docker: spawn: process name %q: want letters, digits, '-', '_'", name)
+	name, err := boxproc.SpawnName(spec.Command, spec.Name)
+	if err != nil {
+		return nil, fmt.Errorf("docker: spawn: %w", err)
 	}
 	envIn, err := boxproc.EnvLines(spec.Env)
 	if err != nil {

@@ -248,15 +248,9 @@ func signalCode(status string) (int, bool) {
 // the control plane never shows (nor any command line), and ends up in
 // the environment of the started process alone.
 func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Process, error) {
-	if len(spec.Command) == 0 {
-		return nil, errors.New("e2b: spawn: empty command")
-	}
-	name := spec.Name
-	if name == "" {
-		name = boxproc.RandomID()
-	}
-	if !boxproc.Name.MatchString(name) {
-		return nil, fmt.Errorf("e2b: spawn: process name %q: want letters, digits, '-', '_'", name)
+	name, err := boxproc.SpawnName(spec.Command, spec.Name)
+	if err != nil {
+		return nil, fmt.Errorf("e2b: spawn: %w", err)
 	}
 	if err := boxproc.CheckEnv(spec.Env); err != nil {
 		return nil, fmt.Errorf("e2b: spawn: %w", err)

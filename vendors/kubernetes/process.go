@@ -2,7 +2,6 @@ package kubernetes
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -21,15 +20,9 @@ import (
 // line (nor the API server's audit log of it); only the started process's
 // own environment holds it. The process outlives the exec that started it.
 func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Process, error) {
-	if len(spec.Command) == 0 {
-		return nil, errors.New("kubernetes: spawn: empty command")
-	}
-	name := spec.Name
-	if name == "" {
-		name = boxproc.RandomID()
-	}
-	if !boxproc.Name.MatchString(name) {
-		return nil, fmt.Errorf("kubernetes: spawn: process name %q: want letters, digits, '-', '_'", name)
+	name, err := boxproc.SpawnName(spec.Command, spec.Name)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: spawn: %w", err)
 	}
 	envIn, err := boxproc.EnvLines(spec.Env)
 	if err != nil {
