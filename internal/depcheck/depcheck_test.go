@@ -121,6 +121,22 @@ var emulators = map[string]bool{
 	"vendors/daytona/daytonaemu": true,
 }
 
+// shared are the packages under vendors that hold no vendor code and that
+// every part may import as it imports the vendors interface package: the
+// box labels, owners and the reaper.
+var shared = map[string]bool{
+	"vendors/reaper": true,
+}
+
+// opener is the package that opens any vendor from flags and the
+// environment: it imports every vendor (never an emulator), and no vendor
+// imports it.
+const opener = "vendors/open"
+
+// vendorsAPI reports whether to is the vendors interface package or a
+// shared package beside it.
+func vendorsAPI(to string) bool { return to == "vendors" || shared[to] }
+
 // looksTestOnly reports a path named like a fake or a test helper.
 func looksTestOnly(p string) bool {
 	for _, seg := range strings.Split(p, "/") {
@@ -154,12 +170,14 @@ func allowed(from, to string) bool {
 		return under(to, "bridge")
 	case under(from, "provider/sandbox"):
 		// The Vendor interface, never a vendor's implementation.
-		return under(to, "provider") || to == "vendors" || under(to, "pins") || under(to, "bridge/wire")
+		return under(to, "provider") || vendorsAPI(to) || under(to, "pins") || under(to, "bridge/wire")
 	case under(from, "provider"):
 		return under(to, "provider") && !under(to, "provider/sandbox") || under(to, "bridge/wire")
 	case from == "vendors":
 		// The interface package holds no vendor code.
 		return false
+	case from == opener:
+		return under(to, "vendors") && !emulators[to] && to != opener
 	case emulators[from] && under(to, "vendors/docker"):
 		// An emulator's boxes are Docker vendor boxes.
 		return true
@@ -167,9 +185,10 @@ func allowed(from, to string) bool {
 		// vendors/X -> the interface package and X's own subtree, but not
 		// its emulator; no vendor imports another.
 		own := strings.Join(strings.Split(from, "/")[:2], "/")
-		return to == "vendors" || under(to, own) && (!emulators[to] || under(from, to))
+		return vendorsAPI(to) || under(to, own) && (!emulators[to] || under(from, to))
 	case under(from, "boximage"):
-		return under(to, "boximage") || under(to, "pins")
+		// Publishing hands the pushed image to a vendor's ImageImporter.
+		return under(to, "boximage") || under(to, "pins") || to == "vendors"
 	case under(from, "pins"):
 		return under(to, "pins")
 	case under(from, "conformance"):
@@ -320,7 +339,21 @@ func TestAllowed(t *testing.T) {
 		{"vendors/vendortest", "vendors", true},
 		{"vendors/vendortest", "vendors/docker", false},
 		{"boximage", "pins", true},
-		{"boximage", "vendors", false},
+		{"boximage", "vendors", true},
+		{"boximage", "vendors/e2b", false},
+		{"boximage", "vendors/reaper", false},
+		{"provider/sandbox", "vendors/reaper", true},
+		{"provider/sandbox/boxstate", "vendors/reaper", true},
+		{"provider/sandbox/boxstate", "vendors/open", false},
+		{"vendors/e2b", "vendors/reaper", true},
+		{"vendors/reaper", "vendors", true},
+		{"vendors/reaper", "vendors/docker", false},
+		{"vendors/open", "vendors/e2b", true},
+		{"vendors/open", "vendors/e2b/e2bemu", false},
+		{"vendors/e2b", "vendors/open", false},
+		{"vendors", "vendors/reaper", false},
+		{"conformance", "vendors/open", true},
+		{"cmd/boxctl", "vendors/open", true},
 		{"pins", "boximage", false},
 		{"internal/dockerclient", "internal/buildinfo", true},
 		{"internal/boxmeta", "pins", false},

@@ -2,85 +2,21 @@ package sandbox
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
-	"time"
 
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/reaper"
 )
 
-// GCOptions tunes GC.
-type GCOptions struct {
-	// Filter narrows the boxes considered to those with these labels
-	// (e.g. one run tag). Default: every box the vendor made.
-	Filter map[string]string
-	// DryRun reports what would be removed and removes nothing.
-	DryRun bool
-	// Known reports whether a box owned by a user's state (UserOwner) is
-	// still in that state. GC asks it about every user-owned box, other
-	// users' and other states' included: answer true for an owner that is
-	// not the caller's. Nil keeps such boxes until their deadline.
-	Known func(vendors.Info) bool
-	// Now is the current time. Default: time.Now.
-	Now func() time.Time
-}
+// GCOptions tunes GC: the reaper's options.
+type GCOptions = reaper.Options
 
-// Reaped is a box GC removed (or, with DryRun, would remove).
-type Reaped struct {
-	Box    vendors.Info
-	Reason string
-	// Err is the failed destroy, if it failed.
-	Err error
-}
-
-// Reasons a box is reaped.
-const (
-	ReasonExpired   = "past its deadline"
-	ReasonOwnerGone = "its owner is gone"
-	ReasonForgotten = "no longer in its owner's state"
-)
+// Reaped is a box GC removed (or, with DryRun, would remove), with its
+// reason (reaper.ReasonExpired, ...).
+type Reaped = reaper.Reaped
 
 // GC removes the vendor's boxes that are past their deadline, whose owning
-// process is gone, or that their owner's state forgot. It returns every
-// box it chose, with the destroy's error where one failed; the error is
-// for the listing only.
+// process is gone, or that their owner's state forgot: reaper.Reap, the
+// one reaper of every box boxctl makes.
 func GC(ctx context.Context, v vendors.Vendor, o GCOptions) ([]Reaped, error) {
-	now := time.Now
-	if o.Now != nil {
-		now = o.Now
-	}
-	boxes, err := v.List(ctx, o.Filter)
-	if err != nil {
-		return nil, fmt.Errorf("gc: %w", err)
-	}
-	var out []Reaped
-	for _, b := range boxes {
-		reason := ""
-		switch owner := b.Owner(); {
-		case !b.Deadline.IsZero() && now().After(b.Deadline):
-			reason = ReasonExpired
-		case ownerGone(owner):
-			reason = ReasonOwnerGone
-		case strings.HasPrefix(owner, ownerUser+":") && o.Known != nil && !o.Known(b):
-			reason = ReasonForgotten
-		}
-		if reason == "" {
-			continue
-		}
-		r := Reaped{Box: b, Reason: reason}
-		if !o.DryRun {
-			if box, err := v.Connect(ctx, b.ID); err == nil {
-				r.Err = box.Destroy(ctx)
-			} else if !isNotFound(err) {
-				r.Err = err
-			}
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
-
-func isNotFound(err error) bool {
-	return err != nil && errors.Is(err, vendors.ErrNotFound)
+	return reaper.Reap(ctx, v, o)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/reaper"
 )
 
 // Defaults.
@@ -90,7 +91,7 @@ type Options struct {
 	// RunTag labels every box this provider makes. Default: a random tag
 	// per Provider.
 	RunTag string
-	// Owner is the owner label of every box. Default: ProcessOwner().
+	// Owner is the owner label of every box. Default: reaper.ProcessOwner().
 	Owner string
 	// Resources are each box's limits. Default: the vendor's.
 	Resources vendors.Resources
@@ -148,7 +149,7 @@ func (o Options) normalized() (Options, error) {
 		o.RunTag = NewRunTag()
 	}
 	if o.Owner == "" {
-		o.Owner = ProcessOwner()
+		o.Owner = reaper.ProcessOwner()
 	}
 	if o.ReadyTimeout == 0 {
 		o.ReadyTimeout = DefaultReadyTimeout

@@ -26,6 +26,7 @@ import (
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/reaper"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
@@ -528,7 +529,7 @@ func TestGC_RemovesOrphans(t *testing.T) {
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 	dry, err := sandbox.GC(t.Context(), f.vendor, sandbox.GCOptions{Filter: filter, DryRun: true})
-	if err != nil || len(dry) != 1 || dry[0].Box.ID != ref.BoxID || dry[0].Reason != sandbox.ReasonOwnerGone {
+	if err != nil || len(dry) != 1 || dry[0].Box.ID != ref.BoxID || dry[0].Reason != reaper.ReasonOwnerGone {
 		t.Fatalf("GC dry run = %+v, %v; want the orphan", dry, err)
 	}
 	if _, err := f.vendor.Connect(t.Context(), ref.BoxID); err != nil {

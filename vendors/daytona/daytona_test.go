@@ -18,10 +18,10 @@ import (
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/testbed"
-	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/daytona"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
+	"github.com/tangle-network/boxctl/vendors/reaper"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
@@ -174,7 +174,7 @@ func TestVendor_CreatesUnderFaults(t *testing.T) {
 	dwg.Wait()
 	// Past every deadline, gc would reap whatever of the run is left.
 	later := time.Now().Add(time.Hour)
-	reaped, err := sandbox.GC(t.Context(), v, sandbox.GCOptions{Filter: map[string]string{boxmeta.LabelRunTag: tag},
+	reaped, err := reaper.Reap(t.Context(), v, reaper.Options{Filter: reaper.RunTagFilter(tag),
 		DryRun: true, Now: func() time.Time { return later }})
 	if err != nil || len(reaped) != 0 {
 		t.Errorf("gc after the destroys = %d boxes (%+v), %v; want none", len(reaped), reaped, err)

@@ -10,10 +10,10 @@ import (
 	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/e2btest"
-	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/e2b"
 	"github.com/tangle-network/boxctl/vendors/e2b/e2bemu"
+	"github.com/tangle-network/boxctl/vendors/reaper"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
@@ -76,7 +76,7 @@ func TestVendor_CreatesUnderFaults(t *testing.T) {
 			}
 		}
 	}
-	reaped, err := sandbox.GC(t.Context(), v, sandbox.GCOptions{Filter: map[string]string{boxmeta.LabelRunTag: tag}, DryRun: true})
+	reaped, err := reaper.Reap(t.Context(), v, reaper.Options{Filter: reaper.RunTagFilter(tag), DryRun: true})
 	if err != nil || len(reaped) != 0 {
 		t.Errorf("GC after the destroys = %v, %v; want nothing to reap", reaped, err)
 	}

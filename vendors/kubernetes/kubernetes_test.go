@@ -24,9 +24,9 @@ import (
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/kubetest"
 	"github.com/tangle-network/boxctl/internal/testbed"
-	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/kubernetes"
+	"github.com/tangle-network/boxctl/vendors/reaper"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
@@ -240,7 +240,7 @@ func orphan() {
 		os.Exit(1)
 	}
 	life, _ := time.ParseDuration(spec[3])
-	b, err := v.Create(context.Background(), vendors.CreateSpec{Image: spec[1], Lifetime: life, RunTag: spec[2], Owner: sandbox.ProcessOwner()})
+	b, err := v.Create(context.Background(), vendors.CreateSpec{Image: spec[1], Lifetime: life, RunTag: spec[2], Owner: reaper.ProcessOwner()})
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
@@ -289,8 +289,8 @@ func TestVendor_GCOwnerGone(t *testing.T) {
 			_ = b.Destroy(context.Background())
 		}
 	})
-	reaped, err := sandbox.GC(t.Context(), v, sandbox.GCOptions{Filter: map[string]string{boxmeta.LabelRunTag: tag}})
-	if err != nil || len(reaped) != 1 || reaped[0].Box.ID != id || reaped[0].Reason != sandbox.ReasonOwnerGone || reaped[0].Err != nil {
+	reaped, err := reaper.Reap(t.Context(), v, reaper.Options{Filter: reaper.RunTagFilter(tag)})
+	if err != nil || len(reaped) != 1 || reaped[0].Box.ID != id || reaped[0].Reason != reaper.ReasonOwnerGone || reaped[0].Err != nil {
 		t.Fatalf("GC = %+v, %v; want the orphan %s, its owner gone", reaped, err, id)
 	}
 	if _, err := v.Connect(t.Context(), id); !errors.Is(err, vendors.ErrNotFound) {

@@ -1,6 +1,8 @@
-package sandbox
+package reaper
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"strconv"
@@ -29,6 +31,22 @@ func ProcessOwner() string {
 
 // UserOwner returns the owner label of boxes kept in a user's state.
 func UserOwner(user string) string { return ownerUser + ":" + sanitize(user) }
+
+// StateOwner returns the owner label of the boxes one state file of user
+// keeps: UserOwner(user) for the user's default state file, and for
+// another one (isDefault false) a digest of its absolute path too, so
+// that a reaper working for one state never judges the boxes another
+// state keeps.
+func StateOwner(user, path string, isDefault bool) string {
+	if !isDefault {
+		sum := sha256.Sum256([]byte(path))
+		user += "+" + hex.EncodeToString(sum[:4])
+	}
+	return UserOwner(user)
+}
+
+// IsUserOwner reports whether owner is a user's state (UserOwner).
+func IsUserOwner(owner string) bool { return strings.HasPrefix(owner, ownerUser+":") }
 
 func sanitize(s string) string {
 	return strings.Map(func(r rune) rune {
@@ -60,9 +78,9 @@ func ProcessStart(pid int) string {
 	return f[19]
 }
 
-// ownerGone reports whether a pid owner on this host no longer runs. An
+// OwnerGone reports whether a pid owner on this host no longer runs. An
 // owner of another kind, or on another host, is never gone.
-func ownerGone(owner string) bool {
+func OwnerGone(owner string) bool {
 	parts := strings.Split(owner, ":")
 	if len(parts) != 4 || parts[0] != ownerPID {
 		return false
