@@ -1,4 +1,4 @@
-package main
+package boxstate
 
 import (
 	"context"
@@ -15,9 +15,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
 )
 
-func TestStatePath(t *testing.T) {
+func TestDefaultPath(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	tests := []struct {
@@ -29,30 +30,30 @@ func TestStatePath(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv(stateEnv, tt.override)
+			t.Setenv(PathEnv, tt.override)
 			t.Setenv("XDG_STATE_HOME", tt.xdg)
-			if got, err := statePath(); err != nil || got != tt.want {
-				t.Errorf("statePath() = %q, %v; want %q", got, err, tt.want)
+			if got, err := DefaultPath(); err != nil || got != tt.want {
+				t.Errorf("DefaultPath() = %q, %v; want %q", got, err, tt.want)
 			}
 		})
 	}
 }
 
-func TestStateFile_Update(t *testing.T) {
+func TestStore_Update(t *testing.T) {
 	path := useState(t)
-	sf, err := openState()
+	sf, err := Open(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := sf.load()
+	st, err := sf.Load()
 	if err != nil || len(st.Boxes) != 0 {
 		t.Fatalf("load() of no file = %+v, %v; want an empty state", st, err)
 	}
 	ref := sandbox.Reference{Vendor: "docker", BoxID: "abc123def456", Bearer: "secret-bearer", Harness: "claude-code",
 		EnvironmentKey: "box-k", Deadline: time.Unix(2000000000, 0).UTC()}
-	rec := boxRecord{ID: ref.BoxID, Target: "docker", Image: "img:1", RunTag: "run-x", Created: time.Unix(1900000000, 0).UTC(),
-		Deadline: ref.Deadline, Reference: &ref, Router: &localRouter{PID: 42, Start: "7", URL: "http://10.0.0.1:5"}}
-	if err := sf.update(t.Context(), func(st *boxState) error { st.Boxes = append(st.Boxes, rec); return nil }); err != nil {
+	rec := Record{ID: ref.BoxID, Target: "docker", Image: "img:1", RunTag: "run-x", Created: time.Unix(1900000000, 0).UTC(),
+		Deadline: ref.Deadline, Reference: &ref, Router: &localrouter.Process{PID: 42, Start: "7", URL: "http://10.0.0.1:5"}}
+	if err := sf.Update(t.Context(), func(st *State) error { st.Boxes = append(st.Boxes, rec); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	for p, want := range map[string]os.FileMode{path: 0o600, filepath.Dir(path): 0o700 | os.ModeDir} {
@@ -64,11 +65,11 @@ func TestStateFile_Update(t *testing.T) {
 			t.Errorf("mode of %s = %v, want %v", p, fi.Mode(), want)
 		}
 	}
-	st, err = sf.load()
+	st, err = sf.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]boxRecord{rec}, st.Boxes); diff != "" {
+	if diff := cmp.Diff([]Record{rec}, st.Boxes); diff != "" {
 		t.Errorf("state after update (-want +got):\n%s", diff)
 	}
 	if st.Boxes[0].Reference.Bearer != "secret-bearer" {
@@ -77,10 +78,10 @@ func TestStateFile_Update(t *testing.T) {
 
 	// A failing update writes nothing.
 	boom := errors.New("boom")
-	if err := sf.update(t.Context(), func(st *boxState) error { st.Boxes = nil; return boom }); !errors.Is(err, boom) {
-		t.Fatalf("update = %v, want %v", err, boom)
+	if err := sf.Update(t.Context(), func(st *State) error { st.Boxes = nil; return boom }); !errors.Is(err, boom) {
+		t.Fatalf("Update = %v, want %v", err, boom)
 	}
-	if st, _ := sf.load(); len(st.Boxes) != 1 {
+	if st, _ := sf.Load(); len(st.Boxes) != 1 {
 		t.Errorf("a failed update changed the state: %d boxes", len(st.Boxes))
 	}
 	entries, _ := os.ReadDir(filepath.Dir(path))
@@ -91,12 +92,12 @@ func TestStateFile_Update(t *testing.T) {
 	}
 }
 
-// TestStateFile_Concurrent runs writers against each other and a reader:
+// TestStore_Concurrent runs writers against each other and a reader:
 // the lock makes every update land, and the rename makes every read see a
 // whole state.
-func TestStateFile_Concurrent(t *testing.T) {
+func TestStore_Concurrent(t *testing.T) {
 	useState(t)
-	sf, err := openState()
+	sf, err := Open(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestStateFile_Concurrent(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := sf.load(); err != nil {
+			if _, err := sf.Load(); err != nil {
 				readErr <- err
 				return
 			}
@@ -121,8 +122,8 @@ func TestStateFile_Concurrent(t *testing.T) {
 	for w := range writers {
 		wg.Go(func() {
 			for i := range each {
-				err := sf.update(t.Context(), func(st *boxState) error {
-					st.Boxes = append(st.Boxes, boxRecord{ID: fmt.Sprintf("box-%d-%d", w, i), Target: "docker"})
+				err := sf.Update(t.Context(), func(st *State) error {
+					st.Boxes = append(st.Boxes, Record{ID: fmt.Sprintf("box-%d-%d", w, i), Target: "docker"})
 					return nil
 				})
 				if err != nil {
@@ -136,7 +137,7 @@ func TestStateFile_Concurrent(t *testing.T) {
 	if err := <-readErr; err != nil {
 		t.Errorf("a reader saw a broken state: %v", err)
 	}
-	st, err := sf.load()
+	st, err := sf.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,9 +146,9 @@ func TestStateFile_Concurrent(t *testing.T) {
 	}
 }
 
-func TestStateFile_LockHonoursContext(t *testing.T) {
+func TestStore_LockHonoursContext(t *testing.T) {
 	useState(t)
-	sf, _ := openState()
+	sf, _ := Open(Options{})
 	unlock, err := sf.lock(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -155,15 +156,15 @@ func TestStateFile_LockHonoursContext(t *testing.T) {
 	defer unlock()
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
-	err = sf.update(ctx, func(*boxState) error { return nil })
+	err = sf.Update(ctx, func(*State) error { return nil })
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("update while another holds the lock = %v, want the context's deadline", err)
 	}
 }
 
-func TestStateFile_Load(t *testing.T) {
+func TestStore_Load(t *testing.T) {
 	path := useState(t)
-	sf, _ := openState()
+	sf, _ := Open(Options{})
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -175,16 +176,16 @@ func TestStateFile_Load(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tt.content), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := sf.load(); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("load() = %v, want an error containing %q", err, tt.wantErr)
+			if _, err := sf.Load(); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Load() = %v, want an error containing %q", err, tt.wantErr)
 			}
 		})
 	}
 }
 
-func TestBoxState_ResolveBox(t *testing.T) {
+func TestState_Resolve(t *testing.T) {
 	t0 := time.Unix(1900000000, 0)
-	st := &boxState{Boxes: []boxRecord{
+	st := &State{Boxes: []Record{
 		{ID: "aaaa1111", Created: t0},
 		{ID: "aaaa2222", Created: t0.Add(2 * time.Minute)},
 		{ID: "bbbb3333", Created: t0.Add(time.Minute)},
@@ -192,7 +193,7 @@ func TestBoxState_ResolveBox(t *testing.T) {
 	}}
 	tests := []struct {
 		arg, want string
-		wantCode  int    // exit code of the error; 0 for none
+		wantCode  int    // 2 for an *ArgError, 1 for a *NoBoxError; 0 for none
 		wantErr   string // substring of the error
 	}{
 		{arg: "aaaa1111", want: "aaaa1111"},
@@ -206,28 +207,28 @@ func TestBoxState_ResolveBox(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.arg, func(t *testing.T) {
-			got, err := st.resolveBox(tt.arg)
+			got, err := st.Resolve(tt.arg)
 			if tt.wantCode == 0 {
 				if err != nil || got.ID != tt.want {
-					t.Fatalf("resolveBox(%q) = %+v, %v; want %s", tt.arg, got, err, tt.want)
+					t.Fatalf("Resolve(%q) = %+v, %v; want %s", tt.arg, got, err, tt.want)
 				}
 				return
 			}
-			if err == nil || exitCode(err) != tt.wantCode || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("resolveBox(%q) error = %v (exit %d), want exit %d containing %q", tt.arg, err, exitCode(err), tt.wantCode, tt.wantErr)
+			if err == nil || errKind(err) != tt.wantCode || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Resolve(%q) error = %v (exit %d), want exit %d containing %q", tt.arg, err, errKind(err), tt.wantCode, tt.wantErr)
 			}
 		})
 	}
-	if _, err := (&boxState{}).resolveBox("last"); err == nil || exitCode(err) != 2 {
-		t.Errorf("resolveBox(last) of an empty state = %v, want a usage error", err)
+	if _, err := (&State{}).Resolve("last"); err == nil || errKind(err) != 2 {
+		t.Errorf("Resolve(last) of an empty state = %v, want a usage error", err)
 	}
 }
 
-// TestStateFile_JSON pins the field names of the state file's format.
-func TestStateFile_JSON(t *testing.T) {
-	st := boxState{Version: stateVersion, Boxes: []boxRecord{{ID: "i", Target: "docker", Image: "m", RunTag: "r",
-		Reference: &sandbox.Reference{BoxID: "i", Bearer: "b"}, Router: &localRouter{PID: 1, Start: "2", URL: "u", Log: "l"}}},
-		LastBuild: &lastBuild{Target: "docker", Image: "m"}}
+// TestStore_JSON pins the field names of the state file's format.
+func TestStore_JSON(t *testing.T) {
+	st := State{Version: Version, Boxes: []Record{{ID: "i", Target: "docker", Image: "m", RunTag: "r",
+		Reference: &sandbox.Reference{BoxID: "i", Bearer: "b"}, Router: &localrouter.Process{PID: 1, Start: "2", URL: "u", Log: "l"}}},
+		LastBuild: &LastBuild{Target: "docker", Image: "m"}}
 	b, err := json.Marshal(st)
 	if err != nil {
 		t.Fatal(err)
@@ -239,4 +240,22 @@ func TestStateFile_JSON(t *testing.T) {
 			t.Errorf("state JSON %s lacks %s", b, want)
 		}
 	}
+}
+
+// errKind is 2 for an *ArgError (a command's usage error), 1 for any
+// other error.
+func errKind(err error) int {
+	var ae *ArgError
+	if errors.As(err, &ae) {
+		return 2
+	}
+	return 1
+}
+
+// useState points BOXCTL_STATE at a fresh file and returns its path.
+func useState(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "state", "boxes.json")
+	t.Setenv(PathEnv, p)
+	return p
 }

@@ -1,0 +1,135 @@
+package boxstate
+
+import (
+	"context"
+	"time"
+
+	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
+	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/reaper"
+)
+
+// Entry is a box Collect removed, or a record it forgot.
+type Entry struct {
+	ID     string `json:"id"`
+	RunTag string `json:"runTag,omitempty"`
+	Reason string `json:"reason"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Collected is what Collect did (with DryRun: would do).
+type Collected struct {
+	DryRun bool `json:"dryRun"`
+	// Removed are the boxes destroyed (with DryRun: to destroy).
+	Removed []Entry `json:"removed"`
+	// Forgotten are the state's records of boxes that are gone.
+	Forgotten []Entry `json:"forgotten"`
+}
+
+// Reasons a record is forgotten.
+const (
+	ReasonBoxGone     = "its box is gone"
+	ReasonNeverCreate = "its `boxctl up` never finished, and its lifetime is over"
+)
+
+// Collect reaps the vendor's boxes (reaper.Reap: past their deadline,
+// owner gone, or owned by this state and not in it), then forgets the
+// state's records of target whose boxes are gone, or whose create never
+// finished within its lifetime, and stops their local model endpoints.
+// It works under the state's lock, so that a Create meanwhile cannot
+// record a box this Collect judged unknown; with dryRun it reads the
+// state without the lock and changes nothing.
+func (s *Store) Collect(ctx context.Context, v vendors.Vendor, target string, dryRun bool) (Collected, error) {
+	var (
+		res  Collected
+		stop []*localrouter.Process
+	)
+	collect := func(st *State) error {
+		var err error
+		res, stop, err = s.collect(ctx, v, st, target, dryRun)
+		return err
+	}
+	var err error
+	if dryRun {
+		var st *State
+		if st, err = s.Load(); err == nil {
+			err = collect(st)
+		}
+	} else {
+		err = s.Update(ctx, collect)
+	}
+	if err != nil {
+		return Collected{}, err
+	}
+	for _, r := range stop {
+		s.stopRouter(Record{Router: r})
+	}
+	return res, nil
+}
+
+func (s *Store) collect(ctx context.Context, v vendors.Vendor, st *State, target string, dryRun bool) (Collected, []*localrouter.Process, error) {
+	res := Collected{DryRun: dryRun, Removed: []Entry{}, Forgotten: []Entry{}}
+	known := func(b vendors.Info) bool {
+		if b.Owner() != s.owner {
+			return true // another user's state: not this one's to judge
+		}
+		return st.Find(b.ID) != nil || (b.RunTag() != "" && st.FindRunTag(b.RunTag()) != nil)
+	}
+	reaped, err := reaper.Reap(ctx, v, reaper.Options{DryRun: dryRun, Known: known})
+	if err != nil {
+		return res, nil, err
+	}
+	removed := map[string]bool{}
+	for _, r := range reaped {
+		e := Entry{ID: r.Box.ID, RunTag: r.Box.RunTag(), Reason: r.Reason}
+		if r.Err != nil {
+			e.Error = r.Err.Error()
+		} else {
+			removed[r.Box.ID] = true
+		}
+		res.Removed = append(res.Removed, e)
+	}
+	infos, err := v.List(ctx, nil)
+	if err != nil {
+		return res, nil, err
+	}
+	// A box reaped (with dryRun: to reap) counts as gone.
+	live := map[string]bool{}
+	for _, b := range infos {
+		live[b.ID] = !removed[b.ID]
+	}
+	now := time.Now()
+	forget := func(r *Record) string {
+		switch {
+		case r.Target != target:
+			return ""
+		case r.Pending():
+			if now.After(r.Deadline) {
+				return ReasonNeverCreate
+			}
+		case !live[r.ID]:
+			return ReasonBoxGone
+		}
+		return ""
+	}
+	var stop []*localrouter.Process
+	drop := func(r *Record) bool {
+		reason := forget(r)
+		if reason == "" {
+			return false
+		}
+		res.Forgotten = append(res.Forgotten, Entry{ID: r.ID, RunTag: r.RunTag, Reason: reason})
+		if r.Router != nil {
+			stop = append(stop, r.Router)
+		}
+		return true
+	}
+	if dryRun {
+		for i := range st.Boxes {
+			drop(&st.Boxes[i])
+		}
+		return res, nil, nil
+	}
+	st.Remove(drop)
+	return res, stop, nil
+}

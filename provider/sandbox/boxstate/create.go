@@ -1,0 +1,93 @@
+package boxstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// CreateFunc makes the box of run tag runTag and returns its reference.
+type CreateFunc func(ctx context.Context, runTag string) (sandbox.Reference, error)
+
+// Create records rec (a box that does not exist yet, known by its
+// RunTag) in the state, then calls create, then records the box's id,
+// reference and deadline. The record goes in first so that a Collect
+// meanwhile keeps the box. When create fails, or the box cannot be
+// recorded (the box is then destroyed on v), the record is forgotten and
+// its local model endpoint stopped, and the error returns.
+func (s *Store) Create(ctx context.Context, v vendors.Vendor, rec Record, create CreateFunc) (Record, error) {
+	if err := s.Update(ctx, func(st *State) error { st.Boxes = append(st.Boxes, rec); return nil }); err != nil {
+		s.stopRouter(rec)
+		return Record{}, err
+	}
+	ref, err := create(ctx, rec.RunTag)
+	if err == nil {
+		rec.ID, rec.Reference = ref.BoxID, &ref
+		if !ref.Deadline.IsZero() {
+			rec.Deadline = ref.Deadline.UTC()
+		}
+		err = s.Update(ctx, func(st *State) error {
+			if r := st.FindRunTag(rec.RunTag); r != nil {
+				*r = rec
+			} else {
+				st.Boxes = append(st.Boxes, rec)
+			}
+			return nil
+		})
+		if err != nil {
+			err = errors.Join(fmt.Errorf("record box %s: %w", ShortID(ref.BoxID), err), Destroy(ctx, v, ref.BoxID))
+		}
+	}
+	if err != nil {
+		s.stopRouter(rec)
+		if ferr := s.Update(context.WithoutCancel(ctx), func(st *State) error {
+			st.Remove(func(r *Record) bool { return r.RunTag == rec.RunTag })
+			return nil
+		}); ferr != nil {
+			s.log.Warn("could not forget the failed box in the state", "run", rec.RunTag, "err", ferr)
+		}
+		return Record{}, err
+	}
+	return rec, nil
+}
+
+// Forget removes the record of box id, stopping its local model
+// endpoint; it reports whether the endpoint was running.
+func (s *Store) Forget(ctx context.Context, rec *Record) (routerStopped bool, err error) {
+	routerStopped = rec.Router.Running()
+	s.stopRouter(*rec)
+	err = s.Update(context.WithoutCancel(ctx), func(st *State) error {
+		st.Remove(func(r *Record) bool { return r.ID == rec.ID })
+		return nil
+	})
+	return routerStopped, err
+}
+
+// stopRouter stops the record's local model endpoint, if it has one, and
+// logs a failure.
+func (s *Store) stopRouter(rec Record) {
+	if err := rec.Router.StopAndClean(); err != nil {
+		s.log.Warn("local model endpoint not stopped", "pid", rec.Router.PID, "err", err)
+	}
+}
+
+// Destroy removes box id from v, on a context Ctrl-C does not end, with
+// its own deadline. A box already gone is not an error.
+func Destroy(ctx context.Context, v vendors.Vendor, id string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sandbox.DefaultDestroyTimeout)
+	defer cancel()
+	b, err := v.Connect(ctx, id)
+	if errors.Is(err, vendors.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("destroy box %s: %w", ShortID(id), err)
+	}
+	if err := b.Destroy(ctx); err != nil {
+		return fmt.Errorf("destroy box %s: %w", ShortID(id), err)
+	}
+	return nil
+}
