@@ -86,3 +86,52 @@ func ReadRecord(rd io.Reader) (Record, error) {
 	}
 	return r, nil
 }
+
+// vendorKubernetes is the Kubernetes vendor's name (kubernetes.Name): its
+// clusters pull what a registry holds.
+const vendorKubernetes = "kubernetes"
+
+// TargetFor is the build target whose image boxes on vendor start from:
+// the vendor's own, but a registry's for Kubernetes.
+func TargetFor(vendor string) string {
+	if vendor == vendorKubernetes {
+		return TargetRegistry
+	}
+	return vendor
+}
+
+// VendorMismatchError is a build record whose image a vendor cannot start
+// boxes from.
+type VendorMismatchError struct {
+	Target, Vendor string
+}
+
+func (e *VendorMismatchError) Error() string {
+	return fmt.Sprintf("is of target %s: build one for %s", e.Target, e.Vendor)
+}
+
+// CheckVendor reports, as a *VendorMismatchError, a record whose
+// reference boxes on vendor cannot start from: a record of the vendor's
+// own target suits it, and a pushed image (registry, ECR) suits the
+// vendors that pull from registries (Docker, Kubernetes).
+func (r Record) CheckVendor(vendor string) error {
+	switch {
+	case r.Target == vendor:
+	case (vendor == TargetDocker || vendor == vendorKubernetes) && (r.Target == TargetRegistry || r.Target == TargetECR):
+	default:
+		return &VendorMismatchError{Target: r.Target, Vendor: vendor}
+	}
+	return nil
+}
+
+// ReferenceKind names what Reference holds for the record's target:
+// template (E2B), snapshot (Daytona), else reference.
+func (r Record) ReferenceKind() string {
+	switch r.Target {
+	case TargetE2B:
+		return "template"
+	case TargetDaytona:
+		return "snapshot"
+	}
+	return "reference"
+}
