@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/client"
 	bkclient "github.com/moby/buildkit/client"
 	"github.com/moby/buildkit/exporter/containerimage/exptypes"
+
+	"github.com/tangle-network/boxctl/internal/dockerclient"
 )
 
 // DockerExporter loads the image into a Docker engine under a tag: BuildKit
@@ -143,4 +146,26 @@ func (e *DockerExporter) reuse(ctx context.Context, resp *bkclient.SolveResponse
 		ImageID:   insp.ID,
 		Size:      insp.Size,
 	}, true, nil
+}
+
+// LocalDigest returns the digest the Docker engine at host (default
+// DOCKER_HOST) knows a local image by: its registry digest when it was
+// pulled or pushed, else its id. The error says the engine does not know
+// the image (or cannot be reached).
+func LocalDigest(ctx context.Context, host, ref string) (string, error) {
+	cli, err := dockerclient.New(host)
+	if err != nil {
+		return "", err
+	}
+	defer cli.Close()
+	img, err := cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	for _, rd := range img.RepoDigests {
+		if _, d, ok := strings.Cut(rd, "@"); ok {
+			return d, nil
+		}
+	}
+	return img.ID, nil
 }

@@ -2,7 +2,6 @@ package boximage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -15,10 +14,13 @@ import (
 // DefaultPublishTimeout bounds waiting for a vendor to take the image in.
 const DefaultPublishTimeout = 30 * time.Minute
 
-// ErrPublishConfig marks a publish that cannot run as asked: no registry
+// PublishConfigError is a publish that cannot run as asked: no registry
 // to push to, a malformed push reference. Callers report it as a mistake
 // in how they were called.
-var ErrPublishConfig = errors.New("publish")
+type PublishConfigError struct{ Err error }
+
+func (e *PublishConfigError) Error() string { return e.Err.Error() }
+func (e *PublishConfigError) Unwrap() error { return e.Err }
 
 // PublishTarget says where Publish puts a build.
 type PublishTarget struct {
@@ -95,7 +97,7 @@ type publisher struct {
 func newPublisher(ctx context.Context, t PublishTarget) (*publisher, error) {
 	p := &publisher{t: t, auth: map[string]RegistryAuth{}}
 	if (t.Target == TargetE2B || t.Target == TargetDaytona) && t.Importer == nil {
-		return nil, fmt.Errorf("%w: target %s: no importer", ErrPublishConfig, t.Target)
+		return nil, &PublishConfigError{Err: fmt.Errorf("target %s: no importer", t.Target)}
 	}
 	switch {
 	case t.Target == TargetDocker:
@@ -119,7 +121,7 @@ func newPublisher(ctx context.Context, t PublishTarget) (*publisher, error) {
 		// The vendor's own registry, where it has one (Daytona's).
 		reg, ok := t.Importer.(vendors.ImageRegistry)
 		if !ok {
-			return nil, fmt.Errorf("%w: --target %s needs --push REF or --ecr-repository NAME", ErrPublishConfig, t.Target)
+			return nil, &PublishConfigError{Err: fmt.Errorf("--target %s needs --push REF or --ecr-repository NAME", t.Target)}
 		}
 		ref, creds, err := reg.PushTarget(ctx, t.Name, t.Tag)
 		if err != nil {
@@ -154,7 +156,7 @@ func (p *publisher) publish(ctx context.Context, opts BuildOptions) (Record, err
 
 	exp, err := NewRegistryExporter(p.pushRef, opts.Insecure...)
 	if err != nil {
-		return Record{}, fmt.Errorf("%w: %w", ErrPublishConfig, err)
+		return Record{}, &PublishConfigError{Err: err}
 	}
 	res, err := Build(ctx, opts, exp)
 	if err != nil {

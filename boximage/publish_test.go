@@ -99,7 +99,7 @@ func TestPublish(t *testing.T) {
 }
 
 // TestPublish_Config: a publish that cannot run is refused before any
-// build, as ErrPublishConfig.
+// build, as a *PublishConfigError.
 func TestPublish_Config(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -112,8 +112,9 @@ func TestPublish_Config(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := boximage.Publish(t.Context(), tt.target, boximage.BuildOptions{BuildkitAddr: "unix:///nonexistent"})
-			if !errors.Is(err, boximage.ErrPublishConfig) {
-				t.Errorf("Publish(%+v) = %v, want ErrPublishConfig", tt.target, err)
+			var ce *boximage.PublishConfigError
+			if !errors.As(err, &ce) {
+				t.Errorf("Publish(%+v) = %v, want a *PublishConfigError", tt.target, err)
 			}
 		})
 	}

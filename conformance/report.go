@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -242,4 +243,40 @@ func JSONSchema() ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// Report formats of Write.
+const (
+	FormatText  = "text"
+	FormatJSON  = "json"
+	FormatJUnit = "junit"
+)
+
+// Formats are the formats Write renders.
+var Formats = []string{FormatText, FormatJSON, FormatJUnit}
+
+// Write renders the report in format (one of Formats; text for any
+// other).
+func (r *Report) Write(w io.Writer, format string) error {
+	switch format {
+	case FormatJSON:
+		return r.WriteJSON(w)
+	case FormatJUnit:
+		return r.WriteJUnit(w)
+	}
+	return r.WriteText(w)
+}
+
+// WriteFile writes the report in format to the file at path (created or
+// truncated, mode 0644).
+func (r *Report) WriteFile(path, format string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := r.Write(f, format); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -262,7 +262,7 @@ func (e *Environment) streamTracked(ctx context.Context, op string, r *run, turn
 	var usage *Usage
 	emit := func(ev Event) bool {
 		if ev.Usage != nil {
-			usage = addUsage(usage, ev.Usage)
+			usage = AddUsage(usage, ev.Usage)
 			e.recordUsage(r.controlRef().ExecutionID, usage)
 		}
 		return yield(ev, nil)

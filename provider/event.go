@@ -181,9 +181,9 @@ func first[T any](a, b *T) *T {
 	return b
 }
 
-// addUsage sums two usages. Optional totals stay nil only when both are
+// AddUsage sums two usages (next may be nil). Optional totals stay nil only when both are
 // nil; the provenance is the weakest of the two.
-func addUsage(cur, next *Usage) *Usage {
+func AddUsage(cur, next *Usage) *Usage {
 	if next == nil {
 		return cur
 	}

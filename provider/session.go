@@ -216,7 +216,7 @@ func (e *Environment) collect(ctx context.Context, op string, r *run, read func(
 				requests = addOpt(requests, ev.ModelRequests)
 			}
 		}
-		res.Usage = addUsage(res.Usage, ev.Usage)
+		res.Usage = AddUsage(res.Usage, ev.Usage)
 		if len(ev.ProviderModels) > 0 {
 			res.ProviderModels = ev.ProviderModels
 		}

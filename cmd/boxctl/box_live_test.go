@@ -17,6 +17,8 @@ import (
 	"github.com/tangle-network/boxctl/conformance/routerstub"
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
@@ -99,16 +101,16 @@ func tail(s string, n int) string {
 // local model endpoint, whatever the test left.
 func cleanupState(t *testing.T, v vendors.Vendor) {
 	t.Cleanup(func() {
-		_, st, err := readState()
+		_, st, err := newApp(nil, nil).readState()
 		if err != nil {
 			return
 		}
 		for _, r := range st.Boxes {
 			if r.ID != "" {
-				_ = destroyBox(context.Background(), v, r.ID)
+				_ = boxstate.Destroy(context.Background(), v, r.ID)
 			}
 			if r.Router != nil {
-				_ = r.Router.stop()
+				_ = r.Router.Stop()
 			}
 		}
 	})
@@ -126,9 +128,9 @@ func liveVendor(t *testing.T) *docker.Vendor {
 	return v
 }
 
-func mustState(t *testing.T) *boxState {
+func mustState(t *testing.T) *boxstate.State {
 	t.Helper()
-	_, st, err := readState()
+	_, st, err := newApp(nil, nil).readState()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,11 +198,11 @@ func TestBoxVerbs_LocalRouter(t *testing.T) {
 		t.Errorf("up deadline %v is %v away, want the 10m lifetime", up.Deadline, left)
 	}
 	st := mustState(t)
-	rec := st.find(up.ID)
+	rec := st.Find(up.ID)
 	if rec == nil || rec.Reference == nil || rec.Reference.Bearer == "" || rec.Router == nil {
 		t.Fatalf("state after up = %+v: want the box with its reference and local router", st)
 	}
-	if !rec.Router.running() || rec.Router.URL != up.Router {
+	if !rec.Router.Running() || rec.Router.URL != up.Router {
 		t.Errorf("local router %+v: want it running at %s", rec.Router, up.Router)
 	}
 	environ, err := os.ReadFile("/proc/" + strconv.Itoa(rec.Router.PID) + "/environ")
@@ -276,14 +278,14 @@ func TestBoxVerbs_LocalRouter(t *testing.T) {
 	})
 	t.Run("ls", func(t *testing.T) {
 		r := boxctl(t, t.Context(), tr, "ls", "-o", "json")
-		var rows []lsBox
+		var rows []boxstate.Row
 		if err := json.Unmarshal([]byte(r.stdout), &rows); r.code != 0 || err != nil {
 			t.Fatalf("ls -o json: exit %d, %v: %q", r.code, err, r.stdout)
 		}
 		found := false
 		for _, b := range rows {
 			if b.ID == up.ID {
-				found = b.InState && b.Harness == "claude-code" && b.State == "running" && b.Owner == stateOwner() && b.RunTag == up.RunTag
+				found = b.InState && b.Harness == "claude-code" && b.State == "running" && b.Owner == testOwner(t) && b.RunTag == up.RunTag
 			}
 		}
 		if !found {
@@ -296,7 +298,7 @@ func TestBoxVerbs_LocalRouter(t *testing.T) {
 			t.Fatalf("rm last: exit %d, %v, %q", r.code, r.err, r.stdout)
 		}
 		vendortest.Poll(t, 30*time.Second, "the box to be gone", func() bool { return boxGone(t, v, up.ID) })
-		vendortest.Poll(t, 10*time.Second, "the local router to stop", func() bool { return !rec.Router.running() })
+		vendortest.Poll(t, 10*time.Second, "the local router to stop", func() bool { return !rec.Router.Running() })
 		if _, err := os.Stat(rec.Router.Log); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the local router's log %s is left after rm (%v)", rec.Router.Log, err)
 		}
@@ -321,7 +323,7 @@ func TestBoxVerbs_RouterAndGC(t *testing.T) {
 	cleanupState(t, v)
 	tr := &transcript{}
 
-	key := newRouterKey()
+	key := localrouter.NewKey()
 	const reply = "The Router itself answered."
 	script := routerstub.NewQueue(routerstub.Text(reply)).Side(routerstub.Text(reply))
 	stub, err := routerstub.New(routerstub.WithKeys(key), routerstub.WithScript(script))
@@ -340,7 +342,7 @@ func TestBoxVerbs_RouterAndGC(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &up); err != nil {
 		t.Fatal(err)
 	}
-	rec := mustState(t).find(up.ID)
+	rec := mustState(t).Find(up.ID)
 	if rec == nil || up.Bearer == "" || up.Bearer != rec.Reference.Bearer || rec.Router != nil {
 		t.Fatalf("up --show-bearer printed bearer %q; state %+v: want the state's bearer and no local router", up.Bearer, rec)
 	}
@@ -394,24 +396,24 @@ func TestBoxVerbs_RouterAndGC(t *testing.T) {
 
 	// The state forgets the box (as if its record were lost) and names a
 	// box that no longer exists.
-	sf, _ := openState()
-	err = sf.update(t.Context(), func(st *boxState) error {
-		st.remove(func(r *boxRecord) bool { return r.ID == up.ID })
-		st.Boxes = append(st.Boxes, boxRecord{ID: "0123456789abcdef-gone", Target: "docker", RunTag: "run-gone-" + up.RunTag,
+	sf, _ := boxstate.Open(boxstate.Options{})
+	err = sf.Update(t.Context(), func(st *boxstate.State) error {
+		st.Remove(func(r *boxstate.Record) bool { return r.ID == up.ID })
+		st.Boxes = append(st.Boxes, boxstate.Record{ID: "0123456789abcdef-gone", Target: "docker", RunTag: "run-gone-" + up.RunTag,
 			Created: time.Now().Add(-time.Hour), Deadline: time.Now().Add(-time.Minute)})
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = destroyBox(context.Background(), v, up.ID) })
+	t.Cleanup(func() { _ = boxstate.Destroy(context.Background(), v, up.ID) })
 
 	r = boxctl(t, t.Context(), tr, "gc", "--dry-run", "-o", "json")
-	var res gcResult
+	var res boxstate.Collected
 	if err := json.Unmarshal([]byte(r.stdout), &res); r.code != 0 || err != nil {
 		t.Fatalf("gc --dry-run: exit %d, %v, %q", r.code, err, r.stdout)
 	}
-	if !hasEntry(res.Removed, up.ID, "no longer in its owner's state") || !hasEntry(res.Forgotten, "0123456789abcdef-gone", reasonBoxGone) || !res.DryRun {
+	if !hasEntry(res.Removed, up.ID, "no longer in its owner's state") || !hasEntry(res.Forgotten, "0123456789abcdef-gone", boxstate.ReasonBoxGone) || !res.DryRun {
 		t.Errorf("gc --dry-run = %+v; want the forgotten box to remove and the gone record to forget", res)
 	}
 	if boxGone(t, v, up.ID) || len(mustState(t).Boxes) != 1 {
@@ -428,7 +430,7 @@ func TestBoxVerbs_RouterAndGC(t *testing.T) {
 	tr.noSecrets(t, map[string]string{"bearer": up.Bearer, "router key": key})
 }
 
-func hasEntry(es []gcEntry, id, reason string) bool {
+func hasEntry(es []boxstate.Entry, id, reason string) bool {
 	for _, e := range es {
 		if e.ID == id && strings.Contains(e.Reason, reason) && e.Error == "" {
 			return true

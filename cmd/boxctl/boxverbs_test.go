@@ -7,9 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
-	"github.com/tangle-network/boxctl/provider/sandbox"
-	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 )
 
 func TestBoxVerbs_Flags(t *testing.T) {
@@ -101,32 +99,15 @@ func TestBoxVerbs_Flags(t *testing.T) {
 	}
 }
 
-func TestListRows(t *testing.T) {
+func TestPrintLs(t *testing.T) {
 	now := time.Unix(1900000000, 0)
-	owner := stateOwner()
-	st := &boxState{Boxes: []boxRecord{
-		{ID: "known-box-0001", Target: "docker", RunTag: "run-a", Reference: &sandbox.Reference{Harness: "claude-code"}},
-		{ID: "gone-box-00002", Target: "docker", RunTag: "run-g", Created: now.Add(-time.Hour), Deadline: now.Add(-time.Minute),
-			Reference: &sandbox.Reference{Harness: "pi"}},
-		{RunTag: "run-pending", Target: "docker"},
-	}}
-	infos := []vendors.Info{
-		{ID: "other-box-0003", State: vendors.StateRunning, Created: now.Add(-2 * time.Minute), Deadline: now.Add(time.Hour),
-			Labels: map[string]string{boxmeta.LabelRunTag: "run-o", boxmeta.LabelOwner: "pid:h:1:2"}},
-		{ID: "known-box-0001", State: vendors.StateRunning, Created: now.Add(-time.Minute), Deadline: now.Add(30 * time.Minute),
-			Labels: map[string]string{boxmeta.LabelRunTag: "run-a", boxmeta.LabelOwner: owner}},
-	}
-	rows := listRows(st, "docker", infos)
-	want := []lsBox{
-		{ID: "known-box-0001", State: "running", RunTag: "run-a", Owner: owner, Created: now.Add(-time.Minute),
+	rows := []boxstate.Row{
+		{ID: "known-box-0001", State: "running", RunTag: "run-a", Owner: "user:ann", Created: now.Add(-time.Minute),
 			Deadline: now.Add(30 * time.Minute), Harness: "claude-code", InState: true},
 		{ID: "other-box-0003", State: "running", RunTag: "run-o", Owner: "pid:h:1:2", Created: now.Add(-2 * time.Minute),
 			Deadline: now.Add(time.Hour)},
-		{ID: "gone-box-00002", State: stateGone, RunTag: "run-g", Owner: owner, Created: now.Add(-time.Hour),
+		{ID: "gone-box-00002", State: boxstate.StateGone, RunTag: "run-g", Owner: "user:ann", Created: now.Add(-time.Hour),
 			Deadline: now.Add(-time.Minute), Harness: "pi", InState: true},
-	}
-	if diff := cmp.Diff(want, rows); diff != "" {
-		t.Errorf("listRows (-want +got):\n%s", diff)
 	}
 	var b strings.Builder
 	if err := printLs(&b, rows, now); err != nil {

@@ -2,27 +2,21 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"os"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/tangle-network/boxctl/boximage"
 	"github.com/tangle-network/boxctl/conformance"
-	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors/docker"
-	"github.com/tangle-network/boxctl/vendors/kubernetes"
+	"github.com/tangle-network/boxctl/vendors/open"
 )
 
 // Report formats of `boxctl conformance`.
-var reportFormats = []string{"text", "json", "junit"}
+var reportFormats = conformance.Formats
 
 // conformanceOptions are the flags of `boxctl conformance`.
 type conformanceOptions struct {
@@ -130,207 +124,10 @@ func (o *conformanceOptions) resolve(getenv func(string) string) error {
 	if _, err := conformance.Select(o.cases); err != nil {
 		return usageErrorf("--run: %w", err)
 	}
-	if o.target == "e2b" && getenv(envE2BDial) != "" {
+	if o.target == "e2b" && getenv(open.EnvE2BDial) != "" {
 		o.emulated = true // boxctl emulate e2b points the client here
 	}
 	var err error
 	o.routerURL, o.routerKey, err = routerFromFlag(o.router, getenv)
 	return err
-}
-
-// image finds the image, its digest and the record's harnesses.
-func (o *conformanceOptions) resolveImage(ctx context.Context, a *app) (image, digest string, harnesses []string, err error) {
-	switch {
-	case o.buildRecord != "":
-		f, err := os.Open(o.buildRecord)
-		if err != nil {
-			return "", "", nil, usageErrorf("--build-record: %w", err)
-		}
-		defer f.Close()
-		rec, err := boximage.ReadRecord(f)
-		if err != nil {
-			return "", "", nil, usageErrorf("--build-record %s: %w", o.buildRecord, err)
-		}
-		switch {
-		case rec.Target == o.target:
-		case (o.target == docker.Name || o.target == kubernetes.Name) && (rec.Target == boximage.TargetRegistry || rec.Target == boximage.TargetECR):
-			// The engine, or the cluster, pulls the pushed image.
-		default:
-			return "", "", nil, usageErrorf("--build-record %s is of target %s: build one for %s", o.buildRecord, rec.Target, o.target)
-		}
-		return rec.Reference, rec.Digest, rec.Harnesses, nil
-	case o.image != "":
-		image = o.image
-	default:
-		sf, err := openState()
-		if err != nil {
-			return "", "", nil, err
-		}
-		st, err := sf.load()
-		if err != nil {
-			return "", "", nil, err
-		}
-		if st.LastBuild == nil || st.LastBuild.Target != buildTargetOf(o.target) {
-			return "", "", nil, usageErrorf("no box image: pass --image REF or --build-record FILE, or build one with `boxctl build --target %s`", buildTargetOf(o.target))
-		}
-		image, digest = st.LastBuild.Image, st.LastBuild.Digest
-	}
-	if _, d, ok := strings.Cut(image, "@"); ok && digest == "" {
-		digest = d
-	}
-	if digest == "" && o.target == docker.Name {
-		digest = dockerImageDigest(ctx, a, image)
-	}
-	return image, digest, nil, nil
-}
-
-// dockerImageDigest asks the engine for a local image's digest: its
-// registry digest when it was pulled or pushed, else its id. "" when the
-// engine does not know the image (the vendor pulls it, and the report
-// names no digest).
-func dockerImageDigest(ctx context.Context, a *app, ref string) string {
-	cli, err := dockerclient.New("")
-	if err != nil {
-		return ""
-	}
-	defer cli.Close()
-	img, err := cli.ImageInspect(ctx, ref)
-	if err != nil {
-		a.log.Debug("image digest unknown", "image", ref, "err", err)
-		return ""
-	}
-	for _, rd := range img.RepoDigests {
-		if _, d, ok := strings.Cut(rd, "@"); ok {
-			return d
-		}
-	}
-	return img.ID
-}
-
-func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
-	if o.list {
-		return listCases(a)
-	}
-	image, digest, recHarnesses, err := o.resolveImage(ctx, a)
-	if err != nil {
-		return err
-	}
-	harnesses := o.harnesses
-	if len(harnesses) == 0 {
-		harnesses = recHarnesses
-	}
-	v, closeVendor, err := a.openVendor(o.target)
-	if err != nil {
-		return err
-	}
-	defer closeVendor()
-	t := conformance.Target{Vendor: v, Image: image, ImageDigest: digest, Emulated: o.emulated,
-		Router: sandbox.Router{URL: o.routerURL, Key: o.routerKey}}
-	if o.repo != "" {
-		t.Repo = &conformance.Repo{URL: o.repo, GitRef: o.gitRef}
-	}
-	if o.router == routerLocal {
-		ha, ok := v.(hostAddresser)
-		if !ok {
-			return usageErrorf("--router local: boxes on %s cannot reach this machine; pass --router URL", v.Name())
-		}
-		host, err := ha.HostAddress(ctx)
-		if err != nil {
-			return fmt.Errorf("local model endpoint: %w", err)
-		}
-		l, err := conformance.StartLocal(host)
-		if err != nil {
-			return err
-		}
-		defer l.Close()
-		t.Local, t.Router = l, sandbox.Router{}
-		a.log.Info("local model endpoint started", "url", l.Router.URL)
-	}
-	view := newProgressView(a.errOut)
-	a.log.Info("running the conformance suite", "target", o.target, "image", image, "harnesses", harnesses)
-	rep, runErr := conformance.Run(ctx, t, conformance.Options{Harnesses: harnesses, Cases: o.cases, Parallel: o.parallel,
-		CaseTimeout: o.caseTimeout, ReadyTimeout: o.readyTimeout, Progress: view.update, Logger: a.log})
-	view.close()
-	if rep == nil {
-		return usageError{runErr}
-	}
-	if err := o.writeReport(a, rep); err != nil {
-		return errors.Join(runErr, err)
-	}
-	if runErr != nil {
-		return runErr
-	}
-	if rep.Failed() {
-		return fmt.Errorf("conformance: %d of %d cases failed", rep.Summary.Fail, len(rep.Results))
-	}
-	return nil
-}
-
-// reportFile splits a --report-file value into its format (def when it
-// names none) and file; the file is "" for an unknown format.
-func reportFile(v, def string) (format, file string) {
-	if f, name, ok := strings.Cut(v, "="); ok && slices.Contains(reportFormats, f) {
-		return f, name
-	} else if ok && !strings.ContainsAny(f, "/.") {
-		return f, ""
-	}
-	return def, v
-}
-
-// writeReport writes the report: to each --report-file, with the summary
-// table on stdout; else in the --report format to stdout, with the
-// summary table on stderr when that format is not text.
-func (o *conformanceOptions) writeReport(a *app, rep *conformance.Report) error {
-	write := func(w io.Writer, format string) error {
-		switch format {
-		case "json":
-			return rep.WriteJSON(w)
-		case "junit":
-			return rep.WriteJUnit(w)
-		}
-		return rep.WriteText(w)
-	}
-	if len(o.reportFiles) == 0 {
-		if o.report != "text" {
-			if err := rep.WriteSummary(a.errOut); err != nil {
-				return err
-			}
-		}
-		return write(a.out, o.report)
-	}
-	for _, v := range o.reportFiles {
-		format, name := reportFile(v, o.report)
-		f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-		if err != nil {
-			return err
-		}
-		if err := write(f, format); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-	}
-	return rep.WriteSummary(a.out)
-}
-
-// listCases prints the catalogue.
-func listCases(a *app) error {
-	type row struct {
-		ID          string `json:"id"`
-		Description string `json:"description"`
-	}
-	var rows []row
-	for _, c := range conformance.Cases() {
-		rows = append(rows, row{c.ID, c.Description})
-	}
-	return a.print(rows, func(w io.Writer) error {
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "CASE\tDESCRIPTION")
-		for _, r := range rows {
-			fmt.Fprintf(tw, "%s\t%s\n", r.ID, r.Description)
-		}
-		return tw.Flush()
-	})
 }

@@ -10,9 +10,12 @@ import (
 	"github.com/tangle-network/boxctl/conformance/routerstub"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
 	"github.com/tangle-network/boxctl/vendors/daytona"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/open"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
@@ -32,8 +35,8 @@ func TestDaytona_BuildUpTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = emu.Close() })
-	t.Setenv(envDaytonaKey, key)
-	t.Setenv(envDaytonaURL, emu.APIURL())
+	t.Setenv(open.EnvDaytonaKey, key)
+	t.Setenv(open.EnvDaytonaURL, emu.APIURL())
 	tr := &transcript{}
 
 	args := []string{"build", "--target", "daytona", "-o", "json", "--progress", "plain", "--harness", "claude",
@@ -51,7 +54,7 @@ func TestDaytona_BuildUpTurn(t *testing.T) {
 		t.Fatalf("record = %+v, want a daytona snapshot of the image pushed to the registry", rec)
 	}
 
-	routerKey := newRouterKey()
+	routerKey := localrouter.NewKey()
 	stub, err := routerstub.New(routerstub.WithKeys(routerKey), routerstub.WithScript(routerstub.ScriptFunc(func(routerstub.Request) routerstub.Reply {
 		return routerstub.Text(localReply)
 	})))
@@ -84,13 +87,13 @@ func TestDaytona_BuildUpTurn(t *testing.T) {
 	if up.Target != "daytona" || !strings.Contains(up.Endpoint, ".proxy.localhost:") {
 		t.Errorf("up printed %+v, want a daytona box behind its preview URL", up)
 	}
-	bearer := mustState(t).find(up.ID).Reference.Bearer
+	bearer := mustState(t).Find(up.ID).Reference.Bearer
 
 	if r := boxctl(t, t.Context(), tr, "turn", "last", "Say hello"); r.code != 0 || !strings.Contains(r.stdout, localReply) {
 		t.Fatalf("turn: exit %d (%v), stdout %q; want the model's reply", r.code, r.err, r.stdout)
 	}
 	r = boxctl(t, t.Context(), tr, "ls", "--target", "daytona", "-o", "json")
-	var rows []lsBox
+	var rows []boxstate.Row
 	if err := json.Unmarshal([]byte(r.stdout), &rows); r.code != 0 || err != nil || len(rows) != 1 || rows[0].ID != up.ID ||
 		rows[0].State != "running" || !rows[0].InState || rows[0].Image != rec.Reference {
 		t.Errorf("ls --target daytona = %+v (exit %d, %v), want the box running, in the state, of the snapshot", rows, r.code, err)
@@ -100,7 +103,7 @@ func TestDaytona_BuildUpTurn(t *testing.T) {
 	}
 	vendortest.Poll(t, 30*time.Second, "the box to be gone", func() bool { return boxGone(t, v, up.ID) })
 	r = boxctl(t, t.Context(), tr, "gc", "--target", "daytona", "-o", "json")
-	var res gcResult
+	var res boxstate.Collected
 	if err := json.Unmarshal([]byte(r.stdout), &res); r.code != 0 || err != nil || len(res.Removed) != 0 {
 		t.Errorf("gc --target daytona = %+v (exit %d, %v), want nothing to remove", res, r.code, err)
 	}

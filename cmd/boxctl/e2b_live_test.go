@@ -11,7 +11,10 @@ import (
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/e2btest"
 	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/open"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
@@ -26,10 +29,10 @@ func TestE2B_BuildUpTurn(t *testing.T) {
 	emu := e2btest.Emulator(t, nil)
 	t.Setenv("BUILDKIT_HOST", env.BuildkitHost)
 	t.Setenv("DOCKER_CONFIG", t.TempDir())
-	t.Setenv(envE2BKey, e2btest.APIKey)
-	t.Setenv(envE2BDomain, emu.Server.Domain())
-	t.Setenv(envE2BURL, "http://api."+emu.Server.Domain())
-	t.Setenv(envE2BDial, emu.Addr)
+	t.Setenv(open.EnvE2BKey, e2btest.APIKey)
+	t.Setenv(open.EnvE2BDomain, emu.Server.Domain())
+	t.Setenv(open.EnvE2BURL, "http://api."+emu.Server.Domain())
+	t.Setenv(open.EnvE2BDial, emu.Addr)
 	useState(t)
 	tr := &transcript{}
 
@@ -39,7 +42,7 @@ func TestE2B_BuildUpTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dv.Close() })
-	key := newRouterKey()
+	key := localrouter.NewKey()
 	const reply = "The Router answered an E2B box."
 	stub, err := routerstub.New(routerstub.WithKeys(key),
 		routerstub.WithScript(routerstub.NewQueue(routerstub.Text(reply)).Side(routerstub.Text(reply))))
@@ -85,7 +88,7 @@ func TestE2B_BuildUpTurn(t *testing.T) {
 		t.Fatalf("turn: exit %d (%v), stdout %q; want the Router's reply", r.code, r.err, r.stdout)
 	}
 	r = boxctl(t, t.Context(), tr, "ls", "--target", "e2b", "-o", "json")
-	var rows []lsBox
+	var rows []boxstate.Row
 	if err := json.Unmarshal([]byte(r.stdout), &rows); r.code != 0 || err != nil || len(rows) != 1 || rows[0].ID != up.ID || !rows[0].InState {
 		t.Fatalf("ls --target e2b = %q (exit %d, %v), want the one box, in the state", r.stdout, r.code, err)
 	}
@@ -94,7 +97,7 @@ func TestE2B_BuildUpTurn(t *testing.T) {
 	}
 	vendortest.Poll(t, 30*time.Second, "the sandbox to be gone", func() bool { return len(emu.Server.Sandboxes()) == 0 })
 	r = boxctl(t, t.Context(), tr, "gc", "--target", "e2b", "-o", "json")
-	var res gcResult
+	var res boxstate.Collected
 	if err := json.Unmarshal([]byte(r.stdout), &res); r.code != 0 || err != nil || len(res.Removed) != 0 {
 		t.Errorf("gc --target e2b after rm = %q (exit %d, %v), want nothing to remove", r.stdout, r.code, err)
 	}

@@ -13,7 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
 	"github.com/tangle-network/boxctl/vendors/e2b/e2bemu"
+	"github.com/tangle-network/boxctl/vendors/open"
 )
 
 // newEmulateCmd is `boxctl emulate VENDOR`: a local emulator of a cloud
@@ -115,10 +117,10 @@ func runEmulateE2B(ctx context.Context, a *app, o *emulateE2BOptions) error {
 	if err != nil {
 		return usageError{err}
 	}
-	opts.APIKey = os.Getenv(envE2BKey)
+	opts.APIKey = os.Getenv(open.EnvE2BKey)
 	generated := opts.APIKey == ""
 	if generated {
-		opts.APIKey = "e2b_" + newRouterKey()[:40]
+		opts.APIKey = "e2b_" + localrouter.NewKey()[:40]
 	}
 	opts.Log = a.log
 	l, err := net.Listen("tcp", o.addr)
@@ -134,9 +136,9 @@ func runEmulateE2B(ctx context.Context, a *app, o *emulateE2BOptions) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 
-	env := [][2]string{{envE2BURL, "http://api." + emu.Domain()}, {envE2BDomain, emu.Domain()}, {envE2BDial, l.Addr().String()}}
+	env := [][2]string{{open.EnvE2BURL, "http://api." + emu.Domain()}, {open.EnvE2BDomain, emu.Domain()}, {open.EnvE2BDial, l.Addr().String()}}
 	if generated {
-		env = append(env, [2]string{envE2BKey, opts.APIKey})
+		env = append(env, [2]string{open.EnvE2BKey, opts.APIKey})
 	}
 	err = printExports(a, env)
 	if err == nil {

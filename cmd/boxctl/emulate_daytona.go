@@ -8,7 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
+	"github.com/tangle-network/boxctl/vendors/open"
 )
 
 type emulateDaytonaOptions struct {
@@ -77,19 +79,19 @@ func runEmulateDaytona(ctx context.Context, a *app, o *emulateDaytonaOptions) er
 	if err != nil {
 		return usageError{err}
 	}
-	opts.APIKey = os.Getenv(envDaytonaKey)
+	opts.APIKey = os.Getenv(open.EnvDaytonaKey)
 	generated := opts.APIKey == ""
 	if generated {
-		opts.APIKey = "dtn_" + newRouterKey()[:40]
+		opts.APIKey = "dtn_" + localrouter.NewKey()[:40]
 	}
 	opts.Log = a.log
 	emu, err := daytonaemu.Start(opts)
 	if err != nil {
 		return err
 	}
-	env := [][2]string{{envDaytonaURL, emu.APIURL()}}
+	env := [][2]string{{open.EnvDaytonaURL, emu.APIURL()}}
 	if generated {
-		env = append(env, [2]string{envDaytonaKey, opts.APIKey})
+		env = append(env, [2]string{open.EnvDaytonaKey, opts.APIKey})
 	}
 	if err = printExports(a, env); err == nil {
 		a.log.Info("daytona emulator serving", "url", emu.URL())

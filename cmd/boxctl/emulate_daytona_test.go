@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/vendors/open"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
@@ -39,7 +40,7 @@ func TestEmulateDaytona_Flags(t *testing.T) {
 func TestEmulateDaytona_Serves(t *testing.T) {
 	env := testbed.Require(t)
 	t.Setenv("DOCKER_HOST", env.DockerHost)
-	t.Setenv(envDaytonaKey, "")
+	t.Setenv(open.EnvDaytonaKey, "")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var out, errOut lockedBuffer
@@ -51,7 +52,7 @@ func TestEmulateDaytona_Serves(t *testing.T) {
 	vendortest.Poll(t, 30*time.Second, "the emulator's environment", func() bool {
 		return json.Unmarshal([]byte(out.String()), &printed) == nil
 	})
-	u, key := printed[envDaytonaURL], printed[envDaytonaKey]
+	u, key := printed[open.EnvDaytonaURL], printed[open.EnvDaytonaKey]
 	if !strings.HasPrefix(u, "http://127.0.0.1:") || !strings.HasSuffix(u, "/api") || !strings.HasPrefix(key, "dtn_") {
 		t.Fatalf("printed %v, want the API URL and a fresh key", printed)
 	}

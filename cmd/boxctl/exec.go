@@ -83,18 +83,18 @@ func runExec(ctx context.Context, a *app, o *execOptions) error {
 // vendor of its record, else of target. The caller calls closeBox when
 // done with the box.
 func (a *app) openBox(ctx context.Context, target, arg string) (box vendors.Box, closeBox func(), err error) {
-	_, st, err := readState()
+	_, st, err := a.readState()
 	if err != nil {
 		return nil, nil, err
 	}
-	if rec, err := st.resolveBox(arg); err == nil {
+	if rec, err := st.Resolve(arg); err == nil {
 		target = rec.Target
 	}
 	v, closeVendor, err := a.openVendor(target)
 	if err != nil {
 		return nil, nil, err
 	}
-	id, _, err := resolveVendorBox(ctx, st, v, arg)
+	id, _, err := st.ResolveVendor(ctx, v, arg)
 	if err == nil {
 		box, err = v.Connect(ctx, id)
 	}

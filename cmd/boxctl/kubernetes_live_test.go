@@ -9,7 +9,9 @@ import (
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/kubetest"
 	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/open"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
@@ -33,7 +35,7 @@ func TestKubernetes_BuildUpTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(envKubeHost, host)
+	t.Setenv(open.EnvKubeHost, host)
 	useState(t)
 	kv := kubetest.Vendor(t)
 	cleanupState(t, kv)
@@ -71,11 +73,11 @@ func TestKubernetes_BuildUpTurn(t *testing.T) {
 		t.Errorf("logs: exit %d (%v), %q", r.code, r.err, r.stdout+r.stderr)
 	}
 	r = boxctl(t, t.Context(), tr, "ls", "--target", "kubernetes", "-o", "json")
-	var rows []lsBox
+	var rows []boxstate.Row
 	if err := json.Unmarshal([]byte(r.stdout), &rows); r.code != 0 || err != nil || !hasBox(rows, up.ID) {
 		t.Fatalf("ls --target kubernetes = %q (exit %d, %v), want the box, in the state", r.stdout, r.code, err)
 	}
-	secrets := map[string]string{"bearer": mustState(t).find(up.ID).Reference.Bearer}
+	secrets := map[string]string{"bearer": mustState(t).Find(up.ID).Reference.Bearer}
 	yaml := kubetest.Kubectl(t, "get", "sandbox/"+up.ID, "-o", "yaml")
 	if strings.Contains(string(yaml), secrets["bearer"]) {
 		t.Error("the bearer appears in the Sandbox")
@@ -85,7 +87,7 @@ func TestKubernetes_BuildUpTurn(t *testing.T) {
 	}
 	vendortest.Poll(t, 30*time.Second, "the box to be gone", func() bool { return boxGone(t, kv, up.ID) })
 	r = boxctl(t, t.Context(), tr, "gc", "--target", "kubernetes", "--dry-run", "-o", "json")
-	var res gcResult
+	var res boxstate.Collected
 	if err := json.Unmarshal([]byte(r.stdout), &res); r.code != 0 || err != nil {
 		t.Errorf("gc --target kubernetes = %q (exit %d, %v)", r.stdout, r.code, err)
 	}
@@ -97,7 +99,7 @@ func TestKubernetes_BuildUpTurn(t *testing.T) {
 	tr.noSecrets(t, secrets)
 }
 
-func hasBox(rows []lsBox, id string) bool {
+func hasBox(rows []boxstate.Row, id string) bool {
 	for _, r := range rows {
 		if r.ID == id && r.InState {
 			return true

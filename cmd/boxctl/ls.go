@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/vendors/docker"
 )
 
@@ -19,25 +18,6 @@ import (
 type lsOptions struct {
 	target string
 }
-
-// lsBox is one row of `boxctl ls`.
-type lsBox struct {
-	ID       string    `json:"id"`
-	State    string    `json:"state"`
-	RunTag   string    `json:"runTag"`
-	Owner    string    `json:"owner,omitempty"`
-	Created  time.Time `json:"created,omitzero"`
-	Deadline time.Time `json:"deadline,omitzero"`
-	Harness  string    `json:"harness,omitempty"`
-	Image    string    `json:"image,omitempty"`
-	// InState reports whether the state file knows the box (turn can
-	// drive it).
-	InState bool `json:"inState"`
-}
-
-// stateGone is the state of a box the state file names that the vendor
-// no longer has.
-const stateGone = "gone"
 
 func newLsCmd(a *app, runF func(context.Context, *lsOptions) error) *cobra.Command {
 	o := &lsOptions{target: docker.Name}
@@ -58,7 +38,7 @@ names that no longer exists is listed as gone (boxctl gc forgets it).`,
 }
 
 func runLs(ctx context.Context, a *app, o *lsOptions) error {
-	_, st, v, closeVendor, err := a.openStateVendor(o.target)
+	s, st, v, closeVendor, err := a.openStateVendor(o.target)
 	if err != nil {
 		return err
 	}
@@ -67,42 +47,11 @@ func runLs(ctx context.Context, a *app, o *lsOptions) error {
 	if err != nil {
 		return err
 	}
-	rows := listRows(st, o.target, infos)
+	rows := st.Rows(o.target, s.Owner(), infos)
 	return a.print(rows, func(w io.Writer) error { return printLs(w, rows, time.Now()) })
 }
 
-// listRows joins the vendor's boxes with the state's records of target:
-// newest first, then the records whose boxes are gone.
-func listRows(st *boxState, target string, infos []vendors.Info) []lsBox {
-	rows := make([]lsBox, 0, len(infos))
-	seen := map[string]bool{}
-	for _, b := range infos {
-		row := lsBox{ID: b.ID, State: string(b.State), RunTag: b.RunTag(), Owner: b.Owner(), Created: b.Created,
-			Deadline: b.Deadline, Image: b.Image}
-		if rec := st.find(b.ID); rec != nil && rec.Target == target {
-			row.InState, seen[b.ID] = true, true
-			if rec.Reference != nil {
-				row.Harness = rec.Reference.Harness
-			}
-		}
-		rows = append(rows, row)
-	}
-	slices.SortStableFunc(rows, func(x, y lsBox) int { return y.Created.Compare(x.Created) })
-	for _, rec := range st.Boxes {
-		if rec.pending() || rec.Target != target || seen[rec.ID] {
-			continue
-		}
-		row := lsBox{ID: rec.ID, State: stateGone, RunTag: rec.RunTag, Owner: stateOwner(), Created: rec.Created,
-			Deadline: rec.Deadline, Image: rec.Image, InState: true}
-		if rec.Reference != nil {
-			row.Harness = rec.Reference.Harness
-		}
-		rows = append(rows, row)
-	}
-	return rows
-}
-
-func printLs(w io.Writer, rows []lsBox, now time.Time) error {
+func printLs(w io.Writer, rows []boxstate.Row, now time.Time) error {
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, "no boxes")
 		return err

@@ -10,7 +10,10 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/tangle-network/boxctl/boximage"
 	"github.com/tangle-network/boxctl/bridge/jail"
+	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/vendors/open"
 )
 
 func main() {
@@ -32,18 +35,22 @@ func usageErrorf(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
 
-// exitCode maps an error to the process exit status: 0 ok, 2 usage,
-// 130 interrupted, a command's own status for `exec`, 1 anything else.
-// cobra has already printed the error.
+// exitCode maps an error to the process exit status: 0 ok, 2 usage (the
+// libraries' errors of how they were asked included), 130 interrupted, a
+// command's own status for `exec`, 1 anything else. cobra has already
+// printed the error.
 func exitCode(err error) int {
 	var ue usageError
 	var se exitStatusError
+	var ae *boxstate.ArgError
+	var ce *open.ConfigError
+	var pe *boximage.PublishConfigError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &se):
 		return se.code
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.As(err, &ae), errors.As(err, &ce), errors.As(err, &pe):
 		return 2
 	case errors.Is(err, context.Canceled):
 		return 130

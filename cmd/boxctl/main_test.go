@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 )
 
 // runMainEnv makes this test binary run boxctl's main instead of the
@@ -27,7 +29,7 @@ func runMainIfReexecuted() {
 // image there.
 func isolateState() {
 	dir := filepath.Join(os.TempDir(), "boxctl-cmd-test-"+strconv.Itoa(os.Getuid()))
-	os.Setenv(stateEnv, filepath.Join(dir, "boxes.json"))
+	os.Setenv(boxstate.PathEnv, filepath.Join(dir, "boxes.json"))
 }
 
 // useState points the state file at a fresh directory for one test and
@@ -35,6 +37,16 @@ func isolateState() {
 func useState(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "state", "boxes.json")
-	t.Setenv(stateEnv, p)
+	t.Setenv(boxstate.PathEnv, p)
 	return p
+}
+
+// testOwner is the owner label of the boxes of the test's state file.
+func testOwner(t *testing.T) string {
+	t.Helper()
+	s, err := boxstate.Open(boxstate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Owner()
 }

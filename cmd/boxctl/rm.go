@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
 )
@@ -46,7 +47,7 @@ that is already gone is not an error.`,
 }
 
 func runRm(ctx context.Context, a *app, o *rmOptions) error {
-	sf, st, err := readState()
+	s, st, err := a.readState()
 	if err != nil {
 		return err
 	}
@@ -76,7 +77,7 @@ func runRm(ctx context.Context, a *app, o *rmOptions) error {
 	)
 	for _, arg := range o.boxes {
 		target := o.target
-		if rec, err := st.resolveBox(arg); err == nil && rec.Target != "" {
+		if rec, err := st.Resolve(arg); err == nil && rec.Target != "" {
 			target = rec.Target
 		}
 		v, err := vendorOf(target)
@@ -84,23 +85,19 @@ func runRm(ctx context.Context, a *app, o *rmOptions) error {
 			errs = append(errs, err)
 			continue
 		}
-		id, rec, err := resolveVendorBox(ctx, st, v, arg)
+		id, rec, err := st.ResolveVendor(ctx, v, arg)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if err := destroyBox(ctx, v, id); err != nil {
+		if err := boxstate.Destroy(ctx, v, id); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		res := rmResult{ID: id}
 		if rec != nil {
-			res.RouterStopped = rec.Router != nil && rec.Router.running()
-			stopRouter(a, rec.Router)
-			err := sf.update(context.WithoutCancel(ctx), func(st *boxState) error {
-				st.remove(func(r *boxRecord) bool { return r.ID == id })
-				return nil
-			})
+			stopped, err := s.Forget(ctx, rec)
+			res.RouterStopped = stopped
 			if err != nil {
 				errs = append(errs, fmt.Errorf("box %s removed, but not forgotten: %w", shortID(id), err))
 			}

@@ -54,11 +54,11 @@ Ctrl-C cancels the run in the box; a run that fails, is cancelled or outlives
 }
 
 func runTurn(ctx context.Context, a *app, o *turnOptions) error {
-	_, st, err := readState()
+	_, st, err := a.readState()
 	if err != nil {
 		return err
 	}
-	rec, err := st.resolveBox(o.box)
+	rec, err := st.Resolve(o.box)
 	if err != nil {
 		return err
 	}

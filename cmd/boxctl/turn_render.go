@@ -102,7 +102,7 @@ func (r *turnRenderer) event(ev provider.Event) error {
 // track keeps what the closing line says.
 func (r *turnRenderer) track(ev provider.Event) {
 	if ev.Usage != nil {
-		r.usage = sumUsage(r.usage, ev.Usage)
+		r.usage = provider.AddUsage(r.usage, ev.Usage)
 	}
 	if len(ev.ProviderModels) > 0 {
 		r.models = ev.ProviderModels
@@ -213,28 +213,4 @@ func oneLine(s string, n int) string {
 		s = string(r[:n-1]) + "…"
 	}
 	return s
-}
-
-// sumUsage adds next to cur; the provenance is the weaker of the two.
-func sumUsage(cur, next *provider.Usage) *provider.Usage {
-	if cur == nil {
-		c := *next
-		return &c
-	}
-	sum := *cur
-	sum.InputTokens += next.InputTokens
-	sum.OutputTokens += next.OutputTokens
-	if next.CacheReadInputTokens != nil {
-		n := *next.CacheReadInputTokens
-		if sum.CacheReadInputTokens != nil {
-			n += *sum.CacheReadInputTokens
-		}
-		sum.CacheReadInputTokens = &n
-	}
-	if next.Provenance != cur.Provenance {
-		if cur.Provenance == provider.UsageMeasured || next.Provenance == provider.UsageUnknown {
-			sum.Provenance = next.Provenance
-		}
-	}
-	return &sum
 }

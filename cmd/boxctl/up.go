@@ -3,19 +3,17 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	neturl "net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tangle-network/boxctl/boximage"
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
 )
@@ -65,7 +63,7 @@ and $` + routerKeyVar + `. --router local instead runs a local model endpoint
 (boxctl router-stub, with a random key) where the box reaches it, for as long as
 the box lives.
 
-The state file is $` + stateEnv + `, else $XDG_STATE_HOME/boxctl/boxes.json, else
+The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.json, else
 ~/.local/state/boxctl/boxes.json (mode 0600: it holds each box's bearer).`,
 		Example: `  boxctl up --router local
   TANGLE_ROUTER_URL=https://router.tangle.tools TANGLE_API_KEY=... boxctl up --model sonnet
@@ -114,71 +112,18 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 	return err
 }
 
-// routerFromFlag finds the Router of a --router flag: none for "local"
-// (the caller starts the local endpoint), else the flag's URL or
-// $TANGLE_ROUTER_URL, with the key from $TANGLE_API_KEY. getenv reads the
-// environment. What is missing or malformed is a usage error that says
-// what to set.
-func routerFromFlag(router string, getenv func(string) string) (url, key string, err error) {
-	if router == routerLocal {
-		return "", "", nil
-	}
-	url, key = router, getenv(routerKeyVar)
-	var missing []string
-	if url == "" {
-		if url = getenv(routerURLEnv); url == "" {
-			missing = append(missing, routerURLEnv)
-		}
-	}
-	if key == "" {
-		missing = append(missing, routerKeyVar)
-	}
-	switch {
-	case len(missing) == 0:
-	case router != "":
-		return "", "", usageErrorf("no key for the Router: --router URL takes it from %s, which is not set; set it, "+
-			"or pass --router local for a local model endpoint", routerKeyVar)
-	case len(missing) == 2:
-		return "", "", usageErrorf("no model Router: %s and %s are not set; set both, or pass --router local for a local model endpoint",
-			routerURLEnv, routerKeyVar)
-	default:
-		return "", "", usageErrorf("no model Router: %s is not set; set it, or pass --router local for a local model endpoint", missing[0])
-	}
-	if u, err := neturl.Parse(url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", "", usageErrorf("Router URL %q: want an absolute http or https URL", url)
-	} else if u.User != nil {
-		return "", "", usageErrorf("Router URL must not carry credentials: the key goes in $%s", routerKeyVar)
-	}
-	return url, key, nil
-}
-
-// upResult is what `up` prints.
-type upResult struct {
-	ID       string    `json:"id"`
-	Target   string    `json:"target"`
-	Endpoint string    `json:"endpoint"`
-	Harness  string    `json:"harness"`
-	Model    string    `json:"model,omitempty"`
-	Image    string    `json:"image"`
-	RunTag   string    `json:"runTag"`
-	Lifetime string    `json:"lifetime"`
-	Deadline time.Time `json:"deadline"`
-	Router   string    `json:"router"`
-	Bearer   string    `json:"bearer,omitempty"`
-}
-
 func runUp(ctx context.Context, a *app, o *upOptions) error {
-	sf, err := openState()
+	s, err := a.openState()
 	if err != nil {
 		return err
 	}
 	if o.image == "" {
-		st, err := sf.load()
+		st, err := s.Load()
 		if err != nil {
 			return err
 		}
-		if st.LastBuild == nil || st.LastBuild.Target != buildTargetOf(o.target) {
-			return usageErrorf("no box image: pass --image REF, or build one with `boxctl build --target %s`", buildTargetOf(o.target))
+		if st.LastBuild == nil || st.LastBuild.Target != boximage.TargetFor(o.target) {
+			return usageErrorf("no box image: pass --image REF, or build one with `boxctl build --target %s`", boximage.TargetFor(o.target))
 		}
 		o.image = st.LastBuild.Image
 	}
@@ -189,77 +134,35 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 	defer closeVendor()
 
 	now := time.Now()
-	rec := boxRecord{Target: o.target, Image: o.image, RunTag: sandbox.NewRunTag(), Created: now.UTC(), Deadline: now.Add(o.lifetime).UTC()}
+	rec := boxstate.Record{Target: o.target, Image: o.image, RunTag: sandbox.NewRunTag(), Created: now.UTC(), Deadline: now.Add(o.lifetime).UTC()}
 	router := sandbox.Router{URL: o.routerURL, Key: o.routerKey}
 	if o.router == routerLocal {
-		lr, key, err := startRouterFor(ctx, v, sf, rec.RunTag, now.Add(o.lifetime+routerMargin))
+		lr, key, err := startRouterFor(ctx, v, s, rec.RunTag, now.Add(o.lifetime+routerMargin))
 		if err != nil {
 			return err
 		}
 		rec.Router, router = lr, sandbox.Router{URL: lr.URL, Key: key}
 		a.log.Info("local model endpoint started", "url", lr.URL, "pid", lr.PID)
 	}
-	// The record goes in before the box exists, by run tag, so that a gc
-	// running meanwhile keeps the box.
-	if err := sf.update(ctx, func(st *boxState) error { st.Boxes = append(st.Boxes, rec); return nil }); err != nil {
-		stopRouter(a, rec.Router)
-		return err
-	}
-	env, err := createBox(ctx, a, v, o, rec.RunTag, router)
-	if err == nil {
+	rec, err = s.Create(ctx, v, rec, func(ctx context.Context, tag string) (sandbox.Reference, error) {
+		env, err := createBox(ctx, a, v, o, tag, s.Owner(), router)
+		if err != nil {
+			return sandbox.Reference{}, err
+		}
 		ref := env.Reference()
 		_ = env.Close(context.WithoutCancel(ctx))
-		rec.ID, rec.Reference = ref.BoxID, &ref
-		if !ref.Deadline.IsZero() {
-			rec.Deadline = ref.Deadline.UTC()
-		}
-		err = sf.update(ctx, func(st *boxState) error {
-			if r := st.findRunTag(rec.RunTag); r != nil {
-				*r = rec
-			} else {
-				st.Boxes = append(st.Boxes, rec)
-			}
-			return nil
-		})
-		if err != nil {
-			err = errors.Join(fmt.Errorf("record box %s: %w", shortID(ref.BoxID), err), destroyBox(ctx, v, ref.BoxID))
-		}
-	}
+		return ref, nil
+	})
 	if err != nil {
-		cctx := context.WithoutCancel(ctx)
-		stopRouter(a, rec.Router)
-		if ferr := sf.update(cctx, func(st *boxState) error {
-			st.remove(func(r *boxRecord) bool { return r.RunTag == rec.RunTag })
-			return nil
-		}); ferr != nil {
-			a.log.Warn("could not forget the failed box in the state", "run", rec.RunTag, "err", ferr)
-		}
 		return err
 	}
 	return printUp(a, o, rec)
 }
 
-// startRouterFor starts the local model endpoint of the box with run tag
-// tag, where the vendor's boxes reach it.
-func startRouterFor(ctx context.Context, v vendors.Vendor, sf stateFile, tag string, until time.Time) (*localRouter, string, error) {
-	ha, ok := v.(hostAddresser)
-	if !ok {
-		return nil, "", usageErrorf("--router local: boxes on %s cannot reach this machine; pass --router URL", v.Name())
-	}
-	host, err := ha.HostAddress(ctx)
-	if err != nil {
-		return nil, "", fmt.Errorf("local model endpoint: %w", err)
-	}
-	key := newRouterKey()
-	logPath := filepath.Join(filepath.Dir(sf.path), "routers", tag+".log")
-	lr, err := startLocalRouter(ctx, host, key, until, logPath)
-	return lr, key, err
-}
-
 // createBox makes the box through the sandbox provider.
-func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag string, router sandbox.Router) (*sandbox.Environment, error) {
+func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag, owner string, router sandbox.Router) (*sandbox.Environment, error) {
 	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: o.image, Router: router, Lifetime: o.lifetime,
-		RunTag: tag, Owner: stateOwner(), Logger: a.log})
+		RunTag: tag, Owner: owner, Logger: a.log})
 	if err != nil {
 		return nil, err
 	}
@@ -274,70 +177,4 @@ func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag 
 		return nil, usageError{err}
 	}
 	return env, err
-}
-
-// destroyBox removes box id, on a context Ctrl-C does not end.
-func destroyBox(ctx context.Context, v vendors.Vendor, id string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sandbox.DefaultDestroyTimeout)
-	defer cancel()
-	b, err := v.Connect(ctx, id)
-	if errors.Is(err, vendors.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("destroy box %s: %w", shortID(id), err)
-	}
-	if err := b.Destroy(ctx); err != nil {
-		return fmt.Errorf("destroy box %s: %w", shortID(id), err)
-	}
-	return nil
-}
-
-// stopRouter stops a local model endpoint, if there is one, and removes
-// its log; it logs a failure.
-func stopRouter(a *app, r *localRouter) {
-	if r == nil {
-		return
-	}
-	if err := r.stop(); err != nil {
-		a.log.Warn("local model endpoint not stopped", "pid", r.PID, "err", err)
-		return
-	}
-	if r.Log != "" {
-		_ = os.Remove(r.Log)
-	}
-}
-
-func printUp(a *app, o *upOptions, rec boxRecord) error {
-	ref := rec.Reference
-	res := upResult{ID: rec.ID, Target: rec.Target, Endpoint: ref.Endpoint, Harness: ref.Harness, Model: o.model,
-		Image: rec.Image, RunTag: rec.RunTag, Lifetime: o.lifetime.String(), Deadline: rec.Deadline, Router: o.routerURL}
-	if rec.Router != nil {
-		res.Router = rec.Router.URL
-	}
-	if o.showBearer {
-		res.Bearer = ref.Bearer
-	}
-	return a.print(res, func(w io.Writer) error {
-		model := res.Model
-		if model == "" {
-			model = "(the harness's default)"
-		}
-		router := res.Router
-		if rec.Router != nil {
-			router += " (local model endpoint, pid " + fmt.Sprint(rec.Router.PID) + ")"
-		}
-		lines := [][2]string{{"id", res.ID}, {"endpoint", res.Endpoint}, {"harness", res.Harness}, {"model", model},
-			{"image", res.Image}, {"run tag", res.RunTag},
-			{"deadline", res.Deadline.Local().Format(time.RFC3339) + " (lifetime " + res.Lifetime + ")"}, {"router", router}}
-		if o.showBearer {
-			lines = append(lines, [2]string{"bearer", res.Bearer})
-		}
-		for _, l := range lines {
-			if _, err := fmt.Fprintf(w, "%-9s %s\n", l[0], l[1]); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
@@ -16,14 +17,14 @@ import (
 // does (this test binary re-executed as boxctl), checks that it answers
 // with its key only, keeps the key off its command line, and stops it.
 func TestLocalRouter(t *testing.T) {
-	key := newRouterKey()
+	key := localrouter.NewKey()
 	logPath := filepath.Join(t.TempDir(), "routers", "run-test.log")
 	r, err := startLocalRouter(t.Context(), "127.0.0.1", key, time.Now().Add(time.Minute), logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = r.stop() })
-	if !r.running() || !strings.HasPrefix(r.URL, "http://127.0.0.1:") {
+	t.Cleanup(func() { _ = r.Stop() })
+	if !r.Running() || !strings.HasPrefix(r.URL, "http://127.0.0.1:") {
 		t.Fatalf("local router = %+v, want it running on loopback", r)
 	}
 	for _, tt := range []struct {
@@ -49,34 +50,16 @@ func TestLocalRouter(t *testing.T) {
 	if fi, err := os.Stat(logPath); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("router log mode = %v, %v; want 0600", fi.Mode(), err)
 	}
-	if err := r.stop(); err != nil {
+	if err := r.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	vendortest.Poll(t, 10*time.Second, "the local router to end", func() bool { return !r.running() })
+	vendortest.Poll(t, 10*time.Second, "the local router to end", func() bool { return !r.Running() })
 	if b, _ := os.ReadFile(logPath); strings.Contains(string(b), key) {
 		t.Errorf("the router's log holds its key")
 	}
 	// A stopped router, or a pid another process has now, is left alone.
 	r.Start = "1"
-	if err := r.stop(); err != nil {
+	if err := r.Stop(); err != nil {
 		t.Errorf("stop of a gone router = %v", err)
-	}
-}
-
-func TestStateOwner(t *testing.T) {
-	home := t.TempDir()
-	t.Setenv("HOME", home)
-	t.Setenv("XDG_STATE_HOME", "")
-	user := stateUser()
-	t.Setenv(stateEnv, "")
-	if got := stateOwner(); got != "user:"+user {
-		t.Errorf("stateOwner() of the default state = %q, want user:%s", got, user)
-	}
-	t.Setenv(stateEnv, "/a/boxes.json")
-	a := stateOwner()
-	t.Setenv(stateEnv, "/b/boxes.json")
-	b := stateOwner()
-	if !strings.HasPrefix(a, "user:"+user+"+") || a == b {
-		t.Errorf("stateOwner() of two other state files = %q, %q; want the user and distinct digests", a, b)
 	}
 }

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/tangle-network/boxctl/boximage"
+	"github.com/tangle-network/boxctl/conformance"
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/vendors/docker"
+)
+
+// image finds the image, its digest and the record's harnesses.
+func (o *conformanceOptions) resolveImage(ctx context.Context, a *app) (image, digest string, harnesses []string, err error) {
+	switch {
+	case o.buildRecord != "":
+		f, err := os.Open(o.buildRecord)
+		if err != nil {
+			return "", "", nil, usageErrorf("--build-record: %w", err)
+		}
+		defer f.Close()
+		rec, err := boximage.ReadRecord(f)
+		if err != nil {
+			return "", "", nil, usageErrorf("--build-record %s: %w", o.buildRecord, err)
+		}
+		if err := rec.CheckVendor(o.target); err != nil {
+			return "", "", nil, usageErrorf("--build-record %s %w", o.buildRecord, err)
+		}
+		return rec.Reference, rec.Digest, rec.Harnesses, nil
+	case o.image != "":
+		image = o.image
+	default:
+		_, st, err := a.readState()
+		if err != nil {
+			return "", "", nil, err
+		}
+		if st.LastBuild == nil || st.LastBuild.Target != boximage.TargetFor(o.target) {
+			return "", "", nil, usageErrorf("no box image: pass --image REF or --build-record FILE, or build one with `boxctl build --target %s`", boximage.TargetFor(o.target))
+		}
+		image, digest = st.LastBuild.Image, st.LastBuild.Digest
+	}
+	if _, d, ok := strings.Cut(image, "@"); ok && digest == "" {
+		digest = d
+	}
+	if digest == "" && o.target == docker.Name {
+		// "" when the engine does not know the image: the vendor pulls
+		// it, and the report names no digest.
+		var err error
+		if digest, err = boximage.LocalDigest(ctx, "", image); err != nil {
+			a.log.Debug("image digest unknown", "image", image, "err", err)
+		}
+	}
+	return image, digest, nil, nil
+}
+
+func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
+	if o.list {
+		return listCases(a)
+	}
+	image, digest, recHarnesses, err := o.resolveImage(ctx, a)
+	if err != nil {
+		return err
+	}
+	harnesses := o.harnesses
+	if len(harnesses) == 0 {
+		harnesses = recHarnesses
+	}
+	v, closeVendor, err := a.openVendor(o.target)
+	if err != nil {
+		return err
+	}
+	defer closeVendor()
+	t := conformance.Target{Vendor: v, Image: image, ImageDigest: digest, Emulated: o.emulated,
+		Router: sandbox.Router{URL: o.routerURL, Key: o.routerKey}}
+	if o.repo != "" {
+		t.Repo = &conformance.Repo{URL: o.repo, GitRef: o.gitRef}
+	}
+	if o.router == routerLocal {
+		ha, ok := v.(hostAddresser)
+		if !ok {
+			return usageErrorf("--router local: boxes on %s cannot reach this machine; pass --router URL", v.Name())
+		}
+		host, err := ha.HostAddress(ctx)
+		if err != nil {
+			return fmt.Errorf("local model endpoint: %w", err)
+		}
+		l, err := conformance.StartLocal(host)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		t.Local, t.Router = l, sandbox.Router{}
+		a.log.Info("local model endpoint started", "url", l.Router.URL)
+	}
+	view := newProgressView(a.errOut)
+	a.log.Info("running the conformance suite", "target", o.target, "image", image, "harnesses", harnesses)
+	rep, runErr := conformance.Run(ctx, t, conformance.Options{Harnesses: harnesses, Cases: o.cases, Parallel: o.parallel,
+		CaseTimeout: o.caseTimeout, ReadyTimeout: o.readyTimeout, Progress: view.update, Logger: a.log})
+	view.close()
+	if rep == nil {
+		return usageError{runErr}
+	}
+	if err := o.writeReport(a, rep); err != nil {
+		return errors.Join(runErr, err)
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if rep.Failed() {
+		return fmt.Errorf("conformance: %d of %d cases failed", rep.Summary.Fail, len(rep.Results))
+	}
+	return nil
+}
+
+// reportFile splits a --report-file value into its format (def when it
+// names none) and file; the file is "" for an unknown format.
+func reportFile(v, def string) (format, file string) {
+	if f, name, ok := strings.Cut(v, "="); ok && slices.Contains(reportFormats, f) {
+		return f, name
+	} else if ok && !strings.ContainsAny(f, "/.") {
+		return f, ""
+	}
+	return def, v
+}
+
+// writeReport writes the report: to each --report-file, with the summary
+// table on stdout; else in the --report format to stdout, with the
+// summary table on stderr when that format is not text.
+func (o *conformanceOptions) writeReport(a *app, rep *conformance.Report) error {
+	if len(o.reportFiles) == 0 {
+		if o.report != conformance.FormatText {
+			if err := rep.WriteSummary(a.errOut); err != nil {
+				return err
+			}
+		}
+		return rep.Write(a.out, o.report)
+	}
+	for _, v := range o.reportFiles {
+		format, name := reportFile(v, o.report)
+		if err := rep.WriteFile(name, format); err != nil {
+			return err
+		}
+	}
+	return rep.WriteSummary(a.out)
+}
+
+// listCases prints the catalogue.
+func listCases(a *app) error {
+	type row struct {
+		ID          string `json:"id"`
+		Description string `json:"description"`
+	}
+	var rows []row
+	for _, c := range conformance.Cases() {
+		rows = append(rows, row{c.ID, c.Description})
+	}
+	return a.print(rows, func(w io.Writer) error {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "CASE\tDESCRIPTION")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%s\n", r.ID, r.Description)
+		}
+		return tw.Flush()
+	})
+}

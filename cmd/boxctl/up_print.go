@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+)
+
+// upResult is what `up` prints.
+type upResult struct {
+	ID       string    `json:"id"`
+	Target   string    `json:"target"`
+	Endpoint string    `json:"endpoint"`
+	Harness  string    `json:"harness"`
+	Model    string    `json:"model,omitempty"`
+	Image    string    `json:"image"`
+	RunTag   string    `json:"runTag"`
+	Lifetime string    `json:"lifetime"`
+	Deadline time.Time `json:"deadline"`
+	Router   string    `json:"router"`
+	Bearer   string    `json:"bearer,omitempty"`
+}
+
+func printUp(a *app, o *upOptions, rec boxstate.Record) error {
+	ref := rec.Reference
+	res := upResult{ID: rec.ID, Target: rec.Target, Endpoint: ref.Endpoint, Harness: ref.Harness, Model: o.model,
+		Image: rec.Image, RunTag: rec.RunTag, Lifetime: o.lifetime.String(), Deadline: rec.Deadline, Router: o.routerURL}
+	if rec.Router != nil {
+		res.Router = rec.Router.URL
+	}
+	if o.showBearer {
+		res.Bearer = ref.Bearer
+	}
+	return a.print(res, func(w io.Writer) error {
+		model := res.Model
+		if model == "" {
+			model = "(the harness's default)"
+		}
+		router := res.Router
+		if rec.Router != nil {
+			router += " (local model endpoint, pid " + fmt.Sprint(rec.Router.PID) + ")"
+		}
+		lines := [][2]string{{"id", res.ID}, {"endpoint", res.Endpoint}, {"harness", res.Harness}, {"model", model},
+			{"image", res.Image}, {"run tag", res.RunTag},
+			{"deadline", res.Deadline.Local().Format(time.RFC3339) + " (lifetime " + res.Lifetime + ")"}, {"router", router}}
+		if o.showBearer {
+			lines = append(lines, [2]string{"bearer", res.Bearer})
+		}
+		for _, l := range lines {
+			if _, err := fmt.Fprintf(w, "%-9s %s\n", l[0], l[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

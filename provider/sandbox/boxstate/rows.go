@@ -1,0 +1,59 @@
+package boxstate
+
+import (
+	"slices"
+	"time"
+
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// Row is one box of a listing: a vendor's box, joined with its record
+// when the state knows it, or a record whose box is gone.
+type Row struct {
+	ID       string    `json:"id"`
+	State    string    `json:"state"`
+	RunTag   string    `json:"runTag"`
+	Owner    string    `json:"owner,omitempty"`
+	Created  time.Time `json:"created,omitzero"`
+	Deadline time.Time `json:"deadline,omitzero"`
+	Harness  string    `json:"harness,omitempty"`
+	Image    string    `json:"image,omitempty"`
+	// InState reports whether the state file knows the box (turn can
+	// drive it).
+	InState bool `json:"inState"`
+}
+
+// StateGone is the State of a Row whose box the vendor no longer has.
+const StateGone = "gone"
+
+// Rows joins the vendor's boxes with the state's records of target: the
+// boxes newest first, then the records whose boxes are gone (owned by
+// owner, the state's owner).
+func (st *State) Rows(target, owner string, infos []vendors.Info) []Row {
+	rows := make([]Row, 0, len(infos))
+	seen := map[string]bool{}
+	for _, b := range infos {
+		row := Row{ID: b.ID, State: string(b.State), RunTag: b.RunTag(), Owner: b.Owner(), Created: b.Created,
+			Deadline: b.Deadline, Image: b.Image}
+		if rec := st.Find(b.ID); rec != nil && rec.Target == target {
+			row.InState, seen[b.ID] = true, true
+			if rec.Reference != nil {
+				row.Harness = rec.Reference.Harness
+			}
+		}
+		rows = append(rows, row)
+	}
+	slices.SortStableFunc(rows, func(x, y Row) int { return y.Created.Compare(x.Created) })
+	for _, rec := range st.Boxes {
+		if rec.Pending() || rec.Target != target || seen[rec.ID] {
+			continue
+		}
+		row := Row{ID: rec.ID, State: StateGone, RunTag: rec.RunTag, Owner: owner, Created: rec.Created,
+			Deadline: rec.Deadline, Image: rec.Image, InState: true}
+		if rec.Reference != nil {
+			row.Harness = rec.Reference.Harness
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}

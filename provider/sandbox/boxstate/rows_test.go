@@ -1,0 +1,41 @@
+package boxstate
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/reaper"
+)
+
+func TestState_Rows(t *testing.T) {
+	now := time.Unix(1900000000, 0)
+	owner := "user:ann"
+	st := &State{Boxes: []Record{
+		{ID: "known-box-0001", Target: "docker", RunTag: "run-a", Reference: &sandbox.Reference{Harness: "claude-code"}},
+		{ID: "gone-box-00002", Target: "docker", RunTag: "run-g", Created: now.Add(-time.Hour), Deadline: now.Add(-time.Minute),
+			Reference: &sandbox.Reference{Harness: "pi"}},
+		{RunTag: "run-pending", Target: "docker"},
+	}}
+	infos := []vendors.Info{
+		{ID: "other-box-0003", State: vendors.StateRunning, Created: now.Add(-2 * time.Minute), Deadline: now.Add(time.Hour),
+			Labels: map[string]string{reaper.LabelRunTag: "run-o", reaper.LabelOwner: "pid:h:1:2"}},
+		{ID: "known-box-0001", State: vendors.StateRunning, Created: now.Add(-time.Minute), Deadline: now.Add(30 * time.Minute),
+			Labels: map[string]string{reaper.LabelRunTag: "run-a", reaper.LabelOwner: owner}},
+	}
+	rows := st.Rows("docker", owner, infos)
+	want := []Row{
+		{ID: "known-box-0001", State: "running", RunTag: "run-a", Owner: owner, Created: now.Add(-time.Minute),
+			Deadline: now.Add(30 * time.Minute), Harness: "claude-code", InState: true},
+		{ID: "other-box-0003", State: "running", RunTag: "run-o", Owner: "pid:h:1:2", Created: now.Add(-2 * time.Minute),
+			Deadline: now.Add(time.Hour)},
+		{ID: "gone-box-00002", State: StateGone, RunTag: "run-g", Owner: owner, Created: now.Add(-time.Hour),
+			Deadline: now.Add(-time.Minute), Harness: "pi", InState: true},
+	}
+	if diff := cmp.Diff(want, rows); diff != "" {
+		t.Errorf("Rows (-want +got):\n%s", diff)
+	}
+}
