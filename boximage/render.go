@@ -39,6 +39,21 @@
 // registry's message with every credential removed. A failed step is a
 // *StepError quoting what the step printed (npm's error lines); one whose
 // output reports a hash mismatch (npm's EINTEGRITY) matches ErrIntegrity.
+//
+// # Publishing
+//
+// Publish builds an image with BuildOptions and publishes it to a
+// PublishTarget: loaded into the local Docker engine, pushed to a registry
+// (ECR, or a vendor's own), and for E2B and Daytona imported by the
+// vendor's vendors.ImageImporter. It returns the build Record, whose
+// CheckVendor says whether a vendor can start boxes from it.
+//
+// # Options
+//
+// Clients of outside APIs take functional options (NewECR with
+// ECROption); our own steps take one struct (BuildOptions,
+// PublishTarget) whose zero values mean the defaults; Render's
+// RenderOptions are the one exception.
 package boximage
 
 import (

@@ -94,7 +94,8 @@ func verbRunE[T any](a *app, o T, prepare func(args []string) error,
 	}
 }
 
-// boxArgs checks a command's positional arguments, as a usage error.
+// boxArgs checks a command's positional arguments, a wrong number of them
+// being a usage error (exit 2).
 func boxArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := check(cmd, args); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -45,7 +46,7 @@ func newPinsCmd(a *app) *cobra.Command {
 		Long: `pins prints the versions box images are built from: the base image by digest,
 Node and npm, the bridge (this binary's own build) and each harness CLI with its
 npm package, exact version, integrity and whether a conformance run proved it.`,
-		Args: pinsArgs(cobra.NoArgs),
+		Args: boxArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error {
 			p, err := o.load()
 			if err != nil {
@@ -100,7 +101,7 @@ func newPinsVerifyCmd(a *app, o *pinsOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "verify",
 		Short: "Check that every pinned npm version exists in the registry with the pinned integrity",
-		Args:  pinsArgs(cobra.NoArgs),
+		Args:  boxArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			p, err := o.load()
 			if err != nil {
@@ -158,7 +159,7 @@ locks/<harness>.json, marks the row unproven, and rewrites the pins directory
 (--dir, default ./pins). Rebuild boxctl to embed the result.`,
 		Example: `  boxctl pins bump pi
   boxctl pins bump claude 2.1.340 --dir pins`,
-		Args: pinsArgs(cobra.RangeArgs(1, 2)),
+		Args: boxArgs(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := o.dir
 			if dir == "" {
@@ -180,7 +181,7 @@ locks/<harness>.json, marks the row unproven, and rewrites the pins directory
 			if err != nil {
 				return err
 			}
-			a.log.Info("resolving", "harness", h.Name, "package", h.Package, "version", orDefault(version, "latest"), "registry", reg.URL())
+			a.log.Info("resolving", "harness", h.Name, "package", h.Package, "version", cmp.Or(version, "latest"), "registry", reg.URL())
 			locker := pins.NPMLocker{NPM: npm, Registry: reg.URL(), Stderr: a.errOut}
 			np, err := pins.Bump(cmd.Context(), p, h.Name, version, reg, locker)
 			if err != nil {
@@ -201,21 +202,4 @@ locks/<harness>.json, marks the row unproven, and rewrites the pins directory
 	}
 	cmd.Flags().StringVar(&npm, "npm", "npm", "npm executable that resolves the dependency tree")
 	return cmd
-}
-
-// pinsArgs marks a wrong number of arguments as a usage error (exit 2).
-func pinsArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
-	return func(cmd *cobra.Command, args []string) error {
-		if err := check(cmd, args); err != nil {
-			return usageError{err}
-		}
-		return nil
-	}
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

@@ -34,7 +34,7 @@ harness. boxctl build without --harness installs the proven harnesses; rebuild
 boxctl to embed the result.`,
 		Example: `  boxctl conformance --router local --build-record record.json --report json --report-file report.json
   boxctl pins prove claude-code --report report.json`,
-		Args: pinsArgs(cobra.ExactArgs(1)),
+		Args: boxArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if report == "" {
 				return usageErrorf("prove: --report FILE is required")

@@ -48,5 +48,15 @@
 // # Garbage collection
 //
 // GC removes boxes of a vendor whose deadline passed or whose owner is gone
-// (see Owner), by label alone.
+// (reaper.ProcessOwner, reaper.UserOwner), by label alone: it is the reaper
+// of package vendors/reaper, which owns the labels and owners. The
+// per-user box state of boxctl (provider/sandbox/boxstate) reconciles
+// with a vendor through the same reaper.
+//
+// # Options
+//
+// Clients of outside APIs (the vendors, the registry and ECR clients) take
+// functional options; our own components, this provider included, take
+// one Options struct whose zero values mean the defaults. No constructor
+// takes both forms.
 package sandbox

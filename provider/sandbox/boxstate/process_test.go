@@ -60,22 +60,7 @@ func TestStore_ConcurrentProcesses(t *testing.T) {
 	}
 	s, _ := Open(Options{Path: path})
 	done := make(chan struct{})
-	readErr := make(chan error, 1)
-	go func() {
-		defer close(readErr)
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			// Every read sees one whole version.
-			if _, err := s.Load(); err != nil {
-				readErr <- err
-				return
-			}
-		}
-	}()
+	readErr := readUntil(s, done) // every read sees one whole version
 	for _, cmd := range cmds {
 		if err := cmd.Wait(); err != nil {
 			t.Errorf("writer: %v", err)

@@ -104,21 +104,7 @@ func TestStore_Concurrent(t *testing.T) {
 	const writers, each = 8, 10
 	var wg sync.WaitGroup
 	done := make(chan struct{})
-	readErr := make(chan error, 1)
-	go func() {
-		defer close(readErr)
-		for {
-			select {
-			case <-done:
-				return
-			default:
-			}
-			if _, err := sf.Load(); err != nil {
-				readErr <- err
-				return
-			}
-		}
-	}()
+	readErr := readUntil(sf, done)
 	for w := range writers {
 		wg.Go(func() {
 			for i := range each {
@@ -258,4 +244,25 @@ func useState(t *testing.T) string {
 	p := filepath.Join(t.TempDir(), "state", "boxes.json")
 	t.Setenv(PathEnv, p)
 	return p
+}
+
+// readUntil reads the state over and over until done closes, and then
+// sends the first failed read's error (or none) and closes.
+func readUntil(s *Store, done <-chan struct{}) <-chan error {
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(readErr)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := s.Load(); err != nil {
+				readErr <- err
+				return
+			}
+		}
+	}()
+	return readErr
 }
