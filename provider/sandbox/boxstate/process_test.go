@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 )
 
 // writerEnv makes the test binary a state writer: PATH,ID,N adds N
@@ -18,7 +20,7 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(writerEnv); spec != "" {
 		os.Exit(writer(spec))
 	}
-	os.Exit(m.Run())
+	boxbridgetest.Main(m) // the live tests build the box image, with a box-bridge built here
 }
 
 func writer(spec string) int {
