@@ -72,6 +72,12 @@ func TestPublish(t *testing.T) {
 				if _, err := cli.ImageInspect(t.Context(), rec.Image); err != nil {
 					t.Errorf("image %s not in the engine: %v", rec.Image, err)
 				}
+				if d, err := boximage.LocalDigest(t.Context(), env.DockerHost, rec.Image); err != nil || !strings.HasPrefix(d, "sha256:") {
+					t.Errorf("LocalDigest(%s) = %q, %v; want a digest", rec.Image, d, err)
+				}
+				if _, err := boximage.LocalDigest(t.Context(), env.DockerHost, "boxctl-test/no-such-image:x"); err == nil {
+					t.Errorf("LocalDigest(unknown image) = nil error")
+				}
 				_, _ = cli.ImageRemove(context.WithoutCancel(t.Context()), rec.Image, image.RemoveOptions{Force: true})
 			default:
 				ref, err := name.ParseReference(rec.Image)

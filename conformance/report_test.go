@@ -6,6 +6,8 @@ import (
 	"encoding/xml"
 	"flag"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +196,32 @@ func TestSelect(t *testing.T) {
 	}
 	if _, err := conformance.Select([]string{"no.such-case"}); err == nil || !strings.Contains(err.Error(), "box.pin") {
 		t.Errorf("Select(unknown) = %v, want an error listing the cases", err)
+	}
+}
+
+// TestReport_Write: each format renders as its own writer does, in a
+// writer or a file; an unknown format is text.
+func TestReport_Write(t *testing.T) {
+	rep := sampleReport()
+	for _, format := range append(slices.Clone(conformance.Formats), "other") {
+		var want, got bytes.Buffer
+		switch format {
+		case conformance.FormatJSON:
+			_ = rep.WriteJSON(&want)
+		case conformance.FormatJUnit:
+			_ = rep.WriteJUnit(&want)
+		default:
+			_ = rep.WriteText(&want)
+		}
+		if err := rep.Write(&got, format); err != nil || got.String() != want.String() {
+			t.Errorf("Write(%s) = %v; output differs from its writer's", format, err)
+		}
+		path := filepath.Join(t.TempDir(), "report")
+		if err := rep.WriteFile(path, format); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(path); err != nil || string(b) != want.String() {
+			t.Errorf("WriteFile(%s) wrote %d bytes (%v), want its writer's %d", format, len(b), err, want.Len())
+		}
 	}
 }
