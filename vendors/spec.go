@@ -24,8 +24,8 @@ type CreateSpec struct {
 	// RunTag groups the boxes of one caller or run; gc and cleanup select
 	// by it. Required.
 	RunTag string
-	// Owner names who owns the box (see provider/sandbox.Owner); empty
-	// means none recorded.
+	// Owner names who owns the box (vendors/reaper's ProcessOwner or
+	// UserOwner); empty means none recorded.
 	Owner string
 	// Labels are extra labels. Keys under boxmeta.LabelPrefix are
 	// reserved.

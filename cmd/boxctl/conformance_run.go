@@ -82,13 +82,9 @@ func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
 		t.Repo = &conformance.Repo{URL: o.repo, GitRef: o.gitRef}
 	}
 	if o.router == routerLocal {
-		ha, ok := v.(hostAddresser)
-		if !ok {
-			return usageErrorf("--router local: boxes on %s cannot reach this machine; pass --router URL", v.Name())
-		}
-		host, err := ha.HostAddress(ctx)
+		host, err := localHost(ctx, v)
 		if err != nil {
-			return fmt.Errorf("local model endpoint: %w", err)
+			return err
 		}
 		l, err := conformance.StartLocal(host)
 		if err != nil {

@@ -25,17 +25,27 @@ type hostAddresser interface {
 	HostAddress(ctx context.Context) (string, error)
 }
 
+// localHost is where the vendor's boxes reach a server on this machine,
+// for --router local.
+func localHost(ctx context.Context, v vendors.Vendor) (string, error) {
+	ha, ok := v.(hostAddresser)
+	if !ok {
+		return "", usageErrorf("--router local: boxes on %s cannot reach this machine; pass --router URL", v.Name())
+	}
+	host, err := ha.HostAddress(ctx)
+	if err != nil {
+		return "", fmt.Errorf("local model endpoint: %w", err)
+	}
+	return host, nil
+}
+
 // startRouterFor starts the local model endpoint of the box with run tag
 // tag, where the vendor's boxes reach it, until until. Its key goes
 // through its environment, never its command line.
 func startRouterFor(ctx context.Context, v vendors.Vendor, s *boxstate.Store, tag string, until time.Time) (*localrouter.Process, string, error) {
-	ha, ok := v.(hostAddresser)
-	if !ok {
-		return nil, "", usageErrorf("--router local: boxes on %s cannot reach this machine; pass --router URL", v.Name())
-	}
-	host, err := ha.HostAddress(ctx)
+	host, err := localHost(ctx, v)
 	if err != nil {
-		return nil, "", fmt.Errorf("local model endpoint: %w", err)
+		return nil, "", err
 	}
 	key := localrouter.NewKey()
 	p, err := startLocalRouter(ctx, host, key, until, filepath.Join(filepath.Dir(s.Path()), "routers", tag+".log"))
