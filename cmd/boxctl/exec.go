@@ -79,7 +79,7 @@ func runExec(ctx context.Context, a *app, o *execOptions) error {
 	return nil
 }
 
-// openBox connects to the box arg names (see resolveVendorBox), on the
+// openBox connects to the box arg names (boxstate.State.ResolveVendor), on the
 // vendor of its record, else of target. The caller calls closeBox when
 // done with the box.
 func (a *app) openBox(ctx context.Context, target, arg string) (box vendors.Box, closeBox func(), err error) {
