@@ -73,7 +73,7 @@ func TestStart_Failures(t *testing.T) {
 		timeout time.Duration
 		want    string
 	}{
-		{"exits", `echo oops >&2; exit 3`, time.Minute, "exited"},
+		{"exits", `exit 3`, time.Minute, "exited"},
 		{"not a URL", `echo "listening"; exec sleep 60`, time.Minute, "not its URL"},
 		{"too slow", `exec sleep 60`, 200 * time.Millisecond, "did not start"},
 	}
