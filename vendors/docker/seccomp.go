@@ -103,15 +103,17 @@ var jailSeccomp = sync.OnceValues(func() (string, error) {
 // jail sees only its own processes) only when the proc it already sees is
 // fully visible, with no path inside it masked or made read-only by a
 // mount it cannot undo; any one of Docker's /proc masks makes that mount
-// fail with EPERM. Unmasked, those paths stay behind the kernel's own
-// checks: the box's user holds no capability, /proc/kcore,
-// /proc/timer_list and /proc/sysrq-trigger are root's alone, and the
-// files of /proc/sys, /proc/irq, /proc/bus and /proc/fs are writable by
-// the host's root only (a jail's user-namespace root is no root to them).
-// What a box's processes gain is reading /proc/interrupts,
-// /proc/asound, /proc/acpi and /proc/scsi, and their own keys in
-// /proc/keys. The masks outside /proc (/sys/firmware,
-// /sys/devices/virtual/powercap, the CPUs' thermal_throttle) stay.
+// fail with EPERM ("Can't mount proc on /newroot/proc"). Unmasked,
+// those paths stay behind the kernel's own checks: the box's user holds
+// no capability, /proc/kcore, /proc/timer_list and /proc/sysrq-trigger
+// are root's alone, and the files of /proc/sys, /proc/irq, /proc/bus and
+// /proc/fs are writable by the host's root only (a jail's user-namespace
+// root is no root to them, but for the network settings of the jail's own
+// network namespace). What a box's processes gain is mainly reading
+// /proc/interrupts (per-CPU interrupt counts of the host), /proc/asound,
+// /proc/acpi and /proc/scsi, and their own keys in /proc/keys. The masks
+// outside /proc (/sys/firmware, /sys/devices/virtual/powercap, the CPUs'
+// thermal_throttle) stay.
 func jailPaths() (masked, readonly []string) {
 	s := oci.DefaultLinuxSpec()
 	underProc := func(p string) bool { return p == "/proc" || strings.HasPrefix(p, "/proc/") }
