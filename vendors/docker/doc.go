@@ -14,6 +14,31 @@
 // through the ports it exposes, published on 127.0.0.1 on ephemeral host
 // ports.
 //
+// # Jails in boxes
+//
+// The bridge's jails (write-jail, fs-jail, net-jail: bubblewrap, see
+// bridge/jail) work in Docker boxes by default. Docker's default seccomp
+// profile refuses what bubblewrap does as an unprivileged user (create a
+// user namespace and, owned by it, mount, pid and network namespaces;
+// mount and pivot its root inside them), and its masks of paths inside
+// /proc make the kernel refuse the jail's own /proc. So every box runs
+// under Docker's default profile (github.com/moby/profiles/seccomp) plus
+// exactly these rules, never unconfined: clone and unshare when they
+// create a user namespace, and mount, pivot_root and umount2; the rest of
+// what Docker keeps for CAP_SYS_ADMIN (setns, clone3, the new mount API,
+// bpf, ...) stays denied. Docker's masked and read-only paths outside
+// /proc stay; those inside it are left to the kernel's own permission
+// checks, which a box's capability-less user does not pass. The box
+// still holds no capability and runs with no-new-privileges (bubblewrap
+// needs no setuid bit), and the kernel checks every call against
+// namespaces the box's process created. The host must allow unprivileged
+// user namespaces (user.max_user_namespaces above 0; on kernels that
+// have it, kernel.unprivileged_userns_clone=1); an engine that confines
+// containers with AppArmor's docker-default profile denies mount outright,
+// and jails are then unavailable in its boxes. A bridge that cannot jail
+// refuses jailed turns; it never runs them unconfined. WithoutJails keeps
+// Docker's stock profile and masks.
+//
 // The lifetime is enforced inside the box: the vendor sets BOX_DEADLINE,
 // the image's init ends every process in the box at that time, and the
 // container is created with auto-remove, so the engine removes it when its

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,6 +103,21 @@ func TestVendor_Hardened(t *testing.T) {
 				t.Errorf("port %s bound on %s:%s, want 127.0.0.1 on an ephemeral port", port, b.HostIP, b.HostPort)
 			}
 		}
+	}
+	var profiles int
+	for _, o := range hc.SecurityOpt {
+		if strings.Contains(o, "unconfined") {
+			t.Errorf("security option %.60q... is unconfined", o)
+		}
+		if strings.HasPrefix(o, "seccomp={") {
+			profiles++
+		}
+	}
+	if want, _ := jailSeccomp(); profiles != 1 || !slices.Contains(hc.SecurityOpt, want) {
+		t.Errorf("the box runs under %d seccomp profiles, want the jail profile alone", profiles)
+	}
+	if masked, _ := jailPaths(); !slices.Equal(hc.MaskedPaths, masked) {
+		t.Errorf("masked paths = %v, want %v", hc.MaskedPaths, masked)
 	}
 	if c.Config.Labels[boxmeta.LabelDeadline] == "" || !strings.Contains(strings.Join(c.Config.Env, " "), boxmeta.EnvDeadline+"=") {
 		t.Errorf("box lacks its deadline: labels %v env %v", c.Config.Labels, c.Config.Env)
@@ -236,4 +253,59 @@ func TestVendor_FailedCreateLeavesNoBox(t *testing.T) {
 		t.Error("Create from a missing image succeeded")
 	}
 	_ = json.Valid
+}
+
+// userNamespacesAllowed fails t, saying why, when this host refuses user
+// namespaces to unprivileged users: then no jail can run in any box.
+func userNamespacesAllowed(t *testing.T) {
+	t.Helper()
+	for _, c := range []struct{ file, refuse string }{
+		{"/proc/sys/user/max_user_namespaces", "0"},
+		{"/proc/sys/kernel/unprivileged_userns_clone", "0"}, // Debian's patch; absent upstream
+		{"/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1"},
+	} {
+		b, err := os.ReadFile(c.file)
+		if err == nil && strings.TrimSpace(string(b)) == c.refuse {
+			t.Fatalf("this host refuses unprivileged user namespaces (%s is %s), so bubblewrap cannot run in a box: set it to allow them", c.file, c.refuse)
+		}
+	}
+}
+
+// jailProbe is the bridge's own bwrap probe (bridge/jail), run as the
+// box's user.
+var jailProbe = []string{"bwrap", "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+	"--unshare-cgroup-try", "--cap-drop", "ALL", "--unshare-net", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+	"--tmpfs", "/tmp", "--", "sh", "-c", "touch /tmp/in && ! touch /home/box/out 2>/dev/null && cat /proc/1/comm"}
+
+// TestVendor_BubblewrapRunsInBoxes runs bubblewrap in a box as the
+// bridge's jail does: its namespaces, a read-only root with a private
+// /tmp, its own /proc (whose pid 1 is bwrap's, not the box's init). A box
+// made WithoutJails refuses it.
+func TestVendor_BubblewrapRunsInBoxes(t *testing.T) {
+	t.Parallel()
+	userNamespacesAllowed(t)
+	v, img := newVendor(t)
+	stock, err := New(WithHost(v.opts.host), WithNetwork(v.opts.network), WithoutJails())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stock.Close() })
+	for _, tc := range []struct {
+		name string
+		v    *Vendor
+		ok   bool
+	}{{"jail profile", v, true}, {"stock profile", stock, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			box := create(t, tc.v, vendors.CreateSpec{Image: img})
+			res := exec1(t, box, jailProbe...)
+			if tc.ok && (res.ExitCode != 0 || strings.TrimSpace(string(res.Stdout)) != "bwrap") {
+				t.Errorf("bwrap in a box: exit %d, stdout %q, stderr %q; want the jail's own pid 1, bwrap", res.ExitCode, res.Stdout, res.Stderr)
+			}
+			if !tc.ok && (res.ExitCode == 0 || !strings.Contains(string(res.Stderr), "create new namespace")) {
+				t.Errorf("bwrap in a box under Docker's stock profile: exit %d, stderr %q; want its namespaces refused", res.ExitCode, res.Stderr)
+			}
+			t.Logf("%s: exit %d %s%s", tc.name, res.ExitCode, res.Stdout, res.Stderr)
+		})
+	}
 }

@@ -66,6 +66,7 @@ type options struct {
 	version   string
 	logger    *slog.Logger
 	pull      bool
+	noJails   bool
 }
 
 // WithHost sets the engine address (unix:///..., tcp://...). Default:
@@ -97,6 +98,13 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // WithoutPull makes Create fail when the image is not in the engine,
 // instead of pulling it. Default: pull a missing image.
 func WithoutPull() Option { return func(o *options) { o.pull = false } }
+
+// WithoutJails gives boxes Docker's default seccomp profile and its
+// masked /proc paths unchanged. Bubblewrap cannot build its namespaces
+// under them, so the bridge in such a box refuses every jailed turn.
+// Default: boxes run under the jail profile (see the package
+// documentation), and jailed turns work in them.
+func WithoutJails() Option { return func(o *options) { o.noJails = true } }
 
 func makeOptions(opts []Option) options {
 	o := options{network: DefaultNetwork, version: buildinfo.Get().Version, pull: true,
@@ -293,6 +301,11 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 			Memory:    res.MemoryBytes,
 			PidsLimit: &res.Pids,
 		},
+	}
+	if !v.opts.noJails {
+		if err := jailConfine(host); err != nil {
+			return nil, err
+		}
 	}
 	name := "boxctl-" + spec.RunTag + "-" + strconv.FormatUint(rand.Uint64()&0xffffffffff, 36)
 	created, err := v.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
