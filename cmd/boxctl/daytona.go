@@ -17,6 +17,8 @@ const (
 	envDaytonaKey = "DAYTONA_API_KEY"
 	envDaytonaURL = "DAYTONA_API_URL"
 	envDaytonaOrg = "DAYTONA_ORGANIZATION_ID"
+	// envDaytonaTarget is the region the official SDKs create sandboxes in.
+	envDaytonaTarget = "DAYTONA_TARGET"
 )
 
 // newDaytona returns the Daytona client; apiURL (a flag) overrides

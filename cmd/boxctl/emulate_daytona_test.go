@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -52,18 +53,26 @@ func TestEmulateDaytona_Serves(t *testing.T) {
 		return json.Unmarshal([]byte(out.String()), &printed) == nil
 	})
 	u, key := printed[envDaytonaURL], printed[envDaytonaKey]
-	if !strings.HasPrefix(u, "http://127.0.0.1:") || !strings.HasSuffix(u, "/api") || !strings.HasPrefix(key, "dtn_") {
-		t.Fatalf("printed %v, want the API URL and a fresh key", printed)
+	if !strings.HasPrefix(u, "http://127.0.0.1:") || !strings.HasSuffix(u, "/api") || !strings.HasPrefix(key, "dtn_") ||
+		printed[envDaytonaTarget] == "" {
+		t.Fatalf("printed %v, want the API URL, the target and a fresh key", printed)
 	}
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, u+"/sandbox", nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("GET /sandbox with the printed key = %d", resp.StatusCode)
+	for _, c := range []struct{ path, want string }{
+		{"/sandbox", `"items":[]`},
+		// With its defaults, push access is the test bed's registry.
+		{"/docker-registry/registry-push-access", `"registryUrl":"127.0.0.1:5000"`},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, u+c.path, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), c.want) {
+			t.Errorf("GET %s with the printed key = %d %s, want 200 with %s", c.path, resp.StatusCode, b, c.want)
+		}
 	}
 	if strings.Contains(errOut.String(), key) {
 		t.Error("the key is in the log")
