@@ -31,6 +31,8 @@ type gitRequest struct {
 	Remote       string   `json:"remote"`
 	SetUpstream  bool     `json:"set_upstream"`
 	InsecureSkip bool     `json:"insecure_skip_tls"`
+	Bare         bool     `json:"bare"`
+	InitialBr    string   `json:"initial_branch"`
 }
 
 // gitStatusCodes names porcelain status letters as FileStatus does.
@@ -183,7 +185,14 @@ func (s *Server) gitRoute(w http.ResponseWriter, r *http.Request, sb *sandbox, r
 			w.WriteHeader(http.StatusOK)
 		}
 	case "POST /git/init":
-		if _, ok := s.git(w, r, sb, req, `mkdir -p "$0" && git init --quiet "$0"`, p); ok {
+		flags := ""
+		if req.Bare {
+			flags += " --bare"
+		}
+		if req.InitialBr != "" {
+			flags += " --initial-branch " + shq(req.InitialBr)
+		}
+		if _, ok := s.git(w, r, sb, req, `mkdir -p "$0" && git init --quiet`+flags+` "$0"`, p); ok {
 			w.WriteHeader(http.StatusOK)
 		}
 	default:
@@ -230,10 +239,7 @@ func (s *Server) gitStatus(w http.ResponseWriter, r *http.Request, sb *sandbox, 
 // parseBranchHeader reads porcelain's "## branch...upstream [ahead 1,
 // behind 2]".
 func parseBranchHeader(head string, st map[string]any) {
-	if name, ok := strings.CutPrefix(head, "No commits yet on "); ok {
-		st["currentBranch"] = name
-		return
-	}
+	head = strings.TrimPrefix(head, "No commits yet on ")
 	if strings.HasPrefix(head, "HEAD (no branch)") {
 		st["currentBranch"], st["detached"] = "HEAD", true
 		return
