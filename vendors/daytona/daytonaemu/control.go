@@ -66,8 +66,11 @@ func (s *Server) startRoute(w http.ResponseWriter, r *http.Request, idOrName str
 	old := sb.State
 	sb.State, sb.DesiredState, sb.pending, sb.UpdatedAt = "starting", stateStarted, true, time.Now().UTC()
 	s.notify(sb, old)
-	box := sb.box
+	box, frozen := sb.box, sb.frozen
 	s.mu.Unlock()
+	if frozen != nil {
+		<-frozen
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
 	err := s.engine.ContainerUnpause(ctx, box.ID())
 	cancel()

@@ -200,9 +200,12 @@ func (s *Server) stop(sb *sandbox, why string) {
 	if ended {
 		sb.box = nil
 	}
+	frozen := make(chan struct{})
+	sb.frozen = frozen
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer close(frozen)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if box == nil {

@@ -56,6 +56,8 @@ type sandbox struct {
 
 	homeDir, workDir string // the user's home and the image's work directory
 
+	frozen chan struct{} // closed once the container of the last stop is frozen
+
 	sessMu   sync.Mutex
 	sessions map[string]*session
 }
