@@ -75,6 +75,8 @@ func TestServer_ErrorBodies(t *testing.T) {
 			map[string]any{"message": "autoStopInterval must not be less than 0"}},
 		{"missing snapshot record", "GET", api + "/snapshots/nope", key, "", 404,
 			map[string]any{"message": "Snapshot with ID or name nope not found"}},
+		{"volumes", "GET", api + "/volumes", key, "", 501,
+			map[string]any{"statusCode": 501.0, "error": "Not Implemented", "message": "daytona emulator: volumes is not emulated"}},
 		{"toolbox of a missing sandbox", "GET", emu.URL() + "/toolbox/nope/process/session", key, "", 401,
 			map[string]any{"statusCode": 401.0, "code": "UNAUTHORIZED", "path": "/toolbox/nope/process/session"}},
 	}
@@ -158,13 +160,14 @@ func TestServer_SandboxLifecycle(t *testing.T) {
 
 	st, _, p := call(t, "GET", api+"/sandbox/"+ids[1]+"/ports/3000/preview-url", key, "")
 	u, _ := p["url"].(string)
-	if st != 200 || !strings.HasPrefix(u, "http://3000-"+ids[1]+".proxy.localhost:") || p["token"] == "" {
-		t.Fatalf("preview url = %d %v", st, p)
+	if st != 200 || !strings.HasPrefix(u, "http://127.0.0.1:") || u == emu.URL() || p["token"] == "" {
+		t.Fatalf("preview url = %d %v, want a loopback origin of its own", st, p)
+	}
+	if _, _, again := call(t, "GET", api+"/sandbox/"+ids[1]+"/ports/3000/preview-url", key, ""); again["url"] != u {
+		t.Errorf("preview url asked again = %v, want %s", again["url"], u)
 	}
 	// Without the preview token the proxy sends the client to log in.
-	pu, _ := url.Parse(u)
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", emu.URL()+"/x", nil)
-	req.Host = pu.Host
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", u+"/x", nil)
 	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
 	if err != nil {
 		t.Fatal(err)
