@@ -81,3 +81,20 @@ func (s *Server) codeRun(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 			"artifacts": map[string]any{"charts": []any{}}})
 	}
 }
+
+// imageUser returns the user an image's processes run as ("root" when it
+// names none), or "" when the engine does not have the image.
+func (s *Server) imageUser(ctx context.Context, ref string) string {
+	if ref == "" {
+		return ""
+	}
+	img, err := s.engine.ImageInspect(ctx, ref)
+	if err != nil {
+		return ""
+	}
+	if img.Config == nil || img.Config.User == "" {
+		return "root"
+	}
+	user, _, _ := strings.Cut(img.Config.User, ":")
+	return user
+}

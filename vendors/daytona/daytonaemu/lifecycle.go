@@ -92,7 +92,7 @@ func (s *Server) start(sb *sandbox) {
 		s.opts.Log.Info("daytona sandbox failed", "id", id, "reason", sb.ErrorReason)
 		return
 	}
-	if sb.User == "" {
+	if sb.userFromImage && user != "" {
 		sb.User = user
 	}
 	old := sb.State

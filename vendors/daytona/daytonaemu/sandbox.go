@@ -44,6 +44,7 @@ type sandbox struct {
 	pending                  bool
 	image                    string
 	dockerfile               string // of a declarative build; empty for a snapshot's
+	userFromImage            bool   // User is the image's, named once the container runs
 	seq                      int    // creation order
 
 	// ctx ends when the sandbox stops: its proxied requests and streams
@@ -244,6 +245,18 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	imageUser := false
+	if req.User == "" && build.DockerfileContent == "" {
+		// The sandbox's user is its snapshot's: the image's user.
+		s.mu.Lock()
+		img := ""
+		if snap := s.findSnapshot(req.Snapshot); snap != nil {
+			img = snap.image
+		}
+		s.mu.Unlock()
+		req.User = s.imageUser(r.Context(), img)
+		imageUser = true
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := s.findSnapshot(req.Snapshot)
@@ -276,7 +289,8 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		Disk: orDefault(req.Disk, snap.Disk), AutoStop: orDefault(req.AutoStopInterval, 15),
 		AutoArchive: orDefault(req.AutoArchiveInterval, 10080), AutoDelete: orDefault(req.AutoDeleteInterval, -1),
 		CreatedAt: now, UpdatedAt: now, LastActivity: now, authToken: strings.ToLower(newID(16)), pending: true,
-		image: snap.image, seq: s.created, sessions: map[string]*session{}, dockerfile: build.DockerfileContent}
+		image: snap.image, seq: s.created, sessions: map[string]*session{}, dockerfile: build.DockerfileContent,
+		userFromImage: imageUser || req.User == ""}
 	if sb.dockerfile != "" {
 		sb.State = statePendingBuild
 	}

@@ -46,7 +46,7 @@ async function main() {
   const ok = await step('create from snapshot', async () => {
     sb = await daytona.create({ snapshot: env.SCENARIO_SNAPSHOT, language: 'javascript', labels,
       envVars: { SCENARIO_GREETING: 'hello' }, autoStopInterval: 15 }, { timeout: 120 })
-    return [sb.state === 'started' && sb.id && sb.labels.scenario === 'sdk', { id: sb.id, state: sb.state, user: sb.user }]
+    return [sb.state === 'started' && sb.id && sb.labels.scenario === 'sdk' && sb.user, { id: sb.id, state: sb.state, user: sb.user }]
   })
   if (!ok) return
   try {
@@ -94,7 +94,10 @@ async function sandboxSteps(sb, labels) {
   await step('home and work dir', async () => {
     const home = await sb.getUserHomeDir()
     const work = await sb.getWorkDir()
-    return [home?.startsWith('/') && work?.startsWith('/'), { home, work }]
+    await sb.refreshData()
+    const who = await sb.process.executeCommand('id -un; echo "$HOME"')
+    const [user, envHome] = who.result.trim().split('\n')
+    return [home?.startsWith('/') && work?.startsWith('/') && user === sb.user && envHome === home, { home, work, user }]
   })
   await sessionSteps(sb)
   await fileSteps(sb)
