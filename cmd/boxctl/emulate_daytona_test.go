@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/boxtest"
+	"github.com/tangle-network/boxctl/internal/jssdk"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
@@ -35,10 +38,13 @@ func TestEmulateDaytona_Flags(t *testing.T) {
 }
 
 // TestEmulateDaytona_Serves starts `boxctl emulate daytona`, reads the
-// environment it prints, calls the control plane with it, and stops it
-// with its context (Ctrl-C).
+// environment it prints, calls the control plane with it, runs the
+// README's JavaScript example as printed with the pinned official SDK in
+// that environment, and stops it with its context (Ctrl-C).
 func TestEmulateDaytona_Serves(t *testing.T) {
 	env := testbed.Require(t)
+	img := boxtest.Image(t, boxtest.Options{})
+	sdk := jssdk.Require(t, "daytona")
 	t.Setenv("DOCKER_HOST", env.DockerHost)
 	t.Setenv(envDaytonaKey, "")
 	ctx, cancel := context.WithCancel(t.Context())
@@ -46,7 +52,8 @@ func TestEmulateDaytona_Serves(t *testing.T) {
 	var out, errOut lockedBuffer
 	done := make(chan cmdResult, 1)
 	go func() {
-		done <- boxctlTo(t, ctx, nil, &out, &errOut, "emulate", "daytona", "--network", "boxctl-test", "-o", "json")
+		done <- boxctlTo(t, ctx, nil, &out, &errOut, "emulate", "daytona", "--network", "boxctl-test", "-o", "json",
+			"--snapshot", "box="+img)
 	}()
 	var printed map[string]string
 	vendortest.Poll(t, 30*time.Second, "the emulator's environment", func() bool {
@@ -74,6 +81,26 @@ func TestEmulateDaytona_Serves(t *testing.T) {
 			t.Errorf("GET %s with the printed key = %d %s, want 200 with %s", c.path, resp.StatusCode, b, c.want)
 		}
 	}
+	t.Run("the README's SDK example", func(t *testing.T) {
+		readme, err := os.ReadFile("../../README.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, ok := strings.Cut(string(readme), "with `hello.mjs`:\n\n```js\n")
+		example, _, ok2 := strings.Cut(rest, "```\n")
+		if !ok || !ok2 {
+			t.Fatal("README.md has no hello.mjs example")
+		}
+		rctx, rcancel := context.WithTimeout(t.Context(), 5*time.Minute)
+		defer rcancel()
+		res, err := sdk.Run(rctx, jssdk.RunOptions{Script: []byte(example), Env: printed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "0 hello from Linux\nhi\n"; res.Text != want {
+			t.Errorf("the example printed %q, want the README's %q", res.Text, want)
+		}
+	})
 	if strings.Contains(errOut.String(), key) {
 		t.Error("the key is in the log")
 	}

@@ -8,13 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/boxmeta"
-	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/jssdk"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors"
@@ -210,38 +207,4 @@ func want(ok bool, format string, args ...any) error {
 		return nil
 	}
 	return fmt.Errorf(format, args...)
-}
-
-// TestSDK_ReadmeExample runs the README's JavaScript example as printed,
-// with the pinned SDK, against an emulator serving its snapshot "box",
-// and checks what it prints.
-func TestSDK_ReadmeExample(t *testing.T) {
-	env := testbed.Require(t)
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(readme), "with `hello.mjs`:\n\n```js\n")
-	example, _, ok2 := strings.Cut(rest, "```\n")
-	if !ok || !ok2 {
-		t.Fatal("README.md has no hello.mjs example")
-	}
-	img := boxtest.Image(t, boxtest.Options{})
-	emu, err := daytonaemu.Start(daytonaemu.Options{APIKey: apiKey, DockerHost: env.DockerHost, Network: "boxctl-test",
-		Snapshots: map[string]string{"box": img}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = emu.Close() })
-	in := jssdk.Require(t, "daytona")
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	out, err := in.Run(ctx, jssdk.RunOptions{Script: []byte(example),
-		Env: map[string]string{"DAYTONA_API_URL": emu.APIURL(), "DAYTONA_API_KEY": apiKey, "DAYTONA_TARGET": daytonaemu.Target}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.Text != "0 hello from Linux\nhi\n" {
-		t.Errorf("the example printed %q, want the README's %q", out.Text, "0 hello from Linux\nhi\n")
-	}
 }
