@@ -71,6 +71,8 @@ func (s *Server) eventsConn(ws *websocket.Conn) {
 		return
 	}
 	in := make(chan string)
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
 		defer close(in)
 		for {
@@ -80,7 +82,7 @@ func (s *Server) eventsConn(ws *websocket.Conn) {
 			}
 			select {
 			case in <- msg:
-			case <-s.ctx.Done():
+			case <-done:
 				return
 			}
 		}
