@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/websocket"
+
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
@@ -196,5 +198,65 @@ func TestServer_Faults(t *testing.T) {
 	st, h, _ = call(t, "GET", emu.APIURL()+"/sandbox", key, "")
 	if st != 429 || h.Get("Retry-After-authenticated") != "3" {
 		t.Errorf("throttled list = %d %v, want 429 with Retry-After-authenticated", st, h)
+	}
+}
+
+// TestServer_Events speaks Socket.IO to the events channel as the SDK
+// does: the Engine.IO open packet, a CONNECT refused for a wrong key and
+// accepted for the right one, then the state events of a create.
+func TestServer_Events(t *testing.T) {
+	emu := start(t)
+	u := strings.Replace(emu.URL(), "http://", "ws://", 1) + "/api/socket.io/?EIO=4&transport=websocket"
+	recv := func(ws *websocket.Conn) string {
+		t.Helper()
+		_ = ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+		var msg string
+		if err := websocket.Message.Receive(ws, &msg); err != nil {
+			t.Fatal(err)
+		}
+		return msg
+	}
+	connect := func(token string) (*websocket.Conn, string) {
+		ws, err := websocket.Dial(u, "", emu.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ws.Close() })
+		if open := recv(ws); !strings.HasPrefix(open, `0{"maxPayload"`) || !strings.Contains(open, `"sid"`) {
+			t.Fatalf("open packet = %q", open)
+		}
+		if err := websocket.Message.Send(ws, `40{"token":"`+token+`"}`); err != nil {
+			t.Fatal(err)
+		}
+		return ws, recv(ws)
+	}
+	if _, got := connect("wrong"); got != `44{"message":"Unauthorized"}` {
+		t.Errorf("CONNECT with a wrong key = %q, want a CONNECT_ERROR", got)
+	}
+	ws, got := connect(key)
+	if !strings.HasPrefix(got, `40{"sid":"`) {
+		t.Fatalf("CONNECT with the key = %q", got)
+	}
+	st, _, sb := call(t, "POST", emu.APIURL()+"/sandbox", key, `{"snapshot":"missing"}`)
+	if st != 200 {
+		t.Fatalf("create = %d %v", st, sb)
+	}
+	var created, failed bool
+	for !created || !failed {
+		msg := recv(ws)
+		switch {
+		case strings.HasPrefix(msg, `42["sandbox.created",{`) && strings.Contains(msg, sb["id"].(string)):
+			created = true
+		case strings.HasPrefix(msg, `42["sandbox.state.updated",{`) && strings.Contains(msg, `"newState":"error"`):
+			failed = true
+		}
+	}
+	resp, err := http.Get(emu.URL() + "/api/socket.io/?EIO=3&transport=polling")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a polling or Engine.IO 3 handshake = %d, want 400", resp.StatusCode)
 	}
 }
