@@ -57,3 +57,8 @@ fi
 [ "$#" -gt 0 ] || set -- sleep infinity
 exec timeout --kill-after="$grace" "$left" "$@"
 `
+
+// InitScript returns box-init, the script a box image runs as its
+// entrypoint (InitFile), for images built elsewhere that must end at
+// their deadline as box images do.
+func InitScript() []byte { return []byte(initScript) }

@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/boxtest"
+	"github.com/tangle-network/boxctl/internal/jssdk"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors/open"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
@@ -35,10 +39,13 @@ func TestEmulateDaytona_Flags(t *testing.T) {
 }
 
 // TestEmulateDaytona_Serves starts `boxctl emulate daytona`, reads the
-// environment it prints, calls the control plane with it, and stops it
-// with its context (Ctrl-C).
+// environment it prints, calls the control plane with it, runs the
+// README's JavaScript example as printed with the pinned official SDK in
+// that environment, and stops it with its context (Ctrl-C).
 func TestEmulateDaytona_Serves(t *testing.T) {
 	env := testbed.Require(t)
+	img := boxtest.Image(t, boxtest.Options{})
+	sdk := jssdk.Require(t, "daytona")
 	t.Setenv("DOCKER_HOST", env.DockerHost)
 	t.Setenv(open.EnvDaytonaKey, "")
 	ctx, cancel := context.WithCancel(t.Context())
@@ -46,26 +53,55 @@ func TestEmulateDaytona_Serves(t *testing.T) {
 	var out, errOut lockedBuffer
 	done := make(chan cmdResult, 1)
 	go func() {
-		done <- boxctlTo(t, ctx, nil, &out, &errOut, "emulate", "daytona", "--network", "boxctl-test", "-o", "json")
+		done <- boxctlTo(t, ctx, nil, &out, &errOut, "emulate", "daytona", "--network", "boxctl-test", "-o", "json",
+			"--snapshot", "box="+img)
 	}()
 	var printed map[string]string
 	vendortest.Poll(t, 30*time.Second, "the emulator's environment", func() bool {
 		return json.Unmarshal([]byte(out.String()), &printed) == nil
 	})
 	u, key := printed[open.EnvDaytonaURL], printed[open.EnvDaytonaKey]
-	if !strings.HasPrefix(u, "http://127.0.0.1:") || !strings.HasSuffix(u, "/api") || !strings.HasPrefix(key, "dtn_") {
-		t.Fatalf("printed %v, want the API URL and a fresh key", printed)
+	if !strings.HasPrefix(u, "http://127.0.0.1:") || !strings.HasSuffix(u, "/api") || !strings.HasPrefix(key, "dtn_") ||
+		printed[open.EnvDaytonaTarget] == "" {
+		t.Fatalf("printed %v, want the API URL, the target and a fresh key", printed)
 	}
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, u+"/sandbox", nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct{ path, want string }{
+		{"/sandbox", `"items":[]`},
+		// With its defaults, push access is the test bed's registry.
+		{"/docker-registry/registry-push-access", `"registryUrl":"127.0.0.1:5000"`},
+	} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, u+c.path, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), c.want) {
+			t.Errorf("GET %s with the printed key = %d %s, want 200 with %s", c.path, resp.StatusCode, b, c.want)
+		}
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("GET /sandbox with the printed key = %d", resp.StatusCode)
-	}
+	t.Run("the README's SDK example", func(t *testing.T) {
+		readme, err := os.ReadFile("../../README.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, ok := strings.Cut(string(readme), "with `hello.mjs`:\n\n```js\n")
+		example, _, ok2 := strings.Cut(rest, "```\n")
+		if !ok || !ok2 {
+			t.Fatal("README.md has no hello.mjs example")
+		}
+		rctx, rcancel := context.WithTimeout(t.Context(), 5*time.Minute)
+		defer rcancel()
+		res, err := sdk.Run(rctx, jssdk.RunOptions{Script: []byte(example), Env: printed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "0 hello from Linux\nhi\n"; res.Text != want {
+			t.Errorf("the example printed %q, want the README's %q", res.Text, want)
+		}
+	})
 	if strings.Contains(errOut.String(), key) {
 		t.Error("the key is in the log")
 	}

@@ -82,7 +82,10 @@ var testOnly = map[string]testOnlyPkg{
 	// The test bed's own tool pushes the base image it builds.
 	"internal/testbed/cmd/testbedctl": {kind: helper, extra: []string{"internal/testbed/baseimage"}},
 	// npm installs use the test bed's Node and cache.
-	"internal/npmtest":       {kind: helper, extra: []string{"internal/testbed"}},
+	"internal/npmtest": {kind: helper, extra: []string{"internal/testbed"}},
+	// Vendors' official JavaScript SDKs, pinned with their locks, installed
+	// with the test bed's Node and cache, running scenario scripts.
+	"internal/jssdk":         {kind: helper, extra: []string{"pins", "internal/testbed"}},
 	"internal/boxbridgetest": {kind: helper},
 	// Builds the real box image (boximage, pins) on the test bed, with a
 	// box-bridge from boxbridgetest.
@@ -114,8 +117,9 @@ var pending = map[string]bool{}
 // emulators are product code (`boxctl emulate`, like conformance/routerstub
 // for the model Router) that serve a vendor's APIs locally with real boxes
 // on the Docker engine behind them: besides their vendor's subtree, each
-// may import the Docker vendor that runs those boxes. No client imports
-// an emulator.
+// may import the Docker vendor that runs those boxes and the image
+// builder (boximage) that builds their images. No client imports an
+// emulator.
 var emulators = map[string]bool{
 	"vendors/e2b/e2bemu":         true,
 	"vendors/daytona/daytonaemu": true,
@@ -178,8 +182,10 @@ func allowed(from, to string) bool {
 		return false
 	case from == opener:
 		return under(to, "vendors") && !emulators[to] && to != opener
-	case emulators[from] && under(to, "vendors/docker"):
-		// An emulator's boxes are Docker vendor boxes.
+	case emulators[from] && (under(to, "vendors/docker") || under(to, "boximage")):
+		// An emulator's boxes are Docker vendor boxes, and the images it
+		// builds for them (as a vendor's runner builds a sandbox's image
+		// from a Dockerfile) come from our image builder.
 		return true
 	case under(from, "vendors"):
 		// vendors/X -> the interface package and X's own subtree, but not
@@ -326,6 +332,8 @@ func TestAllowed(t *testing.T) {
 		{"vendors/docker", "pins", false},
 		{"vendors/e2b", "vendors/e2b/api", true},
 		{"vendors/e2b/e2bemu", "vendors/docker", true},
+		{"vendors/daytona/daytonaemu", "boximage", true},
+		{"vendors/daytona", "boximage", false},
 		{"vendors/e2b/e2bemu", "vendors", true},
 		{"vendors/e2b/e2bemu", "internal/dockerclient", true},
 		{"vendors/e2b/e2bemu", "vendors/daytona", false},
@@ -389,6 +397,8 @@ func TestPermitted(t *testing.T) {
 		{"internal/testbed/cmd/testbedctl", "internal/testbed/baseimage", true},
 		{"internal/boxbridgetest", "bridge", false},
 		{"vendors/e2b/e2bemu", "vendors/docker", true},
+		{"vendors/daytona/daytonaemu", "boximage", true},
+		{"vendors/daytona", "boximage", false},
 		{"vendors/e2b/e2bemu", "internal/testbed", false},
 		{"vendors/daytona/daytonaemu", "vendors/docker", true},
 		{"vendors/daytona/daytonaemu", "vendors/e2b", false},

@@ -61,7 +61,7 @@
 // marks), Wait polls the command's exit code, Signal kills the pid the
 // process recorded under ProcDir.
 //
-// Read and Write use /files/download and /files/upload (then
+// Read and Write use /files/download and /files/upload-v2 (then
 // /files/permissions for the mode).
 //
 // # Endpoints

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"mime/multipart"
 	"net/http"
 	"net/url"
 	"path"
@@ -39,9 +38,10 @@ func (b *Box) Read(ctx context.Context, p string) ([]byte, error) {
 	return data, nil
 }
 
-// Write uploads the file (POST /files/upload, which makes its parents),
-// then sets its mode (POST /files/permissions). The file belongs to the
-// user the toolbox runs as: the user of every process in the box.
+// Write uploads the file (POST /files/upload-v2, the data as the raw
+// request body; the toolbox makes its parents and replaces a file that is
+// there), then sets its mode (POST /files/permissions). The file belongs
+// to the user the toolbox runs as: the user of every process in the box.
 func (b *Box) Write(ctx context.Context, p string, data []byte, mode uint32) error {
 	if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
 		return fmt.Errorf("daytona: write %q: want a clean absolute file path", p)
@@ -49,19 +49,8 @@ func (b *Box) Write(ctx context.Context, p string, data []byte, mode uint32) err
 	if mode&0o7777 == 0 {
 		mode = 0o644
 	}
-	var body bytes.Buffer
-	mw := multipart.NewWriter(&body)
-	fw, err := mw.CreateFormFile("file", path.Base(p))
-	if err != nil {
-		return err
-	}
-	if _, err := fw.Write(data); err != nil {
-		return err
-	}
-	if err := mw.Close(); err != nil {
-		return err
-	}
-	resp, err := b.request(ctx, "write", http.MethodPost, "/files/upload", url.Values{"path": {p}}, &body, mw.FormDataContentType(), http.StatusOK)
+	resp, err := b.request(ctx, "write", http.MethodPost, "/files/upload-v2", url.Values{"path": {p}}, bytes.NewReader(data),
+		"application/octet-stream", http.StatusOK)
 	if err != nil {
 		return fmt.Errorf("daytona: write %s: %w", p, err)
 	}

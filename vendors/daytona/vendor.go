@@ -25,7 +25,7 @@ const Name = "daytona"
 // sdkVersion is the Daytona SDK version this client speaks as
 // (X-Daytona-SDK-Version): the toolbox answers a command's logs with
 // stdout and stderr apart only to SDKs from 0.167.0 on.
-const sdkVersion = "0.190.0"
+const sdkVersion = "0.218.0"
 
 // Vendor makes boxes as Daytona sandboxes and publishes box images as
 // Daytona snapshots. It is safe for concurrent use.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/websocket"
+
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
@@ -75,6 +77,8 @@ func TestServer_ErrorBodies(t *testing.T) {
 			map[string]any{"message": "autoStopInterval must not be less than 0"}},
 		{"missing snapshot record", "GET", api + "/snapshots/nope", key, "", 404,
 			map[string]any{"message": "Snapshot with ID or name nope not found"}},
+		{"volumes", "GET", api + "/volumes", key, "", 501,
+			map[string]any{"statusCode": 501.0, "error": "Not Implemented", "message": "daytona emulator: volumes is not emulated"}},
 		{"toolbox of a missing sandbox", "GET", emu.URL() + "/toolbox/nope/process/session", key, "", 401,
 			map[string]any{"statusCode": 401.0, "code": "UNAUTHORIZED", "path": "/toolbox/nope/process/session"}},
 	}
@@ -158,13 +162,14 @@ func TestServer_SandboxLifecycle(t *testing.T) {
 
 	st, _, p := call(t, "GET", api+"/sandbox/"+ids[1]+"/ports/3000/preview-url", key, "")
 	u, _ := p["url"].(string)
-	if st != 200 || !strings.HasPrefix(u, "http://3000-"+ids[1]+".proxy.localhost:") || p["token"] == "" {
-		t.Fatalf("preview url = %d %v", st, p)
+	if st != 200 || !strings.HasPrefix(u, "http://127.0.0.1:") || u == emu.URL() || p["token"] == "" {
+		t.Fatalf("preview url = %d %v, want a loopback origin of its own", st, p)
+	}
+	if _, _, again := call(t, "GET", api+"/sandbox/"+ids[1]+"/ports/3000/preview-url", key, ""); again["url"] != u {
+		t.Errorf("preview url asked again = %v, want %s", again["url"], u)
 	}
 	// Without the preview token the proxy sends the client to log in.
-	pu, _ := url.Parse(u)
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", emu.URL()+"/x", nil)
-	req.Host = pu.Host
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", u+"/x", nil)
 	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -193,5 +198,65 @@ func TestServer_Faults(t *testing.T) {
 	st, h, _ = call(t, "GET", emu.APIURL()+"/sandbox", key, "")
 	if st != 429 || h.Get("Retry-After-authenticated") != "3" {
 		t.Errorf("throttled list = %d %v, want 429 with Retry-After-authenticated", st, h)
+	}
+}
+
+// TestServer_Events speaks Socket.IO to the events channel as the SDK
+// does: the Engine.IO open packet, a CONNECT refused for a wrong key and
+// accepted for the right one, then the state events of a create.
+func TestServer_Events(t *testing.T) {
+	emu := start(t)
+	u := strings.Replace(emu.URL(), "http://", "ws://", 1) + "/api/socket.io/?EIO=4&transport=websocket"
+	recv := func(ws *websocket.Conn) string {
+		t.Helper()
+		_ = ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+		var msg string
+		if err := websocket.Message.Receive(ws, &msg); err != nil {
+			t.Fatal(err)
+		}
+		return msg
+	}
+	connect := func(token string) (*websocket.Conn, string) {
+		ws, err := websocket.Dial(u, "", emu.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ws.Close() })
+		if open := recv(ws); !strings.HasPrefix(open, `0{"maxPayload"`) || !strings.Contains(open, `"sid"`) {
+			t.Fatalf("open packet = %q", open)
+		}
+		if err := websocket.Message.Send(ws, `40{"token":"`+token+`"}`); err != nil {
+			t.Fatal(err)
+		}
+		return ws, recv(ws)
+	}
+	if _, got := connect("wrong"); got != `44{"message":"Unauthorized"}` {
+		t.Errorf("CONNECT with a wrong key = %q, want a CONNECT_ERROR", got)
+	}
+	ws, got := connect(key)
+	if !strings.HasPrefix(got, `40{"sid":"`) {
+		t.Fatalf("CONNECT with the key = %q", got)
+	}
+	st, _, sb := call(t, "POST", emu.APIURL()+"/sandbox", key, `{"snapshot":"missing"}`)
+	if st != 200 {
+		t.Fatalf("create = %d %v", st, sb)
+	}
+	var created, failed bool
+	for !created || !failed {
+		msg := recv(ws)
+		switch {
+		case strings.HasPrefix(msg, `42["sandbox.created",{`) && strings.Contains(msg, sb["id"].(string)):
+			created = true
+		case strings.HasPrefix(msg, `42["sandbox.state.updated",{`) && strings.Contains(msg, `"newState":"error"`):
+			failed = true
+		}
+	}
+	resp, err := http.Get(emu.URL() + "/api/socket.io/?EIO=3&transport=polling")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a polling or Engine.IO 3 handshake = %d, want 400", resp.StatusCode)
 	}
 }

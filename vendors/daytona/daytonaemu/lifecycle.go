@@ -48,6 +48,9 @@ func (s *Server) start(sb *sandbox) {
 	_ = disk // the engine's storage drivers do not bound disk uniformly
 	var box vendors.Box
 	err := sb.ctx.Err()
+	if err == nil && sb.dockerfile != "" {
+		img, err = s.buildSandboxImage(sb)
+	}
 	if err == nil {
 		if life < time.Second {
 			err = errors.New("the sandbox's BOX_DEADLINE has passed")
@@ -56,9 +59,12 @@ func (s *Server) start(sb *sandbox) {
 				Labels: map[string]string{labelSandbox: id}, Env: env, Resources: res})
 		}
 	}
-	ip := ""
+	ip, user, home, work := "", "", "", ""
 	if err == nil {
 		ip, err = s.containerIP(sb.ctx, box.ID())
+	}
+	if err == nil {
+		user, home, work = probeUser(sb.ctx, box)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -77,11 +83,22 @@ func (s *Server) start(sb *sandbox) {
 	case sb.DesiredState == stateDestroyed:
 		return
 	case err != nil:
+		old := sb.State
 		sb.State, sb.ErrorReason = stateError, fmt.Sprintf("Failed to start sandbox: %v", err)
+		if be := (*buildError)(nil); errors.As(err, &be) {
+			sb.State, sb.ErrorReason = stateBuildFailed, be.Error()
+		}
+		s.notify(sb, old)
 		s.opts.Log.Info("daytona sandbox failed", "id", id, "reason", sb.ErrorReason)
 		return
 	}
-	sb.box, sb.ip, sb.State, sb.LastActivity = box, ip, stateStarted, time.Now().UTC()
+	if sb.userFromImage && user != "" {
+		sb.User = user
+	}
+	old := sb.State
+	sb.box, sb.ip, sb.homeDir, sb.workDir = box, ip, home, work
+	sb.State, sb.LastActivity = stateStarted, time.Now().UTC()
+	s.notify(sb, old)
 	s.opts.Log.Info("daytona sandbox started", "id", id, "container", box.ID()[:12])
 	if f.VanishAfter > 0 {
 		s.wg.Add(1)
@@ -95,6 +112,33 @@ func (s *Server) start(sb *sandbox) {
 		}()
 	}
 }
+
+// buildSandboxImage builds the image of a declarative build, its state
+// building_snapshot meanwhile; a failed build is build_failed.
+func (s *Server) buildSandboxImage(sb *sandbox) (string, error) {
+	s.mu.Lock()
+	old := sb.State
+	sb.State, sb.UpdatedAt = stateBuildingSnapshot, time.Now().UTC()
+	s.notify(sb, old)
+	s.mu.Unlock()
+	img, err := s.buildImage(sb.ctx, sb.dockerfile)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		return "", &buildError{err}
+	}
+	sb.image = img
+	old = sb.State
+	sb.State = "starting"
+	s.notify(sb, old)
+	return img, nil
+}
+
+// buildError is a failed declarative build.
+type buildError struct{ err error }
+
+func (e *buildError) Error() string { return "build failed: " + e.err.Error() }
+func (e *buildError) Unwrap() error { return e.err }
 
 // containerIP returns the container's address on the sandboxes' network.
 func (s *Server) containerIP(ctx context.Context, id string) (string, error) {
@@ -119,10 +163,13 @@ func (s *Server) destroy(sb *sandbox) {
 	s.removeContainer(ctx, sb)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	old := sb.State
 	if sb.State != stateError {
 		sb.State = stateDestroyed
 	}
 	sb.pending, sb.UpdatedAt = false, time.Now().UTC()
+	s.closePreviews(sb.ID)
+	s.notify(sb, old)
 	s.opts.Log.Info("daytona sandbox destroyed", "id", sb.ID)
 }
 
@@ -133,25 +180,49 @@ func (s *Server) removeContainer(ctx context.Context, sb *sandbox) {
 	s.mu.Unlock()
 	sb.cancel()
 	if box != nil {
+		s.unfreezeForRemoval(ctx, box.ID())
 		if err := box.Destroy(ctx); err != nil {
 			s.opts.Log.Warn("daytona emulator: remove container", "id", sb.ID, "err", err)
 		}
 	}
 }
 
-// stop stops a started sandbox: its container goes (a stopped sandbox
-// keeps no container here). Call with s.mu.
+// stop stops a started sandbox. Its container is frozen, to be resumed
+// by a start; one that ended by itself is removed. Call with s.mu.
 func (s *Server) stop(sb *sandbox, why string) {
+	old := sb.State
 	sb.State, sb.DesiredState, sb.StoppedAt, sb.UpdatedAt = stateStopped, stateStopped, time.Now().UTC(), time.Now().UTC()
+	s.notify(sb, old)
 	s.opts.Log.Info("daytona sandbox stopped", "id", sb.ID, "why", why)
+	sb.cancel() // its toolbox calls and preview streams end
+	box := sb.box
+	ended := why == whyEnded
+	if ended {
+		sb.box = nil
+	}
+	frozen := make(chan struct{})
+	sb.frozen = frozen
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer close(frozen)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		s.removeContainer(ctx, sb)
+		if box == nil {
+			return
+		}
+		if ended {
+			_ = box.Destroy(ctx)
+			return
+		}
+		if err := s.freeze(box.ID()); err != nil {
+			s.opts.Log.Warn("daytona emulator: freeze a stopped sandbox", "id", sb.ID, "err", err)
+		}
 	}()
 }
+
+// whyEnded is the reason a sandbox stops when its container ended.
+const whyEnded = "its container ended"
 
 // Vanish deletes the sandbox behind its clients' backs: its container is
 // removed and its streams cut at once, and the control plane no longer
@@ -219,7 +290,7 @@ func (s *Server) sweep() {
 			if errors.Is(err, vendors.ErrNotFound) {
 				s.mu.Lock()
 				if sb.State == stateStarted && sb.DesiredState == stateStarted {
-					s.stop(sb, "its container ended")
+					s.stop(sb, whyEnded)
 				}
 				s.mu.Unlock()
 			}

@@ -3,12 +3,15 @@ package daytonaemu
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
+	"time"
 )
 
 // previewTokenHeader carries a sandbox's preview token.
@@ -77,6 +80,49 @@ func (s *Server) preview(w http.ResponseWriter, r *http.Request, port int, id st
 	if ctx.Err() != nil {
 		s.opts.Log.Debug("daytona preview request ended early", "sandbox", id, "port", port, "path", r.URL.Path,
 			"cause", context.Cause(ctx), "client", r.Context().Err())
+	}
+}
+
+// previewOrigin returns the origin of the sandbox's port: with a proxy
+// domain, http://{port}-{id}.{domain}; else a loopback listener of its
+// own, made on first use, so that the URL resolves on this machine with
+// no name service at all. Call with s.mu.
+func (s *Server) previewOrigin(sb *sandbox, port int) (string, error) {
+	if s.opts.ProxyDomain != "" {
+		return fmt.Sprintf("http://%d-%s.%s", port, sb.ID, s.opts.ProxyDomain), nil
+	}
+	key := sb.ID + ":" + strconv.Itoa(port)
+	if ln := s.previews[key]; ln != nil {
+		return "http://" + ln.Addr().String(), nil
+	}
+	host, _, _ := net.SplitHostPort(s.ln.Addr().String())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", fmt.Errorf("preview listener: %w", err)
+	}
+	s.previews[key] = ln
+	id := sb.ID
+	srv := &http.Server{ReadHeaderTimeout: 30 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.preview(w, r, port, id) })}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = srv.Serve(ln)
+	}()
+	return "http://" + ln.Addr().String(), nil
+}
+
+// closePreviews closes the preview listeners of sandbox id (every one
+// when id is empty). Call with s.mu.
+func (s *Server) closePreviews(id string) {
+	for key, ln := range s.previews {
+		if id == "" || strings.HasPrefix(key, id+":") {
+			_ = ln.Close()
+			delete(s.previews, key)
+		}
 	}
 }
 

@@ -43,7 +43,9 @@ type sandbox struct {
 	authToken                string
 	pending                  bool
 	image                    string
-	seq                      int // creation order
+	dockerfile               string // of a declarative build; empty for a snapshot's
+	userFromImage            bool   // User is the image's, named once the container runs
+	seq                      int    // creation order
 
 	// ctx ends when the sandbox stops: its proxied requests and streams
 	// end with it.
@@ -53,16 +55,23 @@ type sandbox struct {
 	box vendors.Box // the container; nil until started
 	ip  string      // the container's address on the network
 
+	homeDir, workDir string // the user's home and the image's work directory
+
+	frozen chan struct{} // closed once the container of the last stop is frozen
+
 	sessMu   sync.Mutex
 	sessions map[string]*session
 }
+
+// Target is the one region (target) of the emulator's sandboxes.
+const Target = "local"
 
 // dto is the control plane's Sandbox.
 func (s *Server) dto(sb *sandbox) map[string]any {
 	d := map[string]any{
 		"id": sb.ID, "organizationId": orgID, "name": sb.Name, "snapshot": sb.Snapshot, "user": sb.User,
 		"env": orEmpty(sb.Env), "labels": orEmpty(sb.Labels), "public": sb.Public, "networkBlockAll": false,
-		"target": "local", "cpu": sb.CPU, "gpu": 0, "memory": sb.Memory, "disk": sb.Disk,
+		"target": Target, "cpu": sb.CPU, "gpu": 0, "memory": sb.Memory, "disk": sb.Disk,
 		"state": sb.State, "desiredState": sb.DesiredState, "backupState": "None",
 		"autoStopInterval": sb.AutoStop, "autoArchiveInterval": sb.AutoArchive, "autoDeleteInterval": sb.AutoDelete,
 		"volumes": []any{}, "createdAt": stamp(sb.CreatedAt), "updatedAt": stamp(sb.UpdatedAt),
@@ -93,6 +102,10 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		s.pushAccess(w, r)
 	case r.Method == http.MethodPost && p == "/snapshots":
 		s.createSnapshot(w, r)
+	case r.Method == http.MethodGet && p == "/snapshots":
+		s.listSnapshots(w, r)
+	case len(parts) >= 1 && (parts[0] == "volumes" || parts[0] == "object-storage"):
+		apiNotEmulated(w, r, parts[0])
 	case r.Method == http.MethodGet && len(parts) == 2 && parts[0] == "snapshots":
 		s.getSnapshot(w, r, parts[1])
 	case r.Method == http.MethodPost && p == "/sandbox":
@@ -120,8 +133,8 @@ func (s *Server) sandboxRoute(w http.ResponseWriter, r *http.Request, idOrName s
 		s.withSandbox(w, r, idOrName, func(sb *sandbox) { writeJSON(w, http.StatusOK, s.dto(sb)) })
 	case route == "DELETE ":
 		s.deleteSandbox(w, r, idOrName)
-	case r.Method == http.MethodGet && len(rest) == 3 && rest[0] == "ports" && rest[2] == "preview-url":
-		s.previewURL(w, r, idOrName, rest[1])
+	case r.Method == http.MethodGet && len(rest) == 3 && rest[0] == "ports" && (rest[2] == "preview-url" || rest[2] == "signed-preview-url"):
+		s.previewURL(w, r, idOrName, rest[1], rest[2] == "signed-preview-url")
 	case route == "GET toolbox-proxy-url":
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -130,10 +143,20 @@ func (s *Server) sandboxRoute(w http.ResponseWriter, r *http.Request, idOrName s
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"url": s.url + "/toolbox"})
-	case r.Method == http.MethodPost && len(rest) == 2 && (rest[0] == "autostop" || rest[0] == "autodelete"):
+	case r.Method == http.MethodPost && len(rest) == 2 && (rest[0] == "autostop" || rest[0] == "autodelete" || rest[0] == "autoarchive"):
 		s.setInterval(w, r, idOrName, rest[0], rest[1])
 	case route == "PUT labels":
 		s.putLabels(w, r, idOrName)
+	case route == "POST stop":
+		s.stopRoute(w, r, idOrName)
+	case route == "POST start":
+		s.startRoute(w, r, idOrName)
+	case route == "POST archive":
+		s.archiveRoute(w, r, idOrName)
+	case route == "POST last-activity":
+		s.lastActivity(w, r, idOrName)
+	case r.Method == http.MethodPost && len(rest) == 1 && (rest[0] == "fork" || rest[0] == "snapshot" || rest[0] == "pause" || rest[0] == "resize" || rest[0] == "recover"):
+		apiNotEmulated(w, r, "sandbox "+rest[0])
 	default:
 		writeError(w, r, http.StatusNotFound, "Cannot "+r.Method+" "+r.URL.Path)
 	}
@@ -208,14 +231,42 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 			"timestamp": stamp(time.Now()), "statusCode": 400, "error": "Bad Request", "message": strings.Join(invalid, ", ")})
 		return
 	}
+	var build struct {
+		DockerfileContent string   `json:"dockerfileContent"`
+		ContextHashes     []string `json:"contextHashes"`
+	}
 	if len(req.BuildInfo) > 0 && string(req.BuildInfo) != "null" {
-		writeError(w, r, http.StatusBadRequest, "Declarative builds are not supported by this emulator")
-		return
+		if err := json.Unmarshal(req.BuildInfo, &build); err != nil || build.DockerfileContent == "" {
+			writeError(w, r, http.StatusBadRequest, "buildInfo.dockerfileContent is required")
+			return
+		}
+		if len(build.ContextHashes) > 0 {
+			apiNotEmulated(w, r, "build contexts from object storage")
+			return
+		}
+	}
+	imageUser := false
+	if req.User == "" && build.DockerfileContent == "" {
+		// The sandbox's user is its snapshot's: the image's user.
+		s.mu.Lock()
+		img := ""
+		if snap := s.findSnapshot(req.Snapshot); snap != nil {
+			img = snap.image
+		}
+		s.mu.Unlock()
+		req.User = s.imageUser(r.Context(), img)
+		imageUser = true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := s.findSnapshot(req.Snapshot)
 	switch {
+	case build.DockerfileContent != "":
+		if req.Snapshot != "" {
+			writeError(w, r, http.StatusBadRequest, "Cannot specify both snapshot and buildInfo")
+			return
+		}
+		snap = &snapshot{Name: buildTag(build.DockerfileContent), CPU: 1, Mem: 1, Disk: 3}
 	case req.Snapshot == "":
 		writeError(w, r, http.StatusBadRequest, "Snapshot is required: the emulator has no default snapshot")
 		return
@@ -238,12 +289,13 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		Disk: orDefault(req.Disk, snap.Disk), AutoStop: orDefault(req.AutoStopInterval, 15),
 		AutoArchive: orDefault(req.AutoArchiveInterval, 10080), AutoDelete: orDefault(req.AutoDeleteInterval, -1),
 		CreatedAt: now, UpdatedAt: now, LastActivity: now, authToken: strings.ToLower(newID(16)), pending: true,
-		image: snap.image, seq: s.created, sessions: map[string]*session{}}
+		image: snap.image, seq: s.created, sessions: map[string]*session{}, dockerfile: build.DockerfileContent,
+		userFromImage: imageUser || req.User == ""}
+	if sb.dockerfile != "" {
+		sb.State = statePendingBuild
+	}
 	if sb.Name == "" {
 		sb.Name = sb.ID
-	}
-	if sb.User == "" {
-		sb.User = "daytona"
 	}
 	sb.ctx, sb.cancel = context.WithCancel(s.ctx)
 	s.sandboxes[sb.ID] = sb
@@ -252,6 +304,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		defer s.wg.Done()
 		s.start(sb)
 	}()
+	s.publish("sandbox.created", s.dto(sb))
 	writeJSON(w, http.StatusOK, s.dto(sb))
 }
 
@@ -362,15 +415,27 @@ func (s *Server) listItem(sb *sandbox) map[string]any {
 	return d
 }
 
-func (s *Server) previewURL(w http.ResponseWriter, r *http.Request, idOrName, port string) {
+// previewURL is GET /sandbox/{id}/ports/{port}/preview-url (the token
+// goes in a header) and, signed, .../signed-preview-url (a URL that
+// carries its token, for clients that cannot send the header).
+func (s *Server) previewURL(w http.ResponseWriter, r *http.Request, idOrName, port string, signed bool) {
 	p, err := strconv.Atoi(port)
 	if err != nil || p < 1 || p > 65535 {
 		writeError(w, r, http.StatusBadRequest, "Invalid port")
 		return
 	}
 	s.withSandbox(w, r, idOrName, func(sb *sandbox) {
-		writeJSON(w, http.StatusOK, map[string]string{"sandboxId": sb.ID,
-			"url": fmt.Sprintf("http://%d-%s.%s", p, sb.ID, s.opts.ProxyDomain), "token": sb.authToken})
+		u, err := s.previewOrigin(sb, p)
+		if err != nil {
+			writeError(w, r, http.StatusInternalServerError, err.Error())
+			return
+		}
+		if signed {
+			writeJSON(w, http.StatusOK, map[string]any{"sandboxId": sb.ID, "port": p, "token": sb.authToken,
+				"url": u + "/?DAYTONA_SANDBOX_AUTH_KEY=" + sb.authToken})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"sandboxId": sb.ID, "url": u, "token": sb.authToken})
 	})
 }
 
@@ -381,9 +446,12 @@ func (s *Server) setInterval(w http.ResponseWriter, r *http.Request, idOrName, w
 		return
 	}
 	s.withSandbox(w, r, idOrName, func(sb *sandbox) {
-		if which == "autostop" {
+		switch which {
+		case "autostop":
 			sb.AutoStop = n
-		} else {
+		case "autoarchive":
+			sb.AutoArchive = n
+		default:
 			sb.AutoDelete = n
 		}
 		w.WriteHeader(http.StatusOK)

@@ -35,14 +35,19 @@ type Options struct {
 	// docker.DefaultNetwork.
 	Network string
 	// Registry is the OCI registry (host:port) that registry push access
-	// points at. Default none: the route answers 404.
+	// points at. Default DefaultRegistry.
 	Registry string
+	// BuildkitAddr is the buildkitd of declarative builds (sandboxes
+	// created from an image or a Dockerfile). Default $BUILDKIT_HOST, else
+	// BuildKit's own socket.
+	BuildkitAddr string
 	// Project is the registry project in push access. Default "daytona".
 	Project string
 	// ProxyDomain is the domain of preview URLs,
-	// http://{port}-{sandboxId}.{ProxyDomain}. Default
-	// "proxy.localhost:{port}" (names under localhost reach the loopback),
-	// as Daytona's own local setup does.
+	// http://{port}-{sandboxId}.{ProxyDomain} (a name the clients must
+	// resolve to this server). Default none: every sandbox port's preview
+	// URL is a loopback listener of its own, http://127.0.0.1:{p}, which
+	// resolves anywhere on this machine.
 	ProxyDomain string
 	// Snapshots are active snapshots to start with: name -> image
 	// reference the engine has or can pull.
@@ -55,6 +60,10 @@ type Options struct {
 	// Log receives a line per state change. Default discards.
 	Log *slog.Logger
 }
+
+// DefaultRegistry is the registry push access hands out by default: the
+// local registry of the test bed and of `boxctl emulate daytona`.
+const DefaultRegistry = "127.0.0.1:5000"
 
 // Server is a running emulator. It is safe for concurrent use.
 type Server struct {
@@ -71,9 +80,13 @@ type Server struct {
 
 	pushUser, pushSecret string
 
+	buildMu sync.Mutex // one declarative build at a time
+
 	mu        sync.Mutex
 	faults    Faults
-	sandboxes map[string]*sandbox // by id
+	sandboxes map[string]*sandbox     // by id
+	previews  map[string]net.Listener // by sandbox id:port
+	listeners map[chan event]struct{} // open events connections
 	snapshots map[string]*snapshot
 	created   int // sandboxes ever created, for cursors
 }
@@ -88,6 +101,9 @@ func Start(opts Options) (*Server, error) {
 	}
 	if opts.Network == "" {
 		opts.Network = docker.DefaultNetwork
+	}
+	if opts.Registry == "" {
+		opts.Registry = DefaultRegistry
 	}
 	if opts.Project == "" {
 		opts.Project = "daytona"
@@ -116,14 +132,11 @@ func Start(opts Options) (*Server, error) {
 		engine.Close()
 		return nil, fmt.Errorf("daytonaemu: listen: %w", err)
 	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	if opts.ProxyDomain == "" {
-		opts.ProxyDomain = "proxy.localhost:" + port
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{opts: opts, url: "http://" + ln.Addr().String(), ln: ln, docker: dv, engine: engine, ctx: ctx, cancel: cancel,
 		pushUser: "robot$push-" + newID(4), pushSecret: newID(16), faults: opts.Faults,
 		sandboxes: map[string]*sandbox{}, snapshots: map[string]*snapshot{},
+		previews: map[string]net.Listener{}, listeners: map[chan event]struct{}{},
 		// The containers' addresses are on this machine's Docker network:
 		// never through an HTTP proxy of the environment.
 		proxy: &http.Transport{DialContext: (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -167,6 +180,7 @@ func (s *Server) Close() error {
 	for _, sb := range s.sandboxes {
 		all = append(all, sb)
 	}
+	s.closePreviews("")
 	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, sb := range all {
@@ -188,6 +202,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case strings.HasPrefix(r.URL.Path, eventsPath):
+		s.events(w, r)
 	case strings.HasPrefix(r.URL.Path, "/api/"):
 		if r.Header.Get("Authorization") != "Bearer "+s.opts.APIKey {
 			writeError(w, r, http.StatusUnauthorized, "Unauthorized")

@@ -1,12 +1,10 @@
 package daytonaemu
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"path"
@@ -58,21 +56,68 @@ func (s *Server) toolbox(w http.ResponseWriter, r *http.Request) {
 	stop := context.AfterFunc(sb.ctx, cancel)
 	defer stop()
 	r = r.WithContext(ctx)
+	route := r.Method + " " + p
 	switch {
-	case r.Method == http.MethodPost && p == "/process/execute":
+	case route == "POST /process/execute":
 		s.execute(w, r, sb)
-	case r.Method == http.MethodGet && p == "/files/download":
-		s.download(w, r, sb)
-	case r.Method == http.MethodPost && p == "/files/upload":
-		s.upload(w, r, sb)
-	case r.Method == http.MethodPost && p == "/files/permissions":
-		s.permissions(w, r, sb)
-	case r.Method == http.MethodGet && p == "/version":
-		writeJSON(w, http.StatusOK, map[string]string{"version": "v0.190.0"})
+	case route == "POST /process/code-run":
+		s.codeRun(w, r, sb)
 	case strings.HasPrefix(p, "/process/session"):
 		s.sessionRoute(w, r, sb, strings.TrimPrefix(p, "/process/session"))
+	case strings.HasPrefix(p, "/files"):
+		s.filesRoute(w, r, sb, route)
+	case strings.HasPrefix(p, "/git/"):
+		s.gitRoute(w, r, sb, route)
+	case route == "GET /user-home-dir":
+		writeJSON(w, http.StatusOK, map[string]string{"dir": sb.homeDir})
+	case route == "GET /work-dir":
+		writeJSON(w, http.StatusOK, map[string]string{"dir": sb.workDir})
+	case route == "GET /version":
+		writeJSON(w, http.StatusOK, map[string]string{"version": daemonVersion})
+	case strings.HasPrefix(p, "/process/pty"):
+		notEmulated(w, r, "pty")
+	case strings.HasPrefix(p, "/process/interpreter"):
+		notEmulated(w, r, "the code interpreter")
+	case strings.HasPrefix(p, "/computeruse"):
+		notEmulated(w, r, "computer use")
+	case strings.HasPrefix(p, "/lsp"):
+		notEmulated(w, r, "LSP")
 	default:
-		w.WriteHeader(http.StatusNotFound)
+		toolboxError(w, r, http.StatusNotFound, "NOT_FOUND", "no route "+route)
+	}
+}
+
+// filesRoute serves the file system API.
+func (s *Server) filesRoute(w http.ResponseWriter, r *http.Request, sb *sandbox, route string) {
+	switch route {
+	case "GET /files":
+		s.listFiles(w, r, sb)
+	case "DELETE /files":
+		s.deleteFile(w, r, sb)
+	case "GET /files/info":
+		s.fileInfo(w, r, sb)
+	case "POST /files/folder":
+		s.createFolder(w, r, sb)
+	case "POST /files/move":
+		s.moveFile(w, r, sb)
+	case "GET /files/find":
+		s.findInFiles(w, r, sb)
+	case "GET /files/search":
+		s.searchFiles(w, r, sb)
+	case "POST /files/replace":
+		s.replaceInFiles(w, r, sb)
+	case "POST /files/permissions":
+		s.permissions(w, r, sb)
+	case "GET /files/download":
+		s.download(w, r, sb)
+	case "POST /files/bulk-download":
+		s.bulkDownload(w, r, sb)
+	case "POST /files/upload-v2":
+		s.uploadV2(w, r, sb)
+	case "POST /files/bulk-upload":
+		s.bulkUpload(w, r, sb)
+	default:
+		toolboxError(w, r, http.StatusNotFound, "NOT_FOUND", "no route "+route)
 	}
 }
 
@@ -133,10 +178,8 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
-	if !path.IsAbs(p) {
-		p = "/" + p
-	}
-	data, err := sb.box.Read(r.Context(), path.Clean(p))
+	p = absPath(sb, p)
+	data, err := sb.box.Read(r.Context(), p)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		w.WriteHeader(http.StatusNotFound)
@@ -152,34 +195,6 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	w.Header().Set("Content-Transfer-Encoding", "binary")
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	_, _ = w.Write(data)
-}
-
-// upload is POST /files/upload: multipart field "file", parents made.
-func (s *Server) upload(w http.ResponseWriter, r *http.Request, sb *sandbox) {
-	p := r.URL.Query().Get("path")
-	if p == "" {
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	f, _, err := r.FormFile("file")
-	if err != nil {
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	defer f.Close()
-	var data bytes.Buffer
-	if _, err := io.Copy(&data, f); err != nil {
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	if !path.IsAbs(p) {
-		p = "/" + p
-	}
-	if err := sb.box.Write(r.Context(), path.Clean(p), data.Bytes(), 0o644); err != nil {
-		w.WriteHeader(http.StatusBadRequest)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
 }
 
 // permissions is POST /files/permissions?path=&mode=&owner=&group=.
