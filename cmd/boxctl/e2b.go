@@ -24,6 +24,8 @@ const (
 	envE2BURL    = "E2B_API_URL"
 	envE2BDomain = "E2B_DOMAIN"
 	envE2BDial   = "BOXCTL_E2B_DIAL"
+	// envE2BSandboxURL is the official SDKs' one URL for all envd traffic.
+	envE2BSandboxURL = "E2B_SANDBOX_URL"
 )
 
 // newE2B returns the E2B client; apiURL (a flag) overrides E2B_API_URL.
