@@ -7,6 +7,9 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/e2btest"
 	"github.com/tangle-network/boxctl/internal/jssdk"
 	"github.com/tangle-network/boxctl/vendors"
@@ -149,15 +153,15 @@ func TestGoClient_Scenario(t *testing.T) {
 }
 
 // TestSDK_Faults shows the official SDK's own retries against the fault
-// switches: 30% of control plane answers are 429 (with Retry-After) or
-// 503, half the failed creates having made their sandbox. The SDK retries
+// switches: half the control plane's answers are 429 (with Retry-After)
+// or 503, half the failed creates having made their sandbox. The SDK retries
 // the 429s (fewer RateLimitErrors reach the caller than 429s were
 // served), throws 503s as ServiceBusyError, and the sandboxes of lost
 // creates are there for a metadata list to find.
 func TestSDK_Faults(t *testing.T) {
 	in := jssdk.Require(t, "e2b")
 	env := start(t, nil)
-	env.Server.SetFaults(e2bemu.Faults{ErrorRate: 0.3, LostRate: 0.5})
+	env.Server.SetFaults(e2bemu.Faults{ErrorRate: 0.5, LostRate: 0.5})
 	var served429, served503 atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusWriter{ResponseWriter: w}
@@ -172,7 +176,7 @@ func TestSDK_Faults(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	const creates = 12
+	const creates = 16
 	run := vendortest.RunTag(t)
 	out, err := in.Run(t.Context(), jssdk.RunOptions{Script: sdkFaults,
 		Env:  e2bemu.SDKEnv(srv.URL, env.Server.Domain(), e2btest.APIKey),
@@ -226,3 +230,33 @@ func (s *statusWriter) Flush() {
 }
 
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// TestSDK_READMEExample runs the README's JavaScript example as printed,
+// with the exports and the "base" template it sets up.
+func TestSDK_READMEExample(t *testing.T) {
+	in := jssdk.Require(t, "e2b")
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "cat >demo.mjs <<'JS'\n")
+	script, _, ok2 := strings.Cut(rest, "\nJS\n")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no demo.mjs example")
+	}
+	img := boxtest.Pushed(t, boxtest.Options{})
+	env := e2btest.Start(t, func(o *e2bemu.Options) { o.Templates = map[string]string{"base": img} })
+	out, err := in.Run(t.Context(), jssdk.RunOptions{Script: []byte(script),
+		Env: e2bemu.SDKEnv("http://"+env.Addr, env.Server.Domain(), e2btest.APIKey)})
+	if err != nil {
+		t.Fatalf("README example: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.Text), "\n")
+	if len(lines) != 2 || !regexp.MustCompile(`^hello from \S+ in /\S* 0$`).MatchString(lines[0]) ||
+		!strings.HasPrefix(lines[1], "hi [") || !strings.Contains(lines[1], "'hello.txt'") {
+		t.Errorf("README example printed %q, want the greeting with exit code 0, then the file and its listing", out.Text)
+	}
+	if left := env.Server.Sandboxes(); len(left) != 0 {
+		t.Errorf("sandboxes left after the example's kill: %v", left)
+	}
+}
