@@ -293,33 +293,18 @@ func (s *Server) handleWatchDir(w http.ResponseWriter, r *http.Request) {
 	if sw.frame(0, map[string]any{"start": map[string]any{}}) != nil {
 		return
 	}
-	every := keepalive(r)
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			if sb.ctx.Err() != nil {
-				abort()
-			}
-			return
-		case <-tick.C:
-			if sw.frame(0, map[string]any{"keepalive": map[string]any{}}) != nil {
-				return
-			}
-		case <-wt.notify:
-			evs, err := wt.take()
-			for _, e := range evs {
-				if sw.frame(0, map[string]any{"filesystem": e}) != nil {
-					return
-				}
-			}
-			if err != nil {
-				sw.finish(codeNotFound, err.Error())
-				return
+	pushLoop(r, sb, sw, map[string]any{"keepalive": map[string]any{}}, wt.notify, func() bool {
+		evs, err := wt.take()
+		for _, e := range evs {
+			if sw.frame(0, map[string]any{"filesystem": e}) != nil {
+				return true
 			}
 		}
-	}
+		if err != nil {
+			sw.finish(codeNotFound, err.Error())
+		}
+		return err != nil
+	})
 }
 
 func (s *Server) handleCreateWatcher(w http.ResponseWriter, r *http.Request) {

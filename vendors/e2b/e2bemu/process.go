@@ -304,6 +304,27 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, sb *sandbox, p *
 	if sw.send(event{"start": map[string]any{"pid": p.pid}}) != nil {
 		return
 	}
+	pushLoop(r, sb, sw, map[string]any{"event": event{"keepalive": map[string]any{}}}, sub.notify, func() bool {
+		evs, last := sub.take()
+		for _, e := range evs {
+			if sw.send(e) != nil {
+				return true
+			}
+		}
+		if last {
+			sw.finish("", "")
+		}
+		return last
+	})
+}
+
+// pushLoop serves a server stream once its first message is out: on each
+// notify, drain writes what came and reports whether the stream is done;
+// keep, the stream's keepalive message, goes between (at the interval the
+// caller asked for).
+// It returns when drain says so, a write fails or the caller hangs up; the
+// sandbox's end cuts the connection.
+func pushLoop(r *http.Request, sb *sandbox, sw *streamWriter, keep any, notify <-chan struct{}, drain func() bool) {
 	every := keepalive(r)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -315,18 +336,11 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, sb *sandbox, p *
 			}
 			return
 		case <-tick.C:
-			if sw.send(event{"keepalive": map[string]any{}}) != nil {
+			if sw.frame(0, keep) != nil {
 				return
 			}
-		case <-sub.notify:
-			evs, last := sub.take()
-			for _, e := range evs {
-				if sw.send(e) != nil {
-					return
-				}
-			}
-			if last {
-				sw.finish("", "")
+		case <-notify:
+			if drain() {
 				return
 			}
 			tick.Reset(every)
