@@ -82,7 +82,10 @@ var testOnly = map[string]testOnlyPkg{
 	// The test bed's own tool pushes the base image it builds.
 	"internal/testbed/cmd/testbedctl": {kind: helper, extra: []string{"internal/testbed/baseimage"}},
 	// npm installs use the test bed's Node and cache.
-	"internal/npmtest":       {kind: helper, extra: []string{"internal/testbed"}},
+	"internal/npmtest": {kind: helper, extra: []string{"internal/testbed"}},
+	// Vendors' official JavaScript SDKs, pinned with their locks, installed
+	// with the test bed's Node and cache, running scenario scripts.
+	"internal/jssdk":         {kind: helper, extra: []string{"pins", "internal/testbed"}},
 	"internal/boxbridgetest": {kind: helper},
 	// Builds the real box image (boximage, pins) on the test bed, with a
 	// box-bridge from boxbridgetest.
