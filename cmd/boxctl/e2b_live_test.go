@@ -14,6 +14,7 @@ import (
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/e2b/e2bemu"
 	"github.com/tangle-network/boxctl/vendors/open"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
@@ -22,16 +23,16 @@ import (
 // e2b` (pushed to the test bed's registry, a template built from it by the
 // E2B emulator) and drives a box of that template with the box verbs: up,
 // turn against a model endpoint on the boxes' network, ls, rm and gc, all
-// with --target e2b and the E2B variables pointing at the emulator. The
-// API key is never printed.
+// with --target e2b and the E2B variables pointing at the emulator as
+// `boxctl emulate e2b` prints them. The API key is never printed.
 func TestE2B_BuildUpTurn(t *testing.T) {
 	env := testbed.Require(t)
 	emu := e2btest.Emulator(t, nil)
 	t.Setenv("BUILDKIT_HOST", env.BuildkitHost)
 	t.Setenv("DOCKER_CONFIG", t.TempDir())
-	t.Setenv(open.EnvE2BKey, e2btest.APIKey)
-	t.Setenv(open.EnvE2BDomain, emu.Server.Domain())
-	t.Setenv(open.EnvE2BURL, "http://api."+emu.Server.Domain())
+	for k, v := range e2bemu.SDKEnv("http://"+emu.Addr, emu.Server.Domain(), e2btest.APIKey) {
+		t.Setenv(k, v)
+	}
 	t.Setenv(open.EnvE2BDial, emu.Addr)
 	useState(t)
 	tr := &transcript{}

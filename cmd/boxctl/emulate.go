@@ -54,8 +54,10 @@ the real services answer, with a container on the local Docker engine behind
 each sandbox. Template builds pull the image from its registry; sandboxes end
 at their timeout.
 
-It prints the environment that points boxctl (and the e2b client) at it, then
-serves until interrupted. The API key is $E2B_API_KEY, or a fresh one that is
+It prints the environment that points boxctl and E2B's official SDKs at it
+(E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN, E2B_API_KEY), then serves until
+interrupted. Sandboxes run templates registered with --template or built
+through the template API; what the emulator does not serve answers 501. The API key is $E2B_API_KEY, or a fresh one that is
 printed. Fault switches make a share of control plane calls fail (429 or
 503), creates slow, or sandboxes vanish mid-run.`,
 		Example: `  boxctl emulate e2b --addr 127.0.0.1:3000 >e2b.env &   # then: . ./e2b.env
@@ -136,7 +138,13 @@ func runEmulateE2B(ctx context.Context, a *app, o *emulateE2BOptions) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 
-	env := [][2]string{{open.EnvE2BURL, "http://api." + emu.Domain()}, {open.EnvE2BDomain, emu.Domain()}, {open.EnvE2BDial, l.Addr().String()}}
+	// One address serves everything: the official SDKs reach envd through
+	// it with E2B_SANDBOX_URL (sandbox and port in E2b-Sandbox-Id and
+	// E2b-Sandbox-Port headers); boxctl's client resolves the sandbox
+	// hosts {port}-{id}.DOMAIN to it with BOXCTL_E2B_DIAL.
+	sdk := e2bemu.SDKEnv("http://"+dialAddr(l.Addr()), emu.Domain(), opts.APIKey)
+	env := [][2]string{{open.EnvE2BURL, sdk[open.EnvE2BURL]}, {open.EnvE2BSandboxURL, sdk[open.EnvE2BSandboxURL]},
+		{open.EnvE2BDomain, sdk[open.EnvE2BDomain]}, {open.EnvE2BDial, dialAddr(l.Addr())}}
 	if generated {
 		env = append(env, [2]string{open.EnvE2BKey, opts.APIKey})
 	}
@@ -158,6 +166,19 @@ func runEmulateE2B(ctx context.Context, a *app, o *emulateE2BOptions) error {
 		err = nil
 	}
 	return errors.Join(err, cerr)
+}
+
+// dialAddr is the address clients dial for a listener's: loopback for
+// an unspecified host.
+func dialAddr(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // printExports prints the environment that points clients at an

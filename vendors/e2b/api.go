@@ -14,12 +14,12 @@ import (
 // This file holds the control plane's wire types and calls
 // (spec/openapi.yml), as the client uses them.
 
-// newSandbox is NewSandbox (POST /sandboxes).
+// newSandbox is NewSandboxV2 (POST /v2/sandboxes): every sandbox made so
+// has envd secured, its access token in the answer.
 type newSandbox struct {
 	TemplateID          string            `json:"templateID"`
 	Timeout             int               `json:"timeout"`
 	AutoPause           bool              `json:"autoPause"`
-	Secure              bool              `json:"secure"`
 	AllowInternetAccess *bool             `json:"allow_internet_access,omitempty"`
 	Network             *networkConfig    `json:"network,omitempty"`
 	Metadata            map[string]string `json:"metadata,omitempty"`
@@ -87,7 +87,7 @@ func sandboxPath(id string, rest ...string) string {
 
 func (v *Vendor) createSandbox(ctx context.Context, req newSandbox) (sandbox, error) {
 	var sb sandbox
-	_, err := v.api.Do(ctx, vendorhttp.Call{Method: http.MethodPost, Path: "/sandboxes", Body: req,
+	_, err := v.api.Do(ctx, vendorhttp.Call{Method: http.MethodPost, Path: "/v2/sandboxes", Body: req,
 		Want: http.StatusCreated, Out: &sb})
 	return sb, err
 }
@@ -98,14 +98,15 @@ func (v *Vendor) getSandbox(ctx context.Context, id string) (sandboxDetail, erro
 	return d, err
 }
 
-// connectSandbox returns a sandbox's tokens. Connect only ever extends a
+// connectSandbox returns a sandbox's tokens (POST /v2/sandboxes/{id}/connect,
+// which also resumes a paused sandbox). Connect only ever extends a
 // sandbox's TTL, to timeout from now: the whole seconds left keep it as
 // it is.
 func (v *Vendor) connectSandbox(ctx context.Context, id string, timeout time.Duration) (sandbox, error) {
 	var sb sandbox
 	body := map[string]int{"timeout": max(0, int(timeout/time.Second))}
 	// Connecting twice is connecting once: retried on server errors too.
-	_, err := v.api.Do(ctx, vendorhttp.Call{Method: http.MethodPost, Path: sandboxPath(id, "/connect"), Body: body,
+	_, err := v.api.Do(ctx, vendorhttp.Call{Method: http.MethodPost, Path: "/v2" + sandboxPath(id, "/connect"), Body: body,
 		Out: &sb, Idempotent: true})
 	return sb, err
 }

@@ -111,6 +111,11 @@ func (r *replay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	ex := r.sc.Exchanges[r.next]
 	r.next++
+	if rt, err := sdkRoutes(); err != nil {
+		r.t.Errorf("route table of the pinned SDK: %v", err)
+	} else if err := rt.check(req.Method, strings.ToLower(req.Host), req.URL.Path); err != nil {
+		r.t.Errorf("%s: request %d: the client calls a route the pinned SDK does not have current: %v", r.name, r.next, err)
+	}
 	if diffs := r.check(ex, req, body); len(diffs) > 0 {
 		r.t.Errorf("%s: request %d (%s %s) differs from the contract:\n  %s", r.name, r.next, ex.Request.Method, ex.Request.Path, strings.Join(diffs, "\n  "))
 	}

@@ -8,7 +8,10 @@
 // Calls go to https://api.{domain} (spec/openapi.yml) with X-API-Key,
 // through internal/vendorhttp: throttling (429) is retried with backoff
 // honouring Retry-After, a bounded number of times; reads are retried on
-// server errors too. Create sends the lifetime as the sandbox's timeout,
+// server errors too. The client calls only routes that the pinned official
+// SDK's bundled spec has and does not mark deprecated (create is
+// POST /v2/sandboxes, connect POST /v2/sandboxes/{id}/connect; a test
+// checks every request against the SDK's route tables). Create sends the lifetime as the sandbox's timeout,
 // so E2B ends it by itself, and the box's labels (boxmeta) as its
 // metadata, so List (GET /v2/sandboxes?metadata=..., paged by
 // X-Next-Token) and gc find it by run tag. A create whose outcome is
@@ -20,7 +23,8 @@
 //
 // envd, the daemon in every sandbox, is reached at
 // {scheme}://49983-{sandboxID}.{domain} with the sandbox's access token
-// (sandboxes are created secure). Exec and Spawn use its Connect-RPC
+// (every v2 sandbox is secure), as the template's own user unless WithUser
+// names one. Exec and Spawn use its Connect-RPC
 // process API in the JSON encoding (process.Process/Start streams
 // envelopes; an end-of-stream frame carries any error; keepalives are
 // skipped). A process envd started outlives the stream that started it,

@@ -32,7 +32,7 @@ func (b *Box) hostURL(port int) string {
 }
 
 // envdRequest makes a request to envd with its headers: the access token
-// of a secure sandbox and the user (Basic "user:").
+// of a secure sandbox and the user, when one is set (Basic "user:").
 func (b *Box) envdRequest(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Request, error) {
 	u := b.hostURL(EnvdPort) + path
 	if len(q) > 0 {
@@ -45,8 +45,19 @@ func (b *Box) envdRequest(ctx context.Context, method, path string, q url.Values
 	if b.accessToken != "" {
 		req.Header.Set("X-Access-Token", b.accessToken)
 	}
-	req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(b.v.o.user+":")))
+	if b.v.o.user != "" {
+		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(b.v.o.user+":")))
+	}
 	return req, nil
+}
+
+// fileQuery is the query of /files: the path, and the user when one is set.
+func (b *Box) fileQuery(path string) url.Values {
+	q := url.Values{"path": {path}}
+	if b.v.o.user != "" {
+		q.Set("username", b.v.o.user)
+	}
+	return q
 }
 
 // envdDo sends an envd request; an answer that is not a success becomes
@@ -161,7 +172,7 @@ func (b *Box) stream(ctx context.Context, procedure string, in any) (*streamRead
 
 // readFile returns a file of the sandbox (GET /files).
 func (b *Box) readFile(ctx context.Context, path string) ([]byte, error) {
-	req, err := b.envdRequest(ctx, http.MethodGet, "/files", url.Values{"path": {path}, "username": {b.v.o.user}}, nil)
+	req, err := b.envdRequest(ctx, http.MethodGet, "/files", b.fileQuery(path), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +197,7 @@ func (b *Box) readFile(ctx context.Context, path string) ([]byte, error) {
 // writeFile creates or replaces a file of the sandbox, parents made
 // (POST /files).
 func (b *Box) writeFile(ctx context.Context, path string, data []byte) error {
-	req, err := b.envdRequest(ctx, http.MethodPost, "/files", url.Values{"path": {path}, "username": {b.v.o.user}}, bytes.NewReader(data))
+	req, err := b.envdRequest(ctx, http.MethodPost, "/files", b.fileQuery(path), bytes.NewReader(data))
 	if err != nil {
 		return err
 	}

@@ -23,8 +23,9 @@ const (
 	// EnvdPort is the port of envd, the daemon in every sandbox.
 	EnvdPort = 49983
 	// DefaultUser is the sandbox user envd runs processes and writes
-	// files as.
-	DefaultUser = "user"
+	// files as: none named, so envd uses the template's own user (the
+	// image's USER), as the official SDK does with envd 0.4 and later.
+	DefaultUser = ""
 )
 
 // Option configures a Vendor.
@@ -128,9 +129,6 @@ func makeOptions(opts []Option) (options, error) {
 	}
 	if o.readyTimeout <= 0 {
 		return o, fmt.Errorf("e2b: ready timeout %v must be positive", o.readyTimeout)
-	}
-	if o.user == "" {
-		return o, errors.New("e2b: empty user")
 	}
 	if o.log == nil {
 		o.log = slog.New(slog.DiscardHandler)

@@ -100,7 +100,7 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	}
 	env[boxmeta.EnvDeadline] = labels[boxmeta.LabelDeadline]
 	no := false
-	req := newSandbox{TemplateID: spec.Image, Timeout: secondsOf(spec.Lifetime), Secure: true,
+	req := newSandbox{TemplateID: spec.Image, Timeout: secondsOf(spec.Lifetime),
 		Network: &networkConfig{AllowPublicTraffic: &no}, Metadata: labels, EnvVars: env}
 
 	sb, err := v.createOnce(ctx, req, token)

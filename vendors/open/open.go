@@ -20,13 +20,15 @@ import (
 // The environment variables the vendors are opened with (see the package
 // documentation).
 const (
-	EnvE2BKey     = "E2B_API_KEY"
-	EnvE2BURL     = "E2B_API_URL"
-	EnvE2BDomain  = "E2B_DOMAIN"
-	EnvE2BDial    = "BOXCTL_E2B_DIAL"
-	EnvDaytonaKey = "DAYTONA_API_KEY"
-	EnvDaytonaURL = "DAYTONA_API_URL"
-	EnvDaytonaOrg = "DAYTONA_ORGANIZATION_ID"
+	EnvE2BKey    = "E2B_API_KEY"
+	EnvE2BURL    = "E2B_API_URL"
+	EnvE2BDomain = "E2B_DOMAIN"
+	EnvE2BDial   = "BOXCTL_E2B_DIAL"
+	// EnvE2BSandboxURL is the official SDKs' one URL for all envd traffic.
+	EnvE2BSandboxURL = "E2B_SANDBOX_URL"
+	EnvDaytonaKey    = "DAYTONA_API_KEY"
+	EnvDaytonaURL    = "DAYTONA_API_URL"
+	EnvDaytonaOrg    = "DAYTONA_ORGANIZATION_ID"
 	// EnvDaytonaTarget is the region the official SDKs create sandboxes in.
 	EnvDaytonaTarget = "DAYTONA_TARGET"
 	EnvKubeContext   = "BOXCTL_KUBE_CONTEXT"

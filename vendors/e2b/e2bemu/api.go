@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -19,21 +21,21 @@ import (
 func (s *Server) routeAPI() {
 	m := s.api
 	m.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	m.HandleFunc("POST /sandboxes", s.handleCreate)
-	m.HandleFunc("GET /sandboxes", s.handleListV1)
+	m.HandleFunc("POST /v2/sandboxes", s.handleCreate)
 	m.HandleFunc("GET /v2/sandboxes", s.handleList)
+	m.HandleFunc("POST /v2/sandboxes/{sandboxID}/connect", s.handleConnect)
 	m.HandleFunc("GET /sandboxes/{sandboxID}", s.handleGet)
 	m.HandleFunc("DELETE /sandboxes/{sandboxID}", s.handleKill)
 	m.HandleFunc("POST /sandboxes/{sandboxID}/timeout", s.handleTimeout)
 	m.HandleFunc("POST /sandboxes/{sandboxID}/refreshes", s.handleRefresh)
+	m.HandleFunc("POST /sandboxes/{sandboxID}/pause", s.handlePause)
+	m.HandleFunc("GET /sandboxes/{sandboxID}/metrics", s.handleMetrics)
+	// Deprecated in the spec, still served: older clients call them.
+	m.HandleFunc("POST /sandboxes", s.handleCreate)
+	m.HandleFunc("GET /sandboxes", s.handleListV1)
 	m.HandleFunc("POST /sandboxes/{sandboxID}/connect", s.handleConnect)
-	m.HandleFunc("POST /sandboxes/{sandboxID}/pause", func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := s.lookup(r.PathValue("sandboxID")); !ok {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("sandbox %q not found", r.PathValue("sandboxID")))
-			return
-		}
-		writeError(w, http.StatusConflict, "pausing is not supported by this emulator")
-	})
+	m.HandleFunc("POST /sandboxes/{sandboxID}/resume", s.handleConnect)
+	s.routeNotEmulated()
 	s.routeTemplates()
 }
 
@@ -51,7 +53,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	f := s.faults
 	s.mu.Unlock()
 	if chance(f.ErrorRate) {
-		create := r.Method == http.MethodPost && r.URL.Path == "/sandboxes"
+		create := r.Method == http.MethodPost && (r.URL.Path == "/v2/sandboxes" || r.URL.Path == "/sandboxes")
 		if chance(0.5) {
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusTooManyRequests, "Rate limit exceeded, please try again later.")
@@ -95,7 +97,14 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "templateID is required")
 		return
 	}
-	timeout := 15 * time.Second
+	// NewSandboxV2's timeout defaults to 300 s, the old NewSandbox's to 15.
+	timeout := 300 * time.Second
+	if r.URL.Path == "/sandboxes" {
+		timeout = 15 * time.Second
+	}
+	if r.URL.Path == "/v2/sandboxes" {
+		req.Secure = true // v2: every sandbox is secured
+	}
 	if req.Timeout != nil {
 		if *req.Timeout < 0 {
 			writeError(w, http.StatusBadRequest, "timeout must be at least 0")
@@ -248,13 +257,72 @@ func (s *Server) extend(sb *sandbox, d time.Duration) {
 	}
 }
 
+// handleConnect is connect (v2 and the deprecated v1) and the deprecated
+// resume: the body is optional (timeout 300 s by default, v1 resume 15);
+// a paused sandbox is resumed (201), a running one's TTL only extended
+// (200).
 func (s *Server) handleConnect(w http.ResponseWriter, r *http.Request) {
-	sb, timeout, ok := s.timeoutRequest(w, r)
+	var req struct {
+		Timeout *int `json:"timeout"`
+	}
+	if r.ContentLength != 0 {
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+			writeError(w, http.StatusBadRequest, "Error when parsing request: "+err.Error())
+			return
+		}
+	}
+	timeout := 300 * time.Second
+	if strings.HasSuffix(r.URL.Path, "/resume") {
+		timeout = 15 * time.Second
+	}
+	if req.Timeout != nil {
+		if *req.Timeout < 0 {
+			writeError(w, http.StatusBadRequest, "timeout must be at least 0")
+			return
+		}
+		timeout = time.Duration(*req.Timeout) * time.Second
+	}
+	sb, ok := s.lookup(r.PathValue("sandboxID"))
 	if !ok {
+		s.notFound(w, r.PathValue("sandboxID"))
+		return
+	}
+	if timeout > s.opts.MaxTimeout {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("Timeout cannot be greater than %d hours", int(s.opts.MaxTimeout/time.Hour)))
+		return
+	}
+	resumed, err := s.resume(r.Context(), sb, timeout)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "Failed to resume sandbox: "+err.Error())
+		return
+	}
+	if resumed {
+		writeJSON(w, http.StatusCreated, s.created(sb))
+		return
+	}
+	if strings.HasSuffix(r.URL.Path, "/resume") {
+		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox %s is already running", sb.id))
 		return
 	}
 	s.extend(sb, timeout)
 	writeJSON(w, http.StatusOK, s.created(sb))
+}
+
+func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
+	sb, ok := s.lookup(r.PathValue("sandboxID"))
+	if !ok {
+		s.notFound(w, r.PathValue("sandboxID"))
+		return
+	}
+	paused, err := s.pause(r.Context(), sb)
+	switch {
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "Failed to pause sandbox: "+err.Error())
+	case !paused:
+		writeError(w, http.StatusConflict, fmt.Sprintf("Sandbox %s is already paused", sb.id))
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
 }
 
 // matches reports whether a sandbox's metadata holds every pair of q.
@@ -303,22 +371,19 @@ func (s *Server) handleListV1(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if st := q.Get("state"); st != "" {
-		running := false
-		for _, v := range strings.Split(st, ",") {
-			switch v {
-			case "running":
-				running = true
-			case "paused":
-			default:
+	states := map[string]bool{}
+	for _, st := range q["state"] {
+		for v := range strings.SplitSeq(st, ",") {
+			if v != "running" && v != "paused" {
 				writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid state %q", v))
 				return
 			}
+			states[v] = true
 		}
-		if !running { // no sandbox here is ever paused
-			writeJSON(w, http.StatusOK, []any{})
-			return
-		}
+	}
+	if o := q.Get("order"); o != "" && o != "asc" && o != "desc" {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid order %q", o))
+		return
 	}
 	limit := 100
 	if v := q.Get("limit"); v != "" {
@@ -339,9 +404,21 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		}
 		offset = n
 	}
-	sbs, ok := s.filtered(w, r)
+	all, ok := s.filtered(w, r)
 	if !ok {
 		return
+	}
+	var sbs []*sandbox
+	tpl := q.Get("template")
+	s.mu.Lock()
+	for _, sb := range all {
+		if (len(states) == 0 || states[stateOf(sb)]) && (tpl == "" || sb.templateID == tpl || sb.alias == tpl) {
+			sbs = append(sbs, sb)
+		}
+	}
+	s.mu.Unlock()
+	if q.Get("order") == "asc" {
+		slices.Reverse(sbs)
 	}
 	w.Header().Set("X-Total-Running", strconv.Itoa(len(sbs)))
 	page := sbs[min(offset, len(sbs)):min(offset+limit, len(sbs))]

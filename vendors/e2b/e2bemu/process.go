@@ -2,9 +2,9 @@ package e2bemu
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -13,8 +13,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/tangle-network/boxctl/vendors"
 )
 
 // envd's process service (process.proto), over the Docker vendor's
@@ -64,7 +62,7 @@ type proc struct {
 	pid uint32
 	tag *string
 	cfg processConfig
-	dp  vendors.Process
+	ep  *execProc
 
 	mu    sync.Mutex
 	subs  map[*subscriber]struct{}
@@ -162,24 +160,19 @@ func (t *procTable) lookup(sel selector) (*proc, bool) {
 	return nil, false
 }
 
-// start spawns a process and pumps its output to subscribers; sub, when
+// start starts a process and pumps its output to subscribers; sub, when
 // not nil, is subscribed before any output.
-func (s *Server) start(sb *sandbox, cfg processConfig, tag *string, sub *subscriber) (*proc, error) {
+func (s *Server) start(ctx context.Context, sb *sandbox, cfg processConfig, spec execSpec, tag *string, sub *subscriber) (*proc, error) {
+	ep, err := s.execStart(ctx, sb, spec)
+	if err != nil {
+		return nil, err
+	}
 	t := sb.procs
 	t.mu.Lock()
 	t.next++
 	pid := t.next
 	t.mu.Unlock()
-	spec := vendors.SpawnSpec{Name: "envd-" + strconv.FormatUint(uint64(pid), 10) + "-" + randomString(6, lowerDigits),
-		Command: append([]string{cfg.Cmd}, cfg.Args...), Env: cfg.Envs}
-	if cfg.Cwd != nil {
-		spec.Dir = *cfg.Cwd
-	}
-	dp, err := sb.box.Spawn(sb.ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	p := &proc{pid: pid, tag: tag, cfg: cfg, dp: dp, subs: map[*subscriber]struct{}{}}
+	p := &proc{pid: pid, tag: tag, cfg: cfg, ep: ep, subs: map[*subscriber]struct{}{}}
 	if sub != nil {
 		p.subs[sub] = struct{}{}
 	}
@@ -194,32 +187,25 @@ func (s *Server) start(sb *sandbox, cfg processConfig, tag *string, sub *subscri
 	return p, nil
 }
 
+// dataWriter publishes what is written as data events of one stream.
+type dataWriter struct {
+	p    *proc
+	name string
+}
+
+func (d dataWriter) Write(b []byte) (int, error) {
+	d.p.publish(event{"data": map[string]any{d.name: bytes.Clone(b)}}, false)
+	return len(b), nil
+}
+
 // pump streams the process's output as data events, then its end.
 func (s *Server) pump(sb *sandbox, p *proc) {
-	stdout, stderr, err := p.dp.Output(sb.ctx)
-	if err == nil {
-		var wg sync.WaitGroup
-		for _, src := range []struct {
-			r    io.ReadCloser
-			name string
-		}{{stdout, "stdout"}, {stderr, "stderr"}} {
-			wg.Go(func() {
-				defer src.r.Close()
-				buf := make([]byte, 32<<10)
-				for {
-					n, rerr := src.r.Read(buf)
-					if n > 0 {
-						p.publish(event{"data": map[string]any{src.name: append([]byte(nil), buf[:n]...)}}, false)
-					}
-					if rerr != nil {
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
+	out := "stdout"
+	if p.ep.tty {
+		out = "pty"
 	}
-	code, werr := p.dp.Wait(sb.ctx)
+	_ = p.ep.output(dataWriter{p, out}, dataWriter{p, "stderr"})
+	code, werr := s.execWait(sb.ctx, p.ep)
 	end := map[string]any{"exited": true, "status": "exit status " + strconv.Itoa(code)}
 	switch {
 	case werr != nil:
@@ -318,6 +304,27 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, sb *sandbox, p *
 	if sw.send(event{"start": map[string]any{"pid": p.pid}}) != nil {
 		return
 	}
+	pushLoop(r, sb, sw, map[string]any{"event": event{"keepalive": map[string]any{}}}, sub.notify, func() bool {
+		evs, last := sub.take()
+		for _, e := range evs {
+			if sw.send(e) != nil {
+				return true
+			}
+		}
+		if last {
+			sw.finish("", "")
+		}
+		return last
+	})
+}
+
+// pushLoop serves a server stream once its first message is out: on each
+// notify, drain writes what came and reports whether the stream is done;
+// keep, the stream's keepalive message, goes between (at the interval the
+// caller asked for).
+// It returns when drain says so, a write fails or the caller hangs up; the
+// sandbox's end cuts the connection.
+func pushLoop(r *http.Request, sb *sandbox, sw *streamWriter, keep any, notify <-chan struct{}, drain func() bool) {
 	every := keepalive(r)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -329,18 +336,11 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, sb *sandbox, p *
 			}
 			return
 		case <-tick.C:
-			if sw.send(event{"keepalive": map[string]any{}}) != nil {
+			if sw.frame(0, keep) != nil {
 				return
 			}
-		case <-sub.notify:
-			evs, last := sub.take()
-			for _, e := range evs {
-				if sw.send(e) != nil {
-					return
-				}
-			}
-			if last {
-				sw.finish("", "")
+		case <-notify:
+			if drain() {
 				return
 			}
 			tick.Reset(every)
@@ -352,8 +352,11 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 	sb := sandboxOf(r)
 	var req struct {
 		Process *processConfig `json:"process"`
-		Tag     *string        `json:"tag"`
-		Stdin   *bool          `json:"stdin"`
+		PTY     *struct {
+			Size *ptySize `json:"size"`
+		} `json:"pty"`
+		Tag   *string `json:"tag"`
+		Stdin *bool   `json:"stdin"`
 	}
 	if !streamRequest(w, r, &req) {
 		return
@@ -362,8 +365,28 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		newStreamWriter(w).finish(codeInvalidArgument, "process.cmd is required")
 		return
 	}
+	user := requestUser(r, sb)
+	home, err := s.userHome(r.Context(), sb, user)
+	if err != nil {
+		if sb.ctx.Err() != nil {
+			abort()
+		}
+		newStreamWriter(w).finish(codeInvalidArgument, "error looking up user: "+err.Error())
+		return
+	}
+	spec := execSpec{cmd: append([]string{req.Process.Cmd}, req.Process.Args...), env: req.Process.Envs, dir: home,
+		user: user, stdin: req.Stdin != nil && *req.Stdin}
+	if req.Process.Cwd != nil && *req.Process.Cwd != "" {
+		spec.dir = *req.Process.Cwd
+	}
+	if req.PTY != nil {
+		spec.pty = &ptySize{Cols: 80, Rows: 24}
+		if req.PTY.Size != nil {
+			spec.pty = req.PTY.Size
+		}
+	}
 	sub := &subscriber{notify: make(chan struct{}, 1)}
-	p, err := s.start(sb, *req.Process, req.Tag, sub)
+	p, err := s.start(sb.ctx, sb, *req.Process, spec, req.Tag, sub)
 	if err != nil {
 		if sb.ctx.Err() != nil {
 			abort()
@@ -416,6 +439,21 @@ func (s *Server) handleProcList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"processes": out})
 }
 
+// liveProc finds the live process of a selector, answering the error
+// itself when there is none.
+func liveProc(w http.ResponseWriter, sb *sandbox, sel selector) (*proc, bool) {
+	p, ok := sb.procs.lookup(sel)
+	if ok {
+		p.mu.Lock()
+		ok = !p.ended
+		p.mu.Unlock()
+	}
+	if !ok {
+		writeConnectError(w, codeNotFound, "process with "+sel.String()+" not found")
+	}
+	return p, ok
+}
+
 func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 	sb := sandboxOf(r)
 	var req struct {
@@ -425,32 +463,108 @@ func (s *Server) handleSignal(w http.ResponseWriter, r *http.Request) {
 	if !unaryRequest(w, r, &req) {
 		return
 	}
-	var sig syscall.Signal
+	var sig string
 	switch req.Signal {
 	case "SIGNAL_SIGKILL", "9":
-		sig = syscall.SIGKILL
+		sig = "KILL"
 	case "SIGNAL_SIGTERM", "15":
-		sig = syscall.SIGTERM
+		sig = "TERM"
 	default:
-		writeConnectError(w, codeUnimplemented, "invalid signal: "+req.Signal)
+		writeConnectError(w, codeInvalidArgument, "invalid signal: "+req.Signal)
 		return
 	}
-	p, ok := sb.procs.lookup(req.Process)
-	if ok {
-		p.mu.Lock()
-		ok = !p.ended
-		p.mu.Unlock()
-	}
+	p, ok := liveProc(w, sb, req.Process)
 	if !ok {
-		writeConnectError(w, codeNotFound, "process with "+req.Process.String()+" not found")
 		return
 	}
-	if err := p.dp.Signal(r.Context(), sig); err != nil {
-		if sb.ctx.Err() != nil || errors.Is(err, vendors.ErrNotFound) {
+	if err := s.execSignal(r.Context(), p.ep, sig); err != nil {
+		if sb.ctx.Err() != nil {
 			abort()
 		}
 		writeConnectError(w, codeInternal, "error sending signal: "+err.Error())
 		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{})
+}
+
+func (s *Server) handleSendInput(w http.ResponseWriter, r *http.Request) {
+	sb := sandboxOf(r)
+	var req struct {
+		Process selector `json:"process"`
+		Input   struct {
+			Stdin []byte `json:"stdin"`
+			PTY   []byte `json:"pty"`
+		} `json:"input"`
+	}
+	if !unaryRequest(w, r, &req) {
+		return
+	}
+	p, ok := liveProc(w, sb, req.Process)
+	if !ok {
+		return
+	}
+	in := req.Input.Stdin
+	if p.ep.tty {
+		in = append(in, req.Input.PTY...)
+	}
+	if !p.ep.tty && req.Input.PTY != nil {
+		writeConnectError(w, codeInvalidArgument, "process has no pty")
+		return
+	}
+	if !p.ep.tty && !p.ep.stdin {
+		writeConnectError(w, codeFailedPrecondition, "stdin not enabled for process "+req.Process.String())
+		return
+	}
+	if err := p.ep.write(in); err != nil {
+		writeConnectError(w, codeFailedPrecondition, "error writing to stdin: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{})
+}
+
+func (s *Server) handleCloseStdin(w http.ResponseWriter, r *http.Request) {
+	sb := sandboxOf(r)
+	var req struct {
+		Process selector `json:"process"`
+	}
+	if !unaryRequest(w, r, &req) {
+		return
+	}
+	p, ok := liveProc(w, sb, req.Process)
+	if !ok {
+		return
+	}
+	if err := p.ep.closeStdin(); err != nil {
+		writeConnectError(w, codeInternal, "error closing stdin: "+err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{})
+}
+
+func (s *Server) handleUpdate(w http.ResponseWriter, r *http.Request) {
+	sb := sandboxOf(r)
+	var req struct {
+		Process selector `json:"process"`
+		PTY     *struct {
+			Size *ptySize `json:"size"`
+		} `json:"pty"`
+	}
+	if !unaryRequest(w, r, &req) {
+		return
+	}
+	p, ok := liveProc(w, sb, req.Process)
+	if !ok {
+		return
+	}
+	if req.PTY != nil && req.PTY.Size != nil {
+		if !p.ep.tty {
+			writeConnectError(w, codeInvalidArgument, "process has no pty")
+			return
+		}
+		if err := s.execResize(r.Context(), p.ep, *req.PTY.Size); err != nil {
+			writeConnectError(w, codeInternal, "error resizing pty: "+err.Error())
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/boxmeta"
@@ -26,10 +27,19 @@ type sandbox struct {
 	ctx                   context.Context // ends when the sandbox does
 	cancel                context.CancelFunc
 	procs                 *procTable
+	user                  string // the image's user: envd's default
+
+	homesMu  sync.Mutex
+	homes    map[string]string   // home directories by user
+	watchers map[string]*watcher // by watcher id
 
 	// Guarded by Server.mu.
-	endAt time.Time
-	timer *time.Timer
+	endAt  time.Time
+	timer  *time.Timer
+	paused bool
+	// timeout is the TTL of the sandbox's last create, connect or
+	// timeout call: a resume without one starts it again.
+	timeout time.Duration
 }
 
 // newSandbox asks for the fields of NewSandbox.
@@ -70,7 +80,8 @@ func (s *Server) createSandbox(ctx context.Context, req newSandbox, tpl *templat
 	now := time.Now().UTC()
 	sb := &sandbox{id: id, templateID: tpl.id, alias: tpl.name, box: box, ip: ip, startedAt: now,
 		metadata: maps.Clone(req.Metadata), allowInternet: req.AllowInternetAccess, cpuCount: 2, memoryMB: 512,
-		ctx: sctx, cancel: cancel}
+		ctx: sctx, cancel: cancel, user: s.defaultUser(ctx, box.ID()), homes: map[string]string{},
+		watchers: map[string]*watcher{}, timeout: timeout}
 	if sb.metadata == nil {
 		sb.metadata = map[string]string{}
 	}
@@ -135,6 +146,7 @@ func (s *Server) lookup(id string) (*sandbox, bool) {
 func (s *Server) kill(id, why string) bool {
 	s.mu.Lock()
 	sb, ok := s.sandboxes[id]
+	paused := ok && sb.paused
 	if ok {
 		delete(s.sandboxes, id)
 		if sb.timer != nil {
@@ -148,6 +160,9 @@ func (s *Server) kill(id, why string) bool {
 	sb.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if paused {
+		_ = s.cli.ContainerUnpause(ctx, sb.box.ID())
+	}
 	// Kill first, so the box's processes end at once, as a microVM's do.
 	_ = s.cli.ContainerKill(ctx, sb.box.ID(), "KILL")
 	if err := sb.box.Destroy(ctx); err != nil {
@@ -163,13 +178,13 @@ func (s *Server) running() int { return len(s.sandboxes) + s.pending }
 // detail is SandboxDetail (and, without the token, ListedSandbox).
 func (s *Server) detail(sb *sandbox, withToken bool) map[string]any {
 	s.mu.Lock()
-	end := sb.endAt
+	end, state := sb.endAt, stateOf(sb)
 	s.mu.Unlock()
 	d := map[string]any{
 		"templateID": sb.templateID, "sandboxID": sb.id, "clientID": "6532622b",
 		"startedAt": sb.startedAt.Format(time.RFC3339Nano), "endAt": end.UTC().Format(time.RFC3339Nano),
 		"cpuCount": sb.cpuCount, "memoryMB": sb.memoryMB, "diskSizeMB": 10240, "metadata": sb.metadata,
-		"state": "running", "envdVersion": envdVersion, "volumeMounts": []any{},
+		"state": state, "envdVersion": envdVersion, "volumeMounts": []any{},
 	}
 	if sb.alias != "" {
 		d["alias"] = sb.alias
@@ -205,9 +220,57 @@ func (s *Server) created(sb *sandbox) map[string]any {
 	return d
 }
 
-// envdVersion is the envd version sandboxes report.
-const envdVersion = "0.4.2"
+// envdVersion is the envd version sandboxes report: the newest whose
+// features (as the official SDKs gate them: closing stdin, octet-stream
+// uploads) the emulator has; file metadata (0.6.2) it has not.
+const envdVersion = "0.5.7"
 
 // abort ends a handler's response abruptly, as a proxy does when the
 // sandbox behind it goes: the client sees the connection cut.
 func abort() { panic(http.ErrAbortHandler) }
+
+// stateOf is a sandbox's SandboxState; s.mu is held.
+func stateOf(sb *sandbox) string {
+	if sb.paused {
+		return "paused"
+	}
+	return "running"
+}
+
+// pause freezes a running sandbox's container, as a pause keeps a
+// microVM's memory: its timeout stops while it is paused. It reports
+// false when the sandbox was paused already.
+func (s *Server) pause(ctx context.Context, sb *sandbox) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sb.paused {
+		return false, nil
+	}
+	if err := s.cli.ContainerPause(ctx, sb.box.ID()); err != nil {
+		return false, fmt.Errorf("pause the sandbox's container: %w", err)
+	}
+	sb.paused = true
+	if sb.timer != nil {
+		sb.timer.Stop()
+	}
+	s.log.Info("sandbox paused", "sandbox", sb.id)
+	return true, nil
+}
+
+// resume thaws a paused sandbox with timeout from now, reporting whether
+// it was paused.
+func (s *Server) resume(ctx context.Context, sb *sandbox, timeout time.Duration) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !sb.paused {
+		return false, nil
+	}
+	if err := s.cli.ContainerUnpause(ctx, sb.box.ID()); err != nil {
+		return false, fmt.Errorf("resume the sandbox's container: %w", err)
+	}
+	sb.paused = false
+	sb.timeout = timeout
+	s.setTimeoutLocked(sb, time.Now().Add(timeout))
+	s.log.Info("sandbox resumed", "sandbox", sb.id, "timeout", timeout)
+	return true, nil
+}

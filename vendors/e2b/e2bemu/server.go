@@ -292,3 +292,12 @@ func newUUID() string {
 
 // chance reports true with probability p.
 func chance(p float64) bool { return p > 0 && mrand.Float64() < p }
+
+// SDKEnv is the environment that points E2B's official SDKs, unchanged,
+// at an emulator served at base (http://host:port): the control plane at
+// base, and all envd traffic to base too (E2B_SANDBOX_URL), where the
+// SDKs name the sandbox and port in the E2b-Sandbox-Id and
+// E2b-Sandbox-Port headers.
+func SDKEnv(base, domain, apiKey string) map[string]string {
+	return map[string]string{"E2B_API_URL": base, "E2B_SANDBOX_URL": base, "E2B_DOMAIN": domain, "E2B_API_KEY": apiKey}
+}
