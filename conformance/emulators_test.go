@@ -60,7 +60,7 @@ const daytonaKey = "dtn_conformance_test_key"
 func daytonaTarget(t *testing.T, w *world, opts boxtest.Options) conformance.Target {
 	image := boxtest.Image(t, opts)
 	env := testbed.Require(t)
-	emu, err := daytonaemu.Start(daytonaemu.Options{APIKey: daytonaKey, DockerHost: env.DockerHost, Network: testNetwork,
+	emu, err := daytonaemu.New(daytonaemu.Options{APIKey: daytonaKey, DockerHost: env.DockerHost, Network: testNetwork,
 		Snapshots: map[string]string{"box": image}})
 	if err != nil {
 		t.Fatal(err)

@@ -142,7 +142,7 @@ func TestBuildCmd_Publish(t *testing.T) {
 	t.Cleanup(func() { e2bSrv.Close(); e2b.Close() })
 	t.Setenv("E2B_API_KEY", "e2b_test")
 
-	dt, err := daytonaemu.Start(daytonaemu.Options{APIKey: "dtn_test", Registry: env.Registry, DockerHost: env.DockerHost, Network: "boxctl-test"})
+	dt, err := daytonaemu.New(daytonaemu.Options{APIKey: "dtn_test", Registry: env.Registry, DockerHost: env.DockerHost, Network: "boxctl-test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func TestDaytona_BuildUpTurn(t *testing.T) {
 	const key = "dtn_boxctl_live_test_key_0123456789"
 	// With its defaults the emulator hands out push access to the test
 	// bed's registry, as the real service always hands out its own.
-	emu, err := daytonaemu.Start(daytonaemu.Options{APIKey: key, DockerHost: env.DockerHost, Network: "boxctl-test"})
+	emu, err := daytonaemu.New(daytonaemu.Options{APIKey: key, DockerHost: env.DockerHost, Network: "boxctl-test"})
 	if err != nil {
 		t.Fatal(err)
 	}

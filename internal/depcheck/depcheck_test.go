@@ -125,6 +125,13 @@ var emulators = map[string]bool{
 	"vendors/daytona/daytonaemu": true,
 }
 
+// emulatorKit is what the emulators share (their faults, the registry of
+// their Docker boxes, their listener) and holds no vendor's API: under
+// vendors, beside the vendors it emulates, so that every emulator may
+// import it; it imports the Docker vendor, as they do, and no client
+// imports it.
+const emulatorKit = "vendors/emukit"
+
 // shared are the packages under vendors that hold no vendor code and that
 // every part may import as it imports the vendors interface package: the
 // box labels, owners and the reaper.
@@ -181,7 +188,12 @@ func allowed(from, to string) bool {
 		// The interface package holds no vendor code.
 		return false
 	case from == opener:
-		return under(to, "vendors") && !emulators[to] && to != opener
+		return under(to, "vendors") && !emulators[to] && to != opener && to != emulatorKit
+	case emulators[from] && to == emulatorKit:
+		return true
+	case from == emulatorKit && under(to, "vendors/docker"):
+		// The kit's registry makes the emulators' Docker vendor boxes.
+		return true
 	case emulators[from] && (under(to, "vendors/docker") || under(to, "boximage")):
 		// An emulator's boxes are Docker vendor boxes, and the images it
 		// builds for them (as a vendor's runner builds a sandbox's image
@@ -337,6 +349,17 @@ func TestAllowed(t *testing.T) {
 		{"vendors/e2b/e2bemu", "vendors", true},
 		{"vendors/e2b/e2bemu", "internal/dockerclient", true},
 		{"vendors/e2b/e2bemu", "vendors/daytona", false},
+		{"vendors/e2b/e2bemu", "vendors/emukit", true},
+		{"vendors/daytona/daytonaemu", "vendors/emukit", true},
+		{"vendors/emukit", "vendors/docker", true},
+		{"vendors/emukit", "vendors", true},
+		{"vendors/emukit", "boximage", false},
+		{"vendors/emukit", "vendors/e2b", false},
+		{"vendors/e2b", "vendors/emukit", false},
+		{"vendors/daytona", "vendors/emukit", false},
+		{"vendors/open", "vendors/emukit", false},
+		{"provider/sandbox", "vendors/emukit", false},
+		{"cmd/boxctl", "vendors/emukit", true},
 		{"vendors/e2b/e2bemu", "provider/sandbox", false},
 		{"vendors/e2b", "vendors/e2b/e2bemu", false},
 		{"vendors/e2b", "vendors/docker", false},

@@ -2,7 +2,8 @@
 // way the architecture allows (cmd -> everything; provider/sandbox ->
 // provider, the vendors interface, pins; conformance -> provider/sandbox,
 // vendors, boximage; boximage -> pins; vendors/X -> vendors; the bridge
-// imports none of the client side; bridge/wire nothing of ours), keep the
+// imports none of the client side; bridge/wire nothing of ours; the
+// emulators -> their kit, vendors/emukit, which no client imports), keep the
 // box-bridge binary free of the Docker client, BuildKit and cobra, and
 // keep product code from importing fakes and test helpers.
 //

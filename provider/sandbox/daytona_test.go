@@ -42,7 +42,7 @@ func daytonaEmulator(t testing.TB, f *fixture, opts daytonaemu.Options) (*dayton
 	env := testbed.Require(t)
 	opts.APIKey, opts.DockerHost, opts.Network = daytonaKey, env.DockerHost, testNetwork
 	opts.Snapshots = map[string]string{"box": f.image}
-	emu, err := daytonaemu.Start(opts)
+	emu, err := daytonaemu.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func emulator(t *testing.T, opts daytonaemu.Options, clientOpts ...daytona.Optio
 	img := boxtest.Image(t, boxtest.Options{})
 	opts.APIKey, opts.DockerHost, opts.Network, opts.Registry = apiKey, env.DockerHost, "boxctl-test", env.Registry
 	opts.Snapshots = map[string]string{snapshotName: img}
-	emu, err := daytonaemu.Start(opts)
+	emu, err := daytonaemu.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

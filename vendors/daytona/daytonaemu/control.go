@@ -66,13 +66,13 @@ func (s *Server) startRoute(w http.ResponseWriter, r *http.Request, idOrName str
 	old := sb.State
 	sb.State, sb.DesiredState, sb.pending, sb.UpdatedAt = "starting", stateStarted, true, time.Now().UTC()
 	s.notify(sb, old)
-	box, frozen := sb.box, sb.frozen
+	frozen := sb.frozen
 	s.mu.Unlock()
 	if frozen != nil {
 		<-frozen
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
-	err := s.engine.ContainerUnpause(ctx, box.ID())
+	err := s.boxes.Thaw(ctx, sb.ID)
 	cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -112,21 +112,6 @@ func (s *Server) lastActivity(w http.ResponseWriter, r *http.Request, idOrName s
 		sb.LastActivity = time.Now().UTC()
 		w.WriteHeader(http.StatusCreated)
 	})
-}
-
-// freeze pauses the sandbox's container. Call without s.mu.
-func (s *Server) freeze(id string) error {
-	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
-	defer cancel()
-	return s.engine.ContainerPause(ctx, id)
-}
-
-// unfreezeForRemoval resumes a paused container so that its removal ends
-// its processes at once.
-func (s *Server) unfreezeForRemoval(ctx context.Context, id string) {
-	if c, err := s.engine.ContainerInspect(ctx, id); err == nil && c.State != nil && c.State.Paused {
-		_ = s.engine.ContainerUnpause(ctx, id)
-	}
 }
 
 // listSnapshots is GET /snapshots: PaginatedSnapshots.

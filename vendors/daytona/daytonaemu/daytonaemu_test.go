@@ -21,7 +21,7 @@ const key = "dtn_emulator_test"
 func start(t *testing.T) *daytonaemu.Server {
 	t.Helper()
 	env := testbed.Require(t)
-	emu, err := daytonaemu.Start(daytonaemu.Options{APIKey: key, DockerHost: env.DockerHost, Network: "boxctl-test",
+	emu, err := daytonaemu.New(daytonaemu.Options{APIKey: key, DockerHost: env.DockerHost, Network: "boxctl-test",
 		Snapshots: map[string]string{"missing": "127.0.0.1:5000/boxctl-test/no-such-image:x"}})
 	if err != nil {
 		t.Fatal(err)

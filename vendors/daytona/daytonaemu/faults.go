@@ -1,69 +1,26 @@
 package daytonaemu
 
 import (
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tangle-network/boxctl/vendors/emukit"
 )
 
-// Faults are failures the emulator injects. The zero value injects none.
-type Faults struct {
-	// ErrorRate is the share (0 to 1) of control plane calls that fail
-	// with one of Statuses.
-	ErrorRate float64
-	// Statuses are the statuses failing calls get, chosen at random.
-	// Default 429 and 503. A 429 never takes effect: throttling refuses a
-	// call before it runs.
-	Statuses []int
-	// LostRate is the share (0 to 1) of failed calls that change something
-	// (not GET) which take effect before their 5xx answer, as when a
-	// server fails after acting and the answer is lost.
-	LostRate float64
-	// RetryAfter is the wait a 429 asks for, in its
-	// Retry-After-<throttler> header. Default 1s.
-	RetryAfter time.Duration
-	// CreateDelay delays every sandbox's start by this long.
-	CreateDelay time.Duration
-	// VanishAfter deletes every sandbox this long after it started, behind
-	// its clients' backs (see Server.Vanish). Zero: never.
-	VanishAfter time.Duration
-}
+// Faults are failures the emulator injects, those of every emulator. The
+// zero value injects none.
+type Faults = emukit.Faults
 
-func (f Faults) check() error {
-	if f.ErrorRate < 0 || f.ErrorRate > 1 || f.LostRate < 0 || f.LostRate > 1 {
-		return fmt.Errorf("daytonaemu: error rate %v, lost rate %v: want 0 to 1", f.ErrorRate, f.LostRate)
-	}
-	for _, st := range f.Statuses {
-		if st != http.StatusTooManyRequests && (st < 500 || st > 599) {
-			return fmt.Errorf("daytonaemu: fail status %d: want 429 or 5xx", st)
-		}
-	}
-	if f.RetryAfter < 0 || f.CreateDelay < 0 || f.VanishAfter < 0 {
-		return errors.New("daytonaemu: negative fault duration")
-	}
-	return nil
-}
-
-// SetFaults replaces the faults injected from now on.
+// SetFaults replaces the faults injected from now on. It refuses faults
+// out of range.
 func (s *Server) SetFaults(f Faults) error {
-	if err := f.check(); err != nil {
-		return err
+	if err := s.faults.Set(f); err != nil {
+		return fmt.Errorf("daytonaemu: %w", err)
 	}
-	s.mu.Lock()
-	s.faults = f
-	s.mu.Unlock()
 	return nil
-}
-
-func (s *Server) currentFaults() Faults {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.faults
 }
 
 // throttler names the rate limit a control plane route falls under, as
@@ -78,30 +35,14 @@ func throttler(r *http.Request) string {
 	return "authenticated"
 }
 
-// faulty serves r with h, or fails it as the faults say.
-func (s *Server) faulty(w http.ResponseWriter, r *http.Request, h http.HandlerFunc) {
-	f := s.currentFaults()
-	if f.ErrorRate == 0 || rand.Float64() >= f.ErrorRate {
-		h(w, r)
-		return
-	}
-	statuses := f.Statuses
-	if len(statuses) == 0 {
-		statuses = []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}
-	}
-	st := statuses[rand.IntN(len(statuses))]
-	if st == http.StatusTooManyRequests {
-		wait := f.RetryAfter
-		if wait == 0 {
-			wait = time.Second
-		}
-		w.Header().Set("Retry-After-"+throttler(r), strconv.Itoa(int((wait+time.Second-1)/time.Second)))
-		writeError(w, r, st, "ThrottlerException: Too Many Requests")
-		return
-	}
-	if r.Method != http.MethodGet && rand.Float64() < f.LostRate {
-		// The call takes effect; its answer is lost to a failing gateway.
-		h(httptest.NewRecorder(), r)
-	}
-	writeError(w, r, st, http.StatusText(st))
+// throttled answers a call refused by the faults with 429, its wait in
+// the Retry-After-<throttler> header.
+func throttled(w http.ResponseWriter, r *http.Request, wait time.Duration) {
+	w.Header().Set("Retry-After-"+throttler(r), strconv.Itoa(emukit.Seconds(wait)))
+	writeError(w, r, http.StatusTooManyRequests, "ThrottlerException: Too Many Requests")
+}
+
+// failed answers a call failed by the faults with a 5xx.
+func failed(w http.ResponseWriter, r *http.Request, status int) {
+	writeError(w, r, status, http.StatusText(status))
 }

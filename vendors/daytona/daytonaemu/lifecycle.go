@@ -20,13 +20,8 @@ const labelSandbox = "io.daytona.emulator.sandbox"
 // start makes the sandbox's container and marks it started, or error
 // with the reason.
 func (s *Server) start(sb *sandbox) {
-	f := s.currentFaults()
-	if f.CreateDelay > 0 {
-		select {
-		case <-time.After(f.CreateDelay):
-		case <-sb.ctx.Done():
-		}
-	}
+	vanish := s.faults.Faults().VanishAfter
+	s.faults.Delay(sb.ctx)
 	s.mu.Lock()
 	env := maps.Clone(sb.Env)
 	if env == nil {
@@ -47,6 +42,7 @@ func (s *Server) start(sb *sandbox) {
 	res := vendors.Resources{CPUs: float64(cpu), MemoryBytes: int64(mem) << 30}
 	_ = disk // the engine's storage drivers do not bound disk uniformly
 	var box vendors.Box
+	var ip string
 	err := sb.ctx.Err()
 	if err == nil && sb.dockerfile != "" {
 		img, err = s.buildSandboxImage(sb)
@@ -55,14 +51,11 @@ func (s *Server) start(sb *sandbox) {
 		if life < time.Second {
 			err = errors.New("the sandbox's BOX_DEADLINE has passed")
 		} else {
-			box, err = s.docker.Create(sb.ctx, vendors.CreateSpec{Image: img, Lifetime: life, RunTag: "daytonaemu-" + id[:8],
+			box, ip, err = s.boxes.Create(sb.ctx, id, vendors.CreateSpec{Image: img, Lifetime: life, RunTag: "daytonaemu-" + id[:8],
 				Labels: map[string]string{labelSandbox: id}, Env: env, Resources: res})
 		}
 	}
-	ip, user, home, work := "", "", "", ""
-	if err == nil {
-		ip, err = s.containerIP(sb.ctx, box.ID())
-	}
+	user, home, work := "", "", ""
 	if err == nil {
 		user, home, work = probeUser(sb.ctx, box)
 	}
@@ -76,7 +69,7 @@ func (s *Server) start(sb *sandbox) {
 			defer s.wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			_ = box.Destroy(ctx)
+			_ = s.boxes.Remove(ctx, id)
 		}()
 	}
 	switch {
@@ -100,12 +93,12 @@ func (s *Server) start(sb *sandbox) {
 	sb.State, sb.LastActivity = stateStarted, time.Now().UTC()
 	s.notify(sb, old)
 	s.opts.Log.Info("daytona sandbox started", "id", id, "container", box.ID()[:12])
-	if f.VanishAfter > 0 {
+	if vanish > 0 {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			select {
-			case <-time.After(f.VanishAfter):
+			case <-time.After(vanish):
 				_ = s.Vanish(id)
 			case <-sb.ctx.Done():
 			}
@@ -140,22 +133,6 @@ type buildError struct{ err error }
 func (e *buildError) Error() string { return "build failed: " + e.err.Error() }
 func (e *buildError) Unwrap() error { return e.err }
 
-// containerIP returns the container's address on the sandboxes' network.
-func (s *Server) containerIP(ctx context.Context, id string) (string, error) {
-	c, err := s.engine.ContainerInspect(ctx, id)
-	if err != nil {
-		return "", err
-	}
-	if c.NetworkSettings != nil {
-		for name, n := range c.NetworkSettings.Networks {
-			if (name == s.opts.Network || len(c.NetworkSettings.Networks) == 1) && n.IPAddress != "" {
-				return n.IPAddress, nil
-			}
-		}
-	}
-	return "", fmt.Errorf("container %s has no address on network %s", id[:12], s.opts.Network)
-}
-
 // destroy removes a deleted sandbox's container and marks it destroyed.
 func (s *Server) destroy(sb *sandbox) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -175,15 +152,9 @@ func (s *Server) destroy(sb *sandbox) {
 
 // removeContainer ends the sandbox's streams and removes its container.
 func (s *Server) removeContainer(ctx context.Context, sb *sandbox) {
-	s.mu.Lock()
-	box := sb.box
-	s.mu.Unlock()
 	sb.cancel()
-	if box != nil {
-		s.unfreezeForRemoval(ctx, box.ID())
-		if err := box.Destroy(ctx); err != nil {
-			s.opts.Log.Warn("daytona emulator: remove container", "id", sb.ID, "err", err)
-		}
+	if err := s.boxes.Remove(ctx, sb.ID); err != nil {
+		s.opts.Log.Warn("daytona emulator: remove container", "id", sb.ID, "err", err)
 	}
 }
 
@@ -212,10 +183,10 @@ func (s *Server) stop(sb *sandbox, why string) {
 			return
 		}
 		if ended {
-			_ = box.Destroy(ctx)
+			_ = s.boxes.Remove(ctx, sb.ID)
 			return
 		}
-		if err := s.freeze(box.ID()); err != nil {
+		if err := s.boxes.Freeze(ctx, sb.ID); err != nil {
 			s.opts.Log.Warn("daytona emulator: freeze a stopped sandbox", "id", sb.ID, "err", err)
 		}
 	}()

@@ -95,10 +95,7 @@ func (s *Server) previewOrigin(sb *sandbox, port int) (string, error) {
 	if ln := s.previews[key]; ln != nil {
 		return "http://" + ln.Addr().String(), nil
 	}
-	host, _, _ := net.SplitHostPort(s.ln.Addr().String())
-	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-		host = "127.0.0.1"
-	}
+	host, _, _ := net.SplitHostPort(s.ln.Addr())
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", fmt.Errorf("preview listener: %w", err)

@@ -16,8 +16,8 @@ import (
 
 	"github.com/docker/docker/client"
 
-	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/emukit"
 )
 
 // Options configure a Server. The zero value of every field but APIKey
@@ -55,7 +55,9 @@ type Options struct {
 	// MaxLifetime bounds the container of a sandbox whose environment
 	// names no BOX_DEADLINE. Default 24h.
 	MaxLifetime time.Duration
-	// Faults are the faults to inject from the start (see SetFaults).
+	// Faults are the faults to inject from the start (see SetFaults). A
+	// failed call that is not a GET takes effect before its 5xx at
+	// LostRate; a 429 names its throttler (Retry-After-<throttler>).
 	Faults Faults
 	// Log receives a line per state change. Default discards.
 	Log *slog.Logger
@@ -69,10 +71,10 @@ const DefaultRegistry = "127.0.0.1:5000"
 type Server struct {
 	opts   Options
 	url    string // http://host:port
-	ln     net.Listener
-	srv    *http.Server
-	docker *docker.Vendor
-	engine *client.Client
+	ln     *emukit.Listener
+	boxes  *emukit.Registry
+	engine *client.Client // the boxes' engine
+	faults *emukit.Injector
 	proxy  *http.Transport // to the sandboxes' ports
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -83,7 +85,6 @@ type Server struct {
 	buildMu sync.Mutex // one declarative build at a time
 
 	mu        sync.Mutex
-	faults    Faults
 	sandboxes map[string]*sandbox     // by id
 	previews  map[string]net.Listener // by sandbox id:port
 	listeners map[chan event]struct{} // open events connections
@@ -91,8 +92,8 @@ type Server struct {
 	created   int // sandboxes ever created, for cursors
 }
 
-// Start listens and serves the emulator until Close.
-func Start(opts Options) (*Server, error) {
+// New listens and serves the emulator until Close.
+func New(opts Options) (*Server, error) {
 	if opts.APIKey == "" {
 		return nil, errors.New("daytonaemu: an API key is required")
 	}
@@ -114,27 +115,18 @@ func Start(opts Options) (*Server, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	if err := opts.Faults.check(); err != nil {
-		return nil, err
-	}
-	dv, err := docker.New(docker.WithHost(opts.DockerHost), docker.WithNetwork(opts.Network), docker.WithLogger(opts.Log))
+	faults, err := emukit.NewInjector(emukit.InjectorOptions{Faults: opts.Faults, Throttled: throttled, Failed: failed,
+		Lost: func(r *http.Request) bool { return r.Method != http.MethodGet }})
 	if err != nil {
 		return nil, fmt.Errorf("daytonaemu: %w", err)
 	}
-	engine, err := dockerclient.New(opts.DockerHost)
+	boxes, err := emukit.NewRegistry(emukit.RegistryOptions{DockerHost: opts.DockerHost, Network: opts.Network, Log: opts.Log})
 	if err != nil {
-		dv.Close()
 		return nil, fmt.Errorf("daytonaemu: %w", err)
-	}
-	ln, err := net.Listen("tcp", opts.Addr)
-	if err != nil {
-		dv.Close()
-		engine.Close()
-		return nil, fmt.Errorf("daytonaemu: listen: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{opts: opts, url: "http://" + ln.Addr().String(), ln: ln, docker: dv, engine: engine, ctx: ctx, cancel: cancel,
-		pushUser: "robot$push-" + newID(4), pushSecret: newID(16), faults: opts.Faults,
+	s := &Server{opts: opts, boxes: boxes, engine: boxes.Engine(), faults: faults, ctx: ctx, cancel: cancel,
+		pushUser: "robot$push-" + newID(4), pushSecret: newID(16),
 		sandboxes: map[string]*sandbox{}, snapshots: map[string]*snapshot{},
 		previews: map[string]net.Listener{}, listeners: map[chan event]struct{}{},
 		// The containers' addresses are on this machine's Docker network:
@@ -147,12 +139,13 @@ func Start(opts Options) (*Server, error) {
 			CPU: 1, Mem: 1, Disk: 3, CreatedAt: now, UpdatedAt: now, image: ref}
 		s.snapshots[snap.ID] = snap
 	}
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second}
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		_ = s.srv.Serve(ln)
-	}()
+	if s.ln, err = emukit.Listen(opts.Addr, s); err != nil {
+		cancel()
+		boxes.Close()
+		return nil, fmt.Errorf("daytonaemu: listen: %w", err)
+	}
+	s.url = s.ln.URL()
+	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		s.sweep()
@@ -168,30 +161,14 @@ func (s *Server) APIURL() string { return s.url + "/api" }
 
 // Close stops serving and removes every sandbox's container.
 func (s *Server) Close() error {
-	s.cancel()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err := s.srv.Shutdown(ctx)
-	if err != nil {
-		_ = s.srv.Close()
-	}
+	s.cancel() // every sandbox's streams end
+	err := s.ln.Close()
 	s.mu.Lock()
-	var all []*sandbox
-	for _, sb := range s.sandboxes {
-		all = append(all, sb)
-	}
 	s.closePreviews("")
 	s.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, sb := range all {
-		wg.Go(func() { s.removeContainer(ctx, sb) })
-	}
-	wg.Wait()
 	s.wg.Wait()
 	s.proxy.CloseIdleConnections()
-	s.docker.Close()
-	s.engine.Close()
-	return nil
+	return errors.Join(err, s.boxes.Close())
 }
 
 // ServeHTTP routes by host: preview hosts to the sandbox's port, the rest
@@ -209,7 +186,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, http.StatusUnauthorized, "Unauthorized")
 			return
 		}
-		s.faulty(w, r, s.api)
+		s.faults.Serve(w, r, http.HandlerFunc(s.api))
 	case strings.HasPrefix(r.URL.Path, "/toolbox/"):
 		s.toolbox(w, r)
 	default:

@@ -49,32 +49,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "Invalid API key, please visit https://e2b.dev/docs/api-key to get a new one.")
 		return
 	}
-	s.mu.Lock()
-	f := s.faults
-	s.mu.Unlock()
-	if chance(f.ErrorRate) {
-		create := r.Method == http.MethodPost && (r.URL.Path == "/v2/sandboxes" || r.URL.Path == "/sandboxes")
-		if chance(0.5) {
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusTooManyRequests, "Rate limit exceeded, please try again later.")
-			return
-		}
-		if create && chance(f.LostRate) {
-			// The create happens; its answer is lost.
-			s.api.ServeHTTP(discard{h: http.Header{}}, r)
-		}
-		writeError(w, http.StatusServiceUnavailable, "Service is temporarily unavailable, please try again later.")
-		return
-	}
-	s.api.ServeHTTP(w, r)
+	s.faults.Serve(w, r, s.api)
 }
-
-// discard is a ResponseWriter that drops the answer.
-type discard struct{ h http.Header }
-
-func (d discard) Header() http.Header         { return d.h }
-func (d discard) Write(b []byte) (int, error) { return len(b), nil }
-func (d discard) WriteHeader(int)             {}
 
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
@@ -133,17 +109,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.pending++
-	delay := s.faults.CreateDelay
 	s.mu.Unlock()
 	defer func() { s.mu.Lock(); s.pending--; s.mu.Unlock() }()
-	if delay > 0 {
-		t := time.NewTimer(delay)
-		select {
-		case <-r.Context().Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
+	if !s.faults.Delay(r.Context()) {
+		return
 	}
 	// The create goes on when the caller hangs up, as a real control
 	// plane's does.

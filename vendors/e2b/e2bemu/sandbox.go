@@ -2,7 +2,6 @@ package e2bemu
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -64,17 +63,12 @@ func (s *Server) createSandbox(ctx context.Context, req newSandbox, tpl *templat
 	env := maps.Clone(req.EnvVars)
 	delete(env, boxmeta.EnvDeadline)
 	delete(env, boxmeta.EnvLifetime)
-	box, err := s.docker.Create(ctx, vendors.CreateSpec{
+	box, ip, err := s.boxes.Create(ctx, id, vendors.CreateSpec{
 		Image: tpl.image, Lifetime: s.opts.MaxTimeout + time.Minute, RunTag: s.runTag,
 		Labels: map[string]string{"dev.e2b.emulator.sandbox": id}, Env: env,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create the sandbox's container: %w", err)
-	}
-	ip, err := s.containerIP(ctx, box.ID())
-	if err != nil {
-		_ = box.Destroy(context.WithoutCancel(ctx))
-		return nil, err
 	}
 	sctx, cancel := context.WithCancel(s.ctx)
 	now := time.Now().UTC()
@@ -95,32 +89,13 @@ func (s *Server) createSandbox(ctx context.Context, req newSandbox, tpl *templat
 	s.mu.Lock()
 	s.sandboxes[id] = sb
 	s.setTimeoutLocked(sb, now.Add(timeout))
-	vanish := s.faults.VanishAfter
 	s.mu.Unlock()
+	vanish := s.faults.Faults().VanishAfter
 	if vanish > 0 {
 		time.AfterFunc(vanish, func() { s.kill(id, "vanished (fault)") })
 	}
 	s.log.Info("sandbox created", "sandbox", id, "template", tpl.id, "container", box.ID()[:12], "timeout", timeout)
 	return sb, nil
-}
-
-// containerIP returns the container's address on the boxes' network.
-func (s *Server) containerIP(ctx context.Context, containerID string) (string, error) {
-	c, err := s.cli.ContainerInspect(ctx, containerID)
-	if err != nil {
-		return "", fmt.Errorf("inspect the sandbox's container: %w", err)
-	}
-	if c.NetworkSettings != nil {
-		if n, ok := c.NetworkSettings.Networks[s.docker.Network()]; ok && n.IPAddress != "" {
-			return n.IPAddress, nil
-		}
-		for _, n := range c.NetworkSettings.Networks {
-			if n.IPAddress != "" {
-				return n.IPAddress, nil
-			}
-		}
-	}
-	return "", errors.New("the sandbox's container has no address")
 }
 
 // setTimeoutLocked moves the sandbox's end; s.mu is held.
@@ -146,7 +121,6 @@ func (s *Server) lookup(id string) (*sandbox, bool) {
 func (s *Server) kill(id, why string) bool {
 	s.mu.Lock()
 	sb, ok := s.sandboxes[id]
-	paused := ok && sb.paused
 	if ok {
 		delete(s.sandboxes, id)
 		if sb.timer != nil {
@@ -160,12 +134,8 @@ func (s *Server) kill(id, why string) bool {
 	sb.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if paused {
-		_ = s.cli.ContainerUnpause(ctx, sb.box.ID())
-	}
-	// Kill first, so the box's processes end at once, as a microVM's do.
-	_ = s.cli.ContainerKill(ctx, sb.box.ID(), "KILL")
-	if err := sb.box.Destroy(ctx); err != nil {
+	// Killed first, so the box's processes end at once, as a microVM's do.
+	if err := s.boxes.Remove(ctx, id); err != nil {
 		s.log.Warn("remove a sandbox's container", "sandbox", id, "err", err)
 	}
 	s.log.Info("sandbox ended", "sandbox", id, "why", why)
@@ -246,7 +216,7 @@ func (s *Server) pause(ctx context.Context, sb *sandbox) (bool, error) {
 	if sb.paused {
 		return false, nil
 	}
-	if err := s.cli.ContainerPause(ctx, sb.box.ID()); err != nil {
+	if err := s.boxes.Freeze(ctx, sb.id); err != nil {
 		return false, fmt.Errorf("pause the sandbox's container: %w", err)
 	}
 	sb.paused = true
@@ -265,7 +235,7 @@ func (s *Server) resume(ctx context.Context, sb *sandbox, timeout time.Duration)
 	if !sb.paused {
 		return false, nil
 	}
-	if err := s.cli.ContainerUnpause(ctx, sb.box.ID()); err != nil {
+	if err := s.boxes.Thaw(ctx, sb.id); err != nil {
 		return false, fmt.Errorf("resume the sandbox's container: %w", err)
 	}
 	sb.paused = false

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -18,9 +17,8 @@ import (
 
 	"github.com/docker/docker/client"
 
-	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/vendors"
-	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/emukit"
 )
 
 // Defaults.
@@ -40,6 +38,10 @@ const (
 type Options struct {
 	// APIKey is the only X-API-Key the control plane accepts. Required.
 	APIKey string
+	// Addr, when set, is the address (host:port; port 0 picks a free
+	// one) New listens on and serves the Server at until Close: see URL.
+	// Empty: the caller serves the Server, an http.Handler.
+	Addr string
 	// Domain is the domain served. Default DefaultDomain.
 	Domain string
 	// DockerHost is the Docker engine the sandboxes run on. Default
@@ -61,35 +63,26 @@ type Options struct {
 	// credentials into a registry login, as E2B does natively for ECR.
 	// Empty: builds from "aws" registries fail.
 	ECREndpoint string
-	// Faults are the initial fault switches (SetFaults changes them).
+	// Faults are the initial fault switches (SetFaults changes them). A
+	// failed create's 503 comes after the sandbox was made at LostRate.
 	Faults Faults
 	// Log receives one record per sandbox and build transition. Default
 	// discards.
 	Log *slog.Logger
 }
 
-// Faults are the emulator's fault switches. The zero value injects none.
-type Faults struct {
-	// ErrorRate is the share (0..1) of control plane calls answered with
-	// an error status instead: 429 or 503, at random.
-	ErrorRate float64
-	// LostRate is the share (0..1) of create calls chosen to fail with
-	// 503 that make the sandbox anyway before answering, as when a
-	// create's answer is lost.
-	LostRate float64
-	// CreateDelay delays every create by this long.
-	CreateDelay time.Duration
-	// VanishAfter makes every sandbox vanish (killed without any call)
-	// this long after its create; zero means never.
-	VanishAfter time.Duration
-}
+// Faults are the emulator's fault switches, those of every emulator. The
+// zero value injects none.
+type Faults = emukit.Faults
 
 // Server is the emulator, an http.Handler.
 type Server struct {
 	opts   Options
 	log    *slog.Logger
-	docker *docker.Vendor
-	cli    *client.Client
+	boxes  *emukit.Registry
+	cli    *client.Client // the boxes' engine
+	ln     *emukit.Listener
+	faults *emukit.Injector
 	runTag string
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -98,7 +91,6 @@ type Server struct {
 	envd   *http.ServeMux
 
 	mu        sync.Mutex
-	faults    Faults
 	sandboxes map[string]*sandbox
 	pending   int // creates in flight, for MaxSandboxes
 	builds    map[string]*build
@@ -120,29 +112,58 @@ func New(opts Options) (*Server, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	dopts := []docker.Option{docker.WithHost(opts.DockerHost), docker.WithLogger(opts.Log)}
-	if opts.Network != "" {
-		dopts = append(dopts, docker.WithNetwork(opts.Network))
-	}
-	dv, err := docker.New(dopts...)
+	faults, err := emukit.NewInjector(emukit.InjectorOptions{Faults: opts.Faults, Throttled: throttled, Failed: failed,
+		Lost: func(r *http.Request) bool {
+			return r.Method == http.MethodPost && (r.URL.Path == "/v2/sandboxes" || r.URL.Path == "/sandboxes")
+		}})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("e2bemu: %w", err)
 	}
-	cli, err := dockerclient.New(opts.DockerHost)
+	boxes, err := emukit.NewRegistry(emukit.RegistryOptions{DockerHost: opts.DockerHost, Network: opts.Network, Log: opts.Log})
 	if err != nil {
-		dv.Close()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{opts: opts, log: opts.Log, docker: dv, cli: cli, runTag: "e2bemu-" + randomString(10, lowerDigits),
-		ctx: ctx, cancel: cancel, api: http.NewServeMux(), envd: http.NewServeMux(), faults: opts.Faults,
+	s := &Server{opts: opts, log: opts.Log, boxes: boxes, cli: boxes.Engine(), faults: faults, runTag: "e2bemu-" + randomString(10, lowerDigits),
+		ctx: ctx, cancel: cancel, api: http.NewServeMux(), envd: http.NewServeMux(),
 		sandboxes: map[string]*sandbox{}, builds: map[string]*build{}, templates: map[string]*template{}}
 	for id, img := range opts.Templates {
 		s.templates[id] = &template{id: id, image: img, ready: true}
 	}
 	s.routeAPI()
 	s.routeEnvd()
+	if opts.Addr != "" {
+		if s.ln, err = emukit.Listen(opts.Addr, s); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("e2bemu: listen: %w", err)
+		}
+	}
 	return s, nil
+}
+
+// throttled answers a call refused by the faults with 429, as E2B's rate
+// limit does.
+func throttled(w http.ResponseWriter, _ *http.Request, wait time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(emukit.Seconds(wait)))
+	writeError(w, http.StatusTooManyRequests, "Rate limit exceeded, please try again later.")
+}
+
+// failed answers a call failed by the faults with a 5xx.
+func failed(w http.ResponseWriter, _ *http.Request, status int) {
+	msg := http.StatusText(status)
+	if status == http.StatusServiceUnavailable {
+		msg = "Service is temporarily unavailable, please try again later."
+	}
+	writeError(w, status, msg)
+}
+
+// URL returns the base URL the Server serves at (http://host:port) when
+// Options.Addr was set, else "".
+func (s *Server) URL() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.URL()
 }
 
 // Domain returns the domain served.
@@ -151,11 +172,13 @@ func (s *Server) Domain() string { return s.opts.Domain }
 // RunTag returns the run tag of the Docker boxes behind the sandboxes.
 func (s *Server) RunTag() string { return s.runTag }
 
-// SetFaults changes the fault switches from now on.
-func (s *Server) SetFaults(f Faults) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = f
+// SetFaults changes the fault switches from now on. It refuses faults
+// out of range.
+func (s *Server) SetFaults(f Faults) error {
+	if err := s.faults.Set(f); err != nil {
+		return fmt.Errorf("e2bemu: %w", err)
+	}
+	return nil
 }
 
 // Backend returns the Docker box behind a sandbox, for tests that check
@@ -188,8 +211,9 @@ func (s *Server) Vanish(sandboxID string) bool {
 	return s.kill(sandboxID, "vanished")
 }
 
-// Close kills every sandbox, stops template builds and releases the
-// engine connection.
+// Close kills every sandbox, stops template builds, stops serving (with
+// Options.Addr: the sandboxes' streams ended, that is at once) and
+// releases the engine connection.
 func (s *Server) Close() error {
 	s.cancel()
 	s.mu.Lock()
@@ -202,8 +226,11 @@ func (s *Server) Close() error {
 		s.kill(id, "emulator closed")
 	}
 	s.wg.Wait()
-	s.cli.Close()
-	return s.docker.Close()
+	var err error
+	if s.ln != nil {
+		err = s.ln.Close()
+	}
+	return errors.Join(err, s.boxes.Close())
 }
 
 // ServeHTTP routes by host: {port}-{sandboxID}.{domain} (or an IP host with
@@ -289,9 +316,6 @@ func newUUID() string {
 	h := randomString(32, hexDigits)
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
-
-// chance reports true with probability p.
-func chance(p float64) bool { return p > 0 && mrand.Float64() < p }
 
 // SDKEnv is the environment that points E2B's official SDKs, unchanged,
 // at an emulator served at base (http://host:port): the control plane at

@@ -1,4 +1,4 @@
-package main
+package emukit
 
 import (
 	"net"
@@ -18,8 +18,8 @@ func TestDialAddr(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := dialAddr(a); got != tt.want {
-				t.Errorf("dialAddr(%s) = %s, want %s", tt.listen, got, tt.want)
+			if got := DialAddr(a); got != tt.want {
+				t.Errorf("DialAddr(%s) = %s, want %s", tt.listen, got, tt.want)
 			}
 		})
 	}

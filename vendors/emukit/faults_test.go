@@ -1,0 +1,100 @@
+package emukit
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFaultsCheck(t *testing.T) {
+	tests := []struct {
+		name   string
+		faults Faults
+		want   string // "" for none
+	}{
+		{"zero", Faults{}, ""},
+		{"full", Faults{ErrorRate: 1, LostRate: 1, Statuses: []int{429, 500, 599}, RetryAfter: time.Second}, ""},
+		{"error rate over 1", Faults{ErrorRate: 1.5}, "error rate 1.5"},
+		{"negative lost rate", Faults{LostRate: -0.1}, "lost rate -0.1"},
+		{"a 404 status", Faults{Statuses: []int{404}}, "fail status 404"},
+		{"negative delay", Faults{CreateDelay: -time.Second}, "negative fault duration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.faults.Check()
+			if (tt.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Check() = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestInjectorServe(t *testing.T) {
+	tests := []struct {
+		name       string
+		faults     Faults
+		lost       bool
+		wantStatus int
+		wantHeader string // the wait a 429 asks for
+		wantRan    bool   // the handler ran
+	}{
+		{"no faults", Faults{}, true, http.StatusOK, "", true},
+		{"throttled", Faults{ErrorRate: 1, Statuses: []int{429}, LostRate: 1}, true, http.StatusTooManyRequests, "1", false},
+		{"throttled with a wait", Faults{ErrorRate: 1, Statuses: []int{429}, RetryAfter: 2500 * time.Millisecond}, true,
+			http.StatusTooManyRequests, "3", false},
+		{"failed", Faults{ErrorRate: 1, Statuses: []int{502}}, true, http.StatusBadGateway, "", false},
+		{"failed after it took effect", Faults{ErrorRate: 1, Statuses: []int{503}, LostRate: 1}, true,
+			http.StatusServiceUnavailable, "", true},
+		{"failed, may not take effect", Faults{ErrorRate: 1, Statuses: []int{503}, LostRate: 1}, false,
+			http.StatusServiceUnavailable, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in, err := NewInjector(InjectorOptions{Faults: tt.faults,
+				Throttled: func(w http.ResponseWriter, _ *http.Request, wait time.Duration) {
+					w.Header().Set("Retry-After", strconv.Itoa(Seconds(wait)))
+					w.WriteHeader(http.StatusTooManyRequests)
+				},
+				Failed: func(w http.ResponseWriter, _ *http.Request, status int) { w.WriteHeader(status) },
+				Lost:   func(*http.Request) bool { return tt.lost },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ran := false
+			w := httptest.NewRecorder()
+			in.Serve(w, httptest.NewRequest(http.MethodPost, "/x", nil), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				ran = true
+				w.WriteHeader(http.StatusOK)
+			}))
+			if w.Code != tt.wantStatus || w.Header().Get("Retry-After") != tt.wantHeader || ran != tt.wantRan {
+				t.Errorf("status %d, Retry-After %q, ran %v; want %d, %q, %v",
+					w.Code, w.Header().Get("Retry-After"), ran, tt.wantStatus, tt.wantHeader, tt.wantRan)
+			}
+		})
+	}
+}
+
+func TestInjectorSet(t *testing.T) {
+	in, err := NewInjector(InjectorOptions{Throttled: func(http.ResponseWriter, *http.Request, time.Duration) {},
+		Failed: func(http.ResponseWriter, *http.Request, int) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Set(Faults{ErrorRate: 2}); err == nil {
+		t.Error("Set(rate 2) succeeded")
+	}
+	want := Faults{ErrorRate: 0.5, VanishAfter: time.Minute}
+	if err := in.Set(want); err != nil {
+		t.Fatal(err)
+	}
+	if got := in.Faults(); got.ErrorRate != want.ErrorRate || got.VanishAfter != want.VanishAfter {
+		t.Errorf("Faults() = %+v, want %+v", got, want)
+	}
+	if _, err := NewInjector(InjectorOptions{}); err == nil {
+		t.Error("NewInjector without answers succeeded")
+	}
+}

@@ -1,0 +1,170 @@
+package emukit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/tangle-network/boxctl/internal/dockerclient"
+	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/docker"
+)
+
+// RegistryOptions configure a Registry. The zero value works.
+type RegistryOptions struct {
+	// DockerHost is the engine the boxes run on. Default DOCKER_HOST,
+	// else the local socket.
+	DockerHost string
+	// Network is the Docker network of the boxes. Default
+	// docker.DefaultNetwork.
+	Network string
+	// Log receives the Docker vendor's records. Default discards.
+	Log *slog.Logger
+}
+
+// Registry is the set of Docker boxes behind an emulator's sandboxes, by
+// sandbox id: made through the Docker vendor, frozen and thawed as the
+// vendor's pauses, removed at once (their processes killed) when their
+// sandbox ends, and every one left removed on Close.
+type Registry struct {
+	docker *docker.Vendor
+	engine *client.Client
+	log    *slog.Logger
+
+	mu    sync.Mutex
+	boxes map[string]vendors.Box
+}
+
+// NewRegistry connects to the engine of opts. Close it.
+func NewRegistry(opts RegistryOptions) (*Registry, error) {
+	if opts.Network == "" {
+		opts.Network = docker.DefaultNetwork
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	dv, err := docker.New(docker.WithHost(opts.DockerHost), docker.WithNetwork(opts.Network), docker.WithLogger(opts.Log))
+	if err != nil {
+		return nil, err
+	}
+	engine, err := dockerclient.New(opts.DockerHost)
+	if err != nil {
+		dv.Close()
+		return nil, err
+	}
+	return &Registry{docker: dv, engine: engine, log: opts.Log, boxes: map[string]vendors.Box{}}, nil
+}
+
+// Engine returns the engine client, for what the emulator asks of the
+// engine itself (execs, archives, images).
+func (g *Registry) Engine() *client.Client { return g.engine }
+
+// Network returns the Docker network of the boxes.
+func (g *Registry) Network() string { return g.docker.Network() }
+
+// Create makes the box of a sandbox and returns it with its address on
+// the boxes' network. A box that has no address is removed again.
+func (g *Registry) Create(ctx context.Context, sandboxID string, spec vendors.CreateSpec) (vendors.Box, string, error) {
+	box, err := g.docker.Create(ctx, spec)
+	if err != nil {
+		return nil, "", err
+	}
+	ip, err := g.address(ctx, box.ID())
+	if err != nil {
+		_ = box.Destroy(context.WithoutCancel(ctx))
+		return nil, "", err
+	}
+	g.mu.Lock()
+	g.boxes[sandboxID] = box
+	g.mu.Unlock()
+	return box, ip, nil
+}
+
+// address returns the container's address on the boxes' network (else
+// on its only one).
+func (g *Registry) address(ctx context.Context, containerID string) (string, error) {
+	c, err := g.engine.ContainerInspect(ctx, containerID)
+	if err != nil {
+		return "", fmt.Errorf("inspect the sandbox's container: %w", err)
+	}
+	if c.NetworkSettings != nil {
+		if n, ok := c.NetworkSettings.Networks[g.Network()]; ok && n.IPAddress != "" {
+			return n.IPAddress, nil
+		}
+		for _, n := range c.NetworkSettings.Networks {
+			if n.IPAddress != "" {
+				return n.IPAddress, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("container %.12s has no address on network %s", containerID, g.Network())
+}
+
+// Box returns the box of a sandbox.
+func (g *Registry) Box(sandboxID string) (vendors.Box, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	box, ok := g.boxes[sandboxID]
+	return box, ok
+}
+
+// Freeze pauses the container of a sandbox: its processes and memory
+// stay as they are until Thaw.
+func (g *Registry) Freeze(ctx context.Context, sandboxID string) error {
+	box, ok := g.Box(sandboxID)
+	if !ok {
+		return fmt.Errorf("sandbox %s has no container", sandboxID)
+	}
+	return g.engine.ContainerPause(ctx, box.ID())
+}
+
+// Thaw resumes the frozen container of a sandbox.
+func (g *Registry) Thaw(ctx context.Context, sandboxID string) error {
+	box, ok := g.Box(sandboxID)
+	if !ok {
+		return fmt.Errorf("sandbox %s has no container", sandboxID)
+	}
+	return g.engine.ContainerUnpause(ctx, box.ID())
+}
+
+// Remove removes the container of a sandbox, if it has one: thawed if
+// frozen and killed first, so its processes end at once, as a host's do
+// when it goes.
+func (g *Registry) Remove(ctx context.Context, sandboxID string) error {
+	g.mu.Lock()
+	box, ok := g.boxes[sandboxID]
+	delete(g.boxes, sandboxID)
+	g.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if c, err := g.engine.ContainerInspect(ctx, box.ID()); err == nil && c.State != nil && c.State.Paused {
+		_ = g.engine.ContainerUnpause(ctx, box.ID())
+	}
+	_ = g.engine.ContainerKill(ctx, box.ID(), "KILL")
+	return box.Destroy(ctx)
+}
+
+// Close removes every container left and releases the engine.
+func (g *Registry) Close() error {
+	g.mu.Lock()
+	ids := make([]string, 0, len(g.boxes))
+	for id := range g.boxes {
+		ids = append(ids, id)
+	}
+	g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() { errs[i] = g.Remove(ctx, id) })
+	}
+	wg.Wait()
+	return errors.Join(errors.Join(errs...), g.engine.Close(), g.docker.Close())
+}
