@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,12 +41,7 @@ interrupted, or until --until or for --lifetime; requests are logged at
 debug level, without the key.`,
 		Example: `  BOXCTL_ROUTER_KEY=secret boxctl router-stub --addr 127.0.0.1:8787 --reply "hello"
   boxctl router-stub --no-auth -o json`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if err := cobra.NoArgs(cmd, args); err != nil {
-				return usageError{err}
-			}
-			return nil
-		},
+		Args: boxArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.key == "" {
 				o.key = os.Getenv(routerKeyEnv)
@@ -80,7 +73,7 @@ func runRouterStub(ctx context.Context, a *app, o routerStubOptions) error {
 	case o.key != "" && o.noAuth:
 		return usageErrorf("--key and --no-auth exclude each other")
 	}
-	end, err := o.end(time.Now())
+	end, err := routerstub.End(o.until, o.lifetime, time.Now())
 	if err != nil {
 		return usageError{err}
 	}
@@ -113,37 +106,9 @@ func runRouterStub(ctx context.Context, a *app, o routerStubOptions) error {
 		return err
 	}
 	a.log.Info("model endpoint listening", "url", out.URL, "auth", !o.noAuth)
-	if !end.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, end)
-		defer cancel()
-	}
-	err = srv.Serve(ctx, l)
-	if err == nil && !end.IsZero() && !time.Now().Before(end) {
+	over, err := srv.ServeUntil(ctx, l, end)
+	if over {
 		a.log.Info("model endpoint lifetime over", "until", end.Format(time.RFC3339))
 	}
 	return err
-}
-
-// end returns when the endpoint exits by itself (--until, --lifetime), or
-// the zero time.
-func (o routerStubOptions) end(now time.Time) (time.Time, error) {
-	switch {
-	case o.until != "" && o.lifetime != 0:
-		return time.Time{}, errors.New("--until and --lifetime exclude each other")
-	case o.lifetime < 0:
-		return time.Time{}, fmt.Errorf("--lifetime %v: want a positive duration", o.lifetime)
-	case o.lifetime > 0:
-		return now.Add(o.lifetime), nil
-	case o.until == "":
-		return time.Time{}, nil
-	}
-	if n, err := strconv.ParseInt(o.until, 10, 64); err == nil && n > 0 {
-		return time.Unix(n, 0), nil
-	}
-	t, err := time.Parse(time.RFC3339, o.until)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("--until %q: want RFC 3339 (2006-01-02T15:04:05Z) or Unix seconds", o.until)
-	}
-	return t, nil
 }

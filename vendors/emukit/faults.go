@@ -149,12 +149,10 @@ func (in *Injector) Delay(ctx context.Context) bool {
 	if d <= 0 {
 		return true
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C:
+	case <-time.After(d):
 		return true
 	}
 }

@@ -2,8 +2,8 @@ package daytonaemu
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/emukit"
 )
 
 // Sandbox states and desired states, as the control plane names them.
@@ -359,24 +360,13 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	limit := 100
-	if l := q.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 200 {
-			writeError(w, r, http.StatusBadRequest, "limit must not be greater than 200, limit must not be less than 1")
-			return
-		}
-		limit = n
-	}
-	after := 0
-	if c := q.Get("cursor"); c != "" {
-		b, err := base64.RawURLEncoding.DecodeString(c)
-		n, aerr := strconv.Atoi(string(b))
-		if err != nil || aerr != nil {
-			writeError(w, r, http.StatusBadRequest, "Invalid cursor")
-			return
-		}
-		after = n
+	limit, after, err := emukit.ReadPage(q, "limit", "cursor", 100, 200)
+	if pe := (*emukit.PageError)(nil); errors.As(err, &pe) && pe.Param == "limit" {
+		writeError(w, r, http.StatusBadRequest, "limit must not be greater than 200, limit must not be less than 1")
+		return
+	} else if err != nil {
+		writeError(w, r, http.StatusBadRequest, "Invalid cursor")
+		return
 	}
 	withErrored := q.Get("includeErroredDeleted") == "true"
 	s.mu.Lock()
@@ -395,7 +385,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	var next *string
 	if len(match) > limit {
 		match = match[:limit]
-		c := base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(match[limit-1].seq)))
+		c := emukit.PageToken(match[limit-1].seq)
 		next = &c
 	}
 	items := make([]map[string]any, 0, len(match))

@@ -2,7 +2,6 @@ package e2bemu
 
 import (
 	"cmp"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tangle-network/boxctl/vendors/emukit"
 )
 
 // The control plane (spec/openapi.yml): the sandbox routes here, the
@@ -354,24 +355,13 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid order %q", o))
 		return
 	}
-	limit := 100
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid limit %q: want 1 to 100", v))
-			return
-		}
-		limit = n
-	}
-	offset := 0
-	if v := q.Get("nextToken"); v != "" {
-		raw, err := base64.RawURLEncoding.DecodeString(v)
-		n, aerr := strconv.Atoi(string(raw))
-		if err != nil || aerr != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, "invalid next token")
-			return
-		}
-		offset = n
+	limit, offset, err := emukit.ReadPage(q, "limit", "nextToken", 100, 100)
+	if pe := (*emukit.PageError)(nil); errors.As(err, &pe) && pe.Param == "limit" {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid limit %q: want 1 to 100", pe.Value))
+		return
+	} else if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid next token")
+		return
 	}
 	all, ok := s.filtered(w, r)
 	if !ok {
@@ -392,7 +382,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Total-Running", strconv.Itoa(len(sbs)))
 	page := sbs[min(offset, len(sbs)):min(offset+limit, len(sbs))]
 	if offset+limit < len(sbs) {
-		w.Header().Set("X-Next-Token", base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(offset+limit))))
+		w.Header().Set("X-Next-Token", emukit.PageToken(offset+limit))
 	}
 	out := make([]map[string]any, 0, len(page))
 	for _, sb := range page {
