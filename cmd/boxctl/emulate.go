@@ -38,9 +38,10 @@ type emulator struct {
 	// keyEnv is the variable of the API key, keyPrefix that of a fresh
 	// one.
 	keyEnv, keyPrefix string
-	// lostHelp, createHelp and vanishHelp say what the fault flags do to
-	// this vendor's calls.
-	lostHelp, createHelp, vanishHelp string
+	// lost names the failed calls that may take effect anyway (the
+	// emulator's Lost); begin, the step of a sandbox the create delay
+	// delays and the vanish time counts from.
+	lost, begin string
 	// flags adds the vendor's own flags.
 	flags func(f *pflag.FlagSet)
 	// start serves the emulator and returns the environment that points
@@ -63,9 +64,9 @@ func (e emulator) command(a *app) *cobra.Command {
 	f.StringVar(&c.dockerHost, "docker-host", "", "Docker engine address (default: DOCKER_HOST)")
 	f.StringVar(&c.network, "network", "", "Docker network of the sandboxes' containers (default: the Docker vendor's)")
 	f.Float64Var(&c.faults.ErrorRate, "error-rate", 0, "share of control plane calls answered 429 or 503 (0..1)")
-	f.Float64Var(&c.faults.LostRate, "lost-rate", 0.5, e.lostHelp)
-	f.DurationVar(&c.faults.CreateDelay, "create-delay", 0, e.createHelp)
-	f.DurationVar(&c.faults.VanishAfter, "vanish-after", 0, e.vanishHelp)
+	f.Float64Var(&c.faults.LostRate, "lost-rate", 0.5, "share of failed "+e.lost+" that take effect anyway (0..1)")
+	f.DurationVar(&c.faults.CreateDelay, "create-delay", 0, "delay every sandbox's "+e.begin+" by this long")
+	f.DurationVar(&c.faults.VanishAfter, "vanish-after", 0, "every sandbox vanishes this long after its "+e.begin+" (0: never)")
 	e.flags(f)
 	return cmd
 }

@@ -33,9 +33,7 @@ or 503), creates slow, or sandboxes vanish mid-run.`,
 		example: `  boxctl emulate daytona --addr 127.0.0.1:3986 --registry 127.0.0.1:5000
   boxctl emulate daytona --snapshot box=boxctl-box:dev --error-rate 0.3 --vanish-after 2m`,
 		keyEnv: open.EnvDaytonaKey, keyPrefix: "dtn_",
-		lostHelp:   "share of failed changing calls that take effect anyway (0..1)",
-		createHelp: "delay every sandbox's start by this long",
-		vanishHelp: "every sandbox vanishes this long after its start (0: never)",
+		lost: "changing calls", begin: "start",
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&o.Registry, "registry", o.Registry, "registry host:port that registry push access hands out")
 			f.StringVar(&o.BuildkitAddr, "buildkit-addr", "", "buildkitd of sandboxes from an image or Dockerfile (default: BUILDKIT_HOST)")

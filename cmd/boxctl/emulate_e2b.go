@@ -31,9 +31,7 @@ printed. Fault switches make a share of control plane calls fail (429 or
 		example: `  boxctl emulate e2b --addr 127.0.0.1:3000 >e2b.env &   # then: . ./e2b.env
   boxctl emulate e2b --error-rate 0.3 --vanish-after 2m`,
 		keyEnv: open.EnvE2BKey, keyPrefix: "e2b_",
-		lostHelp:   "share of failed creates that make the sandbox anyway (0..1)",
-		createHelp: "delay every create by this long",
-		vanishHelp: "every sandbox vanishes this long after its create (0: never)",
+		lost: "creates", begin: "create",
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&o.Domain, "domain", o.Domain, "domain served: api.DOMAIN and {port}-{sandboxID}.DOMAIN")
 			f.DurationVar(&o.MaxTimeout, "max-timeout", o.MaxTimeout, "longest a sandbox may run")

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/vendors/open"
+	"github.com/tangle-network/boxctl/vendors/vendortest"
+)
+
+// TestEmulate_Serves runs each `boxctl emulate VENDOR` on its one command
+// path: it prints the environment with a fresh key, its control plane
+// answers that key, the environment's variables agree, and it ends
+// cleanly with its context (Ctrl-C).
+func TestEmulate_Serves(t *testing.T) {
+	env := testbed.Require(t)
+	t.Setenv("DOCKER_HOST", env.DockerHost)
+	tests := []struct {
+		vendor, urlVar, keyVar, prefix string
+		path                           string // of a list call, after the URL
+		auth                           func(r *http.Request, key string)
+		agree                          func(printed map[string]string) bool
+	}{
+		{"e2b", open.EnvE2BURL, open.EnvE2BKey, "e2b_", "/v2/sandboxes",
+			func(r *http.Request, key string) { r.Header.Set("X-API-Key", key) },
+			func(p map[string]string) bool {
+				return p[open.EnvE2BSandboxURL] == p[open.EnvE2BURL] && "http://"+p[open.EnvE2BDial] == p[open.EnvE2BURL] &&
+					p[open.EnvE2BDomain] == "e2b.local"
+			}},
+		{"daytona", open.EnvDaytonaURL, open.EnvDaytonaKey, "dtn_", "/sandbox",
+			func(r *http.Request, key string) { r.Header.Set("Authorization", "Bearer "+key) },
+			func(p map[string]string) bool {
+				return strings.HasSuffix(p[open.EnvDaytonaURL], "/api") && p[open.EnvDaytonaTarget] != ""
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.vendor, func(t *testing.T) {
+			t.Setenv(tt.keyVar, "")
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			var out, errOut lockedBuffer
+			done := make(chan cmdResult, 1)
+			go func() {
+				done <- boxctlTo(t, ctx, nil, &out, &errOut, "emulate", tt.vendor, "--network", "boxctl-test", "-o", "json")
+			}()
+			var printed map[string]string
+			vendortest.Poll(t, 30*time.Second, "the emulator's environment", func() bool {
+				return json.Unmarshal([]byte(out.String()), &printed) == nil
+			})
+			u, key := printed[tt.urlVar], printed[tt.keyVar]
+			if !strings.HasPrefix(u, "http://127.0.0.1:") || !strings.HasPrefix(key, tt.prefix) || !tt.agree(printed) {
+				t.Fatalf("printed %v, want the URL, a fresh %s key and variables that agree", printed, tt.prefix)
+			}
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, u+tt.path, nil)
+			tt.auth(req, key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("GET %s with the printed key = %d %s, want 200", tt.path, resp.StatusCode, b)
+			}
+			if strings.Contains(errOut.String(), key) {
+				t.Error("the key is in the log")
+			}
+			cancel()
+			select {
+			case r := <-done:
+				if r.code != 0 {
+					t.Errorf("emulate %s after its context ended: exit %d, %v", tt.vendor, r.code, r.err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("emulate %s still runs a minute after its context ended", tt.vendor)
+			}
+		})
+	}
+}
