@@ -15,6 +15,7 @@ type PageError struct {
 	Value string
 }
 
+// Error names the parameter and its value.
 func (e *PageError) Error() string { return "invalid " + e.Param + " " + strconv.Quote(e.Value) }
 
 // ReadPage reads a list call's paging: the page size in limitParam (1 to
@@ -41,4 +42,6 @@ func ReadPage(q url.Values, limitParam, tokenParam string, def, max int) (limit,
 }
 
 // PageToken is the token of a list position, as ReadPage reads it.
-func PageToken(pos int) string { return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(pos))) }
+func PageToken(pos int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(pos)))
+}

@@ -45,7 +45,9 @@
 // throttler> headers) or 5xx at a rate, a 5xx sometimes after the call
 // took effect; slow sandbox starts; and sandboxes that vanish (Vanish, or
 // every one some time after its start), deleted behind their clients'
-// backs with their streams cut.
+// backs with their streams cut. Faults, the registry of the sandboxes'
+// Docker boxes and the listener are those of every emulator (package
+// vendors/emukit).
 //
 // # Departures
 //

@@ -35,11 +35,15 @@
 // Faults, for tests and for users trying a client's resilience: a share of
 // control plane calls answered 429 or 503 (a create's 503 sometimes after
 // the sandbox was made, as when an answer is lost), a slow create, and
-// sandboxes that vanish mid-run. See Faults.
+// sandboxes that vanish mid-run. See Faults: they, the registry of the
+// sandboxes' Docker boxes and the listener are those of every emulator
+// (package vendors/emukit).
 //
-// `boxctl emulate e2b --addr 127.0.0.1:PORT` serves a Server. The client
-// (package e2b) reaches it with WithDial, WithDomain and WithScheme("http");
-// nothing in the client knows about the emulator.
+// A Server is an http.Handler to mount, or, with Options.Addr, serves
+// itself until Close (URL): `boxctl emulate e2b --addr 127.0.0.1:PORT`
+// serves one so. The client (package e2b) reaches it with WithDial,
+// WithDomain and WithScheme("http"); nothing in the client knows about
+// the emulator.
 //
 // # Concurrency
 //
