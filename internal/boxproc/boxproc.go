@@ -1,9 +1,30 @@
-// Package boxproc holds what the vendors share about the processes they
-// run in a box: where a spawned process's record lives in the box
-// (Dir/<id>/{pid,stdout,stderr,exit}), the shell scripts that run and
-// stop commands there, the names a process and an environment variable
-// may have, and the small readers and buffers around their output. Each
-// vendor runs these scripts through its own exec API.
+// Package boxproc is the process layer of the vendors: how a box runs the
+// processes Box.Spawn starts, and reads and writes its files, written once
+// over one primitive a vendor supplies, a Runner (a streaming exec with
+// stdin: run this argument vector with this input, stream its stdout and
+// stderr, answer its exit status, and kill its session when the context
+// ends).
+//
+// Box holds Spawn, Process, Read and Write, and Process holds Output,
+// Logs, Wait and Signal, all of them commands run through the Runner:
+// a supervisor in the box (DetachedSupervisor) takes the environment on
+// its stdin, so that no secret is in a command line or an exec's
+// configuration, and keeps each process's record under Dir
+// (Dir/<id>/{pid,stdout,stderr,exit}); Output follows the record's files
+// (Follow), Wait waits in the box for the exit record, Read and Write move
+// tar streams, read and unpacked by the box user. The Docker and
+// Kubernetes vendors run the layer over their exec APIs.
+//
+// Daytona's toolbox has no such exec: its one-shot /process/execute takes
+// no stdin and answers one combined output at the end, so the Daytona
+// vendor runs processes through the toolbox's session API instead (a
+// session's command takes input and streams its log), which is that
+// vendor's own Spawn.
+//
+// The package also holds the scripts and small helpers the vendors share
+// about their processes: the names a process and an environment variable
+// may have, the environment's encoding on stdin, and the buffers and
+// pipes around output.
 package boxproc
 
 import (
@@ -165,24 +186,12 @@ case $_bxp in *[!0-9]* | "") echo "${_bxp:-the supervisor did not start}" >&2; e
 echo "$_bxp"`
 
 // Follow is the script that follows a spawned process's output: $0 is its
-// record directory, $1 its pid, $2 a pid file for the follower itself (so
-// that the caller can stop it with a TERM to that pid). It prints the
-// process's stdout and stderr from their start on its own stdout and
-// stderr until the process ends.
-const Follow = `o=; e=
-trap 'kill $o $e 2>/dev/null; rm -f "$2"; exit 0' TERM
-echo $$ >"$2"
-tail -c +1 -s 0.2 --pid="$1" -F "$0/stdout" 2>/dev/null & o=$!
+// record directory, $1 its pid. It prints the process's stdout and stderr
+// from their start on its own stdout and stderr until the process ends.
+// It is stopped by ending its command (Runner.Run kills its session).
+const Follow = `tail -c +1 -s 0.2 --pid="$1" -F "$0/stdout" 2>/dev/null & o=$!
 tail -c +1 -s 0.2 --pid="$1" -F "$0/stderr" >&2 2>/dev/null & e=$!
-wait $o $e; rm -f "$2"`
-
-// StopFollower is the command that stops a Follow script whose pid file
-// is pidFile, waiting a moment for the file if the script has not written
-// it yet.
-func StopFollower(pidFile string) []string {
-	return []string{"sh", "-c", `i=0; while [ ! -s "$0" ] && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done
-p=$(cat "$0" 2>/dev/null) && kill -TERM "$p" 2>/dev/null; true`, pidFile}
-}
+wait $o $e`
 
 // ExecWrapper runs "$@" in a session of its own whose id it records in the
 // pid file $0, so that a cancelled Exec can kill the command with all its
@@ -224,10 +233,15 @@ func Logs(ctx context.Context, vendor string, read func(context.Context, string)
 // with read (the vendor's file read); errors name the vendor and the
 // process.
 func PID(ctx context.Context, vendor string, read func(context.Context, string) ([]byte, error), id string) (int, error) {
+	return readPID(ctx, vendor, read, Dir, id)
+}
+
+// readPID is PID with the records in dir.
+func readPID(ctx context.Context, vendor string, read func(context.Context, string) ([]byte, error), dir, id string) (int, error) {
 	if !Name.MatchString(id) {
 		return 0, fmt.Errorf("%s: process %q: not a process id", vendor, id)
 	}
-	raw, err := read(ctx, Dir+"/"+id+"/pid")
+	raw, err := read(ctx, dir+"/"+id+"/pid")
 	if err != nil {
 		return 0, fmt.Errorf("%s: process %s: %w", vendor, id, err)
 	}
