@@ -12,8 +12,9 @@
 // configuration, and keeps each process's record under Dir
 // (Dir/<id>/{pid,stdout,stderr,exit}); Output follows the record's files
 // (Follow), Wait waits in the box for the exit record, Read and Write move
-// tar streams, read and unpacked by the box user. The Docker and
-// Kubernetes vendors run the layer over their exec APIs.
+// tar streams, read and unpacked by the box user. The Docker, Kubernetes
+// and E2B vendors run the layer over their exec APIs (E2B: envd's process
+// service, its Read and Write on envd's own files API).
 //
 // Daytona's toolbox has no such exec: its one-shot /process/execute takes
 // no stdin and answers one combined output at the end, so the Daytona
@@ -117,28 +118,6 @@ while [ "$_bxi" -le "$_bxn" ]; do eval "export \"\$_bxk_$_bxi=\${_bxv_$_bxi%x}\"
 const UnsetEnv = `_bxi=1
 while [ "$_bxi" -le "$_bxn" ]; do eval "unset \"\$_bxk_$_bxi\" _bxv_$_bxi"; _bxi=$((_bxi + 1)); done`
 
-// Supervisor runs a spawned process for exec APIs whose exec outlives the
-// caller's connection (Docker's): $1 is the process's record directory
-// under Dir. It reads the environment (ReadEnv), starts "$@" in the
-// background with it and its output in files, prints its pid, waits for
-// it and records its exit status (128+n for a signal n). It writes
-// nothing to its own stdout after the pid, so the caller may drop the
-// connection.
-const Supervisor = `_bxd=$1; shift
-mkdir -p "${_bxd%/*}" && mkdir "$_bxd" || { echo "process $_bxd exists" >&2; exit 125; }
-` + ReadEnv + `
-` + ExportEnv + `
-"$@" </dev/null >"$_bxd/stdout" 2>"$_bxd/stderr" &
-_bxp=$!
-` + UnsetEnv + `
-echo "$_bxp" >"$_bxd/pid"
-echo "$_bxp"
-exec >/dev/null 2>&1
-wait "$_bxp"
-_bxs=$?
-echo "$_bxs" >"$_bxd/exit.tmp" && mv "$_bxd/exit.tmp" "$_bxd/exit"
-exit "$_bxs"`
-
 // ExecEnvWrapper is ExecWrapper for exec APIs that take no environment
 // (the Kubernetes exec subresource): $0 is the pid file, $1 the working
 // directory (empty for the box's); it reads the environment with ReadEnv
@@ -229,14 +208,9 @@ func Logs(ctx context.Context, vendor string, read func(context.Context, string)
 	return stdout, stderr, nil
 }
 
-// PID reads the pid of the spawned process id from its record under Dir
-// with read (the vendor's file read); errors name the vendor and the
+// readPID reads the pid of the spawned process id from its record under
+// dir with read (the box's file read); errors name the vendor and the
 // process.
-func PID(ctx context.Context, vendor string, read func(context.Context, string) ([]byte, error), id string) (int, error) {
-	return readPID(ctx, vendor, read, Dir, id)
-}
-
-// readPID is PID with the records in dir.
 func readPID(ctx context.Context, vendor string, read func(context.Context, string) ([]byte, error), dir, id string) (int, error) {
 	if !Name.MatchString(id) {
 		return 0, fmt.Errorf("%s: process %q: not a process id", vendor, id)
