@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/tangle-network/boxctl/internal/vendorhttp"
 )
 
 // cleanupTimeout bounds the removal of what a failed Create made.
@@ -85,7 +87,7 @@ func (c IdempotentCreate[B]) Run(ctx context.Context) (B, error) {
 			if len(found) > 0 {
 				return c.keep(ctx, found[0], found, true)
 			}
-			if err := sleep(ctx, time.Duration(attempt)*backoff); err != nil {
+			if err := vendorhttp.Sleep(ctx, time.Duration(attempt)*backoff); err != nil {
 				return zero, c.abandon(ctx, errors.Join(last, err))
 			}
 		}
@@ -157,15 +159,4 @@ func (c IdempotentCreate[B]) abandon(ctx context.Context, cause error) error {
 		}
 	}
 	return cause
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
 }

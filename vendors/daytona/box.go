@@ -122,7 +122,7 @@ func (b *Box) Destroy(ctx context.Context) error {
 			return nil
 		case st == http.StatusConflict && ctx.Err() == nil:
 			// "Sandbox state change in progress": try again shortly.
-			if serr := sleep(ctx, b.v.opts.poll); serr != nil {
+			if serr := vendorhttp.Sleep(ctx, b.v.opts.poll); serr != nil {
 				return fmt.Errorf("daytona: destroy box %s: %w (%w)", b.id, serr, err)
 			}
 		default:

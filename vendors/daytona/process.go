@@ -138,7 +138,7 @@ func (p *Process) sendInput(ctx context.Context, data string) error {
 		if err == nil || status(err) != http.StatusInternalServerError {
 			return err
 		}
-		if serr := sleep(ctx, 50*time.Millisecond); serr != nil {
+		if serr := vendorhttp.Sleep(ctx, 50*time.Millisecond); serr != nil {
 			return fmt.Errorf("%w (%w)", serr, err)
 		}
 	}

@@ -262,18 +262,6 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
-}
-
 // Close releases idle connections. Boxes live on.
 func (v *Vendor) Close() error {
 	v.opts.httpClient.CloseIdleConnections()

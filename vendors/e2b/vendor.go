@@ -164,17 +164,6 @@ func (v *Vendor) createOnce(ctx context.Context, req newSandbox, token string) (
 	}.Run(ctx)
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
-}
-
 // Connect returns the sandbox id, with the tokens its envd and ports
 // want. Its timeout stays as it is.
 func (v *Vendor) Connect(ctx context.Context, id string) (vendors.Box, error) {
