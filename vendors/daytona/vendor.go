@@ -2,8 +2,6 @@ package daytona
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -254,12 +252,6 @@ func ceilGiB(n int64) int {
 		return 0
 	}
 	return int((n + 1<<30 - 1) >> 30)
-}
-
-func randomID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // Close releases idle connections. Boxes live on.
