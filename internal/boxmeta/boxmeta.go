@@ -7,7 +7,9 @@ package boxmeta
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -32,8 +34,8 @@ const (
 	// finds the box of an earlier attempt by it before trying again, so a
 	// retry never makes a second box.
 	LabelCreate = LabelPrefix + "create"
-	// LabelPorts lists the ports a box exposes (CreateSpec.Ports, comma
-	// separated), on vendors that reach any port of a box, so that the
+	// LabelPorts lists the ports a box exposes (CreateSpec.Ports, as
+	// FormatPorts writes them), on vendors that reach any port of a box, so that the
 	// vendor refuses the others as every vendor does.
 	LabelPorts = LabelPrefix + "ports"
 )
@@ -68,4 +70,34 @@ func ParseDeadline(v string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("box deadline %q is not Unix seconds", v)
 	}
 	return time.Unix(n, 0), nil
+}
+
+// FormatPorts renders ports as the value of LabelPorts: the port numbers
+// in increasing order, each once, comma separated ("" for none).
+func FormatPorts(ports []int) string {
+	ps := slices.Clone(ports)
+	slices.Sort(ps)
+	ps = slices.Compact(ps)
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, ",")
+}
+
+// ParsePorts reads a LabelPorts value ("" is no port). A value that is not
+// a list of TCP port numbers is an error.
+func ParsePorts(v string) ([]int, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var ps []int
+	for _, f := range strings.Split(v, ",") {
+		p, err := strconv.Atoi(f)
+		if err != nil || p < 1 || p > 65535 {
+			return nil, fmt.Errorf("box ports %q: %q is not a port number", v, f)
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
 }

@@ -1,9 +1,31 @@
-// Package boxproc holds what the vendors share about the processes they
-// run in a box: where a spawned process's record lives in the box
-// (Dir/<id>/{pid,stdout,stderr,exit}), the shell scripts that run and
-// stop commands there, the names a process and an environment variable
-// may have, and the small readers and buffers around their output. Each
-// vendor runs these scripts through its own exec API.
+// Package boxproc is the process layer of the vendors: how a box runs the
+// processes Box.Spawn starts, and reads and writes its files, written once
+// over one primitive a vendor supplies, a Runner (a streaming exec with
+// stdin: run this argument vector with this input, stream its stdout and
+// stderr, answer its exit status, and kill its session when the context
+// ends).
+//
+// Box holds Spawn, Process, Read and Write, and Process holds Output,
+// Logs, Wait and Signal, all of them commands run through the Runner:
+// a supervisor in the box (DetachedSupervisor) takes the environment on
+// its stdin, so that no secret is in a command line or an exec's
+// configuration, and keeps each process's record under Dir
+// (Dir/<id>/{pid,stdout,stderr,exit}); Output follows the record's files
+// (Follow), Wait waits in the box for the exit record, Read and Write move
+// tar streams, read and unpacked by the box user. The Docker, Kubernetes
+// and E2B vendors run the layer over their exec APIs (E2B: envd's process
+// service, its Read and Write on envd's own files API).
+//
+// Daytona's toolbox has no such exec: its one-shot /process/execute takes
+// no stdin and answers one combined output at the end, so the Daytona
+// vendor runs processes through the toolbox's session API instead (a
+// session's command takes input and streams its log), which is that
+// vendor's own Spawn.
+//
+// The package also holds the scripts and small helpers the vendors share
+// about their processes: the names a process and an environment variable
+// may have, the environment's encoding on stdin, and the buffers and
+// pipes around output.
 package boxproc
 
 import (
@@ -96,28 +118,6 @@ while [ "$_bxi" -le "$_bxn" ]; do eval "export \"\$_bxk_$_bxi=\${_bxv_$_bxi%x}\"
 const UnsetEnv = `_bxi=1
 while [ "$_bxi" -le "$_bxn" ]; do eval "unset \"\$_bxk_$_bxi\" _bxv_$_bxi"; _bxi=$((_bxi + 1)); done`
 
-// Supervisor runs a spawned process for exec APIs whose exec outlives the
-// caller's connection (Docker's): $1 is the process's record directory
-// under Dir. It reads the environment (ReadEnv), starts "$@" in the
-// background with it and its output in files, prints its pid, waits for
-// it and records its exit status (128+n for a signal n). It writes
-// nothing to its own stdout after the pid, so the caller may drop the
-// connection.
-const Supervisor = `_bxd=$1; shift
-mkdir -p "${_bxd%/*}" && mkdir "$_bxd" || { echo "process $_bxd exists" >&2; exit 125; }
-` + ReadEnv + `
-` + ExportEnv + `
-"$@" </dev/null >"$_bxd/stdout" 2>"$_bxd/stderr" &
-_bxp=$!
-` + UnsetEnv + `
-echo "$_bxp" >"$_bxd/pid"
-echo "$_bxp"
-exec >/dev/null 2>&1
-wait "$_bxp"
-_bxs=$?
-echo "$_bxs" >"$_bxd/exit.tmp" && mv "$_bxd/exit.tmp" "$_bxd/exit"
-exit "$_bxs"`
-
 // ExecEnvWrapper is ExecWrapper for exec APIs that take no environment
 // (the Kubernetes exec subresource): $0 is the pid file, $1 the working
 // directory (empty for the box's); it reads the environment with ReadEnv
@@ -165,24 +165,12 @@ case $_bxp in *[!0-9]* | "") echo "${_bxp:-the supervisor did not start}" >&2; e
 echo "$_bxp"`
 
 // Follow is the script that follows a spawned process's output: $0 is its
-// record directory, $1 its pid, $2 a pid file for the follower itself (so
-// that the caller can stop it with a TERM to that pid). It prints the
-// process's stdout and stderr from their start on its own stdout and
-// stderr until the process ends.
-const Follow = `o=; e=
-trap 'kill $o $e 2>/dev/null; rm -f "$2"; exit 0' TERM
-echo $$ >"$2"
-tail -c +1 -s 0.2 --pid="$1" -F "$0/stdout" 2>/dev/null & o=$!
+// record directory, $1 its pid. It prints the process's stdout and stderr
+// from their start on its own stdout and stderr until the process ends.
+// It is stopped by ending its command (Runner.Run kills its session).
+const Follow = `tail -c +1 -s 0.2 --pid="$1" -F "$0/stdout" 2>/dev/null & o=$!
 tail -c +1 -s 0.2 --pid="$1" -F "$0/stderr" >&2 2>/dev/null & e=$!
-wait $o $e; rm -f "$2"`
-
-// StopFollower is the command that stops a Follow script whose pid file
-// is pidFile, waiting a moment for the file if the script has not written
-// it yet.
-func StopFollower(pidFile string) []string {
-	return []string{"sh", "-c", `i=0; while [ ! -s "$0" ] && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done
-p=$(cat "$0" 2>/dev/null) && kill -TERM "$p" 2>/dev/null; true`, pidFile}
-}
+wait $o $e`
 
 // ExecWrapper runs "$@" in a session of its own whose id it records in the
 // pid file $0, so that a cancelled Exec can kill the command with all its
@@ -220,14 +208,14 @@ func Logs(ctx context.Context, vendor string, read func(context.Context, string)
 	return stdout, stderr, nil
 }
 
-// PID reads the pid of the spawned process id from its record under Dir
-// with read (the vendor's file read); errors name the vendor and the
+// readPID reads the pid of the spawned process id from its record under
+// dir with read (the box's file read); errors name the vendor and the
 // process.
-func PID(ctx context.Context, vendor string, read func(context.Context, string) ([]byte, error), id string) (int, error) {
+func readPID(ctx context.Context, vendor string, read func(context.Context, string) ([]byte, error), dir, id string) (int, error) {
 	if !Name.MatchString(id) {
 		return 0, fmt.Errorf("%s: process %q: not a process id", vendor, id)
 	}
-	raw, err := read(ctx, Dir+"/"+id+"/pid")
+	raw, err := read(ctx, dir+"/"+id+"/pid")
 	if err != nil {
 		return 0, fmt.Errorf("%s: process %s: %w", vendor, id, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,11 +33,7 @@ var _ vendors.Box = (*Box)(nil)
 
 func (v *Vendor) newBox(sb sandbox) *Box {
 	b := &Box{v: v, id: sb.ID, public: sb.Public}
-	for _, p := range strings.Split(sb.Labels[boxmeta.LabelPorts], ",") {
-		if n, err := strconv.Atoi(p); err == nil {
-			b.ports = append(b.ports, n)
-		}
-	}
+	b.ports, _ = boxmeta.ParsePorts(sb.Labels[boxmeta.LabelPorts]) // a bad label exposes no port
 	if d, err := boxmeta.ParseDeadline(sb.Labels[boxmeta.LabelDeadline]); err == nil {
 		b.deadline = d
 	}
@@ -127,7 +122,7 @@ func (b *Box) Destroy(ctx context.Context) error {
 			return nil
 		case st == http.StatusConflict && ctx.Err() == nil:
 			// "Sandbox state change in progress": try again shortly.
-			if serr := sleep(ctx, b.v.opts.poll); serr != nil {
+			if serr := vendorhttp.Sleep(ctx, b.v.opts.poll); serr != nil {
 				return fmt.Errorf("daytona: destroy box %s: %w (%w)", b.id, serr, err)
 			}
 		default:

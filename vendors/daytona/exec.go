@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/boxproc"
 	"github.com/tangle-network/boxctl/internal/vendorhttp"
 	"github.com/tangle-network/boxctl/vendors"
 )
@@ -62,7 +63,7 @@ func (b *Box) Exec(ctx context.Context, spec vendors.ExecSpec) (vendors.ExecResu
 	if max <= 0 {
 		max = defaultMaxOutput
 	}
-	id := randomID()
+	id := boxproc.RandomID()
 	var stdin []byte
 	if spec.Stdin != nil {
 		var err error

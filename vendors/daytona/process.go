@@ -2,21 +2,18 @@ package daytona
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/url"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/boxproc"
 	"github.com/tangle-network/boxctl/internal/vendorhttp"
 	"github.com/tangle-network/boxctl/vendors"
 )
@@ -28,72 +25,57 @@ const ProcDir = boxDir + "/proc"
 // waitPoll is how often Wait asks whether a process ended.
 const waitPoll = 250 * time.Millisecond
 
-var (
-	processName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,63}$`)
-	envName     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
-
 // spawnScript is what a spawned process's session command runs, as
 // `sh -c spawnScript boxctl-spawn PROCDIR DEADLINE WORKDIR CMD...` (an
 // empty DEADLINE or WORKDIR means none). It reads the process's
-// environment from its stdin (lines NAME=base64(value), ended by an empty
-// line: the toolbox's input route writes them there, so they are in no
-// command text, no file and no configuration of the sandbox), starts the
-// process and records its pid. With a deadline the process runs in a
-// process group of its own, which a watchdog ends at the deadline (TERM,
-// then KILL 10s later), and the script answers the process's exit status.
-// Nothing it starts after reading the environment but the process gets
-// that environment (the watchdog starts from an empty one).
-const spawnScript = `d=$1; dl=$2; wd=$3; shift 3
-mkdir -p "$d" || exit 125
-left=
-if [ -n "$dl" ]; then
-	left=$((dl - $(date +%s)))
-	[ "$left" -gt 0 ] || { echo "boxctl: the box is past its deadline" >&2; exit 124; }
+// environment from its stdin with boxproc.ReadEnv (the toolbox's input
+// route writes it there, so it is in no command text, no file and no
+// configuration of the sandbox), starts the process with it exported and
+// records its pid. With a deadline the process runs in a process group of
+// its own, which a watchdog ends at the deadline (TERM, then KILL 10s
+// later), and the script answers the process's exit status. Its own
+// variables take boxproc's reserved prefix, so no name of the caller's
+// overwrites them, and nothing it starts but the process gets the
+// environment (the watchdog starts from an empty one).
+const spawnScript = `_bxd=$1; _bxdl=$2; _bxwd=$3; shift 3
+mkdir -p "$_bxd" || exit 125
+_bxleft=
+if [ -n "$_bxdl" ]; then
+	_bxleft=$((_bxdl - $(date +%s)))
+	[ "$_bxleft" -gt 0 ] || { echo "boxctl: the box is past its deadline" >&2; exit 124; }
 fi
-while IFS= read -r kv && [ -n "$kv" ]; do
-	v=$(printf %s "${kv#*=}" | env -i PATH="$PATH" base64 -d) || { echo "boxctl: bad environment line" >&2; exit 125; }
-	export "${kv%%=*}=$v"
-done
-[ -z "$wd" ] || cd "$wd" || exit 126
-if [ -z "$left" ]; then echo $$ >"$d/pid"; exec "$@" </dev/null; fi
-setsid "$@" </dev/null & c=$!
-echo "$c" >"$d/pid"
+` + boxproc.ReadEnv + `
+[ -z "$_bxwd" ] || cd "$_bxwd" || exit 126
+if [ -z "$_bxleft" ]; then echo $$ >"$_bxd/pid"; ` + boxproc.ExportEnv + `; exec "$@" </dev/null; fi
+` + boxproc.ExportEnv + `
+setsid "$@" </dev/null & _bxc=$!
+` + boxproc.UnsetEnv + `
+echo "$_bxc" >"$_bxd/pid"
 env -i PATH="$PATH" sh -c 'sleep "$1" & s=$!; trap "kill $s 2>/dev/null; exit 0" TERM; wait $s
-kill -TERM -- "-$2" 2>/dev/null; sleep 10; kill -KILL -- "-$2" 2>/dev/null' watchdog "$left" "$c" </dev/null >/dev/null 2>&1 & w=$!
-wait "$c"; s=$?
-kill "$w" 2>/dev/null
-exit "$s"`
+kill -TERM -- "-$2" 2>/dev/null; sleep 10; kill -KILL -- "-$2" 2>/dev/null' watchdog "$_bxleft" "$_bxc" </dev/null >/dev/null 2>&1 & _bxw=$!
+wait "$_bxc"; _bxs=$?
+kill "$_bxw" 2>/dev/null
+exit "$_bxs"`
 
 // Spawn starts a long-running process as the one asynchronous command of
 // a toolbox session named spec.Name; see vendors.Box.Spawn. Its
 // environment reaches the process through the command's input only.
 func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Process, error) {
-	if len(spec.Command) == 0 {
-		return nil, errors.New("daytona: spawn: empty command")
+	name, err := boxproc.SpawnName(spec.Command, spec.Name)
+	if err != nil {
+		return nil, fmt.Errorf("daytona: spawn: %w", err)
 	}
-	name := spec.Name
-	if name == "" {
-		name = randomID()
+	input, err := boxproc.EnvLines(spec.Env)
+	if err != nil {
+		return nil, fmt.Errorf("daytona: spawn: %w", err)
 	}
-	if !processName.MatchString(name) {
-		return nil, fmt.Errorf("daytona: spawn: process name %q: want letters, digits, '-', '_'", name)
-	}
-	var input strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
-		if !envName.MatchString(k) {
-			return nil, fmt.Errorf("daytona: spawn: environment variable name %q", k)
-		}
-		input.WriteString(k + "=" + base64.StdEncoding.EncodeToString([]byte(spec.Env[k])) + "\n")
-	}
-	input.WriteString("\n")
 	deadline := ""
 	if !b.deadline.IsZero() {
 		deadline = strconv.FormatInt(b.deadline.Unix(), 10)
 	}
 	cmd := shellJoin(append([]string{"sh", "-c", spawnScript, "boxctl-spawn", ProcDir + "/" + name, deadline, spec.Dir}, spec.Command...))
 
-	err := b.call(ctx, "spawn", vendorhttp.Call{Method: http.MethodPost, Path: "/process/session",
+	err = b.call(ctx, "spawn", vendorhttp.Call{Method: http.MethodPost, Path: "/process/session",
 		Body: map[string]string{"sessionId": name}, Want: http.StatusCreated})
 	if err != nil {
 		if status(err) == http.StatusConflict {
@@ -119,7 +101,7 @@ func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Proces
 		return fail(errors.New("the toolbox answered no command id"))
 	}
 	p.cmdID = res.CmdID
-	if err := p.sendInput(ctx, input.String()); err != nil {
+	if err := p.sendInput(ctx, input); err != nil {
 		return fail(err)
 	}
 	return p, nil
@@ -138,7 +120,7 @@ func (p *Process) sendInput(ctx context.Context, data string) error {
 		if err == nil || status(err) != http.StatusInternalServerError {
 			return err
 		}
-		if serr := sleep(ctx, 50*time.Millisecond); serr != nil {
+		if serr := vendorhttp.Sleep(ctx, 50*time.Millisecond); serr != nil {
 			return fmt.Errorf("%w (%w)", serr, err)
 		}
 	}
@@ -146,7 +128,7 @@ func (p *Process) sendInput(ctx context.Context, data string) error {
 
 // Process returns a process Spawn started, by its name (its session).
 func (b *Box) Process(ctx context.Context, id string) (vendors.Process, error) {
-	if !processName.MatchString(id) {
+	if !boxproc.Name.MatchString(id) {
 		return nil, fmt.Errorf("daytona: process %q: not a process id", id)
 	}
 	p := &Process{b: b, id: id}

@@ -2,16 +2,11 @@ package daytona
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"net/http"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/boxmeta"
@@ -97,12 +92,10 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		}
 	}
 	labels := vendors.Labels(spec, time.Now(), v.opts.version)
-	token := randomID()
+	token := vendors.CreateToken()
 	labels[boxmeta.LabelCreate] = token
 	if len(spec.Ports) > 0 {
-		ps := slices.Clone(spec.Ports)
-		slices.Sort(ps)
-		labels[boxmeta.LabelPorts] = joinPorts(slices.Compact(ps))
+		labels[boxmeta.LabelPorts] = boxmeta.FormatPorts(spec.Ports)
 	}
 	env := maps.Clone(spec.Env)
 	if env == nil {
@@ -131,85 +124,69 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	v.opts.log.Debug("daytona sandbox created", "id", sb.ID, "run", spec.RunTag, "state", sb.State, "took", time.Since(start))
 	b := v.newBox(sb)
 	if err := b.waitStarted(ctx, sb); err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if derr := b.Destroy(cctx); derr != nil {
-			return nil, &vendors.CleanupError{Vendor: Name, BoxID: sb.ID, Err: errors.Join(err, derr)}
-		}
-		return nil, err
+		return nil, vendors.Discard(ctx, Name, sb.ID, b.Destroy, err)
 	}
 	v.opts.log.Debug("daytona sandbox started", "id", sb.ID, "took", time.Since(start))
 	return b, nil
 }
 
-// create asks for the sandbox, at most opts.attempts times. An answer that
-// leaves the outcome unknown (a server error, a lost connection) is
-// followed by a look-up of the sandbox by its run tag and create token,
-// then by its name, before the next attempt; and the name is unique to
-// this call, so a create that succeeded unseen makes the next attempt a
-// 409 that names the sandbox, never a second sandbox.
+// create asks for the sandbox, at most opts.attempts times, never twice
+// for one that may exist (vendors.IdempotentCreate). An answer that leaves
+// the outcome unknown (a server error, a lost connection) is followed by a
+// look-up of the sandbox by its run tag and create token, then by its
+// name, before the next attempt; and the name is unique to this call, so
+// a create that succeeded unseen makes the next attempt a 409, which is
+// looked up the same way, never a second sandbox.
 func (v *Vendor) create(ctx context.Context, req createSandbox) (sandbox, error) {
-	var last error
-	for attempt := 1; attempt <= v.opts.attempts; attempt++ {
-		sb, err := v.postSandbox(ctx, req)
-		if err == nil {
-			return sb, nil
-		}
-		last = err
-		st := status(err)
-		switch {
-		case ctx.Err() != nil:
-			v.abandon(ctx, req)
-			return sandbox{}, fmt.Errorf("%w (%w)", context.Cause(ctx), err)
-		case st == http.StatusConflict:
-			if sb, err := v.getSandbox(ctx, req.Name); err == nil {
-				return sb, nil
+	return vendors.IdempotentCreate[sandbox]{
+		Vendor:   Name,
+		Attempts: v.opts.attempts,
+		Backoff:  v.opts.poll,
+		Create: func(ctx context.Context) (sandbox, error) {
+			sb, err := v.postSandbox(ctx, req)
+			if err != nil {
+				return sandbox{}, typed("create", "", err)
 			}
-			return sandbox{}, typed("create", "", last)
-		case st == 0, st >= 500:
-			// The outcome is unknown: look for the sandbox.
-		default:
-			return sandbox{}, typed("create", "", err)
-		}
-		if sb, ok := v.findCreated(ctx, req); ok {
-			v.opts.log.Debug("daytona create answered with an error, but made the sandbox", "id", sb.ID, "status", st)
 			return sb, nil
-		}
-		v.opts.log.Debug("daytona create failed; trying again", "attempt", attempt, "status", st, "err", err)
-		if err := sleep(ctx, v.opts.poll); err != nil {
-			v.abandon(ctx, req)
-			return sandbox{}, err
-		}
-	}
-	return sandbox{}, typed("create", "", last)
+		},
+		Unsure: func(err error) bool {
+			st := status(err)
+			return st == 0 || st >= 500 || st == http.StatusConflict
+		},
+		Find:    func(ctx context.Context) ([]sandbox, error) { return v.findCreated(ctx, req) },
+		ID:      func(sb sandbox) string { return sb.ID },
+		Destroy: func(ctx context.Context, id string) error { return v.newBox(sandbox{ID: id}).Destroy(ctx) },
+	}.Run(ctx)
 }
 
-// findCreated looks for the sandbox an earlier attempt of req made: by its
-// labels (run tag and create token), then by its name.
-func (v *Vendor) findCreated(ctx context.Context, req createSandbox) (sandbox, bool) {
-	l, err := v.listSandboxes(ctx, map[string]string{
-		boxmeta.LabelRunTag: req.Labels[boxmeta.LabelRunTag], boxmeta.LabelCreate: req.Labels[boxmeta.LabelCreate]})
-	if err == nil {
-		for _, sb := range l {
-			if sb.Labels[boxmeta.LabelCreate] == req.Labels[boxmeta.LabelCreate] && !sb.deleted() {
-				return sb, true
-			}
+// findCreated returns the sandboxes an attempt of req made: by their
+// labels (run tag and create token), else by the name.
+func (v *Vendor) findCreated(ctx context.Context, req createSandbox) ([]sandbox, error) {
+	token := req.Labels[boxmeta.LabelCreate]
+	l, err := v.listSandboxes(ctx, map[string]string{boxmeta.LabelRunTag: req.Labels[boxmeta.LabelRunTag], boxmeta.LabelCreate: token})
+	if err != nil {
+		return nil, typed("create", "", err)
+	}
+	var found []sandbox
+	for _, sb := range l {
+		if sb.Labels[boxmeta.LabelCreate] == token && !sb.deleted() {
+			found = append(found, sb)
 		}
 	}
-	if sb, err := v.getSandbox(ctx, req.Name); err == nil && !sb.deleted() {
-		return sb, true
+	if len(found) > 0 {
+		return found, nil
 	}
-	return sandbox{}, false
-}
-
-// abandon removes the sandbox of a create its caller gave up on midway,
-// if the control plane made it.
-func (v *Vendor) abandon(ctx context.Context, req createSandbox) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if sb, ok := v.findCreated(cctx, req); ok {
-		_ = v.newBox(sb).Destroy(cctx)
+	// The name is the call's own: no second sandbox can have it, but a
+	// listing may lag behind.
+	sb, err := v.getSandbox(ctx, req.Name)
+	switch {
+	case status(err) == http.StatusNotFound:
+	case err != nil:
+		return nil, typed("create", "", err)
+	case !sb.deleted():
+		found = append(found, sb)
 	}
+	return found, nil
 }
 
 // Connect returns the sandbox id (or name) if boxctl made it. See
@@ -275,32 +252,6 @@ func ceilGiB(n int64) int {
 		return 0
 	}
 	return int((n + 1<<30 - 1) >> 30)
-}
-
-func joinPorts(ps []int) string {
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = strconv.Itoa(p)
-	}
-	return strings.Join(s, ",")
-}
-
-func randomID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
 }
 
 // Close releases idle connections. Boxes live on.

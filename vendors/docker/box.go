@@ -1,12 +1,10 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"strconv"
 	"strings"
 	"time"
@@ -24,14 +22,8 @@ import (
 // process started with Spawn (ProcDir/<id>/{pid,stdout,stderr,exit}).
 const ProcDir = boxproc.Dir
 
-// stageDir holds Write's content on its way in.
-const stageDir = "/tmp/.boxctl/stage"
-
 // defaultMaxOutput caps each output stream an Exec keeps.
 const defaultMaxOutput = 16 << 20
-
-// maxReadBytes caps a file Read returns.
-const maxReadBytes = 256 << 20
 
 // Box is one container. It is safe for concurrent use.
 type Box struct {
@@ -118,15 +110,28 @@ func (b *Box) Exec(ctx context.Context, spec vendors.ExecSpec) (vendors.ExecResu
 	if max <= 0 {
 		max = defaultMaxOutput
 	}
-	pidFile := boxproc.ExecDir + "/" + boxproc.RandomID()
-	cmd := append([]string{"/bin/sh", "-c", boxproc.ExecWrapper, pidFile}, spec.Command...)
-	execID, err := b.createExec(ctx, "exec", cmd, spec.Env, spec.Dir, spec.Stdin != nil)
+	stdout, stderr := &boxproc.Capped{Max: max}, &boxproc.Capped{Max: max}
+	code, err := b.stream(ctx, "exec", spec.Command, spec.Env, spec.Dir, spec.Stdin, stdout, stderr)
 	if err != nil {
 		return vendors.ExecResult{}, err
 	}
+	return vendors.ExecResult{ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
+}
+
+// stream runs cmd in the container as an exec with env and dir, feeds it
+// stdin (nil: none), copies its output to stdout and stderr as it comes,
+// and returns its exit status. The command runs in a session of its own
+// (boxproc.ExecWrapper), which a cancelled ctx kills.
+func (b *Box) stream(ctx context.Context, op string, cmd []string, env map[string]string, dir string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	pidFile := boxproc.ExecDir + "/" + boxproc.RandomID()
+	wrapped := append([]string{"/bin/sh", "-c", boxproc.ExecWrapper, pidFile}, cmd...)
+	execID, err := b.createExec(ctx, op, wrapped, env, dir, stdin != nil)
+	if err != nil {
+		return 0, err
+	}
 	att, err := b.v.cli.ContainerExecAttach(ctx, execID, container.ExecAttachOptions{})
 	if err != nil {
-		return vendors.ExecResult{}, fmt.Errorf("docker: exec: %w", b.v.mapErr(err, b.id))
+		return 0, fmt.Errorf("docker: %s: %w", op, b.v.mapErr(err, b.id))
 	}
 	defer att.Close()
 	stop := context.AfterFunc(ctx, func() {
@@ -136,25 +141,30 @@ func (b *Box) Exec(ctx context.Context, spec vendors.ExecSpec) (vendors.ExecResu
 		b.killPidFile(kctx, pidFile)
 	})
 	defer stop()
-	if spec.Stdin != nil {
+	if stdin != nil {
 		go func() {
-			_, _ = io.Copy(att.Conn, spec.Stdin)
+			_, _ = io.Copy(att.Conn, stdin)
 			_ = att.CloseWrite()
 		}()
 	}
-	stdout, stderr := &boxproc.Capped{Max: max}, &boxproc.Capped{Max: max}
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
 	_, cerr := stdcopy.StdCopy(stdout, stderr, att.Reader)
 	if ctx.Err() != nil {
-		return vendors.ExecResult{}, fmt.Errorf("docker: exec %s: %w", spec.Command[0], context.Cause(ctx))
+		return 0, fmt.Errorf("docker: %s %s: %w", op, cmd[0], context.Cause(ctx))
 	}
 	if cerr != nil {
-		return vendors.ExecResult{}, fmt.Errorf("docker: exec %s: read output: %w", spec.Command[0], b.gone(ctx, "exec", cerr))
+		return 0, fmt.Errorf("docker: %s %s: read output: %w", op, cmd[0], b.gone(ctx, op, cerr))
 	}
 	ins, err := b.v.cli.ContainerExecInspect(ctx, execID)
 	if err != nil {
-		return vendors.ExecResult{}, fmt.Errorf("docker: exec %s: %w", spec.Command[0], b.gone(ctx, "exec", err))
+		return 0, fmt.Errorf("docker: %s %s: %w", op, cmd[0], b.gone(ctx, op, err))
 	}
-	return vendors.ExecResult{ExitCode: ins.ExitCode, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
+	return ins.ExitCode, nil
 }
 
 func (b *Box) createExec(ctx context.Context, op string, cmd []string, env map[string]string, dir string, stdin bool) (string, error) {
@@ -197,59 +207,6 @@ func (b *Box) gone(ctx context.Context, op string, err error) error {
 		return &vendors.GoneError{Vendor: Name, ID: b.id, Op: op, Err: err}
 	}
 	return err
-}
-
-// Read returns a regular file's content, through the archive API.
-func (b *Box) Read(ctx context.Context, p string) ([]byte, error) {
-	rc, _, err := b.v.cli.CopyFromContainer(ctx, b.id, p)
-	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			if _, serr := b.Status(ctx); serr != nil {
-				return nil, fmt.Errorf("docker: read %s: %w", p, serr)
-			}
-			return nil, fmt.Errorf("docker: read %s: %w", p, fs.ErrNotExist)
-		}
-		return nil, fmt.Errorf("docker: read %s: %w", p, b.v.mapErr(err, b.id))
-	}
-	defer rc.Close()
-	data, err := boxproc.UntarFile(rc, maxReadBytes)
-	if err != nil {
-		return nil, fmt.Errorf("docker: read %s: %w", p, err)
-	}
-	return data, nil
-}
-
-// Write creates or replaces a file, owned by the box's user. The content
-// goes in through the archive API into a staging directory of the box
-// user's (the engine writes archive entries as root), from where the box
-// user moves it into place, so the file is the box user's own.
-func (b *Box) Write(ctx context.Context, p string, data []byte, mode uint32) error {
-	if err := boxproc.WritePath(p); err != nil {
-		return fmt.Errorf("docker: %w", err)
-	}
-	if mode&0o7777 == 0 {
-		mode = 0o644
-	}
-	stage := stageDir + "/" + boxproc.RandomID()
-	if _, err := b.run(ctx, "sh", "-c", `umask 077 && mkdir -p "$0"`, stage); err != nil {
-		return fmt.Errorf("docker: write %s: %w", p, err)
-	}
-	archive, err := boxproc.TarFile("data", data, 0o644)
-	if err != nil {
-		return err
-	}
-	if err := b.v.cli.CopyToContainer(ctx, b.id, stage, bytes.NewReader(archive), container.CopyToContainerOptions{}); err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_, _ = b.run(cctx, "rm", "-rf", stage)
-		return fmt.Errorf("docker: write %s: %w", p, b.v.mapErr(err, b.id))
-	}
-	script := `t=; d=$(dirname "$1") && mkdir -p "$d" && t=$(mktemp "$d/.boxctl-write.XXXXXX") && cat "$0/data" >"$t" &&
-chmod "$2" "$t" && mv -f "$t" "$1"; s=$?; rm -rf "$0"; [ $s -eq 0 ] || [ -z "$t" ] || rm -f "$t"; exit $s`
-	if _, err := b.run(ctx, "sh", "-c", script, stage, p, strconv.FormatUint(uint64(mode&0o7777), 8)); err != nil {
-		return fmt.Errorf("docker: write %s: %w", p, err)
-	}
-	return nil
 }
 
 func short(id string) string {

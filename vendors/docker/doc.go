@@ -44,15 +44,17 @@
 // container is created with auto-remove, so the engine removes it when its
 // init ends. A caller that crashed cannot leak a box past its deadline.
 //
-// # Processes
+// # Processes and files
 //
-// Exec and Spawn run through the exec API. Environment variables given to
-// them travel in the exec's create request only: the container's inspect
-// data does not show them, nor does the exec's inspect data. A spawned
-// process runs detached from the caller under a small shell supervisor
-// that records its pid, its output and its exit status in the box under
-// ProcDir, so it outlives the caller's connection and `boxctl logs` can
-// read its output later.
-//
-// Read and Write use the archive API.
+// Exec runs through the exec API, each command in a session of its own
+// that a cancelled Exec kills. Its environment travels in the exec's
+// create request only: the container's inspect data does not show it.
+// Spawn, Read and Write are the process layer's (internal/boxproc) over
+// that exec: a spawned process's environment travels on a supervisor's
+// stdin, so no exec's inspect data shows it either; the supervisor
+// detaches from the exec and records the process's pid, output and exit
+// status in the box under ProcDir, so it outlives the caller's connection
+// and `boxctl logs` can read its output later. Read and Write move tar
+// streams through an exec, as the box user, so a written file is that
+// user's.
 package docker

@@ -8,8 +8,8 @@ import (
 )
 
 // Inspect returns everything the engine shows of box id to anyone with
-// access to it: the container's inspect data and that of every exec the
-// engine still lists for it. A caller checks it for secrets (the
+// access to it: the container's inspect data and that of every exec of it
+// the engine still has, ended ones too. A caller checks it for secrets (the
 // conformance suite's box.secrets case does).
 func (v *Vendor) Inspect(ctx context.Context, id string) ([]byte, error) {
 	raw, _, err := dockerclient.Inspect(ctx, v.cli, id)

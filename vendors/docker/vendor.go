@@ -329,12 +329,7 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	b := &Box{v: v, id: created.ID}
 	v.opts.logger.Debug("docker box created", "id", created.ID[:12], "run", spec.RunTag, "deadline", deadline)
 	fail := func(err error) (vendors.Box, error) {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if derr := b.Destroy(cctx); derr != nil {
-			return nil, &vendors.CleanupError{Vendor: Name, BoxID: created.ID, Err: errors.Join(err, derr)}
-		}
-		return nil, err
+		return nil, vendors.Discard(ctx, Name, created.ID, b.Destroy, err)
 	}
 	if err := v.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		return fail(fmt.Errorf("docker: start box: %w", v.mapErr(err, created.ID)))

@@ -16,9 +16,6 @@ import (
 	"github.com/tangle-network/boxctl/vendors"
 )
 
-// stdinDir holds an Exec's standard input on its way in.
-const stdinDir = "/tmp/.boxctl/stdin"
-
 // defaultMaxOutput caps each output stream an Exec keeps.
 const defaultMaxOutput = 16 << 20
 
@@ -91,7 +88,11 @@ func (b *Box) Endpoint(ctx context.Context, port int) (vendors.Endpoint, error) 
 	if err != nil {
 		return vendors.Endpoint{}, err
 	}
-	if !slices.Contains(strings.Split(labels[boxmeta.LabelPorts], ","), strconv.Itoa(port)) {
+	ports, err := boxmeta.ParsePorts(labels[boxmeta.LabelPorts])
+	if err != nil {
+		return vendors.Endpoint{}, fmt.Errorf("e2b: endpoint: %w", err)
+	}
+	if !slices.Contains(ports, port) {
 		return vendors.Endpoint{}, fmt.Errorf("e2b: box %s does not expose port %d", b.id, port)
 	}
 	ep := vendors.Endpoint{URL: b.hostURL(port), Transport: &goneTransport{b: b, rt: b.v.http.Transport}}

@@ -24,14 +24,16 @@
 // envd, the daemon in every sandbox, is reached at
 // {scheme}://49983-{sandboxID}.{domain} with the sandbox's access token
 // (every v2 sandbox is secure), as the template's own user unless WithUser
-// names one. Exec and Spawn use its Connect-RPC
-// process API in the JSON encoding (process.Process/Start streams
-// envelopes; an end-of-stream frame carries any error; keepalives are
-// skipped). A process envd started outlives the stream that started it,
-// so Spawn runs the command under a small supervisor that records its pid,
-// output and exit status in the sandbox (under /tmp/.boxctl/proc), as the
-// Docker vendor does; the process's environment travels in envd's start
-// request only, which the control plane never shows. Read and Write use
+// names one. Exec uses its Connect-RPC process API in the JSON encoding
+// (process.Process/Start streams envelopes; an end-of-stream frame carries
+// any error; keepalives are skipped; stdin goes in with SendInput, then
+// CloseStdin), and that exec is the Runner of the process layer
+// (internal/boxproc), which writes Spawn and the Process: a process envd
+// started outlives the stream that started it, so Spawn runs the command
+// under a supervisor that records its pid, output and exit status in the
+// sandbox (under /tmp/.boxctl/proc), as the Docker and Kubernetes vendors
+// do; the process's environment travels on the supervisor's stdin, in no
+// command line and nothing the control plane shows. Read and Write use
 // envd's /files. Endpoint is {scheme}://{port}-{sandboxID}.{domain} with
 // the e2b-traffic-access-token header (sandboxes are created with
 // allowPublicTraffic false).

@@ -237,7 +237,7 @@ func (b *Box) waitReady(ctx context.Context, timeout time.Duration) error {
 		} else {
 			last = err
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := vendorhttp.Sleep(ctx, wait); err != nil {
 			return fmt.Errorf("e2b: sandbox %s: envd did not answer within %v: %w", b.id, timeout, errors.Join(last, err))
 		}
 	}

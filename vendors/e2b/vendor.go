@@ -2,14 +2,11 @@ package e2b
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/boxmeta"
@@ -85,14 +82,10 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		}
 	}
 	labels := vendors.Labels(spec, time.Now(), v.o.version)
-	token := strings.ToLower(rand.Text())
+	token := vendors.CreateToken()
 	labels[boxmeta.LabelCreate] = token
 	if len(spec.Ports) > 0 {
-		ports := make([]string, len(spec.Ports))
-		for i, p := range spec.Ports {
-			ports[i] = strconv.Itoa(p)
-		}
-		labels[boxmeta.LabelPorts] = strings.Join(ports, ",")
+		labels[boxmeta.LabelPorts] = boxmeta.FormatPorts(spec.Ports)
 	}
 	env := maps.Clone(spec.Env)
 	if env == nil {
@@ -111,131 +104,64 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	b.labels = labels
 	v.o.log.Debug("e2b sandbox created", "id", sb.SandboxID, "run", spec.RunTag)
 	if err := b.waitReady(ctx, v.o.readyTimeout); err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if derr := b.Destroy(cctx); derr != nil {
-			return nil, &vendors.CleanupError{Vendor: Name, BoxID: sb.SandboxID, Err: errors.Join(err, derr)}
-		}
-		return nil, err
+		return nil, vendors.Discard(ctx, Name, sb.SandboxID, b.Destroy, err)
 	}
 	return b, nil
 }
 
 // createOnce asks for the sandbox until one exists, at most attempts
-// times, never twice for one that may exist (see Create).
+// times, never twice for one that may exist (see Create and
+// vendors.IdempotentCreate).
 func (v *Vendor) createOnce(ctx context.Context, req newSandbox, token string) (sandbox, error) {
-	unsure := false // an attempt may have made a sandbox
-	var last error
-	for attempt := 0; attempt < v.o.attempts; attempt++ {
-		if unsure {
-			found, err := v.findCreated(ctx, token)
+	byToken := map[string]string{boxmeta.LabelCreate: token}
+	return vendors.IdempotentCreate[sandbox]{
+		Vendor:   Name,
+		Attempts: v.o.attempts,
+		Create: func(ctx context.Context) (sandbox, error) {
+			sb, err := v.createSandbox(ctx, req)
 			if err != nil {
-				return sandbox{}, v.abandon(ctx, token, errors.Join(last, err))
-			}
-			if found != "" {
-				return v.adopt(ctx, found, token)
-			}
-			if err := sleep(ctx, time.Duration(attempt)*500*time.Millisecond); err != nil {
-				return sandbox{}, v.abandon(ctx, token, errors.Join(last, err))
-			}
-		}
-		sb, err := v.createSandbox(ctx, req)
-		if err == nil {
-			if unsure {
-				// An earlier attempt may have made one after all.
-				return v.adopt(ctx, sb.SandboxID, token, sb)
+				return sandbox{}, v.mapErr("create", "", err)
 			}
 			return sb, nil
-		}
-		last = err
-		var ae *vendorhttp.APIError
-		switch {
-		case ctx.Err() != nil:
-			return sandbox{}, v.abandon(ctx, token, fmt.Errorf("e2b: create sandbox: %w", context.Cause(ctx)))
-		case errors.As(err, &ae) && ae.Status < 500:
-			// Refused (a 429 was retried as long as the bounds allow
-			// already): this attempt made nothing.
-			err = v.mapErr("create", "", err)
-			if unsure {
-				err = v.abandon(ctx, token, err)
+		},
+		// A refusal (a 429 was retried as long as the bounds allow
+		// already) made nothing; a server error or a cut connection may
+		// have.
+		Unsure: func(err error) bool {
+			var ae *vendorhttp.APIError
+			if errors.As(err, &ae) {
+				return ae.Status >= 500
 			}
-			return sandbox{}, err
-		}
-		unsure = true // a server error or a cut connection: maybe made
-		v.o.log.Debug("e2b create: outcome unknown; looking for the sandbox before asking again", "attempt", attempt+1, "err", err)
-	}
-	found, err := v.findCreated(ctx, token)
-	if err == nil && found != "" {
-		return v.adopt(ctx, found, token)
-	}
-	return sandbox{}, v.abandon(ctx, token, v.mapErr("create", "", last))
-}
-
-// findCreated returns the id of a sandbox with the create token, or "".
-func (v *Vendor) findCreated(ctx context.Context, token string) (string, error) {
-	found, err := v.listSandboxes(ctx, map[string]string{boxmeta.LabelCreate: token})
-	if err != nil || len(found) == 0 {
-		return "", err
-	}
-	return found[0].SandboxID, nil
-}
-
-// adopt keeps sandbox id of the create token and kills any other
-// sandbox with the token; have is id's create answer, when known.
-func (v *Vendor) adopt(ctx context.Context, id, token string, have ...sandbox) (sandbox, error) {
-	all, err := v.listSandboxes(ctx, map[string]string{boxmeta.LabelCreate: token})
-	if err != nil {
-		return sandbox{}, v.abandon(ctx, token, err)
-	}
-	for _, sb := range all {
-		if sb.SandboxID != id {
-			v.o.log.Debug("e2b create: killing a duplicate of the sandbox", "id", sb.SandboxID, "kept", id)
-			if err := v.killSandbox(ctx, sb.SandboxID); err != nil && !isStatus(err, http.StatusNotFound) {
-				return sandbox{}, &vendors.CleanupError{Vendor: Name, BoxID: sb.SandboxID, Err: fmt.Errorf("e2b: kill a duplicate sandbox: %w", err)}
+			return !errors.Is(err, vendors.ErrRateLimited)
+		},
+		Find: func(ctx context.Context) ([]sandbox, error) {
+			found, err := v.listSandboxes(ctx, byToken)
+			out := make([]sandbox, len(found))
+			for i, d := range found {
+				out[i] = sandbox{SandboxID: d.SandboxID}
 			}
-		}
-	}
-	if len(have) > 0 {
-		return have[0], nil
-	}
-	d, err := v.getSandbox(ctx, id)
-	if err != nil {
-		return sandbox{}, v.abandon(ctx, token, v.mapErr("create", id, err))
-	}
-	sb, err := v.connectSandbox(ctx, id, time.Until(d.EndAt))
-	if err != nil {
-		return sandbox{}, v.abandon(ctx, token, v.mapErr("create", id, err))
-	}
-	return sb, nil
-}
-
-// abandon kills every sandbox with the create token after a failed
-// Create, on a context of its own; a sandbox it cannot kill makes the
-// error a *vendors.CleanupError.
-func (v *Vendor) abandon(ctx context.Context, token string, cause error) error {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	found, err := v.listSandboxes(cctx, map[string]string{boxmeta.LabelCreate: token})
-	if err != nil {
-		return errors.Join(cause, fmt.Errorf("e2b: look for a sandbox the failed create made: %w", err))
-	}
-	for _, sb := range found {
-		if err := v.killSandbox(cctx, sb.SandboxID); err != nil && !isStatus(err, http.StatusNotFound) {
-			return &vendors.CleanupError{Vendor: Name, BoxID: sb.SandboxID, Err: errors.Join(cause, err)}
-		}
-	}
-	return cause
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
+			return out, err
+		},
+		// A sandbox found by its token lacks its envd tokens: connecting
+		// answers them.
+		Adopt: func(ctx context.Context, sb sandbox) (sandbox, error) {
+			d, err := v.getSandbox(ctx, sb.SandboxID)
+			if err == nil {
+				sb, err = v.connectSandbox(ctx, sb.SandboxID, time.Until(d.EndAt))
+			}
+			if err != nil {
+				return sandbox{}, v.mapErr("create", sb.SandboxID, err)
+			}
+			return sb, nil
+		},
+		ID: func(sb sandbox) string { return sb.SandboxID },
+		Destroy: func(ctx context.Context, id string) error {
+			if err := v.killSandbox(ctx, id); err != nil && !isStatus(err, http.StatusNotFound) {
+				return err
+			}
+			return nil
+		},
+	}.Run(ctx)
 }
 
 // Connect returns the sandbox id, with the tokens its envd and ports

@@ -1,15 +1,11 @@
 package kubernetes
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,9 +22,6 @@ import (
 
 // defaultMaxOutput caps each output stream an Exec keeps.
 const defaultMaxOutput = 16 << 20
-
-// maxReadBytes caps a file Read returns.
-const maxReadBytes = 256 << 20
 
 // Box is one Sandbox and its pod. It is safe for concurrent use.
 type Box struct {
@@ -265,32 +258,46 @@ func (b *Box) Exec(ctx context.Context, spec vendors.ExecSpec) (vendors.ExecResu
 	if len(spec.Command) == 0 {
 		return vendors.ExecResult{}, errors.New("kubernetes: exec: empty command")
 	}
-	envIn, err := boxproc.EnvLines(spec.Env)
-	if err != nil {
-		return vendors.ExecResult{}, fmt.Errorf("kubernetes: exec: %w", err)
-	}
 	max := spec.MaxOutput
 	if max <= 0 {
 		max = defaultMaxOutput
 	}
-	var stdin io.Reader = strings.NewReader(envIn)
-	if spec.Stdin != nil {
-		stdin = io.MultiReader(stdin, spec.Stdin)
+	stdout, stderr := &boxproc.Capped{Max: max}, &boxproc.Capped{Max: max}
+	code, err := b.exec(ctx, "exec", spec.Command, spec.Env, spec.Dir, spec.Stdin, stdout, stderr)
+	if err != nil {
+		return vendors.ExecResult{}, err
+	}
+	return vendors.ExecResult{ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
+}
+
+// exec runs cmd in the box with env (on its stdin, ahead of stdin) and
+// dir, copies its output to stdout and stderr as it comes, and returns its
+// exit status. The command runs in a session of its own
+// (boxproc.ExecEnvWrapper), which a cancelled ctx kills.
+func (b *Box) exec(ctx context.Context, op string, cmd []string, env map[string]string, dir string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	envIn, err := boxproc.EnvLines(env)
+	if err != nil {
+		return 0, fmt.Errorf("kubernetes: %s: %w", op, err)
+	}
+	in := io.Reader(strings.NewReader(envIn))
+	if stdin != nil {
+		in = io.MultiReader(in, stdin)
 	}
 	pidFile := boxproc.ExecDir + "/" + boxproc.RandomID()
-	cmd := append([]string{"/bin/sh", "-c", boxproc.ExecEnvWrapper, pidFile, spec.Dir}, spec.Command...)
+	wrapped := append([]string{"/bin/sh", "-c", boxproc.ExecEnvWrapper, pidFile, dir}, cmd...)
 	stop := context.AfterFunc(ctx, func() {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		_, _ = b.run(kctx, boxproc.KillSession(pidFile)...)
 	})
 	defer stop()
-	stdout, stderr := &boxproc.Capped{Max: max}, &boxproc.Capped{Max: max}
-	code, err := b.stream(ctx, "exec", cmd, stdin, stdout, stderr)
-	if err != nil {
-		return vendors.ExecResult{}, err
+	if stdout == nil {
+		stdout = io.Discard
 	}
-	return vendors.ExecResult{ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	return b.stream(ctx, op, wrapped, in, stdout, stderr)
 }
 
 // run is Exec of a fixed command whose failure is an error.
@@ -305,71 +312,6 @@ func (b *Box) run(ctx context.Context, cmd ...string) ([]byte, error) {
 	return res.Stdout, nil
 }
 
-// Exit statuses of the file scripts.
-const (
-	exitNoFile  = 44
-	exitNotFile = 45
-)
-
-// Read returns a regular file's content, as a tar stream from the box
-// (as kubectl cp reads).
-func (b *Box) Read(ctx context.Context, p string) ([]byte, error) {
-	if !path.IsAbs(p) {
-		return nil, fmt.Errorf("kubernetes: read %q: want an absolute path", p)
-	}
-	script := `[ -e "$0" ] || exit ` + strconv.Itoa(exitNoFile) + `
-[ -f "$0" ] || exit ` + strconv.Itoa(exitNotFile) + `
-tar -c -f - --warning=no-file-changed -C "$(dirname "$0")" -- "$(basename "$0")"
-s=$?; [ $s -eq 1 ] && exit 0; exit $s`
-	// A file still being written (a process's log) makes tar exit 1 with
-	// what it read: that is the file as it was. The archive is kept only
-	// up to the limit Read has.
-	out := &boxproc.Capped{Max: maxReadBytes + 64<<10}
-	stderr := &boxproc.Capped{Max: 4096}
-	code, err := b.stream(ctx, "read", []string{"sh", "-c", script, p}, nil, out, stderr)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("kubernetes: read %s: %w", p, err)
-	case code == exitNoFile:
-		return nil, fmt.Errorf("kubernetes: read %s: %w", p, fs.ErrNotExist)
-	case code == exitNotFile:
-		return nil, fmt.Errorf("kubernetes: read %s: not a regular file", p)
-	case code != 0:
-		return nil, fmt.Errorf("kubernetes: read %s: tar exited %d: %s", p, code, strings.TrimSpace(stderr.String()))
-	}
-	data, err := boxproc.UntarFile(bytes.NewReader(out.Bytes()), maxReadBytes)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes: read %s: %w", p, err)
-	}
-	return data, nil
-}
-
-// Write creates or replaces a file: a tar stream unpacked by the box user
-// (so the file is theirs) next to the target, then moved into place.
-func (b *Box) Write(ctx context.Context, p string, data []byte, mode uint32) error {
-	if err := boxproc.WritePath(p); err != nil {
-		return fmt.Errorf("kubernetes: %w", err)
-	}
-	if mode&0o7777 == 0 {
-		mode = 0o644
-	}
-	archive, err := boxproc.TarFile("data", data, mode)
-	if err != nil {
-		return err
-	}
-	script := `t=; d=$(dirname "$0") && mkdir -p "$d" && t=$(mktemp -d "$d/.boxctl-write.XXXXXX") &&
-tar -x -f - -C "$t" --no-same-owner && chmod "$1" "$t/data" && mv -fT "$t/data" "$0"; s=$?; [ -z "$t" ] || rm -rf "$t"; exit $s`
-	stderr := &boxproc.Capped{Max: 4096}
-	code, err := b.stream(ctx, "write", []string{"sh", "-c", script, p, strconv.FormatUint(uint64(mode&0o7777), 8)}, bytes.NewReader(archive), nil, stderr)
-	if err != nil {
-		return fmt.Errorf("kubernetes: write %s: %w", p, err)
-	}
-	if code != 0 {
-		return fmt.Errorf("kubernetes: write %s: exited %d: %s", p, code, strings.TrimSpace(stderr.String()))
-	}
-	return nil
-}
-
 // Endpoint forwards a local port on 127.0.0.1 to port in the box's pod
 // through the API server. The forward is the vendor's: it lasts until
 // Destroy or the vendor's Close.
@@ -378,7 +320,11 @@ func (b *Box) Endpoint(ctx context.Context, port int) (vendors.Endpoint, error) 
 	if err != nil {
 		return vendors.Endpoint{}, fmt.Errorf("kubernetes: endpoint: %w", err)
 	}
-	if !slices.Contains(strings.Split(info.Labels[boxmeta.LabelPorts], ","), strconv.Itoa(port)) {
+	ports, err := boxmeta.ParsePorts(info.Labels[boxmeta.LabelPorts])
+	if err != nil {
+		return vendors.Endpoint{}, fmt.Errorf("kubernetes: endpoint: %w", err)
+	}
+	if !slices.Contains(ports, port) {
 		return vendors.Endpoint{}, fmt.Errorf("kubernetes: box %s does not expose port %d", b.id, port)
 	}
 	f, err := b.v.forward(b, port)

@@ -37,10 +37,11 @@
 // (WebSocket, or SPDY on older servers). The exec API takes no
 // environment, and a command line is in the request and so in the API
 // server's audit log: environment variables travel on the command's
-// stdin (internal/boxproc), never on a command line or in the pod spec. A
-// spawned process runs under a supervisor that detaches from the exec
-// and records its pid, output and exit status in the box, so it outlives
-// the caller. Read and Write move tar streams, as kubectl cp does.
+// stdin, never on a command line or in the pod spec. Spawn, Read and
+// Write are the process layer's (internal/boxproc) over that exec: a
+// spawned process runs under a supervisor that detaches from the exec and
+// records its pid, output and exit status in the box, so it outlives the
+// caller. Read and Write move tar streams, as kubectl cp does.
 //
 // Endpoint is a port-forward through the API server on a local
 // 127.0.0.1 port, owned by the vendor until Destroy or Close; a

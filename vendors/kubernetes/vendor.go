@@ -270,9 +270,7 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	now := time.Now()
 	all := vendors.Labels(spec, now, v.o.version)
 	if len(spec.Ports) > 0 {
-		ps := slices.Clone(spec.Ports)
-		slices.Sort(ps)
-		all[boxmeta.LabelPorts] = joinPorts(slices.Compact(ps))
+		all[boxmeta.LabelPorts] = boxmeta.FormatPorts(spec.Ports)
 	}
 	meta, err := objectMeta(boxName(spec.RunTag), all)
 	if err != nil {
@@ -312,12 +310,7 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 // failCreate destroys a box whose start failed; the box's id is the
 // cleanup handle when that fails too.
 func (v *Vendor) failCreate(ctx context.Context, b *Box, err error) error {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	if derr := b.Destroy(cctx); derr != nil {
-		return &vendors.CleanupError{Vendor: Name, BoxID: b.id, Err: errors.Join(err, derr)}
-	}
-	return err
+	return vendors.Discard(ctx, Name, b.id, b.Destroy, err)
 }
 
 // checkSpec refuses what Kubernetes cannot carry: label keys that are not
@@ -468,14 +461,6 @@ func boxName(runTag string) string {
 		s += "-"
 	}
 	return "boxctl-" + s + strconv.FormatUint(rand.Uint64()&0xffffffffff, 36)
-}
-
-func joinPorts(ps []int) string {
-	s := make([]string, len(ps))
-	for i, p := range ps {
-		s[i] = strconv.Itoa(p)
-	}
-	return strings.Join(s, ",")
 }
 
 // Connect returns the box whose Sandbox is named id. See vendors.Vendor.

@@ -9,9 +9,12 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -56,6 +59,7 @@ func Run(t *testing.T, c Config) {
 		t.Run("exec cancel stops the command", func(t *testing.T) { testExecCancel(t, box) })
 		t.Run("files", func(t *testing.T) { testFiles(t, box) })
 		t.Run("spawn", func(t *testing.T) { testSpawn(t, c, box) })
+		t.Run("spawn environment of any name", func(t *testing.T) { testSpawnEnvNames(t, box) })
 		t.Run("endpoint", func(t *testing.T) { testEndpoint(t, box) })
 		t.Run("destroy", func(t *testing.T) { testDestroy(t, c, box) })
 	})
@@ -370,6 +374,39 @@ func testSpawn(t *testing.T, c Config, box vendors.Box) {
 	}
 	if _, err := box.Process(t.Context(), "no-such-process"); err == nil {
 		t.Error("Process(missing) succeeded")
+	}
+}
+
+// testSpawnEnvNames spawns a process whose environment takes the short
+// names a box script might use for its own variables: each reaches the
+// process with its value, byte for byte, and none breaks the spawn.
+func testSpawnEnvNames(t *testing.T, box vendors.Box) {
+	env := map[string]string{"d": "1", "dl": "2", "wd": "3", "left": "4", "c": "5", "w": "6", "s": "7",
+		"kv": "8", "v": "9", "p": "a b", "n": "line\nbreak\n", "i": "", "k": "=x="}
+	names := slices.Sorted(maps.Keys(env))
+	script := ""
+	for _, k := range names {
+		script += fmt.Sprintf(`printf '%%s=[%%s]\n' %s "$%s"; `, k, k)
+	}
+	p, err := box.Spawn(t.Context(), vendors.SpawnSpec{Name: "vt-env", Command: []string{"sh", "-c", script}, Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if code, err := p.Wait(ctx); err != nil || code != 0 {
+		t.Fatalf("Wait = %d, %v; want 0", code, err)
+	}
+	out, _, err := p.Logs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ""
+	for _, k := range names {
+		want += k + "=[" + env[k] + "]\n"
+	}
+	if string(out) != want {
+		t.Errorf("the spawned process's environment printed\n%s\nwant\n%s", out, want)
 	}
 }
 
