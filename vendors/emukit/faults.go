@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"sync"
 	"time"
+
+	"github.com/tangle-network/boxctl/internal/vendorhttp"
 )
 
 // Faults are the failures an emulator injects. The zero value injects
@@ -146,15 +148,7 @@ func (in *Injector) Serve(w http.ResponseWriter, r *http.Request, h http.Handler
 // false when ctx ended first. Without a delay it reports true at once.
 func (in *Injector) Delay(ctx context.Context) bool {
 	d := in.Faults().CreateDelay
-	if d <= 0 {
-		return true
-	}
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(d):
-		return true
-	}
+	return d <= 0 || vendorhttp.Sleep(ctx, d) == nil
 }
 
 // Seconds is a wait in whole seconds, rounded up, as Retry-After headers

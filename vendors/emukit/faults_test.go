@@ -1,11 +1,13 @@
 package emukit
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -97,4 +99,28 @@ func TestInjectorSet(t *testing.T) {
 	if _, err := NewInjector(InjectorOptions{}); err == nil {
 		t.Error("NewInjector without answers succeeded")
 	}
+}
+
+func TestInjectorDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		in, err := NewInjector(InjectorOptions{Faults: Faults{CreateDelay: time.Hour},
+			Throttled: func(http.ResponseWriter, *http.Request, time.Duration) {},
+			Failed:    func(http.ResponseWriter, *http.Request, int) {}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if !in.Delay(t.Context()) || time.Since(start) != time.Hour {
+			t.Errorf("Delay passed after %v, want it to pass after the hour", time.Since(start))
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if in.Delay(ctx) {
+			t.Error("Delay under an ended context passed")
+		}
+		_ = in.Set(Faults{})
+		if !in.Delay(ctx) {
+			t.Error("Delay without a delay did not pass at once")
+		}
+	})
 }
