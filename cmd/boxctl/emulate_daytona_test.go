@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"github.com/tangle-network/boxctl/internal/jssdk"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors/open"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 func TestEmulateDaytona_Flags(t *testing.T) {
@@ -47,19 +45,8 @@ func TestEmulateDaytona_Serves(t *testing.T) {
 	img := boxtest.Image(t, boxtest.Options{})
 	sdk := jssdk.Require(t, "daytona")
 	t.Setenv("DOCKER_HOST", env.DockerHost)
-	t.Setenv(open.EnvDaytonaKey, "")
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var out, errOut lockedBuffer
-	done := make(chan cmdResult, 1)
-	go func() {
-		done <- boxctlTo(t, ctx, nil, &out, &errOut, "emulate", "daytona", "--network", "boxctl-test", "-o", "json",
-			"--snapshot", "box="+img)
-	}()
-	var printed map[string]string
-	vendortest.Poll(t, 30*time.Second, "the emulator's environment", func() bool {
-		return json.Unmarshal([]byte(out.String()), &printed) == nil
-	})
+	printed, stop := startEmulate(t, open.EnvDaytonaKey, "daytona", "--snapshot", "box="+img)
+	defer stop()
 	u, key := printed[open.EnvDaytonaURL], printed[open.EnvDaytonaKey]
 	if !strings.HasPrefix(u, "http://127.0.0.1:") || !strings.HasSuffix(u, "/api") || !strings.HasPrefix(key, "dtn_") ||
 		printed[open.EnvDaytonaTarget] == "" {
@@ -102,16 +89,4 @@ func TestEmulateDaytona_Serves(t *testing.T) {
 			t.Errorf("the example printed %q, want the README's %q", res.Text, want)
 		}
 	})
-	if strings.Contains(errOut.String(), key) {
-		t.Error("the key is in the log")
-	}
-	cancel()
-	select {
-	case r := <-done:
-		if r.code != 0 {
-			t.Errorf("emulate daytona after its context ended: exit %d, %v", r.code, r.err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("emulate daytona still runs a minute after its context ended")
-	}
 }

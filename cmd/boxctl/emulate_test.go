@@ -41,18 +41,8 @@ func TestEmulate_Serves(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.vendor, func(t *testing.T) {
-			t.Setenv(tt.keyVar, "")
-			ctx, cancel := context.WithCancel(t.Context())
-			defer cancel()
-			var out, errOut lockedBuffer
-			done := make(chan cmdResult, 1)
-			go func() {
-				done <- boxctlTo(t, ctx, nil, &out, &errOut, "emulate", tt.vendor, "--network", "boxctl-test", "-o", "json")
-			}()
-			var printed map[string]string
-			vendortest.Poll(t, 30*time.Second, "the emulator's environment", func() bool {
-				return json.Unmarshal([]byte(out.String()), &printed) == nil
-			})
+			printed, stop := startEmulate(t, tt.keyVar, tt.vendor)
+			defer stop()
 			u, key := printed[tt.urlVar], printed[tt.keyVar]
 			if !strings.HasPrefix(u, "http://127.0.0.1:") || !strings.HasPrefix(key, tt.prefix) || !tt.agree(printed) {
 				t.Fatalf("printed %v, want the URL, a fresh %s key and variables that agree", printed, tt.prefix)
@@ -68,18 +58,39 @@ func TestEmulate_Serves(t *testing.T) {
 			if resp.StatusCode != http.StatusOK {
 				t.Errorf("GET %s with the printed key = %d %s, want 200", tt.path, resp.StatusCode, b)
 			}
-			if strings.Contains(errOut.String(), key) {
-				t.Error("the key is in the log")
-			}
-			cancel()
-			select {
-			case r := <-done:
-				if r.code != 0 {
-					t.Errorf("emulate %s after its context ended: exit %d, %v", tt.vendor, r.code, r.err)
-				}
-			case <-time.After(time.Minute):
-				t.Fatalf("emulate %s still runs a minute after its context ended", tt.vendor)
-			}
 		})
+	}
+}
+
+// startEmulate runs `boxctl emulate VENDOR ARGS` on the test bed's
+// network with a fresh key (keyVar unset) and returns the environment it
+// printed. stop ends it with its context (Ctrl-C) and checks that it
+// exits 0 within a minute and never logged the key.
+func startEmulate(t *testing.T, keyVar string, args ...string) (printed map[string]string, stop func()) {
+	t.Helper()
+	t.Setenv(keyVar, "")
+	ctx, cancel := context.WithCancel(t.Context())
+	var out, errOut lockedBuffer
+	done := make(chan cmdResult, 1)
+	go func() {
+		done <- boxctlTo(t, ctx, nil, &out, &errOut, append([]string{"emulate"}, append(args, "--network", "boxctl-test", "-o", "json")...)...)
+	}()
+	vendortest.Poll(t, 30*time.Second, "the emulator's environment", func() bool {
+		return json.Unmarshal([]byte(out.String()), &printed) == nil
+	})
+	return printed, func() {
+		t.Helper()
+		cancel()
+		select {
+		case r := <-done:
+			if r.code != 0 {
+				t.Errorf("emulate %v after its context ended: exit %d, %v", args, r.code, r.err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("emulate %v still runs a minute after its context ended", args)
+		}
+		if strings.Contains(errOut.String(), printed[keyVar]) {
+			t.Error("the key is in the log")
+		}
 	}
 }
