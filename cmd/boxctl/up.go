@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,10 +143,10 @@ func routerFromFlag(router string, getenv func(string) string) (url, key string,
 	default:
 		return "", "", usageErrorf("no model Router: %s is not set; set it, or pass --router local for a local model endpoint", missing[0])
 	}
-	if u, err := neturl.Parse(url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", "", usageErrorf("Router URL %q: want an absolute http or https URL", url)
-	} else if u.User != nil {
-		return "", "", usageErrorf("Router URL must not carry credentials: the key goes in $%s", routerKeyVar)
+	if err := sandbox.CheckRouterURL(url); errors.Is(err, sandbox.ErrRouterURLCredentials) {
+		return "", "", usageErrorf("Router URL %v: the key goes in $%s", err, routerKeyVar)
+	} else if err != nil {
+		return "", "", usageErrorf("Router URL %q: %v", url, err)
 	}
 	return url, key, nil
 }
