@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 )
 

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/npmtest"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider"
 )

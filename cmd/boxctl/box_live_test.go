@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
 	"github.com/tangle-network/boxctl/internal/boxtest"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"

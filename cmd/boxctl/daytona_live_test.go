@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/boximage"
-	"github.com/tangle-network/boxctl/conformance/routerstub"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors/daytona"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"

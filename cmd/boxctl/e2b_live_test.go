@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/e2btest"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/vendortest"

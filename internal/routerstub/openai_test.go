@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
 func TestResponses_NonStreaming(t *testing.T) {

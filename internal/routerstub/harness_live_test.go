@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
 	"github.com/tangle-network/boxctl/internal/npmtest"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
 const testKey = "sk-test-key"

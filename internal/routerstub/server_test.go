@@ -18,7 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
 // paths has one model path per family and the body it needs.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
 func TestAnthropic_NonStreaming(t *testing.T) {
