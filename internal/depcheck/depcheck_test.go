@@ -84,8 +84,9 @@ var testOnly = map[string]testOnlyPkg{
 
 	"internal/testbed":           {kind: helper},
 	"internal/testbed/baseimage": {kind: helper},
-	// The test bed's own tool pushes the base image it builds.
-	"internal/testbed/cmd/testbedctl": {kind: helper, extra: []string{"internal/testbed/baseimage"}},
+	// The test bed's own tool: the state file it writes (internal/testbed)
+	// and the base image it pushes (internal/testbed/baseimage).
+	"internal/testbed/cmd/testbedctl": {kind: helper, extra: []string{"internal/testbed"}},
 	// npm installs use the test bed's Node and cache.
 	"internal/npmtest":       {kind: helper, extra: []string{"internal/testbed"}},
 	"internal/boxbridgetest": {kind: helper},

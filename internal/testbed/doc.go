@@ -4,7 +4,12 @@
 // Kubernetes cluster running the agent-sandbox controller.
 //
 // `make testbed` (scripts/testbed up) starts or reuses those services and
-// writes their coordinates to a state file; this package only reads it.
+// writes their coordinates to a state file through WriteState, run by the
+// test bed's Go helper (cmd/testbedctl write-state), which also answers
+// where the test bed lives (Dir) for the scripts: this package is the one
+// place both are defined. `scripts/testbed up docker` (what `make run`
+// uses) brings up all but Kubernetes, keeping the Kubernetes keys of an
+// earlier full `up`.
 // A test that needs a service calls Require, which fails the test (never
 // skips it) when the test bed is not up, saying how to bring it up.
 //
