@@ -24,10 +24,12 @@ STATE_FILE=$TB/testbed.env
 # name on PATH, or an absolute path for what lives off PATH): those of the
 # Docker job's services (PKG_OF_DOCKER), and those the rest adds
 # (PKG_OF_KUBE: Kubernetes, the bubblewrap jail's tests).
+# shellcheck disable=SC2034 # read through pkg_pairs's nameref
 declare -A PKG_OF_DOCKER=(
 	[dockerd]=docker.io [docker]=docker.io [runc]=runc
 	[docker-registry]=docker-registry [debootstrap]=debootstrap [curl]=curl
 )
+# shellcheck disable=SC2034 # read through pkg_pairs's nameref
 declare -A PKG_OF_KUBE=(
 	[containerd]=containerd [bwrap]=bubblewrap [ctr]=containerd [etcd]=etcd-server
 	[ip]=iproute2 [/usr/lib/cni/bridge]=containernetworking-plugins
