@@ -26,4 +26,8 @@
 // bed's registry (Registry, BaseImage), sit on a private bridge with no
 // route off the machine, and have no cluster DNS or kube-proxy: reach a pod
 // through the API (exec, port-forward), not through a Service.
+//
+// The test bed's Go helper (cmd/testbedctl) configures itself with flags;
+// a Go component of the test bed that grows a constructor takes an Options
+// struct (functional options are for clients of outside APIs), never both.
 package testbed
