@@ -20,7 +20,8 @@
 // BOXCTL_TEST_NODE_VERSION is optional. Blank lines and # comments are
 // ignored, and values may be quoted.
 //
-// The cluster is Kubernetes v1.35 with agent-sandbox v0.2.1 (the
+// The cluster is Kubernetes v1.35 with the agent-sandbox controller at the
+// version go.mod requires (the
 // agents.x-k8s.io and extensions.agents.x-k8s.io APIs), everything on
 // 127.0.0.1. Its one node is "localhost"; pods pull images from the test
 // bed's registry (Registry, BaseImage), sit on a private bridge with no
