@@ -53,8 +53,7 @@ func startLive(t *testing.T, script routerstub.Script, opts ...func(*engine.Opti
 	env := testbed.Require(t)
 	pkg := npmtest.Install(t, env, claudeCodeSpec)
 	key := "sk-router-" + randHex(24)
-	stub, err := routerstub.New(routerstub.WithKeys(key), routerstub.WithScript(script),
-		routerstub.WithServedModel("router-served-model"))
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, Script: script, ServedModel: "router-served-model"})
 	if err != nil {
 		t.Fatal(err)
 	}

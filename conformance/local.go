@@ -69,8 +69,7 @@ func StartLocal(host string) (*Local, error) {
 	var b [24]byte
 	_, _ = rand.Read(b[:])
 	key := "conformance-" + hex.EncodeToString(b[:])
-	stub, err := routerstub.New(routerstub.WithKeys(key), routerstub.WithServedModel(ServedModel),
-		routerstub.WithScript(routerstub.ScriptFunc(pick)))
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, ServedModel: ServedModel, Script: routerstub.ScriptFunc(pick)})
 	if err != nil {
 		return nil, err
 	}

@@ -324,7 +324,7 @@ func TestBoxVerbs_RouterAndGC(t *testing.T) {
 	key := newRouterKey()
 	const reply = "The Router itself answered."
 	script := routerstub.NewQueue(routerstub.Text(reply)).Side(routerstub.Text(reply))
-	stub, err := routerstub.New(routerstub.WithKeys(key), routerstub.WithScript(script))
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, Script: script})
 	if err != nil {
 		t.Fatal(err)
 	}

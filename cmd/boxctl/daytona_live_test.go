@@ -52,9 +52,9 @@ func TestDaytona_BuildUpTurn(t *testing.T) {
 	}
 
 	routerKey := newRouterKey()
-	stub, err := routerstub.New(routerstub.WithKeys(routerKey), routerstub.WithScript(routerstub.ScriptFunc(func(routerstub.Request) routerstub.Reply {
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{routerKey}, Script: routerstub.ScriptFunc(func(routerstub.Request) routerstub.Reply {
 		return routerstub.Text(localReply)
-	})))
+	})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,8 +41,7 @@ func TestE2B_BuildUpTurn(t *testing.T) {
 	t.Cleanup(func() { dv.Close() })
 	key := newRouterKey()
 	const reply = "The Router answered an E2B box."
-	stub, err := routerstub.New(routerstub.WithKeys(key),
-		routerstub.WithScript(routerstub.NewQueue(routerstub.Text(reply)).Side(routerstub.Text(reply))))
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, Script: routerstub.NewQueue(routerstub.Text(reply)).Side(routerstub.Text(reply))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func newFixture(env testbed.Env, image string) (*fixture, error) {
 		}
 		return routerstub.Deltas(replyText, 4)
 	})
-	stub, err := routerstub.New(routerstub.WithKeys(key), routerstub.WithScript(script), routerstub.WithServedModel(servedModel))
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, Script: script, ServedModel: servedModel})
 	if err != nil {
 		return nil, err
 	}

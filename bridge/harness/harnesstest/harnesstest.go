@@ -90,11 +90,7 @@ func Start(t *testing.T, c Config) *Live {
 		c.Timeout = 3 * time.Minute
 	}
 	key := "sk-router-" + RandomHex(24)
-	opts := []routerstub.Option{routerstub.WithKeys(key), routerstub.WithScript(c.Script)}
-	if c.ServedModel != "" {
-		opts = append(opts, routerstub.WithServedModel(c.ServedModel))
-	}
-	stub, err := routerstub.New(opts...)
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, Script: c.Script, ServedModel: c.ServedModel})
 	if err != nil {
 		t.Fatal(err)
 	}
