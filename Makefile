@@ -15,11 +15,12 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
-# The main job end to end: test bed, box image for Docker, one live turn.
+# The main job end to end: the test bed's Docker part (engine, registry,
+# BuildKit, Node, base; not Kubernetes), box image for Docker, one live turn.
 run:
 	./scripts/run
 
-# The test command: brings up the test bed (idempotent), then every test with
+# The test command: brings up the whole test bed (idempotent), then every test with
 # the race detector. Integration tests use the real Docker engine, BuildKit,
 # OCI registry and npm registry.
 test: testbed
@@ -41,9 +42,12 @@ testbed-down:
 bench:
 	./scripts/bench
 
+# gofmt, go vet, and shellcheck on every shell script (scripts/lint installs
+# the Debian package when it is missing).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	./scripts/lint
 
 clean:
 	rm -rf $(BIN)

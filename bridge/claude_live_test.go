@@ -23,8 +23,8 @@ import (
 	"github.com/tangle-network/boxctl/bridge/server"
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
-	"github.com/tangle-network/boxctl/conformance/routerstub"
 	"github.com/tangle-network/boxctl/internal/npmtest"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 )
 
@@ -53,8 +53,7 @@ func startLive(t *testing.T, script routerstub.Script, opts ...func(*engine.Opti
 	env := testbed.Require(t)
 	pkg := npmtest.Install(t, env, claudeCodeSpec)
 	key := "sk-router-" + randHex(24)
-	stub, err := routerstub.New(routerstub.WithKeys(key), routerstub.WithScript(script),
-		routerstub.WithServedModel("router-served-model"))
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, Script: script, ServedModel: "router-served-model"})
 	if err != nil {
 		t.Fatal(err)
 	}

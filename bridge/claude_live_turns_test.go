@@ -14,8 +14,8 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
-	"github.com/tangle-network/boxctl/conformance/routerstub"
 	"github.com/tangle-network/boxctl/internal/npmtest"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 )
 
@@ -175,8 +175,7 @@ func TestLive_ClaudeCodeReplayAfterKill(t *testing.T) {
 	pkg := npmtest.Install(t, env, claudeCodeSpec)
 	key := "sk-router-" + randHex(24)
 	want := "durable answer " + randHex(6)
-	stub, err := routerstub.New(routerstub.WithKeys(key), routerstub.WithServedModel("router-served-model"),
-		routerstub.WithScript(routerstub.NewQueue(routerstub.Text("unexpected extra call"), routerstub.Deltas(want, 9))))
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, ServedModel: "router-served-model", Script: routerstub.NewQueue(routerstub.Text("unexpected extra call"), routerstub.Deltas(want, 9))})
 	if err != nil {
 		t.Fatal(err)
 	}

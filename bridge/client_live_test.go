@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/bridge/engine"
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/provider"
 )
 

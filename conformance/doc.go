@@ -36,7 +36,7 @@
 //
 // # Offline runs
 //
-// StartLocal runs the local model endpoint (conformance/routerstub) and a
+// StartLocal runs the local model endpoint (internal/routerstub) and a
 // small git repository where boxes reach them, with the scripted replies
 // the cases need: plain text, a stall for cancel, timeout and busy
 // conflicts, and a tool call for interactions. The cases pick a reply by

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 )
 
@@ -69,8 +69,7 @@ func StartLocal(host string) (*Local, error) {
 	var b [24]byte
 	_, _ = rand.Read(b[:])
 	key := "conformance-" + hex.EncodeToString(b[:])
-	stub, err := routerstub.New(routerstub.WithKeys(key), routerstub.WithServedModel(ServedModel),
-		routerstub.WithScript(routerstub.ScriptFunc(pick)))
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, ServedModel: ServedModel, Script: routerstub.ScriptFunc(pick)})
 	if err != nil {
 		return nil, err
 	}

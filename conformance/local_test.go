@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/pins"
 )
 

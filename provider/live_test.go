@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/npmtest"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider"
 )
@@ -28,7 +28,7 @@ func startBridge(t *testing.T, script routerstub.Script) string {
 	env := testbed.Require(t)
 	pkg := npmtest.Install(t, env, claudeCodeSpec)
 	key := "sk-router-live-" + fmt.Sprint(time.Now().UnixNano())
-	stub, err := routerstub.New(routerstub.WithKeys(key), routerstub.WithScript(script), routerstub.WithServedModel("router-served-model"))
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, Script: script, ServedModel: "router-served-model"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
 	"github.com/tangle-network/boxctl/internal/boxtest"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
@@ -326,7 +326,7 @@ func TestBoxVerbs_RouterAndGC(t *testing.T) {
 	key := localrouter.NewKey()
 	const reply = "The Router itself answered."
 	script := routerstub.NewQueue(routerstub.Text(reply)).Side(routerstub.Text(reply))
-	stub, err := routerstub.New(routerstub.WithKeys(key), routerstub.WithScript(script))
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, Script: script})
 	if err != nil {
 		t.Fatal(err)
 	}

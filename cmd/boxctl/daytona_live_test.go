@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/boximage"
-	"github.com/tangle-network/boxctl/conformance/routerstub"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
@@ -57,9 +57,9 @@ func TestDaytona_BuildUpTurn(t *testing.T) {
 	}
 
 	routerKey := localrouter.NewKey()
-	stub, err := routerstub.New(routerstub.WithKeys(routerKey), routerstub.WithScript(routerstub.ScriptFunc(func(routerstub.Request) routerstub.Reply {
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{routerKey}, Script: routerstub.ScriptFunc(func(routerstub.Request) routerstub.Reply {
 		return routerstub.Text(localReply)
-	})))
+	})})
 	if err != nil {
 		t.Fatal(err)
 	}

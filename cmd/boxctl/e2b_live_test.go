@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/e2btest"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
@@ -45,8 +45,7 @@ func TestE2B_BuildUpTurn(t *testing.T) {
 	t.Cleanup(func() { dv.Close() })
 	key := localrouter.NewKey()
 	const reply = "The Router answered an E2B box."
-	stub, err := routerstub.New(routerstub.WithKeys(key),
-		routerstub.WithScript(routerstub.NewQueue(routerstub.Text(reply)).Side(routerstub.Text(reply))))
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, Script: routerstub.NewQueue(routerstub.Text(reply)).Side(routerstub.Text(reply))})
 	if err != nil {
 		t.Fatal(err)
 	}

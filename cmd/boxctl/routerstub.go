@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
 // routerKeyEnv is read for the key when --key is not given, so the key
@@ -78,16 +78,11 @@ func runRouterStub(ctx context.Context, a *app, o routerStubOptions) error {
 		return usageError{err}
 	}
 	script := routerstub.NewQueue(routerstub.Text(o.reply)).Side(routerstub.Text(o.reply))
-	opts := []routerstub.Option{routerstub.WithScript(script), routerstub.WithLogger(a.log)}
-	if o.noAuth {
-		opts = append(opts, routerstub.WithoutAuth())
-	} else {
-		opts = append(opts, routerstub.WithKeys(o.key))
+	opts := routerstub.Options{Script: script, Logger: a.log, NoAuth: o.noAuth, ServedModel: o.servedModel}
+	if !o.noAuth {
+		opts.Keys = []string{o.key}
 	}
-	if o.servedModel != "" {
-		opts = append(opts, routerstub.WithServedModel(o.servedModel))
-	}
-	srv, err := routerstub.New(opts...)
+	srv, err := routerstub.New(opts)
 	if err != nil {
 		return err
 	}

@@ -2,14 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
-	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
 	"github.com/tangle-network/boxctl/vendors"
@@ -95,10 +96,10 @@ func routerFromFlag(router string, getenv func(string) string) (url, key string,
 	default:
 		return "", "", usageErrorf("no model Router: %s is not set; set it, or pass --router local for a local model endpoint", missing[0])
 	}
-	if u, err := neturl.Parse(url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", "", usageErrorf("Router URL %q: want an absolute http or https URL", url)
-	} else if u.User != nil {
-		return "", "", usageErrorf("Router URL must not carry credentials: the key goes in $%s", routerKeyVar)
+	if err := sandbox.CheckRouterURL(url); errors.Is(err, sandbox.ErrRouterURLCredentials) {
+		return "", "", usageErrorf("Router URL %v: the key goes in $%s", err, routerKeyVar)
+	} else if err != nil {
+		return "", "", usageErrorf("Router URL %q: %v", url, err)
 	}
 	return url, key, nil
 }

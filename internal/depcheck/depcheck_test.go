@@ -13,9 +13,14 @@ import (
 const mod = "github.com/tangle-network/boxctl"
 
 type pkg struct {
-	ImportPath string
-	Imports    []string
-	Deps       []string
+	ImportPath   string
+	Dir          string
+	Imports      []string
+	Deps         []string
+	TestGoFiles  []string
+	XTestGoFiles []string
+	TestImports  []string
+	XTestImports []string
 }
 
 func listPackages(t *testing.T) []pkg {
@@ -79,8 +84,9 @@ var testOnly = map[string]testOnlyPkg{
 
 	"internal/testbed":           {kind: helper},
 	"internal/testbed/baseimage": {kind: helper},
-	// The test bed's own tool pushes the base image it builds.
-	"internal/testbed/cmd/testbedctl": {kind: helper, extra: []string{"internal/testbed/baseimage"}},
+	// The test bed's own tool: the state file it writes (internal/testbed)
+	// and the base image it pushes (internal/testbed/baseimage).
+	"internal/testbed/cmd/testbedctl": {kind: helper, extra: []string{"internal/testbed"}},
 	// npm installs use the test bed's Node and cache.
 	"internal/npmtest": {kind: helper, extra: []string{"internal/testbed"}},
 	// Vendors' official JavaScript SDKs, pinned with their locks, installed
@@ -96,9 +102,9 @@ var testOnly = map[string]testOnlyPkg{
 	// A broken box-bridge for the conformance suite's tests: the real
 	// bridge behind a proxy that drops replayed events.
 	"conformance/internal/lossybridge": {kind: fake, extra: []string{"bridge"}},
-	// A harness test points the real CLI, installed from npm, at the
-	// product's local model endpoint.
-	"bridge/harness/harnesstest": {kind: helper, extra: []string{"conformance/routerstub", "internal/npmtest", "internal/testbed"}},
+	// A harness test installs the real CLI from npm with the test bed's
+	// Node and points it at the local model endpoint (internal/routerstub).
+	"bridge/harness/harnesstest": {kind: helper, extra: []string{"internal/npmtest", "internal/testbed"}},
 	// The E2B emulator on the test bed, with the real box image as a
 	// template.
 	"internal/e2btest": {kind: helper, extra: []string{"vendors", "internal/boxtest", "internal/testbed"}},
@@ -114,7 +120,7 @@ var testOnly = map[string]testOnlyPkg{
 // test, so an entry leaves here as soon as its package lands.
 var pending = map[string]bool{}
 
-// emulators are product code (`boxctl emulate`, like conformance/routerstub
+// emulators are product code (`boxctl emulate`, like internal/routerstub
 // for the model Router) that serve a vendor's APIs locally with real boxes
 // on the Docker engine behind them: besides their vendor's subtree, each
 // may import the Docker vendor that runs those boxes and the image
@@ -407,11 +413,12 @@ func TestPermitted(t *testing.T) {
 		{"cmd/boxctl", "internal/testbed", false},
 		{"cmd/boxctl", "vendors/e2b/e2bemu", true},
 		{"vendors/vendortest", "vendors/e2b/e2bemu", false},
-		{"cmd/boxctl", "conformance/routerstub", true},
+		{"cmd/boxctl", "internal/routerstub", true},
 		{"cmd/box-bridge", "internal/boxbridgetest", false},
 		{"provider/sandbox", "internal/boxbridgetest", false},
-		{"bridge/harness", "conformance/routerstub", false},
-		{"bridge/harness/harnesstest", "conformance/routerstub", true},
+		{"bridge/harness", "internal/routerstub", true},
+		{"bridge/harness", "provider", false},
+		{"bridge/harness/harnesstest", "internal/routerstub", true},
 		{"bridge/harness/harnesstest", "internal/testbed", true},
 		{"bridge/harness/harnesstest", "provider", false},
 		{"bridge/internal/bridgetest", "internal/boxbridgetest", true},
@@ -440,7 +447,7 @@ func TestPermitted(t *testing.T) {
 	}
 	for p, want := range map[string]bool{
 		"boximage/ecrfake": true, "vendors/e2b/e2bemu": false, "vendors/daytona/daytonaemu": false, "bridge/internal/fakeclaude": true, "internal/npmtest": true,
-		"internal/boxbridgetest": true, "vendors/e2b": false, "conformance/routerstub": false, "internal/testbed": false,
+		"internal/boxbridgetest": true, "vendors/e2b": false, "internal/routerstub": false, "internal/testbed": false,
 	} {
 		if got := looksTestOnly(p); got != want {
 			t.Errorf("looksTestOnly(%q) = %v, want %v", p, got, want)

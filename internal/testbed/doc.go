@@ -4,7 +4,12 @@
 // Kubernetes cluster running the agent-sandbox controller.
 //
 // `make testbed` (scripts/testbed up) starts or reuses those services and
-// writes their coordinates to a state file; this package only reads it.
+// writes their coordinates to a state file through WriteState, run by the
+// test bed's Go helper (cmd/testbedctl write-state), which also answers
+// where the test bed lives (Dir) for the scripts: this package is the one
+// place both are defined. `scripts/testbed up docker` (what `make run`
+// uses) brings up all but Kubernetes, keeping the Kubernetes keys of an
+// earlier full `up`.
 // A test that needs a service calls Require, which fails the test (never
 // skips it) when the test bed is not up, saying how to bring it up.
 //
@@ -15,10 +20,15 @@
 // BOXCTL_TEST_NODE_VERSION is optional. Blank lines and # comments are
 // ignored, and values may be quoted.
 //
-// The cluster is Kubernetes v1.35 with agent-sandbox v0.2.1 (the
-// agents.x-k8s.io and extensions.agents.x-k8s.io APIs), everything on
-// 127.0.0.1. Its one node is "localhost"; pods pull images from the test
-// bed's registry (Registry, BaseImage), sit on a private bridge with no
-// route off the machine, and have no cluster DNS or kube-proxy: reach a pod
-// through the API (exec, port-forward), not through a Service.
+// The cluster is Kubernetes v1.35 with the agent-sandbox controller at the
+// version go.mod requires (the agents.x-k8s.io and
+// extensions.agents.x-k8s.io APIs), everything on 127.0.0.1. Its one node
+// is "localhost"; pods pull images from the test bed's registry (Registry,
+// BaseImage), sit on a private bridge with no route off the machine, and
+// have no cluster DNS or kube-proxy: reach a pod through the API (exec,
+// port-forward), not through a Service.
+//
+// The test bed's Go helper (cmd/testbedctl) configures itself with flags;
+// a Go component of the test bed that grows a constructor takes an Options
+// struct (functional options are for clients of outside APIs), never both.
 package testbed

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -65,6 +67,45 @@ func Dir() string {
 // ErrNotUp means the state file is missing: the test bed was never brought up.
 var ErrNotUp = errors.New("test bed is not up: run `make testbed`")
 
+// stateKeys are the state file's keys, in the order WriteState writes
+// them, with the Env field each fills; all but BOXCTL_TEST_NODE_VERSION
+// are required.
+var stateKeys = []struct {
+	key      string
+	field    func(*Env) *string
+	optional bool
+}{
+	{key: "DOCKER_HOST", field: func(e *Env) *string { return &e.DockerHost }},
+	{key: "BUILDKIT_HOST", field: func(e *Env) *string { return &e.BuildkitHost }},
+	{key: "BOXCTL_TEST_REGISTRY", field: func(e *Env) *string { return &e.Registry }},
+	{key: "BOXCTL_TEST_BASE_IMAGE", field: func(e *Env) *string { return &e.BaseImage }},
+	{key: "BOXCTL_TEST_NODE_DIR", field: func(e *Env) *string { return &e.NodeDir }},
+	{key: "BOXCTL_TEST_NODE_VERSION", field: func(e *Env) *string { return &e.NodeVersion }, optional: true},
+	{key: "BOXCTL_NPM_CACHE", field: func(e *Env) *string { return &e.NPMCache }},
+	{key: "BOXCTL_TEST_KUBECONFIG", field: func(e *Env) *string { return &e.Kubeconfig }},
+	{key: "BOXCTL_TEST_KUBE_AUDIT_LOG", field: func(e *Env) *string { return &e.KubeAuditLog }},
+	{key: "BOXCTL_TEST_KUBECTL", field: func(e *Env) *string { return &e.Kubectl }},
+}
+
+// parseState reads KEY=VALUE lines: blank lines and # comments are
+// skipped, and values may be quoted.
+func parseState(r io.Reader) (map[string]string, error) {
+	vals := map[string]string{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("malformed line %q", line)
+		}
+		vals[k] = strings.Trim(v, `"'`)
+	}
+	return vals, sc.Err()
+}
+
 // Load reads the state file written by `scripts/testbed up`.
 func Load() (Env, error) {
 	dir := Dir()
@@ -76,45 +117,16 @@ func Load() (Env, error) {
 		return Env{}, fmt.Errorf("load test bed state: %w", err)
 	}
 	defer f.Close()
-	vals := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			return Env{}, fmt.Errorf("load test bed state: malformed line %q", line)
-		}
-		vals[k] = strings.Trim(v, `"'`)
-	}
-	if err := sc.Err(); err != nil {
+	vals, err := parseState(f)
+	if err != nil {
 		return Env{}, fmt.Errorf("load test bed state: %w", err)
 	}
-	env := Env{
-		Dir:          dir,
-		DockerHost:   vals["DOCKER_HOST"],
-		BuildkitHost: vals["BUILDKIT_HOST"],
-		Registry:     vals["BOXCTL_TEST_REGISTRY"],
-		BaseImage:    vals["BOXCTL_TEST_BASE_IMAGE"],
-		NodeDir:      vals["BOXCTL_TEST_NODE_DIR"],
-		NodeVersion:  vals["BOXCTL_TEST_NODE_VERSION"],
-		NPMCache:     vals["BOXCTL_NPM_CACHE"],
-		Kubeconfig:   vals["BOXCTL_TEST_KUBECONFIG"],
-		KubeAuditLog: vals["BOXCTL_TEST_KUBE_AUDIT_LOG"],
-		Kubectl:      vals["BOXCTL_TEST_KUBECTL"],
-	}
+	env := Env{Dir: dir}
 	var missing []string
-	for k, v := range map[string]string{
-		"DOCKER_HOST": env.DockerHost, "BUILDKIT_HOST": env.BuildkitHost,
-		"BOXCTL_TEST_REGISTRY": env.Registry, "BOXCTL_TEST_BASE_IMAGE": env.BaseImage,
-		"BOXCTL_TEST_NODE_DIR": env.NodeDir, "BOXCTL_NPM_CACHE": env.NPMCache,
-		"BOXCTL_TEST_KUBECONFIG": env.Kubeconfig, "BOXCTL_TEST_KUBE_AUDIT_LOG": env.KubeAuditLog,
-		"BOXCTL_TEST_KUBECTL": env.Kubectl,
-	} {
-		if v == "" {
-			missing = append(missing, k)
+	for _, k := range stateKeys {
+		*k.field(&env) = vals[k.key]
+		if vals[k.key] == "" && !k.optional {
+			missing = append(missing, k.key)
 		}
 	}
 	if len(missing) > 0 {
@@ -122,6 +134,63 @@ func Load() (Env, error) {
 		return Env{}, fmt.Errorf("%w: state file lacks %s", ErrNotUp, strings.Join(missing, ", "))
 	}
 	return env, nil
+}
+
+// ErrUnknownKey is the error of WriteState for a key the state file does
+// not have.
+var ErrUnknownKey = errors.New("not a key of the test bed's state file")
+
+// WriteState writes the state file at path: the values of the previous
+// file there, updated by vals (KEY -> value; "" drops the key), so that an
+// `up` of part of the test bed keeps the coordinates of the other parts.
+// Keys come in a fixed order under a header comment; the file is replaced
+// atomically.
+func WriteState(path string, vals map[string]string, header string) error {
+	known := map[string]bool{}
+	for _, k := range stateKeys {
+		known[k.key] = true
+	}
+	for k, v := range vals {
+		if !known[k] {
+			return fmt.Errorf("write test bed state: %q: %w", k, ErrUnknownKey)
+		}
+		if strings.ContainsAny(v, "\n\r") {
+			return fmt.Errorf("write test bed state: %s: a value of one line, got %q", k, v)
+		}
+	}
+	merged := map[string]string{}
+	if f, err := os.Open(path); err == nil {
+		prev, err := parseState(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("write test bed state: previous %s: %w", path, err)
+		}
+		for k, v := range prev {
+			if known[k] {
+				merged[k] = v
+			}
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("write test bed state: %w", err)
+	}
+	maps.Copy(merged, vals)
+	var b strings.Builder
+	if header != "" {
+		fmt.Fprintf(&b, "# %s\n", header)
+	}
+	for _, k := range stateKeys {
+		if v := merged[k.key]; v != "" {
+			fmt.Fprintf(&b, "%s=%s\n", k.key, v)
+		}
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("write test bed state: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write test bed state: %w", err)
+	}
+	return nil
 }
 
 // Require returns the test bed or fails the test loudly. Tests never skip

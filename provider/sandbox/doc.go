@@ -2,6 +2,14 @@
 // boots the bridge inside it, and hands back an Environment that behaves
 // like provider.Environment over the box's exposed port.
 //
+// # Configuration
+//
+// New takes an Options struct, as the constructors of all our own
+// components do; functional options are for the clients of outside APIs
+// (the E2B and Daytona clients, internal/vendorhttp). No constructor takes
+// both forms. The Router's base URL has one check, CheckRouterURL, which
+// boxctl's flags use too.
+//
 // # The create flow
 //
 // Provider.Create runs these steps, in order:

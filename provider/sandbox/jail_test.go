@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -77,7 +77,7 @@ func newJailRouter(t *testing.T, v *docker.Vendor) *jailRouter {
 	}
 	key := "router-key-" + randText()
 	s := &jailScript{commands: map[string]string{}}
-	stub, err := routerstub.New(routerstub.WithKeys(key), routerstub.WithScript(s))
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, Script: s})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,12 +44,31 @@ type Router struct {
 	Key string
 }
 
+// ErrRouterURLCredentials is the error of CheckRouterURL for a URL with
+// user information: the router key travels apart from the URL.
+var ErrRouterURLCredentials = errors.New("must not carry credentials")
+
+// CheckRouterURL is the one check of a model Router's base URL: an
+// absolute http or https URL with a host and no credentials
+// (ErrRouterURLCredentials). Its errors never quote the URL, which may
+// hold a secret.
+func CheckRouterURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err == nil && u.User != nil:
+		return ErrRouterURLCredentials
+	case raw == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return errors.New("want an absolute http or https URL")
+	}
+	return nil
+}
+
 // check validates a router; Create requires one, Connect does not.
 func (r Router) check() error {
-	if u, err := url.Parse(r.URL); r.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errors.New("Router.URL must be an absolute http or https URL")
-	} else if u.User != nil {
-		return errors.New("Router.URL must not carry credentials: pass the key as Router.Key")
+	if err := CheckRouterURL(r.URL); errors.Is(err, ErrRouterURLCredentials) {
+		return fmt.Errorf("Router.URL %w: pass the key as Router.Key", err)
+	} else if err != nil {
+		return fmt.Errorf("Router.URL: %w", err)
 	}
 	if r.Key == "" {
 		return errors.New("Router.Key is required")

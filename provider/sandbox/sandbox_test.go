@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/boxtest"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -83,7 +83,7 @@ func newFixture(env testbed.Env, image string) (*fixture, error) {
 		}
 		return routerstub.Deltas(replyText, 4)
 	})
-	stub, err := routerstub.New(routerstub.WithKeys(key), routerstub.WithScript(script), routerstub.WithServedModel(servedModel))
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, Script: script, ServedModel: servedModel})
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,9 @@
 
 KUBE_VERSION=v1.35.4
 KUBE_STAGING_VERSION=v0.35.4
-AGENT_SANDBOX_VERSION=v0.2.1
+# The agent-sandbox controller is the one the Kubernetes vendor's client
+# types come from: the version go.mod requires.
+AGENT_SANDBOX_VERSION=$(gomod_version sigs.k8s.io/agent-sandbox)
 KUBE_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 KUBECTL=$BIN/kubectl
 SANDBOX_CTRL_EXE=$BIN/agent-sandbox-controller
@@ -95,7 +97,7 @@ gobuild() {
 }
 
 kube_bins_up() {
-	command -v go >/dev/null || die "go is not on PATH (needed to build Kubernetes)"
+	[[ -n $AGENT_SANDBOX_VERSION ]] || die "go.mod does not require sigs.k8s.io/agent-sandbox"
 	local gover ldflags stamp b need=() how=reused t0=$SECONDS
 	gover=$(go env GOVERSION)
 	ldflags=$(kube_ldflags)

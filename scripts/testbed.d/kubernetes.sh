@@ -78,64 +78,18 @@ etcd_up() {
 
 # --- containerd, CNI and the pause image
 
-# ip4_int A.B.C.D: the address as a number.
-ip4_int() {
-	local IFS=. a b c d
-	read -r a b c d <<<"$1"
-	echo $(((a << 24) | (b << 16) | (c << 8) | d))
-}
-
-# cidr_overlap NET/N NET/M: the two networks share an address.
-cidr_overlap() {
-	local n=${1#*/} m=${2#*/} mask
-	[[ $1 == */* ]] || n=32
-	[[ $2 == */* ]] || m=32
-	((m < n)) && n=$m
-	mask=$(((0xFFFFFFFF << (32 - n)) & 0xFFFFFFFF))
-	((($(ip4_int "${1%/*}") & mask) == ($(ip4_int "${2%/*}") & mask)))
-}
-
 # pod_subnet_check: no route but the pods' bridge covers the pod subnet
 # (Docker's networks, say).
 pod_subnet_check() {
-	local dst rest
-	while read -r dst rest; do
-		[[ $dst == default || $rest == *"dev $KUBE_CNI_BRIDGE "* ]] && continue
-		if cidr_overlap "$dst" "$KUBE_POD_SUBNET"; then
-			die "the pod subnet $KUBE_POD_SUBNET overlaps the route '$dst $rest'"
-		fi
-	done < <(ip -4 route show)
+	ip -4 route show | testbedctl pod-subnet-check -subnet "$KUBE_POD_SUBNET" -bridge "$KUBE_CNI_BRIDGE" ||
+		die "the pod subnet $KUBE_POD_SUBNET is not free"
 }
 
 kube_cni_up() {
 	pod_subnet_check
 	mkdir -p "$KUBE_CNI_CONF" "$KUBE_CNI_IPAM"
-	write_if_changed "$KUBE_CNI_CONF/10-$KUBE_CNI_NET.conflist" <<-JSON
-		{
-		  "cniVersion": "1.0.0",
-		  "name": "$KUBE_CNI_NET",
-		  "plugins": [
-		    {
-		      "type": "bridge",
-		      "bridge": "$KUBE_CNI_BRIDGE",
-		      "isGateway": true,
-		      "ipMasq": false,
-		      "hairpinMode": true,
-		      "ipam": {
-		        "type": "host-local",
-		        "ranges": [[{ "subnet": "$KUBE_POD_SUBNET" }]],
-		        "routes": [{ "dst": "0.0.0.0/0" }],
-		        "dataDir": "$KUBE_CNI_IPAM"
-		      }
-		    }
-		  ]
-		}
-	JSON
-	# The CRI plugin brings up each pod's lo itself (with the loopback
-	# plugin); this file says so for readers of the directory.
-	write_if_changed "$KUBE_CNI_CONF/99-loopback.conf" <<-JSON
-		{ "cniVersion": "1.0.0", "name": "lo", "type": "loopback" }
-	JSON
+	testbedctl cni-conf -dir "$KUBE_CNI_CONF" -network "$KUBE_CNI_NET" -bridge "$KUBE_CNI_BRIDGE" \
+		-subnet "$KUBE_POD_SUBNET" -ipam-dir "$KUBE_CNI_IPAM" || die "writing the CNI configuration failed"
 }
 
 # pause_image_up: build the pause image (the static pause binary alone,

@@ -2,14 +2,18 @@
 # Shared helpers of scripts/testbed: directories, locking, pid files,
 # packages, the Go helper and the state file.
 
-# TB is the state directory; it mirrors internal/testbed.Dir().
-if [[ -n ${BOXCTL_TESTBED_DIR:-} ]]; then
-	TB=$BOXCTL_TESTBED_DIR
-elif [[ -n ${XDG_CACHE_HOME:-} ]]; then
-	TB=$XDG_CACHE_HOME/boxctl/testbed
-else
-	TB=$HOME/.cache/boxctl/testbed
-fi
+# dockerd, runc and debootstrap live in sbin, which a PATH may lack.
+case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin:/sbin ;; esac
+
+command -v go >/dev/null || {
+	echo "testbed: go is not on PATH (the test bed's helper and daemons are built from this module)" >&2
+	exit 1
+}
+# TB is the state directory, as internal/testbed.Dir() computes it.
+TB=$(cd "$ROOT" && go run ./internal/testbed/cmd/testbedctl dir) || {
+	echo "testbed: go run ./internal/testbed/cmd/testbedctl dir failed" >&2
+	exit 1
+}
 RUN=$TB/run     # pid files and sockets
 LOGS=$TB/log    # service and step logs
 BIN=$TB/bin     # binaries built from this module
@@ -17,18 +21,21 @@ CACHE=$TB/cache # downloads and the base rootfs tarball
 STATE_FILE=$TB/testbed.env
 
 # Packages the test bed needs, by the command that proves each is there (a
-# name on PATH, or an absolute path for what lives off PATH).
-declare -A PKG_OF=(
-	[dockerd]=docker.io [docker]=docker.io [containerd]=containerd [runc]=runc
+# name on PATH, or an absolute path for what lives off PATH): those of the
+# Docker job's services (PKG_OF_DOCKER), and those the rest adds
+# (PKG_OF_KUBE: Kubernetes, the bubblewrap jail's tests).
+# shellcheck disable=SC2034 # read through pkg_pairs's nameref
+declare -A PKG_OF_DOCKER=(
+	[dockerd]=docker.io [docker]=docker.io [runc]=runc
 	[docker-registry]=docker-registry [debootstrap]=debootstrap [curl]=curl
-	[bwrap]=bubblewrap [ctr]=containerd [etcd]=etcd-server [openssl]=openssl
+)
+# shellcheck disable=SC2034 # read through pkg_pairs's nameref
+declare -A PKG_OF_KUBE=(
+	[containerd]=containerd [bwrap]=bubblewrap [ctr]=containerd [etcd]=etcd-server
 	[ip]=iproute2 [/usr/lib/cni/bridge]=containernetworking-plugins
 	[/usr/lib/cni/host-local]=containernetworking-plugins
 	[/usr/lib/cni/loopback]=containernetworking-plugins
 )
-
-# dockerd, runc and debootstrap live in sbin, which a PATH may lack.
-case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin:/sbin ;; esac
 
 init_dirs() {
 	mkdir -p "$RUN" "$LOGS" "$BIN" "$CACHE"
@@ -62,16 +69,17 @@ take_lock() {
 	fi
 }
 
-# ensure_packages installs the Debian packages whose commands are missing;
-# it runs apt-get update only when the package lists are absent or the
-# install fails on stale lists.
+# ensure_packages CMD=PKG...: install the Debian packages whose commands
+# are missing; it runs apt-get update only when the package lists are
+# absent or the install fails on stale lists.
 ensure_packages() {
-	local c missing=()
-	for c in "${!PKG_OF[@]}"; do
+	local a c missing=()
+	for a in "$@"; do
+		c=${a%%=*}
 		if [[ $c == /* ]]; then
-			[[ -x $c ]] || missing+=("${PKG_OF[$c]}")
+			[[ -x $c ]] || missing+=("${a#*=}")
 		else
-			command -v "$c" >/dev/null 2>&1 || missing+=("${PKG_OF[$c]}")
+			command -v "$c" >/dev/null 2>&1 || missing+=("${a#*=}")
 		fi
 	done
 	[[ ${#missing[@]} -eq 0 ]] && return 0
@@ -88,6 +96,15 @@ ensure_packages() {
 		"${install[@]}" >>"$log" 2>&1 || { logtail "$log"; die "apt-get install ${missing[*]} failed"; }
 	fi
 	hash -r
+}
+
+# pkg_pairs ARRAY: the CMD=PKG pairs of an associative array of PKG_OF_*.
+pkg_pairs() {
+	local -n of=$1
+	local c
+	for c in "${!of[@]}"; do
+		printf '%s=%s\n' "$c" "${of[$c]}"
+	done
 }
 
 # pid_of NAME EXE: print the pid recorded in $RUN/NAME.pid when that process
@@ -166,7 +183,6 @@ go_tool() {
 	if [[ -x $out && -f $out.stamp && $(<"$out.stamp") == "$stamp" ]]; then
 		return 0
 	fi
-	command -v go >/dev/null || die "go is not on PATH (needed to build $name)"
 	local log=$LOGS/go-build-$name.log
 	if ! (cd "$ROOT" && go build -o "$out.new" "$pkg") >"$log" 2>&1; then
 		logtail "$log"
@@ -180,26 +196,32 @@ go_tool() {
 # or the modules it links changed.
 testbedctl() {
 	local srcs stamp
-	mapfile -t srcs < <(find "$ROOT/internal/testbed/cmd/testbedctl" "$ROOT/internal/testbed/baseimage" -name '*.go' ! -name '*_test.go' | sort)
+	mapfile -t srcs < <(find "$ROOT/internal/testbed" \( -path "$ROOT/internal/testbed/cmd/pause" -prune \) -o \
+		-name '*.go' ! -name '*_test.go' -print | sort)
 	stamp="$(sha_of "${srcs[@]}") $(gomod_version github.com/moby/buildkit) $(gomod_version github.com/google/go-containerregistry)"
 	go_tool testbedctl ./internal/testbed/cmd/testbedctl "$stamp"
 	"$BIN/testbedctl" "$@"
 }
 
+# write_state [kube]: the state file, through the Go helper that owns its
+# keys; with kube, the Kubernetes keys too (an `up` without Kubernetes
+# keeps those of an earlier full `up`).
 write_state() {
-	local tmp=$STATE_FILE.tmp
-	cat >"$tmp" <<-STATE
-		# written by scripts/testbed up at $(date -u +%FT%TZ); read by internal/testbed
-		DOCKER_HOST=$DOCKER_HOST_ADDR
-		BUILDKIT_HOST=$BUILDKIT_ADDR
-		BOXCTL_TEST_REGISTRY=$REGISTRY
-		BOXCTL_TEST_BASE_IMAGE=$BASE_IMAGE
-		BOXCTL_TEST_NODE_DIR=$NODE_DIR
-		BOXCTL_TEST_NODE_VERSION=v$NODE_VERSION
-		BOXCTL_NPM_CACHE=$NPM_CACHE
-		BOXCTL_TEST_KUBECONFIG=$ADMIN_KUBECONFIG
-		BOXCTL_TEST_KUBE_AUDIT_LOG=$KUBE_AUDIT_LOG
-		BOXCTL_TEST_KUBECTL=$KUBECTL
-	STATE
-	mv -f "$tmp" "$STATE_FILE"
+	local kv=(
+		"DOCKER_HOST=$DOCKER_HOST_ADDR"
+		"BUILDKIT_HOST=$BUILDKIT_ADDR"
+		"BOXCTL_TEST_REGISTRY=$REGISTRY"
+		"BOXCTL_TEST_BASE_IMAGE=$BASE_IMAGE"
+		"BOXCTL_TEST_NODE_DIR=$NODE_DIR"
+		"BOXCTL_TEST_NODE_VERSION=v$NODE_VERSION"
+		"BOXCTL_NPM_CACHE=$NPM_CACHE"
+	)
+	if [[ ${1:-} == kube ]]; then
+		kv+=(
+			"BOXCTL_TEST_KUBECONFIG=$ADMIN_KUBECONFIG"
+			"BOXCTL_TEST_KUBE_AUDIT_LOG=$KUBE_AUDIT_LOG"
+			"BOXCTL_TEST_KUBECTL=$KUBECTL"
+		)
+	fi
+	testbedctl write-state -file "$STATE_FILE" "${kv[@]}"
 }

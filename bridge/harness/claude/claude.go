@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
-	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
 // Adapter drives Claude Code. The zero value is ready to use.
@@ -36,7 +35,7 @@ const maxArgPrompt = 64 << 10
 
 // Command builds `claude -p ...` for a turn.
 func (Adapter) Command(t harness.Turn) (harness.Command, error) {
-	prompt, system := promptOf(t)
+	prompt, system := harness.SplitPrompt(t)
 	if strings.TrimSpace(prompt) == "" {
 		return harness.Command{}, fmt.Errorf("claude: the turn has no user message text")
 	}
@@ -94,45 +93,6 @@ func Env(t harness.Turn) []string {
 func dropInherited(name string) bool {
 	return name == "CLAUDECODE" || strings.HasPrefix(name, "CLAUDE_CODE_") ||
 		strings.HasPrefix(name, "ANTHROPIC_") || name == "CLAUDE_CONFIG_DIR"
-}
-
-// promptOf returns the prompt and the system text of a turn. A continued
-// session sends only the last user message (the harness holds the rest);
-// a new one with earlier messages gets them as a transcript.
-func promptOf(t harness.Turn) (prompt, system string) {
-	var sys []string
-	var convo []wire.Message
-	for _, m := range t.Messages {
-		if m.Role == "system" {
-			if s := wire.ContentText(m.Content); s != "" {
-				sys = append(sys, s)
-			}
-			continue
-		}
-		convo = append(convo, m)
-	}
-	last := -1
-	for i := len(convo) - 1; i >= 0; i-- {
-		if convo[i].Role == "user" {
-			last = i
-			break
-		}
-	}
-	if last < 0 {
-		return "", strings.Join(sys, "\n\n")
-	}
-	prompt = wire.ContentText(convo[last].Content)
-	if t.NativeSessionID == "" && last > 0 {
-		var b strings.Builder
-		b.WriteString("<previous_conversation>\n")
-		for _, m := range convo[:last] {
-			fmt.Fprintf(&b, "%s: %s\n", m.Role, wire.ContentText(m.Content))
-		}
-		b.WriteString("</previous_conversation>\n\n")
-		b.WriteString(prompt)
-		prompt = b.String()
-	}
-	return prompt, strings.Join(sys, "\n\n")
 }
 
 func newUUID() string {

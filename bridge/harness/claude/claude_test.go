@@ -3,6 +3,7 @@ package claude
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -204,4 +205,43 @@ func TestAdapter_Command(t *testing.T) {
 			t.Error("Command(no user message) = nil error, want an error")
 		}
 	})
+}
+
+// TestAdapter_SystemText: system and developer messages both reach Claude
+// Code as --append-system-prompt, in a one-shot turn and in a retained
+// session alike, and never as the prompt.
+func TestAdapter_SystemText(t *testing.T) {
+	msg := func(role, text string) wire.Message {
+		return wire.Message{Role: role, Content: json.RawMessage(strconv.Quote(text))}
+	}
+	tests := []struct {
+		name     string
+		messages []wire.Message
+		want     string
+	}{
+		{"developer", []wire.Message{msg("developer", "answer in French"), msg("user", "hi")}, "answer in French"},
+		{"system", []wire.Message{msg("system", "be brief"), msg("user", "hi")}, "be brief"},
+		{"both in order", []wire.Message{msg("system", "be brief"), msg("developer", "answer in French"), msg("user", "hi")}, "be brief\n\nanswer in French"},
+	}
+	build := map[string]func(harness.Turn) (harness.Command, error){
+		"Command":        Adapter{}.Command,
+		"SessionCommand": Adapter{}.SessionCommand,
+	}
+	for _, tt := range tests {
+		for name, cmdOf := range build {
+			t.Run(tt.name+"/"+name, func(t *testing.T) {
+				cmd, err := cmdOf(harness.Turn{Bin: "claude", Messages: tt.messages})
+				if err != nil {
+					t.Fatal(err)
+				}
+				i := slices.Index(cmd.Args, "--append-system-prompt")
+				if i < 0 || cmd.Args[i+1] != tt.want {
+					t.Errorf("Args = %q, want --append-system-prompt %q", cmd.Args, tt.want)
+				}
+				if name == "Command" && cmd.Args[len(cmd.Args)-1] != "hi" {
+					t.Errorf("prompt = %q, want only the user message", cmd.Args[len(cmd.Args)-1])
+				}
+			})
+		}
+	}
 }

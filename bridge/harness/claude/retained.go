@@ -33,7 +33,7 @@ func (a Adapter) RetainedCommand(t harness.Turn) (harness.Command, error) {
 // `result` line, and waits for the next until stdin closes. A session
 // with a native id resumes it; a new one gets a fresh --session-id.
 func (Adapter) SessionCommand(t harness.Turn) (harness.Command, error) {
-	_, system := promptOf(t)
+	_, system := harness.SplitPrompt(t)
 	args := []string{"-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages",
 		"--input-format", "stream-json", "--permission-prompt-tool", "stdio"}
 	if m := t.Model; m != "" && !strings.EqualFold(m, "default") {
@@ -53,7 +53,7 @@ func (Adapter) SessionCommand(t harness.Turn) (harness.Command, error) {
 // TurnInput encodes the stream-json user line of a turn: its last user
 // message as one text block.
 func (Adapter) TurnInput(t harness.Turn) ([]byte, error) {
-	prompt, _ := promptOf(t)
+	prompt, _ := harness.SplitPrompt(t)
 	if strings.TrimSpace(prompt) == "" {
 		return nil, fmt.Errorf("claude: the turn has no user message text")
 	}

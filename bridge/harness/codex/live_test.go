@@ -11,8 +11,8 @@ import (
 	"github.com/tangle-network/boxctl/bridge/harness/codex"
 	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
 	"github.com/tangle-network/boxctl/bridge/wire"
-	"github.com/tangle-network/boxctl/conformance/routerstub"
 	"github.com/tangle-network/boxctl/internal/npmtest"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
 // codexSpec is the Codex release the live tests drive.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/harness/gemini"
 	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
 // geminiSpec is the Gemini CLI release the live tests drive.

@@ -1,7 +1,7 @@
 // Package harnesstest runs a harness adapter end to end in tests: a bridge
 // in process (engine, store and HTTP server) with one backend, whose real
 // CLI is installed from npm at an exact version (internal/npmtest), pointed
-// at a router stub (conformance/routerstub) that accepts only a fresh
+// at a router stub (internal/routerstub) that accepts only a fresh
 // random key. Chat posts a streaming turn and decodes its legacy SSE
 // stream into a Turn for assertions.
 //

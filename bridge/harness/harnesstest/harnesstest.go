@@ -19,8 +19,8 @@ import (
 	"github.com/tangle-network/boxctl/bridge/server"
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
-	"github.com/tangle-network/boxctl/conformance/routerstub"
 	"github.com/tangle-network/boxctl/internal/npmtest"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 )
 
@@ -90,11 +90,7 @@ func Start(t *testing.T, c Config) *Live {
 		c.Timeout = 3 * time.Minute
 	}
 	key := "sk-router-" + RandomHex(24)
-	opts := []routerstub.Option{routerstub.WithKeys(key), routerstub.WithScript(c.Script)}
-	if c.ServedModel != "" {
-		opts = append(opts, routerstub.WithServedModel(c.ServedModel))
-	}
-	stub, err := routerstub.New(opts...)
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, Script: c.Script, ServedModel: c.ServedModel})
 	if err != nil {
 		t.Fatal(err)
 	}

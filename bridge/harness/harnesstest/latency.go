@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
 // LatencyReplies are the model replies of a latency run of n turns:

@@ -12,7 +12,7 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
 	"github.com/tangle-network/boxctl/bridge/harness/pi"
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
 // runPiTurn admits turn n of session and reads the run's events to its

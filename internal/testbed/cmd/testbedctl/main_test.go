@@ -34,7 +34,7 @@ func TestRun_Usage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := run(t.Context(), tt.args, &out)
+			err := run(t.Context(), tt.args, strings.NewReader(""), &out)
 			if !errors.Is(err, flag.ErrHelp) {
 				t.Errorf("run(%q) error = %v, want a usage error", tt.args, err)
 			}
@@ -44,7 +44,7 @@ func TestRun_Usage(t *testing.T) {
 
 func TestRun_WaitBuildkitTimesOut(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "nobody.sock")
-	err := run(t.Context(), []string{"wait-buildkit", "-addr", "unix://" + sock, "-timeout", "500ms"}, &bytes.Buffer{})
+	err := run(t.Context(), []string{"wait-buildkit", "-addr", "unix://" + sock, "-timeout", "500ms"}, strings.NewReader(""), &bytes.Buffer{})
 	if err == nil || errors.Is(err, flag.ErrHelp) || !strings.Contains(err.Error(), "did not answer") {
 		t.Errorf("wait-buildkit on a dead socket: error = %v, want a timeout", err)
 	}
@@ -76,7 +76,7 @@ func TestRun_SaveImage(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "pause.tar")
 	const ref = "localhost/boxctl/pause:0123abcd"
 	args := []string{"save-image", "-layer", layer, "-ref", ref, "-entrypoint", "/pause", "-out", out}
-	if err := run(t.Context(), args, &bytes.Buffer{}); err != nil {
+	if err := run(t.Context(), args, strings.NewReader(""), &bytes.Buffer{}); err != nil {
 		t.Fatalf("run(%q) error = %v", args, err)
 	}
 	tag, err := name.NewTag(ref)
@@ -112,7 +112,7 @@ func TestRun_PushBase(t *testing.T) {
 
 	var out bytes.Buffer
 	args := []string{"push-base", "-layer", layer, "-repo", host + "/boxctl/base", "-tag", "abc", "-tag", "bookworm-node22", "-label", "k=v"}
-	if err := run(t.Context(), args, &out); err != nil {
+	if err := run(t.Context(), args, strings.NewReader(""), &out); err != nil {
 		t.Fatalf("run(%q) error = %v", args, err)
 	}
 	ref, err := name.NewDigest(strings.TrimSpace(out.String()), name.Insecure)

@@ -52,7 +52,7 @@ type Request struct {
 	UserAgent string
 	Family    Family
 	// Model is the model the request named; ServedModel the one the answer
-	// named (see WithServedModel).
+	// named (see Options.ServedModel).
 	Model       string
 	ServedModel string
 	Stream      bool

@@ -9,15 +9,23 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
 const testKey = "sk-test-key"
 
-// newStub starts a stub accepting testKey with script and opts.
-func newStub(t *testing.T, script routerstub.Script, opts ...routerstub.Option) (*routerstub.Server, *httptest.Server) {
+// newStub starts a stub accepting testKey with script.
+func newStub(t *testing.T, script routerstub.Script) (*routerstub.Server, *httptest.Server) {
 	t.Helper()
-	srv, err := routerstub.New(append([]routerstub.Option{routerstub.WithKeys(testKey), routerstub.WithScript(script)}, opts...)...)
+	return newStubWith(t, routerstub.Options{Script: script})
+}
+
+// newStubWith starts a stub configured by o that accepts testKey besides
+// o's keys.
+func newStubWith(t *testing.T, o routerstub.Options) (*routerstub.Server, *httptest.Server) {
+	t.Helper()
+	o.Keys = append([]string{testKey}, o.Keys...)
+	srv, err := routerstub.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

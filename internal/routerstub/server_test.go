@@ -18,7 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
 // paths has one model path per family and the body it needs.
@@ -49,7 +49,7 @@ func TestServer_Auth(t *testing.T) {
 	for _, p := range paths {
 		for _, tt := range tests {
 			t.Run(string(p.family)+"/"+tt.name, func(t *testing.T) {
-				srv, hs := newStub(t, routerstub.NewQueue(routerstub.Text("ok")), routerstub.WithKeys("other-key"))
+				srv, hs := newStubWith(t, routerstub.Options{Script: routerstub.NewQueue(routerstub.Text("ok")), Keys: []string{"other-key"}})
 				resp := post(t, hs, p.path, p.body, tt.header...)
 				if resp.StatusCode != tt.wantStatus {
 					t.Fatalf("status = %d, want %d", resp.StatusCode, tt.wantStatus)
@@ -198,7 +198,7 @@ func TestReply_Stall(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/stream=%v", p.family, stream), func(t *testing.T) {
 				// A minute, not forever: a stall that ignored the client
 				// would still end and let this test fail cleanly.
-				srv, err := routerstub.New(routerstub.WithKeys(testKey), routerstub.WithScript(routerstub.NewQueue(routerstub.Stall(time.Minute))))
+				srv, err := routerstub.New(routerstub.Options{Keys: []string{testKey}, Script: routerstub.NewQueue(routerstub.Stall(time.Minute))})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -275,7 +275,7 @@ func TestReply_After(t *testing.T) {
 		}
 	})
 	t.Run("client gone", func(t *testing.T) {
-		srv, err := routerstub.New(routerstub.WithKeys(testKey), routerstub.WithScript(routerstub.NewQueue(routerstub.Text("x").After(time.Hour))))
+		srv, err := routerstub.New(routerstub.Options{Keys: []string{testKey}, Script: routerstub.NewQueue(routerstub.Text("x").After(time.Hour))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -336,30 +336,31 @@ func TestServer_Recording(t *testing.T) {
 func TestNew(t *testing.T) {
 	tests := []struct {
 		name    string
-		opts    []routerstub.Option
+		opts    routerstub.Options
 		wantErr bool
 	}{
-		{"key", []routerstub.Option{routerstub.WithKeys("k")}, false},
-		{"no auth", []routerstub.Option{routerstub.WithoutAuth()}, false},
-		{"nothing", nil, true},
-		{"empty key", []routerstub.Option{routerstub.WithKeys("")}, true},
-		{"nil script", []routerstub.Option{routerstub.WithKeys("k"), routerstub.WithScript(nil)}, true},
+		{"key", routerstub.Options{Keys: []string{"k"}}, false},
+		{"no auth", routerstub.Options{NoAuth: true}, false},
+		{"nothing", routerstub.Options{}, true},
+		{"empty key", routerstub.Options{Keys: []string{""}}, true},
+		{"served model", routerstub.Options{Keys: []string{"k"}, ServedModel: "m"}, false},
+		{"served model and a mapping", routerstub.Options{Keys: []string{"k"}, ServedModel: "m", ModelMapping: func(string) string { return "x" }}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := routerstub.New(tt.opts...)
+			_, err := routerstub.New(tt.opts)
 			if (err != nil) != tt.wantErr {
 				t.Errorf("New() error = %v, want error %v", err, tt.wantErr)
 			}
 		})
 	}
-	if _, err := routerstub.New(); !errors.Is(err, routerstub.ErrNoKey) {
+	if _, err := routerstub.New(routerstub.Options{}); !errors.Is(err, routerstub.ErrNoKey) {
 		t.Errorf("New() = %v, want ErrNoKey", err)
 	}
 }
 
 func TestServer_WithoutAuth(t *testing.T) {
-	srv, err := routerstub.New(routerstub.WithoutAuth())
+	srv, err := routerstub.New(routerstub.Options{NoAuth: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +376,7 @@ func TestServer_WithoutAuth(t *testing.T) {
 }
 
 func TestServer_Serve(t *testing.T) {
-	srv, err := routerstub.New(routerstub.WithKeys(testKey), routerstub.WithScript(routerstub.NewQueue(routerstub.Stall(0))))
+	srv, err := routerstub.New(routerstub.Options{Keys: []string{testKey}, Script: routerstub.NewQueue(routerstub.Stall(0))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +411,7 @@ func TestServer_Serve(t *testing.T) {
 func TestServer_LogsWithoutKey(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	_, hs := newStub(t, routerstub.NewQueue(routerstub.Text("ok")), routerstub.WithLogger(logger))
+	_, hs := newStubWith(t, routerstub.Options{Script: routerstub.NewQueue(routerstub.Text("ok")), Logger: logger})
 	_, _ = io.Copy(io.Discard, post(t, hs, "/v1/responses", paths[1].body).Body)
 	_, _ = io.Copy(io.Discard, post(t, hs, "/v1/responses", paths[1].body, "Authorization", "Bearer sk-wrong-secret").Body)
 	hs.Close()

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
 const geminiBody = `{"contents":[{"role":"user","parts":[{"text":"hello"}]},{"role":"model","parts":[{"functionCall":{"name":"ls","args":{}}}]},{"role":"user","parts":[{"functionResponse":{"name":"ls","response":{"output":"a"}}}]}],
@@ -15,7 +15,7 @@ const geminiBody = `{"contents":[{"role":"user","parts":[{"text":"hello"}]},{"ro
 
 func TestGemini_Stream(t *testing.T) {
 	reply := routerstub.Join(routerstub.Thinking("hmm"), routerstub.Deltas("Hello there", 3), routerstub.ToolCall("run_shell_command", `{"command":"ls"}`))
-	srv, hs := newStub(t, routerstub.NewQueue(reply), routerstub.WithServedModel("gemini-served"))
+	srv, hs := newStubWith(t, routerstub.Options{Script: routerstub.NewQueue(reply), ServedModel: "gemini-served"})
 	resp := post(t, hs, "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", geminiBody, "X-Goog-Api-Key", testKey)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status = %d", resp.StatusCode)

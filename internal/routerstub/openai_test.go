@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
 func TestResponses_NonStreaming(t *testing.T) {
@@ -102,8 +102,7 @@ func TestResponses_Streaming(t *testing.T) {
 }
 
 func TestChat_NonStreaming(t *testing.T) {
-	_, hs := newStub(t, routerstub.NewQueue(routerstub.ToolCall("bash", `{"command":"ls"}`)), routerstub.WithModelMapping(
-		func(m string) string { return m + "-served" }))
+	_, hs := newStubWith(t, routerstub.Options{Script: routerstub.NewQueue(routerstub.ToolCall("bash", `{"command":"ls"}`)), ModelMapping: func(m string) string { return m + "-served" }})
 	body := `{"model":"chat-x","messages":[{"role":"system","content":"sys"},{"role":"user","content":"go"}]}`
 	got := decode(t, post(t, hs, "/v1/chat/completions", body))
 	in := float64((len(body) + 3) / 4)

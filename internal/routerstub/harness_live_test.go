@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
 	"github.com/tangle-network/boxctl/internal/npmtest"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 )
 
@@ -40,10 +40,10 @@ func randomHex(t *testing.T, n int) string {
 	return hex.EncodeToString(b)
 }
 
-// liveStub starts a stub on loopback that accepts only key.
-func liveStub(t *testing.T, key string, script routerstub.Script, opts ...routerstub.Option) (*routerstub.Server, string) {
+// liveStub starts a stub on loopback configured by o (its keys only).
+func liveStub(t *testing.T, o routerstub.Options) (*routerstub.Server, string) {
 	t.Helper()
-	srv, err := routerstub.New(append([]routerstub.Option{routerstub.WithKeys(key), routerstub.WithScript(script)}, opts...)...)
+	srv, err := routerstub.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestLive_ClaudeCode(t *testing.T) {
 		routerstub.Join(routerstub.Text("Writing the proof."),
 			routerstub.ToolCall("Bash", `{"command":"echo `+proof+` > proof.txt","description":"Write the proof file"}`)),
 	).AfterTool(routerstub.Deltas(want, 7))
-	srv, url := liveStub(t, key, script, routerstub.WithServedModel(served))
+	srv, url := liveStub(t, routerstub.Options{Keys: []string{key}, Script: script, ServedModel: served})
 
 	home, work := t.TempDir(), t.TempDir()
 	out := runCLI(t, work, []string{
@@ -210,7 +210,7 @@ func TestLive_Codex(t *testing.T) {
 	script := routerstub.NewQueue(routerstub.Text("unexpected extra call"),
 		routerstub.ToolCall("exec_command", `{"cmd":"echo `+proof+` > proof.txt"}`),
 	).AfterTool(routerstub.Deltas(want, 7))
-	srv, url := liveStub(t, key, script)
+	srv, url := liveStub(t, routerstub.Options{Keys: []string{key}, Script: script})
 
 	home, work := t.TempDir(), t.TempDir()
 	codexHome := filepath.Join(home, ".codex")
@@ -275,7 +275,7 @@ func TestLive_Pi(t *testing.T) {
 	script := routerstub.NewQueue(routerstub.Text("unexpected extra call"),
 		routerstub.ToolCall("bash", `{"command":"echo `+proof+` > proof.txt"}`),
 	).AfterTool(routerstub.Deltas(want, 7))
-	srv, url := liveStub(t, key, script)
+	srv, url := liveStub(t, routerstub.Options{Keys: []string{key}, Script: script})
 
 	home, work := t.TempDir(), t.TempDir()
 	agentDir := filepath.Join(home, ".pi", "agent")

@@ -1,6 +1,7 @@
 package routerstub
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -21,9 +22,32 @@ type Server struct {
 	log  requestLog
 }
 
-// Option configures a Server.
-type Option func(*options)
+// Options configures a Server. A Server needs at least one of Keys, or
+// NoAuth; every other field has a default.
+type Options struct {
+	// Keys are the keys the server accepts, in `x-api-key` or
+	// `Authorization: Bearer` on any path.
+	Keys []string
+	// NoAuth makes the server accept requests with any key or none.
+	// Requests are still recorded with what they presented.
+	NoAuth bool
+	// Script picks the replies. Default: NewQueue(Text("OK")).
+	Script Script
+	// ServedModel, when set, is the model every answer names as the one
+	// that served it, whatever the request named.
+	ServedModel string
+	// ModelMapping maps the requested model to the served one (not with
+	// ServedModel). Default: the identity.
+	ModelMapping func(requested string) string
+	// SideCalls marks a request as a side call (see Queue). Default:
+	// IsSideCall.
+	SideCalls func(Request) bool
+	// Logger gets each request at debug level, without its key. Default:
+	// nothing is logged.
+	Logger *slog.Logger
+}
 
+// options are Options with the defaults filled in.
 type options struct {
 	keys     []string
 	noAuth   bool
@@ -34,54 +58,32 @@ type options struct {
 	maxBytes int64
 }
 
-// WithKeys sets the keys the server accepts, in `x-api-key` or
-// `Authorization: Bearer` on any path. A Server needs at least one key
-// unless WithoutAuth is given.
-func WithKeys(keys ...string) Option {
-	return func(o *options) { o.keys = append(o.keys, keys...) }
-}
+// ErrNoKey means New was given neither Keys nor NoAuth.
+var ErrNoKey = errors.New("routerstub: no key given (set Options.Keys or Options.NoAuth)")
 
-// WithoutAuth makes the server accept requests with any key or none.
-// Requests are still recorded with what they presented.
-func WithoutAuth() Option { return func(o *options) { o.noAuth = true } }
-
-// WithScript sets the script that picks replies. Default:
-// NewQueue(Text("OK")).
-func WithScript(s Script) Option { return func(o *options) { o.script = s } }
-
-// WithServedModel makes every answer name model as the model that served
-// it, whatever the request named. Default: the requested model.
-func WithServedModel(model string) Option {
-	return WithModelMapping(func(string) string { return model })
-}
-
-// WithModelMapping sets the function from requested model to served model.
-// Default: the identity.
-func WithModelMapping(f func(requested string) string) Option {
-	return func(o *options) { o.served = f }
-}
-
-// WithSideCalls sets the classifier that marks a request as a side call
-// (see Queue). Default: IsSideCall.
-func WithSideCalls(f func(Request) bool) Option { return func(o *options) { o.side = f } }
-
-// WithLogger sets where each request is logged at debug level, without its
-// key. Default: nothing is logged.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
-
-// ErrNoKey means New was given neither a key nor WithoutAuth.
-var ErrNoKey = errors.New("routerstub: no key given (use WithKeys or WithoutAuth)")
-
-func makeOptions(opts []Option) (options, error) {
+func makeOptions(in Options) (options, error) {
 	o := options{
-		script:   NewQueue(Text("OK")),
+		keys:     in.Keys,
+		noAuth:   in.NoAuth,
+		script:   in.Script,
 		served:   func(m string) string { return m },
 		side:     IsSideCall,
-		logger:   slog.New(slog.DiscardHandler),
+		logger:   cmp.Or(in.Logger, slog.New(slog.DiscardHandler)),
 		maxBytes: 64 << 20,
 	}
-	for _, opt := range opts {
-		opt(&o)
+	switch {
+	case in.ServedModel != "" && in.ModelMapping != nil:
+		return options{}, errors.New("routerstub: ServedModel and ModelMapping both set")
+	case in.ServedModel != "":
+		o.served = func(string) string { return in.ServedModel }
+	case in.ModelMapping != nil:
+		o.served = in.ModelMapping
+	}
+	if o.script == nil {
+		o.script = NewQueue(Text("OK"))
+	}
+	if in.SideCalls != nil {
+		o.side = in.SideCalls
 	}
 	for _, k := range o.keys {
 		if k == "" {
@@ -91,19 +93,16 @@ func makeOptions(opts []Option) (options, error) {
 	if len(o.keys) == 0 && !o.noAuth {
 		return options{}, ErrNoKey
 	}
-	if o.script == nil || o.served == nil || o.side == nil || o.logger == nil {
-		return options{}, errors.New("routerstub: nil script, model mapping, side-call classifier or logger")
-	}
 	return o, nil
 }
 
-// New returns a Server configured by opts.
-func New(opts ...Option) (*Server, error) {
-	o, err := makeOptions(opts)
+// New returns a Server configured by o.
+func New(o Options) (*Server, error) {
+	opts, err := makeOptions(o)
 	if err != nil {
 		return nil, err
 	}
-	return &Server{opts: o}, nil
+	return &Server{opts: opts}, nil
 }
 
 // Requests returns a copy of every request recorded so far, in arrival

@@ -16,7 +16,7 @@
 // request came in on: text in one or many deltas, thinking, tool calls, an
 // error in the family's error shape, a delay, or a stall that holds the
 // connection until the client goes away. Every answer names the model that
-// served it (by default the requested one; see WithServedModel), and its
+// served it (by default the requested one; see Options.ServedModel), and its
 // token usage is derived from byte lengths so tests can assert it end to end.
 //
 // Every request, authorized or not and on any path, is recorded (method,
@@ -24,6 +24,9 @@
 // itself, body, status, usage); Requests returns a copy. Requests without an
 // accepted key are answered 401 in the real APIs' shapes. Unknown paths are
 // answered 404 in JSON. The key is never logged.
+//
+// A Server is configured by an Options struct, as our own components are;
+// functional options are for the clients of outside APIs.
 //
 // Concurrency: a Server serves any number of requests at once. The request
 // log is guarded by one mutex; the Script must be safe for concurrent use

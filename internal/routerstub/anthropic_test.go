@@ -8,14 +8,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/tangle-network/boxctl/conformance/routerstub"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
 func TestAnthropic_NonStreaming(t *testing.T) {
-	srv, hs := newStub(t, routerstub.NewQueue(routerstub.Join(
+	srv, hs := newStubWith(t, routerstub.Options{Script: routerstub.NewQueue(routerstub.Join(
 		routerstub.Text("Listing."),
 		routerstub.ToolCall("Bash", `{"command":"ls"}`),
-	)), routerstub.WithServedModel("served-model"))
+	)), ServedModel: "served-model"})
 	body := `{"model":"claude-x","max_tokens":100,"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"Bash"}]}`
 	resp := post(t, hs, "/v1/messages?beta=true", body)
 	if resp.StatusCode != http.StatusOK {
