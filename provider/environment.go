@@ -261,7 +261,13 @@ func (e *Environment) streamTracked(ctx context.Context, op string, r *run, turn
 	res := &streamResult{}
 	var usage *Usage
 	emit := func(ev Event) bool {
-		if ev.Usage != nil {
+		switch {
+		case ev.Usage == nil:
+		case ev.Type == EventResult:
+			// The result carries the turn's totals.
+			usage = ev.Usage
+			e.recordUsage(r.controlRef().ExecutionID, usage)
+		default:
 			usage = addUsage(usage, ev.Usage)
 			e.recordUsage(r.controlRef().ExecutionID, usage)
 		}

@@ -117,8 +117,8 @@ func TestCapabilities_ClaudeCode(t *testing.T) {
 	})
 	t.Run("sessions.list", func(t *testing.T) {
 		createSession(t, v, "listed", "")
-		list := decode[struct{ Data []sessionView }](t, v.do(t, "GET", "/v1/sessions", ""))
-		if !slices.ContainsFunc(list.Data, func(s sessionView) bool { return s.ID == "listed" }) {
+		list := decode[struct{ Data []wire.SessionView }](t, v.do(t, "GET", "/v1/sessions", ""))
+		if !slices.ContainsFunc(list.Data, func(s wire.SessionView) bool { return s.ID == "listed" }) {
 			t.Errorf("GET /v1/sessions = %+v, want session listed", list)
 		}
 	})
