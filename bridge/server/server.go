@@ -26,6 +26,9 @@ const (
 	DefaultCancelWait   = 30 * time.Second
 	DefaultProbeTimeout = 10 * time.Second
 	DefaultBodyTimeout  = 60 * time.Second
+
+	DefaultInputQueueDepth   = 16
+	DefaultInputQueueTimeout = 30 * time.Second
 )
 
 // Options configure a Server. Zero values mean the defaults.
@@ -54,6 +57,14 @@ type Options struct {
 	// ProbeEnv is the environment of health probes (default: none but PATH
 	// and HOME of the bridge).
 	ProbeEnv []string
+	// ProfilesDir holds the profile catalog GET /v1/profiles lists, one
+	// <id>.json per profile, read once at start ("": none).
+	ProfilesDir string
+	// InputQueueDepth bounds the inputs that wait for one session's run
+	// on POST /v1/sessions/:id/input (default 16), and InputQueueTimeout
+	// how long each waits (default 30 s).
+	InputQueueDepth   int
+	InputQueueTimeout time.Duration
 	// Version is reported by GET /.
 	Version string
 	// Logger receives request errors (default: discard).
@@ -62,10 +73,12 @@ type Options struct {
 
 // Server serves the bridge protocol.
 type Server struct {
-	opts   Options
-	log    *slog.Logger
-	health *healthCache
-	mux    *http.ServeMux
+	opts     Options
+	log      *slog.Logger
+	health   *healthCache
+	mux      *http.ServeMux
+	profiles []profileEntry
+	queue    inputQueue
 }
 
 // New returns a server.
@@ -94,8 +107,18 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.InputQueueDepth <= 0 {
+		opts.InputQueueDepth = DefaultInputQueueDepth
+	}
+	if opts.InputQueueTimeout <= 0 {
+		opts.InputQueueTimeout = DefaultInputQueueTimeout
+	}
 	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
 	s.health = newHealthCache(opts)
+	var err error
+	if s.profiles, err = s.loadProfiles(opts.ProfilesDir); err != nil {
+		return nil, err
+	}
 	s.mux.HandleFunc("GET /{$}", s.root)
 	s.mux.HandleFunc("GET /health", s.healthz)
 	s.mux.HandleFunc("GET /metrics", s.metrics)
@@ -114,6 +137,14 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/sessions/{id}/cancel", s.cancelSession)
 	s.mux.HandleFunc("POST /v1/sessions/{id}/close", s.closeSession)
 	s.mux.HandleFunc("POST /v1/sessions/{id}/continue", s.continueSession)
+	s.mux.HandleFunc("POST /v1/sessions/{id}/input", s.postInput)
+	s.mux.HandleFunc("POST /v1/sessions/{id}/steer", s.steerSession)
+	s.mux.HandleFunc("POST /v1/sessions/{id}/detach", s.detachSession)
+	s.mux.HandleFunc("GET /v1/sessions/{id}/status", s.getSession)
+	s.mux.HandleFunc("GET /v1/sessions/{id}/transcript", s.transcript)
+	s.mux.HandleFunc("DELETE /v1/sessions/{id}", s.deleteSession)
+	s.mux.HandleFunc("GET /v1/profiles", s.listProfiles)
+	s.mux.HandleFunc("GET /v1/profiles/{id}", s.getProfile)
 	s.mux.HandleFunc("/", s.notFound)
 	return s, nil
 }
@@ -123,7 +154,10 @@ var endpoints = []string{"GET /", "GET /health", "GET /metrics", "GET /v1/models
 	"POST /v1/chat/completions", "GET /v1/runs/:id", "GET /v1/runs/:id/events", "POST /v1/runs/:id/cancel",
 	"POST /v1/runs/:runId/interactions/:interactionId/respond", "POST /v1/sessions", "GET /v1/sessions",
 	"GET /v1/sessions/:id", "POST /v1/sessions/:id/turns", "GET /v1/sessions/:id/events",
-	"POST /v1/sessions/:id/cancel", "POST /v1/sessions/:id/close", "POST /v1/sessions/:id/continue"}
+	"POST /v1/sessions/:id/cancel", "POST /v1/sessions/:id/close", "POST /v1/sessions/:id/continue",
+	"POST /v1/sessions/:id/input", "POST /v1/sessions/:id/steer", "POST /v1/sessions/:id/detach",
+	"GET /v1/sessions/:id/status", "GET /v1/sessions/:id/transcript", "DELETE /v1/sessions/:id",
+	"GET /v1/profiles", "GET /v1/profiles/:id"}
 
 // ServeHTTP bounds the request body's arrival, authenticates, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -221,6 +221,17 @@ func (s *Server) sessionOr404(w http.ResponseWriter, r *http.Request) (store.Ret
 	return rs, true
 }
 
+// sessionAndBody loads the session of the path and reads the request
+// body; it has answered when ok is false.
+func (s *Server) sessionAndBody(w http.ResponseWriter, r *http.Request) (store.RetainedSession, []byte, bool) {
+	rs, ok := s.sessionOr404(w, r)
+	if !ok {
+		return rs, nil, false
+	}
+	body, ok := s.readBody(w, r)
+	return rs, body, ok
+}
+
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	all, err := s.opts.Engine.Store().ListSessions(r.Context())
 	if err != nil {
@@ -272,12 +283,17 @@ func turnText(req wire.TurnRequest) (string, error) {
 	return strings.Join(texts, "\n\n"), nil
 }
 
-func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) {
-	rs, ok := s.sessionOr404(w, r)
-	if !ok {
-		return
-	}
-	body, ok := s.readBody(w, r)
+func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) { s.admitTurn(w, r, false) }
+
+// postInput answers POST /v1/sessions/:id/input: a turn that, unlike one
+// of /turns, waits its turn while the session's run is live (see
+// inputQueue).
+func (s *Server) postInput(w http.ResponseWriter, r *http.Request) { s.admitTurn(w, r, true) }
+
+// admitTurn admits a turn of the session of the path; queued, it waits
+// for the session's live run to end first.
+func (s *Server) admitTurn(w http.ResponseWriter, r *http.Request, queued bool) {
+	rs, body, ok := s.sessionAndBody(w, r)
 	if !ok {
 		return
 	}
@@ -373,8 +389,19 @@ func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) {
 				Boundary: wire.ContextBoundary{Kind: "revision", Revision: strconv.FormatInt(t.Index+1, 10)}, ObservedAt: observed})
 		},
 	}
-	_, run, _, err := s.opts.Engine.AdmitTurn(r.Context(), tr)
+	var run store.Run
+	if queued {
+		run, err = s.admitQueued(r.Context(), tr)
+	} else {
+		_, run, _, err = s.opts.Engine.AdmitTurn(r.Context(), tr)
+	}
 	switch {
+	case errors.Is(err, errQueueFull):
+		writeError(w, wire.TypeInputQueueFull, fmt.Sprintf("%d inputs already wait for session %s", s.opts.InputQueueDepth, rs.ID))
+		return
+	case errors.Is(err, errQueueTimeout):
+		writeError(w, wire.TypeInputQueueTimeout, fmt.Sprintf("the run of session %s did not end within %s", rs.ID, s.opts.InputQueueTimeout))
+		return
 	case errors.Is(err, engine.ErrTurnConflict):
 		writeError(w, wire.TypeTurnConflict, "turn "+req.TurnID+" or run "+req.RunID+" is bound to a different turn")
 		return
