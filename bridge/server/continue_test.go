@@ -48,7 +48,7 @@ func newNativeEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(s)
+	ts := httptest.NewServer(checked(t, s))
 	t.Cleanup(ts.Close)
 	return &env{url: ts.URL, e: e, dir: dir}
 }

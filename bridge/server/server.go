@@ -143,6 +143,7 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/sessions/{id}/status", s.getSession)
 	s.mux.HandleFunc("GET /v1/sessions/{id}/transcript", s.transcript)
 	s.mux.HandleFunc("DELETE /v1/sessions/{id}", s.deleteSession)
+	s.mux.HandleFunc("GET /openapi.json", s.openAPI)
 	s.mux.HandleFunc("GET /v1/profiles", s.listProfiles)
 	s.mux.HandleFunc("GET /v1/profiles/{id}", s.getProfile)
 	s.mux.HandleFunc("/", s.notFound)
@@ -157,7 +158,7 @@ var endpoints = []string{"GET /", "GET /health", "GET /metrics", "GET /v1/models
 	"POST /v1/sessions/:id/cancel", "POST /v1/sessions/:id/close", "POST /v1/sessions/:id/continue",
 	"POST /v1/sessions/:id/input", "POST /v1/sessions/:id/steer", "POST /v1/sessions/:id/detach",
 	"GET /v1/sessions/:id/status", "GET /v1/sessions/:id/transcript", "DELETE /v1/sessions/:id",
-	"GET /v1/profiles", "GET /v1/profiles/:id"}
+	"GET /v1/profiles", "GET /v1/profiles/:id", "GET /openapi.json"}
 
 // ServeHTTP bounds the request body's arrival, authenticates, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

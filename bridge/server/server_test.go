@@ -68,7 +68,7 @@ func newEnv(t *testing.T, cfg config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(s)
+	ts := httptest.NewServer(checked(t, s))
 	t.Cleanup(ts.Close)
 	return &env{url: ts.URL, e: e, dir: dir}
 }
