@@ -27,6 +27,8 @@ const (
 	DefaultProbeTimeout = 10 * time.Second
 	DefaultBodyTimeout  = 60 * time.Second
 
+	DefaultStreamWriteTimeout = 30 * time.Second
+
 	DefaultInputQueueDepth   = 16
 	DefaultInputQueueTimeout = 30 * time.Second
 )
@@ -47,6 +49,10 @@ type Options struct {
 	// Keepalive is the idle time after which an SSE stream gets a
 	// `: keepalive` comment (default 15 s).
 	Keepalive time.Duration
+	// StreamWriteTimeout is how long one write of an event stream may
+	// wait for the client to take it; a client that stopped reading is
+	// dropped after it (default 30 s).
+	StreamWriteTimeout time.Duration
 	// HealthTTL is how long a ready probe verdict is reused (default 30 s).
 	HealthTTL time.Duration
 	// ProbeTimeout bounds one `<bin> --version` probe (default 10 s).
@@ -91,6 +97,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Keepalive <= 0 {
 		opts.Keepalive = DefaultKeepalive
+	}
+	if opts.StreamWriteTimeout <= 0 {
+		opts.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
 	if opts.BodyTimeout <= 0 {
 		opts.BodyTimeout = DefaultBodyTimeout

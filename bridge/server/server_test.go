@@ -29,6 +29,7 @@ type env struct {
 	url string
 	e   *engine.Engine
 	dir string
+	srv *Server
 }
 
 type config struct {
@@ -70,7 +71,7 @@ func newEnv(t *testing.T, cfg config) *env {
 	}
 	ts := httptest.NewServer(checked(t, s))
 	t.Cleanup(ts.Close)
-	return &env{url: ts.URL, e: e, dir: dir}
+	return &env{url: ts.URL, e: e, dir: dir, srv: s}
 }
 
 func (v *env) do(t *testing.T, method, path, body string, hdr ...string) *http.Response {
