@@ -38,6 +38,8 @@ type Config struct {
 	Port    int
 	Bearer  string
 	DataDir string
+	// ProfilesDir holds the profile catalog (default ./profiles).
+	ProfilesDir string
 	// Backends are the backend keys to register, in matching order.
 	Backends []string
 	// Bins and Timeouts are per backend key (<KEY>_BIN, <KEY>_TIMEOUT_MS).
@@ -81,7 +83,7 @@ type Config struct {
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
 		Host: or(getenv(wire.EnvHost), "127.0.0.1"), Port: DefaultPort, Bearer: getenv(wire.EnvBearer),
-		DataDir: or(getenv(wire.EnvDataDir), "./data"), Bins: map[string]string{}, Timeouts: map[string]time.Duration{},
+		DataDir: or(getenv(wire.EnvDataDir), "./data"), ProfilesDir: or(getenv(wire.EnvProfilesDir), "./profiles"), Bins: map[string]string{}, Timeouts: map[string]time.Duration{},
 		RouterKey: getenv(harness.RouterKeyVar), RouterURL: getenv(wire.EnvRouterURL), LogLevel: or(getenv(wire.EnvLogLevel), "info"),
 	}
 	var errs []error
@@ -180,6 +182,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) *SecretFiles {
 	fs.StringVar(&c.Host, "host", c.Host, "listen address (BRIDGE_HOST)")
 	fs.IntVar(&c.Port, "port", c.Port, "listen port, 0 for any (BRIDGE_PORT)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "durable state directory (BRIDGE_DATA_DIR)")
+	fs.StringVar(&c.ProfilesDir, "profiles-dir", c.ProfilesDir, "profile catalog directory (SANDBOX_PROFILES_DIR)")
 	fs.Func("backends", "comma list of backend keys (BRIDGE_BACKENDS, default claude)", func(s string) error {
 		c.Backends = splitList(s)
 		return nil

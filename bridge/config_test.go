@@ -14,7 +14,7 @@ import (
 func TestConfigFromEnv(t *testing.T) {
 	env := map[string]string{
 		"BRIDGE_HOST": "0.0.0.0", "BRIDGE_PORT": "4000", "BRIDGE_BEARER": "b", "BRIDGE_DATA_DIR": "/d",
-		"BRIDGE_BACKENDS": " Claude ", "CLAUDE_BIN": "/opt/claude", "CLAUDE_TIMEOUT_MS": "1500",
+		"SANDBOX_PROFILES_DIR": "/p", "BRIDGE_BACKENDS": " Claude ", "CLAUDE_BIN": "/opt/claude", "CLAUDE_TIMEOUT_MS": "1500",
 		"TANGLE_API_KEY": "k", "TANGLE_ROUTER_URL": "http://r", "BRIDGE_SSE_HEARTBEAT_MS": "250",
 		"BRIDGE_MAX_RUNS": "7", "BRIDGE_REPLAY_MAX_EVENTS": "9",
 		"BRIDGE_SESSION_IDLE_MS": "-1", "BRIDGE_SESSION_IDLE_CLOSE_MS": "3600000",
@@ -24,7 +24,7 @@ func TestConfigFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{Host: "0.0.0.0", Port: 4000, Bearer: "b", DataDir: "/d", Backends: []string{"claude"},
+	want := Config{Host: "0.0.0.0", Port: 4000, Bearer: "b", DataDir: "/d", ProfilesDir: "/p", Backends: []string{"claude"},
 		Bins: map[string]string{"claude": "/opt/claude"}, Timeouts: map[string]time.Duration{"claude": 1500 * time.Millisecond},
 		RouterKey: "k", RouterURL: "http://r", Keepalive: 250 * time.Millisecond, MaxRuns: 7, MaxEvents: 9, LogLevel: "info",
 		SessionIdle: -time.Millisecond, SessionIdleClose: time.Hour, MaxSessionProcs: 3,

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -65,7 +66,9 @@ func (d *decoder) canonical(f frame) error {
 	}
 	if ev.Type == wire.EventRaw {
 		out.Usage = canonicalUsage(ev.Event)
-		out.ProviderModels = canonicalProviderModels(ev.Event)
+		var models []string
+		models, out.FinishReason = canonicalProviderModels(ev.Event)
+		out.ProviderModels = models
 	}
 	if ev.Type == EventInteraction {
 		req, err := d.checkInteraction(env.Event)
@@ -78,6 +81,13 @@ func (d *decoder) canonical(f frame) error {
 		out.RunID, out.SessionID, out.ExecutionID = d.ref.RunID, d.ref.SessionID, d.ref.ExecutionID
 		d.terminal = &out
 		return nil
+	}
+	d.text += out.Delta
+	if len(out.ProviderModels) > 0 {
+		d.models = out.ProviderModels
+	}
+	if out.FinishReason != "" {
+		d.finishReason = out.FinishReason
 	}
 	return d.emit(f.ID, []Event{out})
 }
@@ -157,15 +167,18 @@ func (d *decoder) checkInteraction(raw json.RawMessage) (*wire.InteractionReques
 // canonicalProviderModels reads the models a raw usage event says the
 // model API named (`providerModels`); a requested model name proves
 // nothing and is never read here.
-func canonicalProviderModels(raw json.RawMessage) []string {
+// canonicalProviderModels reads a raw usage event's served models and
+// the finish reason of its turn.
+func canonicalProviderModels(raw json.RawMessage) ([]string, string) {
 	var pe struct {
 		Type           string   `json:"type"`
 		ProviderModels []string `json:"providerModels"`
+		FinishReason   string   `json:"finishReason"`
 	}
 	if json.Unmarshal(raw, &pe) != nil || pe.Type != wire.UsagePayloadType {
-		return nil
+		return nil, ""
 	}
-	return pe.ProviderModels
+	return pe.ProviderModels, pe.FinishReason
 }
 
 // canonicalUsage reads a raw provider usage event's token usage.
@@ -217,6 +230,19 @@ func (d *decoder) finishCanonical(ctx context.Context) error {
 		return d.protocolErr(fmt.Sprintf("cli-bridge canonical terminal status %q contradicts retained run status %q", d.terminal.Status, s.Status))
 	}
 	if !d.yield(*d.terminal) {
+		return errStopped
+	}
+	if d.terminal.Status != StatusCompleted {
+		return nil
+	}
+	// A completed turn ends with its result, as a chat stream's does.
+	result := Event{Type: EventResult, FinalText: d.text, FinishReason: cmp.Or(d.finishReason, wire.FinishStop),
+		Usage: d.usage, ModelRequests: d.requests, ProviderModels: d.models, Status: StatusCompleted,
+		RunID: d.ref.RunID, SessionID: d.ref.SessionID, ExecutionID: d.ref.ExecutionID}
+	if d.terminal.ID != "" {
+		result.ID = d.terminal.ID + ":1"
+	}
+	if !d.yield(result) {
 		return errStopped
 	}
 	return nil

@@ -262,7 +262,12 @@ func (e *Environment) streamTracked(ctx context.Context, op string, r *run, turn
 	var usage *Usage
 	emit := func(ev Event) bool {
 		if ev.Usage != nil {
-			usage = AddUsage(usage, ev.Usage)
+			if ev.Type == EventResult {
+				// The result carries the turn's totals.
+				usage = ev.Usage
+			} else {
+				usage = AddUsage(usage, ev.Usage)
+			}
 			e.recordUsage(r.controlRef().ExecutionID, usage)
 		}
 		return yield(ev, nil)

@@ -149,8 +149,9 @@ func streamTurn(t *testing.T, env *Environment, turn Turn) ControlRef {
 		t.Fatalf("Stream(%+v): %v", turn, err)
 	}
 	last := events[len(events)-1]
-	if last.Type != EventStatus || last.Status != StatusCompleted {
-		t.Fatalf("Stream(%+v) ended with %s/%s, want a completed status", turn, last.Type, last.Status)
+	if last.Type != EventResult || last.Status != StatusCompleted || last.FinalText == "" || last.FinishReason == "" {
+		t.Fatalf("Stream(%+v) ended with %s/%s %q/%q, want a completed result with its text and finish reason", turn,
+			last.Type, last.Status, last.FinalText, last.FinishReason)
 	}
 	s, err := env.Session(last.SessionID, SessionOptions{})
 	if err != nil {

@@ -65,8 +65,12 @@ func TestNative_turnInteractionAndContinuation(t *testing.T) {
 	if err != nil {
 		t.Fatalf("native Stream: %v", err)
 	}
-	if last := events[len(events)-1]; last.Type != EventStatus || last.Status != StatusCompleted || last.ID != "4" {
-		t.Errorf("last native event = %+v, want the confirmed terminal status 4", last)
+	if st := events[len(events)-2]; st.Type != EventStatus || st.Status != StatusCompleted || st.ID != "4" {
+		t.Errorf("native event before the result = %+v, want the confirmed terminal status 4", st)
+	}
+	if last := events[len(events)-1]; last.Type != EventResult || last.FinalText != "Hi" || last.FinishReason != wire.FinishStop ||
+		last.Usage == nil || last.ID != "4:1" {
+		t.Errorf("last native event = %+v, want the result 4:1 with text Hi, finish stop and usage", last)
 	}
 	if view.Model != "pi/openai/gpt-5" || f.count("POST /v1/chat/completions") != 0 {
 		t.Errorf("native turn used model %q and %d chat requests; want pi/openai/gpt-5 and none", view.Model, f.count("POST /v1/chat/completions"))

@@ -206,17 +206,21 @@ func (e *Environment) collect(ctx context.Context, op string, r *run, read func(
 			res.Events = append(res.Events[:0:0], res.Events[len(res.Events)-MaxResultEvents:]...)
 		}
 		if ev.Type == EventResult {
+			// The result carries the turn's totals.
 			res.Text, res.FinishReason = ev.FinalText, ev.FinishReason
 			if ev.ModelRequests != nil {
 				res.ModelRequests = ev.ModelRequests
+			}
+			if ev.Usage != nil {
+				res.Usage = ev.Usage
 			}
 		} else {
 			res.Text += ev.Delta
 			if ev.Type == EventUsage && ev.ModelRequests != nil {
 				requests = addOpt(requests, ev.ModelRequests)
 			}
+			res.Usage = AddUsage(res.Usage, ev.Usage)
 		}
-		res.Usage = AddUsage(res.Usage, ev.Usage)
 		if len(ev.ProviderModels) > 0 {
 			res.ProviderModels = ev.ProviderModels
 		}

@@ -155,6 +155,7 @@ type decoder struct {
 	text          string
 	finishReason  string
 	sawUsage      bool
+	usage         *Usage // the sum of the usage events yielded
 	requests      *int64
 	models        []string
 	toolCalls     map[string]bool
@@ -226,6 +227,9 @@ func (d *decoder) emit(frameID string, events []Event) error {
 			continue
 		}
 		ev.RunID, ev.SessionID, ev.ExecutionID = d.ref.RunID, d.ref.SessionID, d.ref.ExecutionID
+		if ev.Type != EventResult {
+			d.usage = AddUsage(d.usage, ev.Usage)
+		}
 		if !d.yield(ev) {
 			return errStopped
 		}
@@ -379,7 +383,8 @@ func (d *decoder) finish(ctx context.Context) error {
 		}
 		return d.protocolErr("cli-bridge stream ended without a terminal result")
 	}
-	result := Event{Type: EventResult, FinalText: d.text, FinishReason: d.finishReason, ModelRequests: d.requests, ProviderModels: d.models, Status: StatusCompleted}
+	result := Event{Type: EventResult, FinalText: d.text, FinishReason: d.finishReason, ModelRequests: d.requests,
+		ProviderModels: d.models, Status: StatusCompleted}
 	var failure error
 	if d.spec.direct {
 		agg, err := d.aggregate(ctx)
@@ -399,7 +404,7 @@ func (d *decoder) finish(ctx context.Context) error {
 			if len(agg.models) > 0 {
 				result.ProviderModels = agg.models
 			}
-			if !d.sawUsage {
+			if d.cur.set || !d.sawUsage {
 				result.Usage = agg.usage
 			}
 		}
@@ -428,6 +433,9 @@ func (d *decoder) finish(ctx context.Context) error {
 		if p.frameID != "" {
 			last, result.ID = p.frameID, p.frameID+":"+strconv.Itoa(len(p.events))
 		}
+	}
+	if result.Type == EventResult && result.Usage == nil {
+		result.Usage = d.usage
 	}
 	if err := d.emit(last, []Event{result}); err != nil {
 		return err

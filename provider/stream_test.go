@@ -77,8 +77,8 @@ func TestStream_legacy(t *testing.T) {
 	if u == nil || u.InputTokens != 0 || u.OutputTokens != 7 || u.Provenance != UsageMeasured {
 		t.Errorf("usage = %+v, want an observed zero input, 7 output, measured", u)
 	}
-	if res.Usage != nil {
-		t.Errorf("result usage = %+v, want none (the stream reported usage)", res.Usage)
+	if diff := cmp.Diff(u, res.Usage); diff != "" {
+		t.Errorf("result usage (-stream total +result):\n%s", diff)
 	}
 	if n := f.count("POST /v1/chat/completions"); n != 2 {
 		t.Errorf("chat requests = %d, want 2 (stream, then the aggregate confirmation)", n)
@@ -303,8 +303,8 @@ func TestStream_canonical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Text != "Hi" || !res.Success || res.Status != StatusCompleted || res.EventCount != 4 {
-		t.Errorf("Result = %+v, want text Hi, completed, 4 events", res)
+	if res.Text != "Hi" || !res.Success || res.Status != StatusCompleted || res.EventCount != 5 || res.FinishReason != wire.FinishStop {
+		t.Errorf("Result = %+v, want text Hi, finish stop, completed, 4 events and the result", res)
 	}
 	if res.Usage == nil || res.Usage.InputTokens != 0 || res.Usage.OutputTokens != 4 || res.Usage.Provenance != UsageUnknown {
 		t.Errorf("usage = %+v, want 0/4 of unknown provenance", res.Usage)

@@ -1,8 +1,8 @@
 package engine
 
 import (
+	"cmp"
 	"encoding/json"
-	"math"
 	"strconv"
 	"time"
 
@@ -307,20 +307,23 @@ func (c *canonical) toolPart(tp *toolPart, st wire.ToolState) wire.Part {
 	return p
 }
 
-// end returns the last frames of a turn that ended with ev: its usage and
-// served models, then the terminal status.
+// end returns the last frames of a turn that ended with ev: its usage,
+// served models and (for a completed turn) finish reason, then the
+// terminal status.
 func (c *canonical) end(ev harness.Event) [][]byte {
 	var out [][]byte
-	if u := ev.Usage; u != nil || len(c.providerModels) > 0 {
-		in := wire.UsagePayload{Type: wire.UsagePayloadType, ProviderModels: c.providerModels}
+	finish := ""
+	if ev.Err == nil {
+		finish = cmp.Or(ev.Finish, wire.FinishStop)
+	}
+	if u := ev.Usage; u != nil || len(c.providerModels) > 0 || finish != "" {
+		in := wire.UsagePayload{Type: wire.UsagePayloadType, ProviderModels: c.providerModels, FinishReason: finish}
 		if u != nil {
 			total := u.TotalTokens
 			ru := &wire.ReportedUsage{TokenUsage: wire.TokenUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens,
 				TotalTokens: &total, CacheReadInputTokens: u.CacheReadInputTokens, CacheCreationInputTokens: u.CacheWriteInputTokens},
 				Estimated: u.Estimated}
-			if u.Cost != nil && !math.IsNaN(*u.Cost) && !math.IsInf(*u.Cost, 0) {
-				ru.Cost = u.Cost
-			}
+			ru.Cost = u.TurnTotal().Cost
 			in.Usage = ru
 		}
 		out = append(out, c.frame(wire.UsageEvent{Type: wire.EventRaw, Backend: identifier(c.backend, "unknown"), Event: in}))

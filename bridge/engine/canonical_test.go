@@ -65,7 +65,7 @@ func TestCanonical_shape(t *testing.T) {
  {"type":"message.part.updated","part":{"id":"r1:tool:4","sessionID":"s1","messageID":"r1:message","type":"tool","tool":"read","callID":"call-2",
    "state":{"status":"error","input":{"arguments":"not json"},"error":"no such file"}}},
  {"type":"message.part.updated","delta":"Done","part":{"id":"r1:text:5","sessionID":"s1","messageID":"r1:message","type":"text","text":"Done"}},
- {"type":"raw","backend":"pi","event":{"type":"usage","providerModels":["served-1"],
+ {"type":"raw","backend":"pi","event":{"type":"usage","providerModels":["served-1"],"finishReason":"stop",
    "usage":{"inputTokens":10,"outputTokens":3,"totalTokens":13,"cacheReadInputTokens":2}}},
  {"type":"status","status":"completed"}
 ]`

@@ -142,7 +142,7 @@ func TestEngine_Hello(t *testing.T) {
 	}
 	f0 := false
 	wantUsage := &wire.Usage{PromptTokens: 15, CompletionTokens: 7, TotalTokens: 22,
-		CacheReadInputTokens: ptr(int64(3)), CacheWriteInputTokens: ptr(int64(0)), Estimated: &f0}
+		CacheReadInputTokens: ptr(int64(3)), CacheWriteInputTokens: ptr(int64(0)), CostScope: wire.CostScopeTotal, Estimated: &f0}
 	if diff := cmp.Diff(wantUsage, last.Usage); diff != "" {
 		t.Errorf("usage (-want +got):\n%s", diff)
 	}

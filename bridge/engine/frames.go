@@ -89,7 +89,7 @@ func (c *chunker) end(ev harness.Event) [][]byte {
 		var out [][]byte
 		if ev.Usage != nil || len(c.providerModels) > 0 {
 			out = append(out, mustJSON(wire.Chunk{ID: c.id, Object: wire.ChunkObject, Created: c.created,
-				Model: c.model, Choices: []wire.ChunkChoice{}, Usage: ev.Usage, ProviderModels: c.providerModels}))
+				Model: c.model, Choices: []wire.ChunkChoice{}, Usage: ev.Usage.TurnTotal(), ProviderModels: c.providerModels}))
 		}
 		return append(out, errorFrame(*ev.Err))
 	}
@@ -98,7 +98,7 @@ func (c *chunker) end(ev harness.Event) [][]byte {
 		finish = wire.FinishStop
 	}
 	ch := c.chunk(wire.Delta{}, &finish)
-	ch.Usage, ch.ProviderModels = ev.Usage, c.providerModels
+	ch.Usage, ch.ProviderModels = ev.Usage.TurnTotal(), c.providerModels
 	return [][]byte{mustJSON(ch)}
 }
 

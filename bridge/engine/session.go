@@ -280,3 +280,36 @@ func (e *Engine) closeInteractions(ctx context.Context, runID string, rr *retain
 	}
 	return open, nil
 }
+
+// ErrNotSteerable is returned by Steer when the run's harness takes no
+// input while a turn runs.
+var ErrNotSteerable = errors.New("the harness takes no input while a turn runs")
+
+// ErrNotLive is returned by Steer when the run is not a live retained run
+// (it ended, or never was one).
+var ErrNotLive = errors.New("the run is not live")
+
+// Steer hands message to the harness of live retained run id, for the
+// turn it is running.
+func (e *Engine) Steer(id, message string) error {
+	e.ret.mu.Lock()
+	rr := e.ret.runs[id]
+	e.ret.mu.Unlock()
+	if rr == nil {
+		return ErrNotLive
+	}
+	st, ok := rr.adapter.(harness.Steerer)
+	if !ok {
+		return ErrNotSteerable
+	}
+	line, err := st.SteerInput(message)
+	if err != nil {
+		return err
+	}
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if rr.closed || rr.write == nil {
+		return ErrNotLive
+	}
+	return rr.write(line)
+}

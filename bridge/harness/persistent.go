@@ -28,3 +28,11 @@ type Persistent interface {
 type ConcurrentQuestioner interface {
 	ConcurrentQuestions() bool
 }
+
+// Steerer is implemented by persistent adapters whose CLI takes more
+// input for the turn it is running (POST /v1/sessions/:id/steer).
+type Steerer interface {
+	// SteerInput encodes the stdin line (with its newline) that hands
+	// the live process message while its turn runs.
+	SteerInput(message string) ([]byte, error)
+}

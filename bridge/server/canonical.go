@@ -14,30 +14,18 @@ import (
 )
 
 // canonicalWriter writes canonical SSE frames: `id:`, `event:` and a
-// runtime envelope as `data:`.
+// runtime envelope as `data:`. The caller ends it (streamWriter.end).
 type canonicalWriter struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	*streamWriter
 }
 
-func startCanonical(w http.ResponseWriter) *canonicalWriter {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	cw := &canonicalWriter{w: w, rc: http.NewResponseController(w)}
+func (s *Server) startCanonical(w http.ResponseWriter) *canonicalWriter {
+	cw := &canonicalWriter{s.startStream(w)}
 	cw.raw([]byte(": connected\n\n"))
 	return cw
 }
 
-func (cw *canonicalWriter) raw(b []byte) bool {
-	if _, err := cw.w.Write(b); err != nil {
-		return false
-	}
-	return cw.rc.Flush() == nil
-}
+func (cw *canonicalWriter) raw(b []byte) bool { return cw.write(b) }
 
 // frames writes stored envelopes; offset renumbers them into a session's
 // sequence (0 keeps the run's own).
@@ -124,7 +112,9 @@ func (s *Server) retainedRunEvents(w http.ResponseWriter, r *http.Request, run s
 	if _, err := s.opts.Engine.Store().TurnOfRun(r.Context(), run.ID); err != nil {
 		return false
 	}
-	s.streamRun(r, startCanonical(w), run.ID, cursor, 0)
+	cw := s.startCanonical(w)
+	defer cw.end()
+	s.streamRun(r, cw, run.ID, cursor, 0)
 	return true
 }
 
@@ -164,7 +154,8 @@ func (s *Server) sessionEvents(w http.ResponseWriter, r *http.Request) {
 			Message: "replay cursor " + strconv.FormatInt(cursor, 10) + " is ahead of the session's stream"})
 		return
 	}
-	cw := startCanonical(w)
+	cw := s.startCanonical(w)
+	defer cw.end()
 	next := int64(0) // index of the next turn to consider
 	for {
 		wake := s.opts.Engine.SessionNotifier(rs.ID)

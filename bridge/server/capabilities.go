@@ -71,7 +71,8 @@ func Capabilities(a harness.Adapter) wire.Capabilities {
 			CancellationIdempotency: true}
 	}
 	if _, ok := a.(harness.Retained); ok && c.RetainedControl != nil {
-		c.Sessions.List = true // GET /v1/sessions
+		c.Sessions.List = true     // GET /v1/sessions
+		c.Sessions.Messages = true // GET /v1/sessions/:id/transcript
 		if continuesNatively(a) {
 			c.NativeContinuation = &wire.NativeContinuationCaps{AtomicBoundary: true, RequestIdempotency: true}
 		}

@@ -32,7 +32,7 @@ func TestCapabilities_ClaudeCode(t *testing.T) {
 	}
 	want := wire.Capabilities{
 		Streaming:       wire.StreamingCaps{Live: true, Replay: true, Detach: true, TurnIdempotency: true},
-		Sessions:        wire.SessionCaps{Continue: true, List: true},
+		Sessions:        wire.SessionCaps{Continue: true, List: true, Messages: true},
 		RetainedControl: &wire.RetainedControlCaps{ExactRunIdentity: true, ResultIdentity: true, EventIdentity: true, CancellationIdempotency: true},
 		Interactions: &wire.InteractionCaps{Kinds: []string{"permission"}, AnswerFieldTypes: []string{wire.FieldSelect, wire.FieldText},
 			ResponseScopes: []string{wire.ScopeInteraction}, ConcurrentRequests: true, Replay: true, ResponseIdempotency: true},
@@ -117,9 +117,26 @@ func TestCapabilities_ClaudeCode(t *testing.T) {
 	})
 	t.Run("sessions.list", func(t *testing.T) {
 		createSession(t, v, "listed", "")
-		list := decode[struct{ Data []sessionView }](t, v.do(t, "GET", "/v1/sessions", ""))
-		if !slices.ContainsFunc(list.Data, func(s sessionView) bool { return s.ID == "listed" }) {
+		list := decode[struct{ Data []wire.SessionView }](t, v.do(t, "GET", "/v1/sessions", ""))
+		if !slices.ContainsFunc(list.Data, func(s wire.SessionView) bool { return s.ID == "listed" }) {
 			t.Errorf("GET /v1/sessions = %+v, want session listed", list)
+		}
+	})
+	t.Run("sessions.messages", func(t *testing.T) {
+		createSession(t, v, "told", "")
+		waitRun(t, v, postTurn(t, v, "told", turnBody("t1", "told-1", "hello")).Run.ID)
+		tr := decode[wire.Transcript](t, v.do(t, "GET", "/v1/sessions/told/transcript", ""))
+		var text strings.Builder
+		for _, m := range tr.Messages {
+			for _, p := range m.Parts {
+				var part struct{ Type, Text string }
+				if json.Unmarshal(p, &part) == nil && part.Type == "text" {
+					text.WriteString(part.Text)
+				}
+			}
+		}
+		if len(tr.Messages) != 1 || text.String() != "Hello, world" || tr.EventCount == 0 || tr.LastEventID == nil || len(tr.Usage) != 1 {
+			t.Errorf("transcript = %+v, want one message saying Hello, world, its usage and its last event", tr)
 		}
 	})
 	t.Run("interactions", func(t *testing.T) {

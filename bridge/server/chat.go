@@ -57,6 +57,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, backend, cursor, digest := in.req, in.backend, in.cursor, in.digest
+	w.Header().Set(wire.HeaderBridgeMode, in.mode)
 	if h := s.health.probe(r.Context(), backend, false); h.State != wire.BackendReady {
 		writeError(w, wire.TypeBackendNotReady, fmt.Sprintf("%s is %s: %s", h.Name, h.State, h.Detail))
 		return

@@ -130,7 +130,7 @@ func (s *Server) continueSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if c, err := st.GetContinuation(r.Context(), req.OperationID); err == nil {
-		s.answerRecorded(r.Context(), ans, c)
+		s.answerRecorded(r.Context(), ans, c, true)
 		return
 	} else if !errors.Is(err, store.ErrNotFound) {
 		s.log.Error("load continuation", "operation", req.OperationID, "err", err)
@@ -178,7 +178,7 @@ func (s *Server) continueSession(w http.ResponseWriter, r *http.Request) {
 		store.Continuation{OperationID: req.OperationID, SessionID: id, RequestDigest: req.RequestDigest}, check)
 	switch {
 	case errors.Is(err, store.ErrContinuationExists):
-		s.answerRecorded(r.Context(), ans, c)
+		s.answerRecorded(r.Context(), ans, c, true)
 	case errors.Is(err, store.ErrContinuationRejected):
 		ans.raw(c.HTTPStatus, c.Body)
 	case errors.Is(err, store.ErrNotFound):
@@ -195,7 +195,7 @@ func (s *Server) continueSession(w http.ResponseWriter, r *http.Request) {
 		ans.write(wire.ContinuationTransportFailure, "the bridge could not admit the turn", true)
 	default:
 		s.answerRecorded(r.Context(), ans, store.Continuation{OperationID: c.OperationID, SessionID: id,
-			RequestDigest: req.RequestDigest, RunID: run.ID})
+			RequestDigest: req.RequestDigest, RunID: run.ID}, false)
 	}
 }
 
@@ -271,8 +271,10 @@ func (s *Server) continuationTurn(rs store.RetainedSession, in wire.ContinueBody
 
 // answerRecorded answers an operation already recorded: its stored
 // outcome, conflict when the request differs, or, for an admitted turn
-// whose outcome is not yet recorded, the outcome once its run ends.
-func (s *Server) answerRecorded(ctx context.Context, ans continuationAnswer, c store.Continuation) {
+// whose outcome is not yet recorded, the outcome once its run ends. A
+// repeated request (replay) that the bridge accepted before reads
+// "replayed", with the same result and control reference.
+func (s *Server) answerRecorded(ctx context.Context, ans continuationAnswer, c store.Continuation, replay bool) {
 	if c.RequestDigest != ans.req.RequestDigest || c.SessionID != ans.req.Run.SessionID {
 		o := ans.outcome(wire.ContinuationConflict, "operation "+c.OperationID+" was used for a different request", new(bool))
 		o.Acknowledgement.ExistingRequestDigest = c.RequestDigest
@@ -280,7 +282,7 @@ func (s *Server) answerRecorded(ctx context.Context, ans continuationAnswer, c s
 		return
 	}
 	if c.Body != nil {
-		ans.raw(c.HTTPStatus, c.Body)
+		ans.raw(c.HTTPStatus, replayed(c.Body, replay))
 		return
 	}
 	// The outcome is recorded even if this request goes away first, so
@@ -302,9 +304,20 @@ func (s *Server) answerRecorded(ctx context.Context, ans continuationAnswer, c s
 			ans.write(wire.ContinuationTransportFailure, "the bridge could not record the outcome", true)
 			return
 		}
-		ans.raw(c.HTTPStatus, c.Body)
+		ans.raw(c.HTTPStatus, replayed(c.Body, replay))
 	case <-ctx.Done():
 	}
+}
+
+// replayed is a recorded outcome as a repetition of its request reads it:
+// an accepted one says replayed; any other is answered as recorded.
+func replayed(body []byte, replay bool) []byte {
+	var o wire.ContinuationOutcome
+	if !replay || json.Unmarshal(body, &o) != nil || o.Acknowledgement.Status != wire.ContinuationAccepted {
+		return body
+	}
+	o.Acknowledgement.Status = wire.ContinuationReplayed
+	return mustJSON(o)
 }
 
 // recordContinuation waits for the run of an admitted continuation to

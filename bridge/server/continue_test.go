@@ -48,7 +48,7 @@ func newNativeEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(s)
+	ts := httptest.NewServer(checked(t, s))
 	t.Cleanup(ts.Close)
 	return &env{url: ts.URL, e: e, dir: dir}
 }
@@ -116,15 +116,24 @@ func TestContinue(t *testing.T) {
 		next.EnvironmentID != run.EnvironmentID {
 		t.Errorf("control ref = %+v, want run cont-1 of the same session, provider and environment", next)
 	}
-	view := decode[sessionView](t, v.do(t, "GET", "/v1/sessions/s1", ""))
+	view := decode[wire.SessionView](t, v.do(t, "GET", "/v1/sessions/s1", ""))
 	if b := view.ContextBoundary; b == nil || b.RunID != "cont-1" || b.Boundary.Revision != "2" || b.RequestDigest != next.RequestDigest {
 		t.Errorf("boundary after the continuation = %+v, want revision 2 of run cont-1", b)
 	}
 
-	t.Run("the same request repeated gets the same outcome", func(t *testing.T) {
+	if view.Turns != 2 || view.RunID == nil || *view.RunID != "cont-1" || view.Status != wire.SessionIdle || view.Run == nil ||
+		view.Run.ID != "cont-1" || view.Backend != "claude-code" || view.Object != wire.SessionObject {
+		t.Errorf("view after the continuation = turns %d run_id %v status %q run %+v backend %q, want 2 completed turns, run cont-1, idle",
+			view.Turns, view.RunID, view.Status, view.Run, view.Backend)
+	}
+
+	t.Run("the same request repeated is replayed with the same outcome", func(t *testing.T) {
 		code2, again := postContinue(t, v, "s1", body)
-		if code2 != code || !reflect.DeepEqual(again.Acknowledgement, out.Acknowledgement) || *again.ControlRef != next || again.Result.Text != out.Result.Text {
-			t.Errorf("repeat = %d %+v, want %d %+v", code2, again, code, out)
+		want := out.Acknowledgement
+		want.Status = wire.ContinuationReplayed
+		if code2 != code || !reflect.DeepEqual(again.Acknowledgement, want) || *again.ControlRef != next ||
+			!reflect.DeepEqual(again.Result, out.Result) {
+			t.Errorf("repeat = %d %+v, want %d %+v", code2, again, code, want)
 		}
 	})
 	t.Run("the same operation for another request is a conflict", func(t *testing.T) {

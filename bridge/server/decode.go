@@ -24,6 +24,33 @@ type chatInput struct {
 	digest string
 	// exec is the request's execution object.
 	exec execution
+	// mode is the request's bridge mode (wire.ModeBYOB).
+	mode string
+}
+
+// chatMode is a chat request's bridge mode: its mode field, else the
+// X-Bridge-Mode header, else hosted-sandboxed for X-Sandbox: 1, else
+// byob. The hosted modes are refused: this bridge does not enforce them.
+func chatMode(body string, h http.Header) (string, *wire.ErrorBody) {
+	mode := strings.ToLower(strings.TrimSpace(body))
+	if mode == "" {
+		mode = strings.ToLower(strings.TrimSpace(h.Get(wire.HeaderBridgeMode)))
+	}
+	if mode == "" {
+		switch strings.ToLower(strings.TrimSpace(h.Get(wire.HeaderSandbox))) {
+		case "1", "true", "yes":
+			mode = wire.ModeHostedSandboxed
+		}
+	}
+	switch mode {
+	case "", wire.ModeBYOB:
+		return wire.ModeBYOB, nil
+	case wire.ModeHostedSafe, wire.ModeHostedSandboxed:
+		return "", &wire.ErrorBody{Type: wire.TypeNotConfigured, Status: wire.StatusFor(wire.TypeNotConfigured),
+			Message: fmt.Sprintf("bridge mode %q is not enforced here; run the bridge inside a box and use byob", mode)}
+	}
+	return "", &wire.ErrorBody{Type: wire.TypeInvalidRequest, Status: wire.StatusFor(wire.TypeInvalidRequest),
+		Message: fmt.Sprintf("invalid bridge mode %q: expected one of byob, hosted-safe, hosted-sandboxed", mode)}
 }
 
 // decodeChat decodes and validates the body and headers of POST
@@ -48,6 +75,10 @@ func (s *Server) decodeChat(body []byte, h http.Header) (chatInput, *wire.ErrorB
 	exec, eb := parseExecution(req.Execution)
 	if eb != nil {
 		return bad(eb.Type, eb.Message)
+	}
+	mode, eb := chatMode(req.Mode, h)
+	if eb != nil {
+		return chatInput{}, eb
 	}
 	backend, bare, found := s.resolveModel(req.Model)
 	if !found {
@@ -96,7 +127,7 @@ func (s *Server) decodeChat(body []byte, h http.Header) (chatInput, *wire.ErrorB
 	if err != nil {
 		return bad(wire.TypeInvalidRequest, err.Error())
 	}
-	return chatInput{req: req, backend: backend, bare: bare, cursor: cursor, digest: digest, exec: exec}, nil
+	return chatInput{req: req, backend: backend, bare: bare, cursor: cursor, digest: digest, exec: exec, mode: mode}, nil
 }
 
 func countSet(vs ...string) int {

@@ -167,7 +167,7 @@ func frameText(frames []cframe) string {
 
 // admission is the answer to an admitted turn.
 type admission struct {
-	Session sessionView      `json:"session"`
+	Session wire.SessionView `json:"session"`
 	Run     wire.AdmittedRun `json:"run"`
 }
 

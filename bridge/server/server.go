@@ -26,6 +26,11 @@ const (
 	DefaultCancelWait   = 30 * time.Second
 	DefaultProbeTimeout = 10 * time.Second
 	DefaultBodyTimeout  = 60 * time.Second
+
+	DefaultStreamWriteTimeout = 30 * time.Second
+
+	DefaultInputQueueDepth   = 16
+	DefaultInputQueueTimeout = 30 * time.Second
 )
 
 // Options configure a Server. Zero values mean the defaults.
@@ -44,6 +49,10 @@ type Options struct {
 	// Keepalive is the idle time after which an SSE stream gets a
 	// `: keepalive` comment (default 15 s).
 	Keepalive time.Duration
+	// StreamWriteTimeout is how long one write of an event stream may
+	// wait for the client to take it; a client that stopped reading is
+	// dropped after it (default 30 s).
+	StreamWriteTimeout time.Duration
 	// HealthTTL is how long a ready probe verdict is reused (default 30 s).
 	HealthTTL time.Duration
 	// ProbeTimeout bounds one `<bin> --version` probe (default 10 s).
@@ -54,6 +63,14 @@ type Options struct {
 	// ProbeEnv is the environment of health probes (default: none but PATH
 	// and HOME of the bridge).
 	ProbeEnv []string
+	// ProfilesDir holds the profile catalog GET /v1/profiles lists, one
+	// <id>.json per profile, read once at start ("": none).
+	ProfilesDir string
+	// InputQueueDepth bounds the inputs that wait for one session's run
+	// on POST /v1/sessions/:id/input (default 16), and InputQueueTimeout
+	// how long each waits (default 30 s).
+	InputQueueDepth   int
+	InputQueueTimeout time.Duration
 	// Version is reported by GET /.
 	Version string
 	// Logger receives request errors (default: discard).
@@ -62,10 +79,12 @@ type Options struct {
 
 // Server serves the bridge protocol.
 type Server struct {
-	opts   Options
-	log    *slog.Logger
-	health *healthCache
-	mux    *http.ServeMux
+	opts     Options
+	log      *slog.Logger
+	health   *healthCache
+	mux      *http.ServeMux
+	profiles []profileEntry
+	queue    inputQueue
 }
 
 // New returns a server.
@@ -78,6 +97,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Keepalive <= 0 {
 		opts.Keepalive = DefaultKeepalive
+	}
+	if opts.StreamWriteTimeout <= 0 {
+		opts.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
 	if opts.BodyTimeout <= 0 {
 		opts.BodyTimeout = DefaultBodyTimeout
@@ -94,8 +116,18 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.InputQueueDepth <= 0 {
+		opts.InputQueueDepth = DefaultInputQueueDepth
+	}
+	if opts.InputQueueTimeout <= 0 {
+		opts.InputQueueTimeout = DefaultInputQueueTimeout
+	}
 	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
 	s.health = newHealthCache(opts)
+	var err error
+	if s.profiles, err = s.loadProfiles(opts.ProfilesDir); err != nil {
+		return nil, err
+	}
 	s.mux.HandleFunc("GET /{$}", s.root)
 	s.mux.HandleFunc("GET /health", s.healthz)
 	s.mux.HandleFunc("GET /metrics", s.metrics)
@@ -114,6 +146,15 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/sessions/{id}/cancel", s.cancelSession)
 	s.mux.HandleFunc("POST /v1/sessions/{id}/close", s.closeSession)
 	s.mux.HandleFunc("POST /v1/sessions/{id}/continue", s.continueSession)
+	s.mux.HandleFunc("POST /v1/sessions/{id}/input", s.postInput)
+	s.mux.HandleFunc("POST /v1/sessions/{id}/steer", s.steerSession)
+	s.mux.HandleFunc("POST /v1/sessions/{id}/detach", s.detachSession)
+	s.mux.HandleFunc("GET /v1/sessions/{id}/status", s.getSession)
+	s.mux.HandleFunc("GET /v1/sessions/{id}/transcript", s.transcript)
+	s.mux.HandleFunc("DELETE /v1/sessions/{id}", s.deleteSession)
+	s.mux.HandleFunc("GET /openapi.json", s.openAPI)
+	s.mux.HandleFunc("GET /v1/profiles", s.listProfiles)
+	s.mux.HandleFunc("GET /v1/profiles/{id}", s.getProfile)
 	s.mux.HandleFunc("/", s.notFound)
 	return s, nil
 }
@@ -123,7 +164,10 @@ var endpoints = []string{"GET /", "GET /health", "GET /metrics", "GET /v1/models
 	"POST /v1/chat/completions", "GET /v1/runs/:id", "GET /v1/runs/:id/events", "POST /v1/runs/:id/cancel",
 	"POST /v1/runs/:runId/interactions/:interactionId/respond", "POST /v1/sessions", "GET /v1/sessions",
 	"GET /v1/sessions/:id", "POST /v1/sessions/:id/turns", "GET /v1/sessions/:id/events",
-	"POST /v1/sessions/:id/cancel", "POST /v1/sessions/:id/close", "POST /v1/sessions/:id/continue"}
+	"POST /v1/sessions/:id/cancel", "POST /v1/sessions/:id/close", "POST /v1/sessions/:id/continue",
+	"POST /v1/sessions/:id/input", "POST /v1/sessions/:id/steer", "POST /v1/sessions/:id/detach",
+	"GET /v1/sessions/:id/status", "GET /v1/sessions/:id/transcript", "DELETE /v1/sessions/:id",
+	"GET /v1/profiles", "GET /v1/profiles/:id", "GET /openapi.json"}
 
 // ServeHTTP bounds the request body's arrival, authenticates, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

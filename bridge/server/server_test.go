@@ -29,6 +29,7 @@ type env struct {
 	url string
 	e   *engine.Engine
 	dir string
+	srv *Server
 }
 
 type config struct {
@@ -68,9 +69,9 @@ func newEnv(t *testing.T, cfg config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(s)
+	ts := httptest.NewServer(checked(t, s))
 	t.Cleanup(ts.Close)
-	return &env{url: ts.URL, e: e, dir: dir}
+	return &env{url: ts.URL, e: e, dir: dir, srv: s}
 }
 
 func (v *env) do(t *testing.T, method, path, body string, hdr ...string) *http.Response {
@@ -274,6 +275,15 @@ func TestChat_NonStreaming(t *testing.T) {
 	if id := resp.Header.Get(wire.HeaderRunID); wire.ValidRunID(id) != nil || resp.Header.Get(wire.HeaderRunSessionID) == "" {
 		t.Errorf("generated run id %q or session id missing", id)
 	}
+	// The bridge prices nothing: the cost is unknown, the usage the turn's
+	// total.
+	if u := c.Usage; u != nil && (u.CostKnown || u.Cost != nil || u.CostProvenance != "" || u.CostScope != wire.CostScopeTotal) {
+		t.Errorf("usage cost = known %v cost %v provenance %q scope %q, want unknown cost of the total", u.CostKnown, u.Cost,
+			u.CostProvenance, u.CostScope)
+	}
+	if m := resp.Header.Get(wire.HeaderBridgeMode); m != wire.ModeBYOB {
+		t.Errorf("%s = %q, want %s", wire.HeaderBridgeMode, m, wire.ModeBYOB)
+	}
 	resp = v.do(t, "POST", "/v1/chat/completions", chatBody("", "crash", false))
 	c = decode[wire.Completion](t, resp)
 	if c.Error == nil || c.Error.Type != wire.TypeHarnessError || c.Choices[0].FinishReason != "error" {
@@ -319,6 +329,9 @@ func TestBadInput(t *testing.T) {
 		{"partial identity", "POST", "/v1/chat/completions", chatBody("a", "hello", true, `"provider":"docker"`), nil, 400, wire.TypeInvalidRequest},
 		{"session header disagrees", "POST", "/v1/chat/completions", chatBody("a", "hello", true, `"session_id":"x"`), []string{wire.HeaderSessionID, "y"}, 400, wire.TypeInvalidRequest},
 		{"relative cwd", "POST", "/v1/chat/completions", chatBody("a", "hello", true, `"cwd":"rel"`), nil, 400, wire.TypeInvalidRequest},
+		{"unknown mode", "POST", "/v1/chat/completions", chatBody("a", "hello", true, `"mode":"yolo"`), nil, 400, wire.TypeInvalidRequest},
+		{"hosted mode is not enforced", "POST", "/v1/chat/completions", chatBody("a", "hello", true), []string{wire.HeaderBridgeMode, "hosted-safe"}, 501, wire.TypeNotConfigured},
+		{"sandbox header is not enforced", "POST", "/v1/chat/completions", chatBody("a", "hello", true), []string{wire.HeaderSandbox, "1"}, 501, wire.TypeNotConfigured},
 		{"bad cursor", "POST", "/v1/chat/completions", chatBody("a", "hello", true), []string{wire.HeaderLastEventID, "x"}, 400, wire.TypeInvalidRequest},
 		{"oversized body", "POST", "/v1/chat/completions", chatBody("a", strings.Repeat("x", 5000), true), nil, 413, wire.TypeRequestTooLarge},
 		{"wrong bearer", "GET", "/v1/models", "", []string{"Authorization", "Bearer nope"}, 401, wire.TypeInvalidAuthentication},

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,25 +19,79 @@ import (
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
-// sessionView is a retained session as the session routes return it:
-// the wire view and the session's own state.
-type sessionView struct {
-	wire.SessionView
-	InteractionPolicy string `json:"interaction_policy"`
-	Closed            bool   `json:"closed"`
-	CreatedAt         int64  `json:"created_at"`
-}
-
-func viewOf(rs store.RetainedSession) sessionView {
-	v := sessionView{SessionView: wire.SessionView{ID: rs.ID, Model: rs.Model, CreateRequestDigest: rs.Digest},
-		InteractionPolicy: rs.Policy, Closed: !rs.ClosedAt.IsZero(), CreatedAt: rs.CreatedAt.UnixMilli()}
+// view is a retained session as the session routes return it: its own
+// state, its activity and its latest run, as the TypeScript bridge derives
+// them.
+func (s *Server) view(ctx context.Context, rs store.RetainedSession) (wire.SessionView, error) {
+	v := wire.SessionView{ID: rs.ID, Object: wire.SessionObject, Model: rs.Model, Backend: rs.Harness,
+		CreateRequestDigest: rs.Digest, InteractionPolicy: rs.Policy, Closed: !rs.ClosedAt.IsZero(),
+		Status: wire.SessionCreated, CreatedAt: rfc3339(rs.CreatedAt), UpdatedAt: rfc3339(rs.CreatedAt)}
 	if rs.Boundary != nil {
 		var p wire.BoundaryProof
 		if json.Unmarshal(rs.Boundary, &p) == nil {
 			v.ContextBoundary = &p
 		}
 	}
-	return v
+	st := s.opts.Engine.Store()
+	a, err := st.SessionActivity(ctx, rs.ID)
+	if err != nil {
+		return v, err
+	}
+	v.Turns = a.CompletedTurns
+	if !a.UpdatedAt.IsZero() {
+		v.UpdatedAt = rfc3339(a.UpdatedAt)
+	}
+	if native, err := st.NativeSession(ctx, rs.ID, rs.Harness); err == nil {
+		v.InternalSessionID = &native
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return v, err
+	}
+	if a.LastRunID != "" {
+		v.RunID = &a.LastRunID
+		_, snap, err := s.loadRun(ctx, a.LastRunID)
+		switch {
+		case err == nil:
+			v.Run = &snap
+			v.Status = sessionStatus(snap.Status)
+		case errors.Is(err, store.ErrNotFound):
+			v.Status = wire.SessionUnknown
+		default:
+			return v, err
+		}
+	}
+	if v.Closed {
+		v.Status = wire.SessionClosed
+	}
+	return v, nil
+}
+
+// sessionStatus is the session status that goes with its latest run's
+// status: a run that ended in error leaves the native session's state
+// unknown.
+func sessionStatus(run string) string {
+	switch run {
+	case wire.StatusRunning:
+		return wire.SessionRunning
+	case wire.StatusDone:
+		return wire.SessionIdle
+	case wire.StatusCancelled:
+		return wire.SessionCancelled
+	default:
+		return wire.SessionUnknown
+	}
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// writeView answers a session's view with status.
+func (s *Server) writeView(w http.ResponseWriter, r *http.Request, status int, rs store.RetainedSession) {
+	v, err := s.view(r.Context(), rs)
+	if err != nil {
+		s.log.Error("load session view", "session", rs.ID, "err", err)
+		writeError(w, wire.TypeServerError, "load session")
+		return
+	}
+	writeJSON(w, status, v)
 }
 
 // decodeStrict decodes a JSON object into v, rejecting unknown fields and
@@ -139,9 +194,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.log.Error("create session", "session", req.ID, "err", err)
 		writeError(w, wire.TypeServerError, "create session")
 	case created:
-		writeJSON(w, http.StatusCreated, viewOf(rs))
+		s.writeView(w, r, http.StatusCreated, rs)
 	default:
-		writeJSON(w, http.StatusOK, viewOf(rs))
+		s.writeView(w, r, http.StatusOK, rs)
 	}
 }
 
@@ -166,6 +221,17 @@ func (s *Server) sessionOr404(w http.ResponseWriter, r *http.Request) (store.Ret
 	return rs, true
 }
 
+// sessionAndBody loads the session of the path and reads the request
+// body; it has answered when ok is false.
+func (s *Server) sessionAndBody(w http.ResponseWriter, r *http.Request) (store.RetainedSession, []byte, bool) {
+	rs, ok := s.sessionOr404(w, r)
+	if !ok {
+		return rs, nil, false
+	}
+	body, ok := s.readBody(w, r)
+	return rs, body, ok
+}
+
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 	all, err := s.opts.Engine.Store().ListSessions(r.Context())
 	if err != nil {
@@ -173,16 +239,22 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.TypeServerError, "list sessions")
 		return
 	}
-	out := []sessionView{}
+	out := wire.SessionList{Object: "list", Data: []wire.SessionView{}}
 	for _, rs := range all {
-		out = append(out, viewOf(rs))
+		v, err := s.view(r.Context(), rs)
+		if err != nil {
+			s.log.Error("load session view", "session", rs.ID, "err", err)
+			writeError(w, wire.TypeServerError, "list sessions")
+			return
+		}
+		out.Data = append(out.Data, v)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 	if rs, ok := s.sessionOr404(w, r); ok {
-		writeJSON(w, http.StatusOK, viewOf(rs))
+		s.writeView(w, r, http.StatusOK, rs)
 	}
 }
 
@@ -211,12 +283,17 @@ func turnText(req wire.TurnRequest) (string, error) {
 	return strings.Join(texts, "\n\n"), nil
 }
 
-func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) {
-	rs, ok := s.sessionOr404(w, r)
-	if !ok {
-		return
-	}
-	body, ok := s.readBody(w, r)
+func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) { s.admitTurn(w, r, false) }
+
+// postInput answers POST /v1/sessions/:id/input: a turn that, unlike one
+// of /turns, waits its turn while the session's run is live (see
+// inputQueue).
+func (s *Server) postInput(w http.ResponseWriter, r *http.Request) { s.admitTurn(w, r, true) }
+
+// admitTurn admits a turn of the session of the path; queued, it waits
+// for the session's live run to end first.
+func (s *Server) admitTurn(w http.ResponseWriter, r *http.Request, queued bool) {
+	rs, body, ok := s.sessionAndBody(w, r)
 	if !ok {
 		return
 	}
@@ -312,8 +389,19 @@ func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) {
 				Boundary: wire.ContextBoundary{Kind: "revision", Revision: strconv.FormatInt(t.Index+1, 10)}, ObservedAt: observed})
 		},
 	}
-	_, run, _, err := s.opts.Engine.AdmitTurn(r.Context(), tr)
+	var run store.Run
+	if queued {
+		run, err = s.admitQueued(r.Context(), tr)
+	} else {
+		_, run, _, err = s.opts.Engine.AdmitTurn(r.Context(), tr)
+	}
 	switch {
+	case errors.Is(err, errQueueFull):
+		writeError(w, wire.TypeInputQueueFull, fmt.Sprintf("%d inputs already wait for session %s", s.opts.InputQueueDepth, rs.ID))
+		return
+	case errors.Is(err, errQueueTimeout):
+		writeError(w, wire.TypeInputQueueTimeout, fmt.Sprintf("the run of session %s did not end within %s", rs.ID, s.opts.InputQueueTimeout))
+		return
 	case errors.Is(err, engine.ErrTurnConflict):
 		writeError(w, wire.TypeTurnConflict, "turn "+req.TurnID+" or run "+req.RunID+" is bound to a different turn")
 		return
@@ -341,10 +429,16 @@ func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.TypeServerError, "load session")
 		return
 	}
+	v, err := s.view(r.Context(), rs)
+	if err != nil {
+		s.log.Error("load session view", "session", rs.ID, "err", err)
+		writeError(w, wire.TypeServerError, "load session")
+		return
+	}
 	setRunHeaders(w, run)
-	writeJSON(w, http.StatusAccepted, map[string]any{"session": viewOf(rs), "run": wire.AdmittedRun{ID: run.ID,
-		Provider: run.Provider, EnvironmentID: run.EnvironmentID, SessionID: run.SessionID, ExecutionID: run.ExecutionID,
-		RequestDigest: run.Digest}})
+	writeJSON(w, http.StatusAccepted, wire.TurnAdmission{Session: v, ContextBoundary: v.ContextBoundary,
+		Run: wire.AdmittedRun{ID: run.ID, Provider: run.Provider, EnvironmentID: run.EnvironmentID,
+			SessionID: run.SessionID, ExecutionID: run.ExecutionID, RequestDigest: run.Digest}})
 }
 
 // currentRun is the run of a session's last turn, if any.
@@ -361,7 +455,7 @@ func (s *Server) cancelSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.stopSession(w, r, rs)
+	s.stopSession(w, r, rs, false)
 }
 
 func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
@@ -375,18 +469,18 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.TypeServerError, "close session")
 		return
 	}
-	s.stopSession(w, r, rs)
+	s.stopSession(w, r, rs, true)
 }
 
 // stopSession cancels the session's live run, waits for it within
 // wait_ms, and answers the session and its current run.
-func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, rs store.RetainedSession) {
+func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, rs store.RetainedSession, closed bool) {
 	wait, err := parseWait(r, s.opts.CancelWait)
 	if err != nil {
 		writeError(w, wire.TypeInvalidRequest, err.Error())
 		return
 	}
-	out := map[string]any{}
+	out := wire.SessionStop{Closed: closed}
 	runID, ok, err := s.currentRun(r, rs.ID)
 	if err != nil {
 		s.log.Error("load session turns", "session", rs.ID, "err", err)
@@ -407,7 +501,8 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, rs store.Re
 			s.writeRunLookupError(w, runID, err)
 			return
 		}
-		out["cancel_requested"], out["cancelled"], out["terminal"], out["run"] = requested, snap.Status == wire.StatusCancelled, snap.Terminal, snap
+		cancelled := snap.Status == wire.StatusCancelled
+		out.CancelRequested, out.Cancelled, out.Terminal, out.Run = &requested, &cancelled, &snap.Terminal, &snap
 		if !snap.Terminal {
 			status = http.StatusAccepted
 		}
@@ -415,6 +510,12 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, rs store.Re
 	if rs2, err := s.opts.Engine.Store().GetSession(r.Context(), rs.ID); err == nil {
 		rs = rs2
 	}
-	out["session"] = viewOf(rs)
+	v, err := s.view(r.Context(), rs)
+	if err != nil {
+		s.log.Error("load session view", "session", rs.ID, "err", err)
+		writeError(w, wire.TypeServerError, "load session")
+		return
+	}
+	out.Session = v
 	writeJSON(w, status, out)
 }

@@ -86,7 +86,7 @@ func TestSessionPrune(t *testing.T) {
 			t.Errorf("GET /v1/sessions/%s before expiry = %d, want 200", id, resp.StatusCode)
 		}
 	}
-	if got := decode[sessionView](t, v.do(t, "GET", "/v1/sessions/s-idle", "")); got.Closed {
+	if got := decode[wire.SessionView](t, v.do(t, "GET", "/v1/sessions/s-idle", "")); got.Closed {
 		t.Error("s-idle closed before it was idle for SessionIdle")
 	}
 
@@ -100,7 +100,7 @@ func TestSessionPrune(t *testing.T) {
 			t.Errorf("GET %s after prune = %d %+v, want 404 %s", path, resp.StatusCode, e.Error, wire.TypeNotFound)
 		}
 	}
-	if got := decode[sessionView](t, v.do(t, "GET", "/v1/sessions/s-idle", "")); !got.Closed {
+	if got := decode[wire.SessionView](t, v.do(t, "GET", "/v1/sessions/s-idle", "")); !got.Closed {
 		t.Error("s-idle is still open after SessionIdle without a turn")
 	}
 	if !groupGone(idlePGID) {
@@ -109,7 +109,7 @@ func TestSessionPrune(t *testing.T) {
 	if resp := v.do(t, "POST", "/v1/sessions/s-idle/turns", turnBody("t2", "idle-2", "hello")); resp.StatusCode != 409 {
 		t.Errorf("turn to the idle-closed session = %d, want 409", resp.StatusCode)
 	}
-	live := decode[sessionView](t, v.do(t, "GET", "/v1/sessions/s-live", ""))
+	live := decode[wire.SessionView](t, v.do(t, "GET", "/v1/sessions/s-live", ""))
 	if live.Closed {
 		t.Error("s-live, with a live run, was closed")
 	}

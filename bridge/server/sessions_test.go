@@ -39,9 +39,9 @@ func TestCreateSession(t *testing.T) {
 		})
 	}
 	t.Run("identical repeat", func(t *testing.T) {
-		first := decode[sessionView](t, v.do(t, "GET", "/v1/sessions/s-dup", ""))
+		first := decode[wire.SessionView](t, v.do(t, "GET", "/v1/sessions/s-dup", ""))
 		resp := v.do(t, "POST", "/v1/sessions", `{"id":"s-dup","model":"claude-code/sonnet"}`)
-		again := decode[sessionView](t, resp)
+		again := decode[wire.SessionView](t, resp)
 		if resp.StatusCode != http.StatusOK || again.CreateRequestDigest != first.CreateRequestDigest || again.ID != "s-dup" {
 			t.Errorf("repeated create = %d %+v, want 200 %+v", resp.StatusCode, again, first)
 		}
@@ -157,7 +157,7 @@ type stopAnswer struct {
 	Cancelled bool             `json:"cancelled"`
 	Terminal  bool             `json:"terminal"`
 	Run       wire.RunSnapshot `json:"run"`
-	Session   sessionView      `json:"session"`
+	Session   wire.SessionView `json:"session"`
 }
 
 func TestPostTurn_BusyCancelClose(t *testing.T) {
@@ -181,7 +181,7 @@ func TestPostTurn_BusyCancelClose(t *testing.T) {
 	}
 
 	resp = v.do(t, "POST", "/v1/sessions/s1/close", "")
-	if c := decode[sessionView](t, v.do(t, "GET", "/v1/sessions/s1", "")); resp.StatusCode != 200 || !c.Closed {
+	if c := decode[wire.SessionView](t, v.do(t, "GET", "/v1/sessions/s1", "")); resp.StatusCode != 200 || !c.Closed {
 		t.Errorf("close = %d, session %+v, want closed", resp.StatusCode, c)
 	}
 	resp = v.do(t, "POST", "/v1/sessions/s1/turns", turnBody("t3", "r3", "hello"))
@@ -229,6 +229,11 @@ func TestSessionEvents_Canonical(t *testing.T) {
 		if last := turn.frames[len(turn.frames)-1]; last.body["status"] != "completed" {
 			t.Errorf("run %s ends with %v, want status completed", turn.run, last.body)
 		}
+		// The last event before the terminal status says how the turn
+		// finished, as a chat stream's finish_reason does.
+		if u := turn.frames[len(turn.frames)-2]; u.typ != wire.EventRaw || !strings.Contains(string(u.raw), `"finishReason":"stop"`) {
+			t.Errorf("run %s ends its events with %s %s, want the usage event with finishReason stop", turn.run, u.typ, u.raw)
+		}
 		for _, f := range turn.frames {
 			if f.env.RunID != turn.run {
 				t.Errorf("frame %d of run %s names run %s", f.id, turn.run, f.env.RunID)
@@ -273,4 +278,57 @@ func TestSessionEvents_Canonical(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSessionView follows a session's view through its life: the fields
+// the TypeScript bridge gives (status, run_id, turns, backend, times).
+func TestSessionView(t *testing.T) {
+	v := newEnv(t, config{})
+	createSession(t, v, "s1", "")
+	view := func() wire.SessionView { return decode[wire.SessionView](t, v.do(t, "GET", "/v1/sessions/s1", "")) }
+	steps := []struct {
+		name      string
+		do        func()
+		status    string
+		turns     int64
+		run       string
+		runStatus string
+	}{
+		{"created", func() {}, wire.SessionCreated, 0, "", ""},
+		{"a completed turn", func() {
+			postTurn(t, v, "s1", turnBody("t1", "r1", "hello"))
+			waitRun(t, v, "r1")
+		}, wire.SessionIdle, 1, "r1", wire.StatusDone},
+		{"a cancelled turn", func() {
+			postTurn(t, v, "s1", turnBody("t2", "r2", "slow:100:100"))
+			if resp := v.do(t, "POST", "/v1/sessions/s1/cancel?wait_ms=10000", ""); resp.StatusCode != 200 {
+				t.Fatalf("cancel = %d", resp.StatusCode)
+			}
+		}, wire.SessionCancelled, 1, "r2", wire.StatusCancelled},
+		{"another completed turn", func() {
+			postTurn(t, v, "s1", turnBody("t3", "r3", "hello"))
+			waitRun(t, v, "r3")
+		}, wire.SessionIdle, 2, "r3", wire.StatusDone},
+		{"closed", func() {
+			if resp := v.do(t, "POST", "/v1/sessions/s1/close", ""); resp.StatusCode != 200 {
+				t.Fatalf("close = %d", resp.StatusCode)
+			}
+		}, wire.SessionClosed, 2, "r3", wire.StatusDone},
+	}
+	for _, st := range steps {
+		st.do()
+		got := view()
+		runID := ""
+		if got.RunID != nil {
+			runID = *got.RunID
+		}
+		if got.Status != st.status || got.Turns != st.turns || runID != st.run || got.Object != wire.SessionObject ||
+			got.Backend != "claude-code" || got.CreatedAt == "" || got.UpdatedAt < got.CreatedAt {
+			t.Errorf("%s: view = status %q turns %d run_id %q object %q backend %q times %s..%s, want %q %d %q", st.name,
+				got.Status, got.Turns, runID, got.Object, got.Backend, got.CreatedAt, got.UpdatedAt, st.status, st.turns, st.run)
+		}
+		if st.run == "" && got.Run != nil || st.run != "" && (got.Run == nil || got.Run.ID != st.run || got.Run.Status != st.runStatus) {
+			t.Errorf("%s: run = %+v, want run %q %s", st.name, got.Run, st.run, st.runStatus)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/tangle-network/boxctl/bridge/engine"
 	"github.com/tangle-network/boxctl/bridge/wire"
@@ -17,19 +18,9 @@ import (
 // caller has set the headers it wants and validated the cursor. Returning
 // (the client went away) detaches only this reader.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, cursor int64) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	write := func(format string, args ...any) bool {
-		if _, err := fmt.Fprintf(w, format, args...); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	sw := s.startStream(w)
+	defer sw.end()
+	write := func(format string, args ...any) bool { return sw.write(fmt.Appendf(nil, format, args...)) }
 	if !write(": connected\n\n") {
 		return
 	}
@@ -52,7 +43,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, curso
 				buf = append(buf, ev.Data...)
 				buf = append(buf, "\n\n"...)
 			}
-			if _, err := w.Write(buf); err != nil || rc.Flush() != nil {
+			if !sw.write(buf) {
 				return
 			}
 		case errors.Is(err, engine.ErrEnd):
@@ -79,3 +70,39 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, curso
 		}
 	}
 }
+
+// streamWriter writes an event stream. Each write, with its flush, must
+// be taken by the client within Options.StreamWriteTimeout: a client that
+// stopped reading fails the write and is dropped, as if it had gone. The
+// run and its other readers never wait for any reader: they read the
+// store on their own.
+type streamWriter struct {
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	bound time.Duration
+}
+
+// startStream sends the headers of an event stream.
+func (s *Server) startStream(w http.ResponseWriter) *streamWriter {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return &streamWriter{w: w, rc: http.NewResponseController(w), bound: s.opts.StreamWriteTimeout}
+}
+
+func (sw *streamWriter) write(b []byte) bool {
+	// A writer that cannot bound its writes (none of net/http's) writes
+	// unbounded rather than not at all.
+	sw.rc.SetWriteDeadline(time.Now().Add(sw.bound))
+	if _, err := sw.w.Write(b); err != nil {
+		return false
+	}
+	return sw.rc.Flush() == nil
+}
+
+// end lifts the write bound off the connection, which may serve another
+// request.
+func (sw *streamWriter) end() { sw.rc.SetWriteDeadline(time.Time{}) }

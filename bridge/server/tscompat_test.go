@@ -20,7 +20,7 @@ import (
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/tscompat/*.golden from what the server answers now")
+var update = flag.Bool("update", false, "rewrite the golden files (testdata/tscompat/*.golden, openapi.json) from what the code makes now")
 
 // exchanges records request/response pairs as stable text: the request
 // line and body, the status, the X-Run-* headers and the body, JSON

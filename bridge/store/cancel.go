@@ -83,3 +83,22 @@ func (s *Store) PutNativeSession(ctx context.Context, id, harness, native string
 	}
 	return nil
 }
+
+// DeleteNativeSession deletes the harness session a chat session id maps
+// to, for one harness or (harness "") every one, and reports whether
+// there was one.
+func (s *Store) DeleteNativeSession(ctx context.Context, id, harness string) (bool, error) {
+	var n int64
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ? AND (? = '' OR harness = ?)`, id, harness, harness)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("delete session %s: %w", id, err)
+	}
+	return n > 0, nil
+}

@@ -218,6 +218,7 @@ func (s *Store) pruneSessions(ctx context.Context, tx *sql.Tx, now time.Time, li
 	}{
 		{`DELETE FROM retained_turns WHERE session_id IN (` + in + `)`, &st.Turns},
 		{`DELETE FROM continuations WHERE session_id IN (` + in + `)`, &st.Continuations},
+		{`DELETE FROM session_activity WHERE session_id IN (` + in + `)`, nil},
 		{`DELETE FROM sessions WHERE (id, harness) IN (SELECT id, harness FROM retained_sessions WHERE id IN (` + in + `))`, nil},
 		{`DELETE FROM retained_sessions WHERE id IN (` + in + `)`, &st.Sessions},
 	} {

@@ -186,6 +186,9 @@ func (s *Store) Finish(ctx context.Context, id string, f Finish, events [][]byte
 		if err != nil {
 			return err
 		}
+		if err := s.noteFinish(ctx, tx, id, f.Status); err != nil {
+			return err
+		}
 		out, err = scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
 		return err
 	})

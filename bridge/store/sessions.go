@@ -250,8 +250,10 @@ func (s *Store) admitTurnTx(ctx context.Context, tx *sql.Tx, t Turn, r Run, boun
 			r.Status, ms(r.StartedAt), ms(r.LifetimeExpiresAt), r.Marker); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE retained_sessions SET boundary = ? WHERE id = ?`, boundary(t), t.SessionID)
-		return err
+		if _, err = tx.ExecContext(ctx, `UPDATE retained_sessions SET boundary = ? WHERE id = ?`, boundary(t), t.SessionID); err != nil {
+			return err
+		}
+		return s.noteAdmission(ctx, tx, t)
 	}()
 	return t, r, created, err
 }

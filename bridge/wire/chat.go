@@ -1,6 +1,9 @@
 package wire
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"math"
+)
 
 // Message is one chat message. Content is a string, null, or an array of
 // content parts; ContentText flattens it.
@@ -92,7 +95,10 @@ const (
 // Usage is token usage. Measured usage has Estimated set to false
 // explicitly and real input and output totals; an absent Estimated means
 // unknown provenance. PromptTokens counts every input token, cached ones
-// included; the cache fields break it down.
+// included; the cache fields break it down. Cost is a dollar figure only
+// when CostKnown, with the receipt it came from (CostProvenance); the
+// bridge prices nothing itself, so without a receipt CostKnown is false
+// and Cost absent. CostScope "total" says the figures cover the whole turn.
 type Usage struct {
 	PromptTokens          int64    `json:"prompt_tokens"`
 	CompletionTokens      int64    `json:"completion_tokens"`
@@ -101,7 +107,33 @@ type Usage struct {
 	CacheReadInputTokens  *int64   `json:"cache_read_input_tokens,omitempty"`
 	CacheWriteInputTokens *int64   `json:"cache_write_input_tokens,omitempty"`
 	Cost                  *float64 `json:"cost,omitempty"`
+	CostKnown             bool     `json:"cost_known"`
+	CostProvenance        string   `json:"cost_provenance,omitempty"`
+	CostScope             string   `json:"cost_scope,omitempty"`
 	Estimated             *bool    `json:"estimated,omitempty"`
+}
+
+// Cost provenances of a known cost, and the scope of a turn's usage.
+const (
+	CostProviderReceipt = "provider-receipt"
+	CostBillingReceipt  = "billing-receipt"
+	CostScopeTotal      = "total"
+)
+
+// TurnTotal returns a copy of a turn's whole usage with its cost stated
+// as the wire states it: known only with a finite, non-negative figure
+// from a receipt; otherwise unknown, with no figure. Its scope is total.
+func (u *Usage) TurnTotal() *Usage {
+	if u == nil {
+		return nil
+	}
+	out := *u
+	receipt := u.CostProvenance == CostProviderReceipt || u.CostProvenance == CostBillingReceipt
+	if !u.CostKnown || !receipt || u.Cost == nil || !(*u.Cost >= 0) || math.IsInf(*u.Cost, 0) {
+		out.Cost, out.CostKnown, out.CostProvenance = nil, false, ""
+	}
+	out.CostScope = CostScopeTotal
+	return &out
 }
 
 // Chunk is one chat.completion.chunk data frame. A usage-only chunk has

@@ -17,6 +17,10 @@ const (
 	EnvBackends = "BRIDGE_BACKENDS"
 	// EnvDataDir is the durable store's directory.
 	EnvDataDir = "BRIDGE_DATA_DIR"
+	// EnvProfilesDir is the directory of the profile catalog
+	// (GET /v1/profiles), one <id>.json file per profile; the TypeScript
+	// bridge's name for it.
+	EnvProfilesDir = "SANDBOX_PROFILES_DIR"
 	// EnvLogLevel is debug, info, warn or error.
 	EnvLogLevel = "BRIDGE_LOG_LEVEL"
 )

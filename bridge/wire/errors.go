@@ -105,8 +105,10 @@ func StatusFor(typ string) int {
 		return http.StatusGone
 	case TypeRequestTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case TypeExecutorSaturated:
+	case TypeExecutorSaturated, TypeInputQueueFull:
 		return http.StatusTooManyRequests
+	case TypeInputQueueTimeout:
+		return http.StatusRequestTimeout
 	case TypeBackendNotReady:
 		return http.StatusServiceUnavailable
 	case TypeNotConfigured, TypeExecutorMisconfigured, TypeCapabilityDenied:

@@ -95,10 +95,13 @@ type UsageEvent struct {
 }
 
 // UsagePayload is the provider event of a UsageEvent: {"type": "usage"}.
+// FinishReason is how a completed turn ended (a Finish* value), the one
+// a chat stream's finish_reason carries.
 type UsagePayload struct {
 	Type           string         `json:"type"`
 	Usage          *ReportedUsage `json:"usage,omitempty"`
 	ProviderModels []string       `json:"providerModels,omitempty"`
+	FinishReason   string         `json:"finishReason,omitempty"`
 }
 
 // UsagePayloadType is the type of a UsagePayload.

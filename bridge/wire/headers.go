@@ -15,4 +15,15 @@ const (
 	HeaderLastEventID      = "Last-Event-ID"
 	HeaderXLastEventID     = "X-Last-Event-Id"
 	HeaderRetryAfter       = "Retry-After"
+	HeaderBridgeMode       = "X-Bridge-Mode"
+	HeaderSandbox          = "X-Sandbox"
+)
+
+// Bridge modes of a chat request (its `mode`, or the X-Bridge-Mode
+// header, or X-Sandbox: 1 for ModeHostedSandboxed). This bridge enforces
+// only ModeBYOB: the caller brings the box it runs in.
+const (
+	ModeBYOB            = "byob"
+	ModeHostedSafe      = "hosted-safe"
+	ModeHostedSandboxed = "hosted-sandboxed"
 )

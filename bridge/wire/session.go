@@ -24,14 +24,62 @@ type SessionCreateRequest struct {
 	ProviderOptions   map[string]any    `json:"provider_options,omitempty"`
 }
 
+// Retained session statuses (SessionView.Status), as the TypeScript
+// bridge derives them from the session and its latest run.
+const (
+	SessionCreated   = "created"
+	SessionIdle      = "idle"
+	SessionRunning   = "running"
+	SessionCancelled = "cancelled"
+	SessionClosed    = "closed"
+	SessionUnknown   = "unknown"
+)
+
+// SessionObject is the `object` of a SessionView.
+const SessionObject = "session"
+
 // SessionView is a retained native session as the session routes return
 // it. CreateRequestDigest is Digest of the create request; ContextBoundary
-// is null until a turn was admitted.
+// is null until a turn was admitted. Backend is the harness name; Status
+// one of the Session* statuses; RunID the run of the latest turn and Run
+// its snapshot (null and absent before the first turn);
+// InternalSessionID the harness's own session id once it reported one;
+// Turns counts the turns that completed. Times are RFC 3339.
 type SessionView struct {
 	ID                  string         `json:"id"`
+	Object              string         `json:"object"`
 	Model               string         `json:"model"`
+	Backend             string         `json:"backend"`
+	Status              string         `json:"status"`
 	CreateRequestDigest string         `json:"create_request_digest"`
+	InteractionPolicy   string         `json:"interaction_policy"`
+	Closed              bool           `json:"closed"`
+	RunID               *string        `json:"run_id"`
+	InternalSessionID   *string        `json:"internal_session_id"`
+	Turns               int64          `json:"turns"`
+	CreatedAt           string         `json:"created_at"`
+	UpdatedAt           string         `json:"updated_at"`
 	ContextBoundary     *BoundaryProof `json:"context_boundary"`
+	Run                 *RunSnapshot   `json:"run,omitempty"`
+}
+
+// SessionStop answers POST /v1/sessions/:id/cancel and /close: the
+// session after it, and, when the session had a run, what happened to it
+// (the run snapshot, whether cancellation was requested, whether the run
+// ended cancelled, whether it is terminal). Closed is set by /close.
+type SessionStop struct {
+	Closed          bool         `json:"closed,omitempty"`
+	CancelRequested *bool        `json:"cancel_requested,omitempty"`
+	Cancelled       *bool        `json:"cancelled,omitempty"`
+	Terminal        *bool        `json:"terminal,omitempty"`
+	Run             *RunSnapshot `json:"run,omitempty"`
+	Session         SessionView  `json:"session"`
+}
+
+// SessionList answers GET /v1/sessions.
+type SessionList struct {
+	Object string        `json:"object"`
+	Data   []SessionView `json:"data"`
 }
 
 // ContextBoundary is an opaque marker of a conversation's state. Kind is
@@ -72,10 +120,12 @@ type TurnRequest struct {
 	ProviderOptions map[string]any  `json:"provider_options,omitempty"`
 }
 
-// TurnAdmission answers an admitted turn (202): the session and the run.
+// TurnAdmission answers an admitted turn (202): the session, the run and
+// the session's context boundary after the turn.
 type TurnAdmission struct {
-	Session SessionView `json:"session"`
-	Run     AdmittedRun `json:"run"`
+	Session         SessionView    `json:"session"`
+	Run             AdmittedRun    `json:"run"`
+	ContextBoundary *BoundaryProof `json:"context_boundary"`
 }
 
 // AdmittedRun names the run a turn admission started.

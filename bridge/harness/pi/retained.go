@@ -129,3 +129,17 @@ func (Adapter) Answer(q harness.Question, allow bool, _ string) ([]byte, error) 
 	}
 	return append(b, '\n'), nil
 }
+
+// SteerInput returns the rpc `steer` command: Pi hands the message to the
+// model at its next step of the running turn.
+func (Adapter) SteerInput(message string) ([]byte, error) {
+	b, err := json.Marshal(struct {
+		ID      string `json:"id"`
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	}{"steer", "steer", message})
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}

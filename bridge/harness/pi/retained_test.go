@@ -131,3 +131,15 @@ func TestAdapter_Persistent(t *testing.T) {
 		t.Error("SessionCommand of a model without a provider succeeded")
 	}
 }
+
+func TestSteerInput(t *testing.T) {
+	line, err := Adapter{}.SteerInput("look at \"main.go\"\nfirst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmd struct{ ID, Type, Message string }
+	if line[len(line)-1] != '\n' || json.Unmarshal(line, &cmd) != nil || cmd.Type != "steer" || cmd.ID == "" ||
+		cmd.Message != "look at \"main.go\"\nfirst" {
+		t.Errorf("steer line = %q, want one rpc steer command with the message", line)
+	}
+}

@@ -299,11 +299,14 @@ func TestLive_PiNativeContinuation(t *testing.T) {
 			t.Fatalf("stale continuation (try %d) = %+v, %v, want conflict", i+1, out, err)
 		}
 	}
-	// The first request repeated gets the same outcome and runs nothing.
+	// The first request repeated is replayed: the same outcome, and
+	// nothing runs.
 	again, err := stale.ContinueNative(t.Context(), req, turn)
-	if err != nil || !reflect.DeepEqual(again.Acknowledgement, out.Acknowledgement) || *again.ControlRef != *out.ControlRef ||
-		again.Result.Text != out.Result.Text {
-		t.Errorf("repeated continuation = %+v, %v, want the stored %+v", again, err, out)
+	want := out.Acknowledgement
+	want.Status = wire.ContinuationReplayed
+	if err != nil || !reflect.DeepEqual(again.Acknowledgement, want) || *again.ControlRef != *out.ControlRef ||
+		!reflect.DeepEqual(again.Result, out.Result) {
+		t.Errorf("repeated continuation = %+v, %v, want the stored %+v replayed", again, err, out)
 	}
 	// The same id for another request is a conflict.
 	other := wire.ContinuationTurn{Prompt: "another question"}
