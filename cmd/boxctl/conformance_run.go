@@ -94,11 +94,11 @@ func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
 		t.Local, t.Router = l, sandbox.Router{}
 		a.log.Info("local model endpoint started", "url", l.Router.URL)
 	}
-	view := newProgressView(a.errOut)
+	view := conformance.NewProgressView(a.errOut, isTerminal(a.errOut))
 	a.log.Info("running the conformance suite", "target", o.target, "image", image, "harnesses", harnesses)
 	rep, runErr := conformance.Run(ctx, t, conformance.Options{Harnesses: harnesses, Cases: o.cases, Parallel: o.parallel,
-		CaseTimeout: o.caseTimeout, ReadyTimeout: o.readyTimeout, Progress: view.update, Logger: a.log})
-	view.close()
+		CaseTimeout: o.caseTimeout, ReadyTimeout: o.readyTimeout, Progress: view.Update, Logger: a.log})
+	view.Close()
 	if rep == nil {
 		return usageError{runErr}
 	}
@@ -164,4 +164,14 @@ func listCases(a *app) error {
 		}
 		return tw.Flush()
 	})
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
