@@ -98,19 +98,11 @@ func (o *buildOptions) render() (*pins.Pins, *boximage.Rendered, error) {
 		return nil, nil, usageErrorf("--harness %s: %w", unknown.Name, unknown)
 	case errors.Is(err, pins.ErrNoHarness):
 		return nil, nil, usageErrorf("no harness is proven yet, so there is no default set to install: "+
-			"pass --harness NAME[,NAME...] (known: %s), or run the conformance suite to prove one", strings.Join(harnessNames(pp), ", "))
+			"pass --harness NAME[,NAME...] (known: %s), or run the conformance suite to prove one", strings.Join(pp.HarnessNames(), ", "))
 	case err != nil:
 		return nil, nil, err
 	}
 	return pp, r, nil
-}
-
-func harnessNames(p *pins.Pins) []string {
-	out := make([]string, len(p.Harnesses))
-	for i, h := range p.Harnesses {
-		out[i] = h.Name
-	}
-	return out
 }
 
 // printDockerfile writes the rendered Dockerfile to stdout (as a JSON string
