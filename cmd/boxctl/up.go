@@ -20,8 +20,8 @@ import (
 
 // The Router's environment: its URL and the key (never a flag).
 const (
-	routerURLEnv = "TANGLE_ROUTER_URL"
-	routerKeyVar = "TANGLE_API_KEY"
+	routerURLEnv = sandbox.RouterURLEnv
+	routerKeyVar = sandbox.RouterKeyEnv
 )
 
 // routerLocal is the --router value that starts a local model endpoint.
