@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/docker/go-units"
+
 	"github.com/tangle-network/boxctl/pins"
 )
 
@@ -134,4 +136,22 @@ func (r Record) ReferenceKind() string {
 		return "snapshot"
 	}
 	return "reference"
+}
+
+// WriteText writes the record for people, a line per field: target,
+// image, digest, size, the reference when it is not the image (named by
+// ReferenceKind) and how long the build took.
+func (r Record) WriteText(w io.Writer) error {
+	lines := [][2]string{{"target", r.Target}, {"image", r.Image}, {"digest", r.Digest},
+		{"size", fmt.Sprintf("%s (%d bytes)", units.HumanSize(float64(r.Size)), r.Size)}}
+	if r.Reference != r.Image {
+		lines = append(lines, [2]string{r.ReferenceKind(), r.Reference})
+	}
+	lines = append(lines, [2]string{"took", fmt.Sprintf("%.1fs", r.BuildSeconds)})
+	for _, l := range lines {
+		if _, err := fmt.Fprintf(w, "%-9s%s\n", l[0], l[1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }

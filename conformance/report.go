@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -279,4 +280,17 @@ func (r *Report) WriteFile(path, format string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// ParseReportFile splits a [FORMAT=]FILE value, such as "junit=out.xml",
+// into its format (def when it names none) and file. A FORMAT that is not
+// one of Formats, and is not part of a path (it has no "/" or "."), gives
+// the file "".
+func ParseReportFile(v, def string) (format, file string) {
+	if f, name, ok := strings.Cut(v, "="); ok && slices.Contains(Formats, f) {
+		return f, name
+	} else if ok && !strings.ContainsAny(f, "/.") {
+		return f, ""
+	}
+	return def, v
 }

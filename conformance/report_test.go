@@ -225,3 +225,23 @@ func TestReport_Write(t *testing.T) {
 		}
 	}
 }
+
+func TestParseReportFile(t *testing.T) {
+	tests := []struct {
+		v, def               string
+		wantFormat, wantFile string
+	}{
+		{"report.json", conformance.FormatText, conformance.FormatText, "report.json"},
+		{"json=out/r.json", conformance.FormatText, conformance.FormatJSON, "out/r.json"},
+		{"junit=r.xml", conformance.FormatJSON, conformance.FormatJUnit, "r.xml"},
+		{"yaml=r.yaml", conformance.FormatText, "yaml", ""},
+		{"out/a=b.txt", conformance.FormatJSON, conformance.FormatJSON, "out/a=b.txt"},
+		{"a.b=c", conformance.FormatText, conformance.FormatText, "a.b=c"},
+	}
+	for _, tt := range tests {
+		f, file := conformance.ParseReportFile(tt.v, tt.def)
+		if f != tt.wantFormat || file != tt.wantFile {
+			t.Errorf("ParseReportFile(%q, %q) = %q, %q; want %q, %q", tt.v, tt.def, f, file, tt.wantFormat, tt.wantFile)
+		}
+	}
+}

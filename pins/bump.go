@@ -106,7 +106,7 @@ func Bump(ctx context.Context, p *Pins, name, version string, reg *Registry, loc
 	out := p.Clone()
 	h, ok := out.Harness(name)
 	if !ok {
-		return nil, fmt.Errorf("bump: %w", &UnknownHarnessError{Name: name, Known: p.names()})
+		return nil, fmt.Errorf("bump: %w", &UnknownHarnessError{Name: name, Known: p.HarnessNames()})
 	}
 	if version == "" {
 		version = "latest"

@@ -279,7 +279,7 @@ func (p *Pins) Select(names []string) ([]Harness, error) {
 			}
 		}
 		if len(out) == 0 {
-			return nil, fmt.Errorf("%w: no harness is proven yet: name the ones to install (known: %s), or prove one with the conformance suite", ErrNoHarness, strings.Join(p.names(), ", "))
+			return nil, fmt.Errorf("%w: no harness is proven yet: name the ones to install (known: %s), or prove one with the conformance suite", ErrNoHarness, strings.Join(p.HarnessNames(), ", "))
 		}
 		return out, nil
 	}
@@ -287,7 +287,7 @@ func (p *Pins) Select(names []string) ([]Harness, error) {
 	for _, n := range names {
 		h, ok := p.Harness(n)
 		if !ok {
-			return nil, &UnknownHarnessError{Name: n, Known: p.names()}
+			return nil, &UnknownHarnessError{Name: n, Known: p.HarnessNames()}
 		}
 		want[h.Name] = true
 	}
@@ -300,7 +300,8 @@ func (p *Pins) Select(names []string) ([]Harness, error) {
 	return out, nil
 }
 
-func (p *Pins) names() []string {
+// HarnessNames are the pinned harnesses' names, in pins order.
+func (p *Pins) HarnessNames() []string {
 	out := make([]string, len(p.Harnesses))
 	for i, h := range p.Harnesses {
 		out[i] = h.Name

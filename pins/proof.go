@@ -72,7 +72,7 @@ func (p *Pins) Prove(harness string, proof Proof) (*Pins, error) {
 	out := p.Clone()
 	h, ok := out.Harness(harness)
 	if !ok {
-		return nil, &UnknownHarnessError{Name: harness, Known: p.names()}
+		return nil, &UnknownHarnessError{Name: harness, Known: p.HarnessNames()}
 	}
 	h.ProvenBy = slices.DeleteFunc(slices.Clone(h.ProvenBy), func(q Proof) bool { return q.Vendor == proof.Vendor })
 	h.ProvenBy = append(h.ProvenBy, proof)

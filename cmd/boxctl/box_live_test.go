@@ -19,6 +19,7 @@ import (
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
+	"github.com/tangle-network/boxctl/provider/turntext"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
@@ -245,7 +246,7 @@ func TestBoxVerbs_LocalRouter(t *testing.T) {
 			t.Fatalf("turn -o json: exit %d: %v", r.code, r.err)
 		}
 		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-		var last turnEvent
+		var last turntext.Event
 		for _, l := range lines {
 			if err := json.Unmarshal([]byte(l), &last); err != nil {
 				t.Fatalf("turn -o json line %q: %v", l, err)

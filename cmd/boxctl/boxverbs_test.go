@@ -3,11 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 )
 
 func TestBoxVerbs_Flags(t *testing.T) {
@@ -96,26 +93,5 @@ func TestBoxVerbs_Flags(t *testing.T) {
 			}
 			check(t, tt.args, got, called, err, tt.want, tt.wantErr)
 		})
-	}
-}
-
-func TestPrintLs(t *testing.T) {
-	now := time.Unix(1900000000, 0)
-	rows := []boxstate.Row{
-		{ID: "known-box-0001", State: "running", RunTag: "run-a", Owner: "user:ann", Created: now.Add(-time.Minute),
-			Deadline: now.Add(30 * time.Minute), Harness: "claude-code", InState: true},
-		{ID: "other-box-0003", State: "running", RunTag: "run-o", Owner: "pid:h:1:2", Created: now.Add(-2 * time.Minute),
-			Deadline: now.Add(time.Hour)},
-		{ID: "gone-box-00002", State: boxstate.StateGone, RunTag: "run-g", Owner: "user:ann", Created: now.Add(-time.Hour),
-			Deadline: now.Add(-time.Minute), Harness: "pi", InState: true},
-	}
-	var b strings.Builder
-	if err := printLs(&b, rows, now); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{"known-box-00 ", "other-box-00*", "in 30m0s", "passed 1m0s ago", "gone", "* not in this user's state"} {
-		if !strings.Contains(b.String(), s) {
-			t.Errorf("ls output lacks %q:\n%s", s, b.String())
-		}
 	}
 }

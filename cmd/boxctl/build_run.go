@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/docker/go-units"
-
 	"github.com/tangle-network/boxctl/boximage"
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/vendors"
@@ -98,19 +96,11 @@ func (o *buildOptions) render() (*pins.Pins, *boximage.Rendered, error) {
 		return nil, nil, usageErrorf("--harness %s: %w", unknown.Name, unknown)
 	case errors.Is(err, pins.ErrNoHarness):
 		return nil, nil, usageErrorf("no harness is proven yet, so there is no default set to install: "+
-			"pass --harness NAME[,NAME...] (known: %s), or run the conformance suite to prove one", strings.Join(harnessNames(pp), ", "))
+			"pass --harness NAME[,NAME...] (known: %s), or run the conformance suite to prove one", strings.Join(pp.HarnessNames(), ", "))
 	case err != nil:
 		return nil, nil, err
 	}
 	return pp, r, nil
-}
-
-func harnessNames(p *pins.Pins) []string {
-	out := make([]string, len(p.Harnesses))
-	for i, h := range p.Harnesses {
-		out[i] = h.Name
-	}
-	return out
 }
 
 // printDockerfile writes the rendered Dockerfile to stdout (as a JSON string
@@ -161,18 +151,5 @@ func runBuild(ctx context.Context, a *app, o *buildOptions) error {
 	}
 	rememberBuild(ctx, a, rec)
 	rec.Pins, rec.Harnesses = p.pins, p.harnesses
-	return a.print(rec, func(w io.Writer) error {
-		lines := [][2]string{{"target", rec.Target}, {"image", rec.Image}, {"digest", rec.Digest},
-			{"size", fmt.Sprintf("%s (%d bytes)", units.HumanSize(float64(rec.Size)), rec.Size)}}
-		if rec.Reference != rec.Image {
-			lines = append(lines, [2]string{rec.ReferenceKind(), rec.Reference})
-		}
-		lines = append(lines, [2]string{"took", fmt.Sprintf("%.1fs", rec.BuildSeconds)})
-		for _, l := range lines {
-			if _, err := fmt.Fprintf(w, "%-9s%s\n", l[0], l[1]); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return a.print(rec, rec.WriteText)
 }

@@ -114,7 +114,7 @@ func (o *conformanceOptions) resolve(getenv func(string) string) error {
 		return usageErrorf("--parallel %d: want at least 1", o.parallel)
 	case o.caseTimeout <= 0 || o.readyTimeout <= 0:
 		return usageErrorf("--case-timeout and --ready-timeout must be positive")
-	case slices.ContainsFunc(o.reportFiles, func(f string) bool { _, file := reportFile(f, o.report); return file == "" }):
+	case slices.ContainsFunc(o.reportFiles, func(f string) bool { _, file := conformance.ParseReportFile(f, o.report); return file == "" }):
 		return usageErrorf("--report-file: want [FORMAT=]FILE with FORMAT one of %s", strings.Join(reportFormats, ", "))
 	case o.gitRef != "" && o.repo == "":
 		return usageErrorf("--git-ref goes with --repo")

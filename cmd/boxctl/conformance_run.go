@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -94,11 +93,11 @@ func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
 		t.Local, t.Router = l, sandbox.Router{}
 		a.log.Info("local model endpoint started", "url", l.Router.URL)
 	}
-	view := newProgressView(a.errOut)
+	view := conformance.NewProgressView(a.errOut, isTerminal(a.errOut))
 	a.log.Info("running the conformance suite", "target", o.target, "image", image, "harnesses", harnesses)
 	rep, runErr := conformance.Run(ctx, t, conformance.Options{Harnesses: harnesses, Cases: o.cases, Parallel: o.parallel,
-		CaseTimeout: o.caseTimeout, ReadyTimeout: o.readyTimeout, Progress: view.update, Logger: a.log})
-	view.close()
+		CaseTimeout: o.caseTimeout, ReadyTimeout: o.readyTimeout, Progress: view.Update, Logger: a.log})
+	view.Close()
 	if rep == nil {
 		return usageError{runErr}
 	}
@@ -114,17 +113,6 @@ func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
 	return nil
 }
 
-// reportFile splits a --report-file value into its format (def when it
-// names none) and file; the file is "" for an unknown format.
-func reportFile(v, def string) (format, file string) {
-	if f, name, ok := strings.Cut(v, "="); ok && slices.Contains(reportFormats, f) {
-		return f, name
-	} else if ok && !strings.ContainsAny(f, "/.") {
-		return f, ""
-	}
-	return def, v
-}
-
 // writeReport writes the report: to each --report-file, with the summary
 // table on stdout; else in the --report format to stdout, with the
 // summary table on stderr when that format is not text.
@@ -138,7 +126,7 @@ func (o *conformanceOptions) writeReport(a *app, rep *conformance.Report) error 
 		return rep.Write(a.out, o.report)
 	}
 	for _, v := range o.reportFiles {
-		format, name := reportFile(v, o.report)
+		format, name := conformance.ParseReportFile(v, o.report)
 		if err := rep.WriteFile(name, format); err != nil {
 			return err
 		}
@@ -164,4 +152,14 @@ func listCases(a *app) error {
 		}
 		return tw.Flush()
 	})
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,54 +46,5 @@ func runLs(ctx context.Context, a *app, o *lsOptions) error {
 		return err
 	}
 	rows := st.Rows(o.target, s.Owner(), infos)
-	return a.print(rows, func(w io.Writer) error { return printLs(w, rows, time.Now()) })
-}
-
-func printLs(w io.Writer, rows []boxstate.Row, now time.Time) error {
-	if len(rows) == 0 {
-		_, err := fmt.Fprintln(w, "no boxes")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tRUN TAG\tOWNER\tDEADLINE\tHARNESS")
-	unknown := false
-	for _, r := range rows {
-		id := shortID(r.ID)
-		if !r.InState {
-			id += "*"
-			unknown = true
-		}
-		harness := r.Harness
-		if harness == "" {
-			harness = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", id, r.State, r.RunTag, dash(r.Owner), deadlineText(r.Deadline, now), harness)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if unknown {
-		_, err := fmt.Fprintln(w, "* not in this user's state: turn cannot drive it; exec, logs and rm can")
-		return err
-	}
-	return nil
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// deadlineText renders a deadline relative to now.
-func deadlineText(d, now time.Time) string {
-	if d.IsZero() {
-		return "-"
-	}
-	left := d.Sub(now).Round(time.Second)
-	if left <= 0 {
-		return "passed " + (-left).String() + " ago"
-	}
-	return "in " + left.String()
+	return a.print(rows, func(w io.Writer) error { return boxstate.WriteRows(w, rows, time.Now()) })
 }

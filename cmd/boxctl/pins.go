@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -52,49 +50,13 @@ npm package, exact version, integrity and whether a conformance run proved it.`,
 			if err != nil {
 				return err
 			}
-			return a.print(p, func(w io.Writer) error { return printPins(w, p) })
+			return a.print(p, func(w io.Writer) error { return p.WriteTable(w) })
 		},
 	}
 	cmd.PersistentFlags().StringVar(&o.dir, "dir", "", "read the pins from this directory (pins.json and locks/) instead of the embedded ones")
 	cmd.PersistentFlags().StringVar(&o.registry, "registry", "", "npm registry URL (default $NPM_CONFIG_REGISTRY, else "+pins.DefaultRegistry+")")
 	cmd.AddCommand(newPinsVerifyCmd(a, o), newPinsBumpCmd(a, o), newPinsProveCmd(a, o))
 	return cmd
-}
-
-func printPins(w io.Writer, p *pins.Pins) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	var debs []string
-	for _, d := range p.Base.Packages {
-		debs = append(debs, d.Name+"="+d.Version)
-	}
-	fmt.Fprintf(tw, "base\t%s\t%s\n", p.Base.Image(), strings.Join(debs, " "))
-	fmt.Fprintf(tw, "node\t%s\tnpm %s\n", p.Node.Version, p.Node.NPM.Version)
-	fmt.Fprintf(tw, "bridge\t%s\t%s\n", p.Bridge.Version, p.Bridge.Commit)
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HARNESS\tBACKEND\tPACKAGE\tVERSION\tPLATFORMS\tPROVEN")
-	for _, h := range p.Harnesses {
-		var plats []string
-		for _, pkg := range h.Platforms {
-			plats = append(plats, pkg.Platform)
-		}
-		if len(plats) == 0 {
-			plats = []string{"-"}
-		}
-		proven := fmt.Sprint(h.Proven)
-		if len(h.ProvenBy) > 0 {
-			var by []string
-			for _, pr := range h.ProvenBy {
-				by = append(by, pr.Vendor)
-			}
-			proven += " (" + strings.Join(by, ", ") + ")"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.Backend, h.Package, h.Version, strings.Join(plats, ","), proven)
-	}
-	return tw.Flush()
 }
 
 func newPinsVerifyCmd(a *app, o *pinsOptions) *cobra.Command {
@@ -115,22 +77,7 @@ func newPinsVerifyCmd(a *app, o *pinsOptions) *cobra.Command {
 			if errors.Is(verr, cmd.Context().Err()) && cmd.Context().Err() != nil {
 				return verr
 			}
-			perr := a.print(checks, func(w io.Writer) error {
-				tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "SUBJECT\tPACKAGE\tVERSION\tPLATFORM\tRESULT")
-				for _, c := range checks {
-					res := "ok"
-					if !c.OK() {
-						res = "FAIL: " + c.Error
-					}
-					plat := c.Platform
-					if plat == "" {
-						plat = "-"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Subject, c.Package, c.Version, plat, res)
-				}
-				return tw.Flush()
-			})
+			perr := a.print(checks, func(w io.Writer) error { return pins.WriteChecks(w, checks) })
 			return errors.Join(verr, perr)
 		},
 	}
@@ -171,7 +118,7 @@ locks/<harness>.json, marks the row unproven, and rewrites the pins directory
 			}
 			h, ok := p.Harness(args[0])
 			if !ok {
-				return usageErrorf("bump: %w", &pins.UnknownHarnessError{Name: args[0], Known: harnessNames(p)})
+				return usageErrorf("bump: %w", &pins.UnknownHarnessError{Name: args[0], Known: p.HarnessNames()})
 			}
 			version := ""
 			if len(args) == 2 {

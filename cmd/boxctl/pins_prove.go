@@ -58,7 +58,7 @@ boxctl to embed the result.`,
 			}
 			proof, err := conformance.ProofFor(rep, args[0], p)
 			if errors.Is(err, pins.ErrUnknownHarness) {
-				return usageErrorf("prove: %w", &pins.UnknownHarnessError{Name: args[0], Known: harnessNames(p)})
+				return usageErrorf("prove: %w", &pins.UnknownHarnessError{Name: args[0], Known: p.HarnessNames()})
 			}
 			if err != nil {
 				return err

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tangle-network/boxctl/provider"
+	"github.com/tangle-network/boxctl/provider/turntext"
 )
 
 // turnOptions are the flags and arguments of `boxctl turn`.
@@ -74,24 +75,24 @@ func runTurn(ctx context.Context, a *app, o *turnOptions) error {
 	defer func() { _ = env.Close(context.WithoutCancel(ctx)) }()
 	a.log.Debug("turn", "box", shortID(rec.ID), "timeout", o.timeout, "model", o.model)
 
-	r := newTurnRenderer(a)
+	r := turntext.New(turntext.Options{Out: a.out, Status: a.errOut, JSON: a.jsonOutput()})
 	for ev, err := range env.Stream(ctx, provider.Turn{Prompt: o.prompt, Model: o.model, Timeout: o.timeout}) {
 		if err != nil {
-			r.end()
+			r.End()
 			if ctx.Err() != nil && !errors.Is(err, context.Canceled) {
 				err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
 			}
 			return fmt.Errorf("turn: %w", err)
 		}
-		if err := r.event(ev); err != nil {
+		if err := r.Event(ev); err != nil {
 			return err
 		}
 	}
-	if err := r.end(); err != nil {
+	if err := r.End(); err != nil {
 		return err
 	}
-	if r.failure != "" {
-		return fmt.Errorf("turn %s: %s", r.status, r.failure)
+	if status, failure := r.Status(); failure != "" {
+		return fmt.Errorf("turn %s: %s", status, failure)
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("turn: %w", context.Cause(ctx))

@@ -20,8 +20,8 @@ import (
 
 // The Router's environment: its URL and the key (never a flag).
 const (
-	routerURLEnv = "TANGLE_ROUTER_URL"
-	routerKeyVar = "TANGLE_API_KEY"
+	routerURLEnv = sandbox.RouterURLEnv
+	routerKeyVar = sandbox.RouterKeyEnv
 )
 
 // routerLocal is the --router value that starts a local model endpoint.
@@ -106,7 +106,7 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 		return err
 	}
 	if _, ok := p.Harness(o.harness); !ok {
-		return usageErrorf("--harness %q: known harnesses are %s", o.harness, strings.Join(harnessNames(p), ", "))
+		return usageErrorf("--harness %q: known harnesses are %s", o.harness, strings.Join(p.HarnessNames(), ", "))
 	}
 	o.routerURL, o.routerKey, err = routerFromFlag(o.router, getenv)
 	return err

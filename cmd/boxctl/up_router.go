@@ -75,31 +75,23 @@ func routerFromFlag(router string, getenv func(string) string) (url, key string,
 	if router == routerLocal {
 		return "", "", nil
 	}
-	url, key = router, getenv(routerKeyVar)
-	var missing []string
-	if url == "" {
-		if url = getenv(routerURLEnv); url == "" {
-			missing = append(missing, routerURLEnv)
-		}
-	}
-	if key == "" {
-		missing = append(missing, routerKeyVar)
-	}
+	r, err := sandbox.RouterFromEnv(router, getenv)
+	var missing *sandbox.MissingRouterEnvError
 	switch {
-	case len(missing) == 0:
+	case !errors.As(err, &missing):
 	case router != "":
 		return "", "", usageErrorf("no key for the Router: --router URL takes it from %s, which is not set; set it, "+
 			"or pass --router local for a local model endpoint", routerKeyVar)
-	case len(missing) == 2:
+	case len(missing.Vars) == 2:
 		return "", "", usageErrorf("no model Router: %s and %s are not set; set both, or pass --router local for a local model endpoint",
 			routerURLEnv, routerKeyVar)
 	default:
-		return "", "", usageErrorf("no model Router: %s is not set; set it, or pass --router local for a local model endpoint", missing[0])
+		return "", "", usageErrorf("no model Router: %s is not set; set it, or pass --router local for a local model endpoint", missing.Vars[0])
 	}
-	if err := sandbox.CheckRouterURL(url); errors.Is(err, sandbox.ErrRouterURLCredentials) {
+	if err := sandbox.CheckRouterURL(r.URL); errors.Is(err, sandbox.ErrRouterURLCredentials) {
 		return "", "", usageErrorf("Router URL %v: the key goes in $%s", err, routerKeyVar)
 	} else if err != nil {
-		return "", "", usageErrorf("Router URL %q: %v", url, err)
+		return "", "", usageErrorf("Router URL %q: %v", r.URL, err)
 	}
-	return url, key, nil
+	return r.URL, r.Key, nil
 }

@@ -1,6 +1,7 @@
 package boxstate
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -37,5 +38,48 @@ func TestState_Rows(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, rows); diff != "" {
 		t.Errorf("Rows (-want +got):\n%s", diff)
+	}
+}
+
+func TestWriteRows(t *testing.T) {
+	now := time.Unix(1900000000, 0)
+	tests := []struct {
+		name, want string
+		rows       []Row
+	}{
+		{
+			name: "known, unknown and gone boxes",
+			rows: []Row{
+				{ID: "known-box-0001", State: "running", RunTag: "run-a", Owner: "user:ann", Created: now.Add(-time.Minute),
+					Deadline: now.Add(30 * time.Minute), Harness: "claude-code", InState: true},
+				{ID: "other-box-0003", State: "running", RunTag: "run-o", Owner: "pid:h:1:2", Created: now.Add(-2 * time.Minute),
+					Deadline: now.Add(time.Hour)},
+				{ID: "gone-box-00002", State: StateGone, RunTag: "run-g", Owner: "user:ann", Created: now.Add(-time.Hour),
+					Deadline: now.Add(-time.Minute), Harness: "pi", InState: true},
+			},
+			want: "ID             STATE    RUN TAG  OWNER      DEADLINE         HARNESS\n" +
+				"known-box-00   running  run-a    user:ann   in 30m0s         claude-code\n" +
+				"other-box-00*  running  run-o    pid:h:1:2  in 1h0m0s        -\n" +
+				"gone-box-000   gone     run-g    user:ann   passed 1m0s ago  pi\n" +
+				"* not in this user's state: turn cannot drive it; exec, logs and rm can\n",
+		},
+		{
+			name: "no owner, no deadline: dashes, and no footnote",
+			rows: []Row{{ID: "b1", State: "running", RunTag: "run-b", InState: true}},
+			want: "ID  STATE    RUN TAG  OWNER  DEADLINE  HARNESS\n" +
+				"b1  running  run-b    -      -         -\n",
+		},
+		{name: "none", want: "no boxes\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := WriteRows(&b, tt.rows, now); err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != tt.want {
+				t.Errorf("WriteRows wrote\n%s\nwant\n%s", b.String(), tt.want)
+			}
+		})
 	}
 }

@@ -1,20 +1,19 @@
-package main
+package conformance
 
 import (
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
-
-	"github.com/tangle-network/boxctl/conformance"
 )
 
-// progressView shows a conformance run as it goes, on stderr: a line per
-// finished case, and on a terminal a status line below them that counts
-// the cases running, passed, failed and not applicable and names the
-// running ones. The runner calls update one call at a time.
-type progressView struct {
+// ProgressView shows a run as it goes: a line per finished case ("pass",
+// "FAIL" with what it got or its first cleanup failure, "n/a " with the
+// capability it needs) and, on a terminal, a status line below them that
+// counts the cases running, passed, failed and not applicable and names
+// the running ones. Pass its Update as Options.Progress, and call Close
+// when Run returns.
+type ProgressView struct {
 	w       io.Writer
 	tty     bool
 	running []string
@@ -24,21 +23,14 @@ type progressView struct {
 	drawn   bool // the status line is on screen
 }
 
-func newProgressView(w io.Writer) *progressView {
-	return &progressView{w: w, tty: isTerminal(w)}
+// NewProgressView returns a view that writes to w; terminal says whether w
+// is a terminal, where the status line is drawn and redrawn in place.
+func NewProgressView(w io.Writer, terminal bool) *ProgressView {
+	return &ProgressView{w: w, tty: terminal}
 }
 
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func (v *progressView) update(p conformance.Progress) {
+// Update shows one progress report. Run makes one call at a time.
+func (v *ProgressView) Update(p Progress) {
 	id := p.Harness + "/" + p.Case.ID
 	if p.Result == nil {
 		v.running = append(v.running, id)
@@ -49,7 +41,7 @@ func (v *progressView) update(p conformance.Progress) {
 	r := p.Result
 	mark, detail := "pass", ""
 	switch r.Outcome {
-	case conformance.Fail:
+	case Fail:
 		v.fail++
 		mark = "FAIL"
 		switch {
@@ -58,7 +50,7 @@ func (v *progressView) update(p conformance.Progress) {
 		case len(r.Cleanup) > 0:
 			detail = "cleanup: " + r.Cleanup[0]
 		}
-	case conformance.NotApplicable:
+	case NotApplicable:
 		v.na++
 		mark, detail = "n/a ", "needs "+r.Capability
 	default:
@@ -74,7 +66,7 @@ func (v *progressView) update(p conformance.Progress) {
 }
 
 // status redraws the status line on a terminal.
-func (v *progressView) status() {
+func (v *ProgressView) status() {
 	if !v.tty {
 		return
 	}
@@ -88,12 +80,12 @@ func (v *progressView) status() {
 }
 
 // clear erases the status line.
-func (v *progressView) clear() {
+func (v *ProgressView) clear() {
 	if v.drawn {
 		fmt.Fprint(v.w, "\r\x1b[K")
 		v.drawn = false
 	}
 }
 
-// close erases the status line for what follows.
-func (v *progressView) close() { v.clear() }
+// Close erases the status line for what follows.
+func (v *ProgressView) Close() { v.clear() }

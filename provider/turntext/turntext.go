@@ -1,4 +1,10 @@
-package main
+// Package turntext renders a turn's provider events as they come, for a
+// person reading a terminal or a program reading JSON lines: in text, the
+// agent's text on one writer and a line per tool call, per question from
+// the harness and a closing line (the run's status, served model and token
+// usage) on another, so that the first holds the agent's answer alone; in
+// JSON, one object per event.
+package turntext
 
 import (
 	"encoding/json"
@@ -10,36 +16,45 @@ import (
 	"github.com/tangle-network/boxctl/provider"
 )
 
-// turnRenderer shows a turn's events as they come: with -o json, one JSON
-// object per event on stdout; otherwise the agent's text on stdout and a
-// line per tool call and a closing line (served model, usage) on stderr,
-// so that stdout is the agent's answer alone.
-type turnRenderer struct {
-	a        *app
+// Options configure a Renderer.
+type Options struct {
+	// Out receives the agent's text, or with JSON every event.
+	Out io.Writer
+	// Status receives the tool, question and closing lines.
+	Status io.Writer
+	// JSON prints every event as one JSON object per line on Out instead
+	// of text.
+	JSON bool
+}
+
+// Renderer shows a turn's events. Call Event for each event in order, then
+// End once; a Renderer is not safe for concurrent use.
+type Renderer struct {
+	o        Options
 	json     *json.Encoder
-	midLine  bool            // stdout's last text did not end a line
-	texted   bool            // some text delta was printed
+	midLine  bool            // Out's last text did not end a line
+	texted   bool            // some text was printed
 	toolSeen map[string]bool // tool calls whose line was printed
 	tools    map[string]*provider.Part
 	order    []string
 	usage    *provider.Usage
 	models   []string
-	final    string
-	// status is the run's terminal status and failure its reason when it
-	// did not complete.
-	status, failure string
+	status   string
+	failure  string
 }
 
-func newTurnRenderer(a *app) *turnRenderer {
-	r := &turnRenderer{a: a, toolSeen: map[string]bool{}, tools: map[string]*provider.Part{}}
-	if a.jsonOutput() {
-		r.json = json.NewEncoder(a.out)
+// New returns a Renderer that writes as o says.
+func New(o Options) *Renderer {
+	r := &Renderer{o: o, toolSeen: map[string]bool{}, tools: map[string]*provider.Part{}}
+	if o.JSON {
+		r.json = json.NewEncoder(o.Out)
 	}
 	return r
 }
 
-// turnEvent is the JSON form of a provider.Event.
-type turnEvent struct {
+// Event is the JSON form of a provider.Event, one per line with
+// Options.JSON.
+type Event struct {
 	ID             string                   `json:"id,omitempty"`
 	Type           string                   `json:"type"`
 	RunID          string                   `json:"runId,omitempty"`
@@ -60,10 +75,16 @@ type turnEvent struct {
 	Raw            json.RawMessage          `json:"raw,omitempty"`
 }
 
-func (r *turnRenderer) event(ev provider.Event) error {
+// Status is the run's terminal status (provider.StatusCompleted,
+// StatusFailed or StatusCancelled) from the events seen so far, "" before
+// one; failure is the reason when it did not complete.
+func (r *Renderer) Status() (status, failure string) { return r.status, r.failure }
+
+// Event renders one event.
+func (r *Renderer) Event(ev provider.Event) error {
 	r.track(ev)
 	if r.json != nil {
-		return r.json.Encode(turnEvent{ID: ev.ID, Type: ev.Type, RunID: ev.RunID, SessionID: ev.SessionID,
+		return r.json.Encode(Event{ID: ev.ID, Type: ev.Type, RunID: ev.RunID, SessionID: ev.SessionID,
 			ExecutionID: ev.ExecutionID, EventID: ev.EventID, Sequence: ev.Sequence, Part: ev.Part, Delta: ev.Delta,
 			Status: ev.Status, Detail: ev.Detail, Usage: ev.Usage, ModelRequests: ev.ModelRequests,
 			ProviderModels: ev.ProviderModels, Interaction: ev.Interaction, FinalText: ev.FinalText,
@@ -75,10 +96,7 @@ func (r *turnRenderer) event(ev provider.Event) error {
 			return nil
 		}
 		if ev.Part.Type == "text" && ev.Delta != "" {
-			r.texted = true
-			r.midLine = !strings.HasSuffix(ev.Delta, "\n")
-			_, err := io.WriteString(r.a.out, ev.Delta)
-			return err
+			return r.text(ev.Delta)
 		}
 		if ev.Part.Type == "tool" && ev.Part.State != nil && isToolEnd(ev.Part.State.Status) && !r.toolSeen[ev.Part.ID] {
 			r.toolSeen[ev.Part.ID] = true
@@ -90,17 +108,22 @@ func (r *turnRenderer) event(ev provider.Event) error {
 		}
 	case provider.EventResult:
 		if !r.texted && ev.FinalText != "" {
-			r.texted = true
-			r.midLine = !strings.HasSuffix(ev.FinalText, "\n")
-			_, err := io.WriteString(r.a.out, ev.FinalText)
-			return err
+			return r.text(ev.FinalText)
 		}
 	}
 	return nil
 }
 
+// text writes the agent's text to Out.
+func (r *Renderer) text(s string) error {
+	r.texted = true
+	r.midLine = !strings.HasSuffix(s, "\n")
+	_, err := io.WriteString(r.o.Out, s)
+	return err
+}
+
 // track keeps what the closing line says.
-func (r *turnRenderer) track(ev provider.Event) {
+func (r *Renderer) track(ev provider.Event) {
 	if ev.Usage != nil {
 		r.usage = provider.AddUsage(r.usage, ev.Usage)
 	}
@@ -115,7 +138,7 @@ func (r *turnRenderer) track(ev provider.Event) {
 	}
 	switch {
 	case ev.Type == provider.EventResult:
-		r.status, r.failure, r.final = provider.StatusCompleted, "", ev.FinalText
+		r.status, r.failure = provider.StatusCompleted, ""
 	case ev.Type == provider.EventStatus && (ev.Status == provider.StatusFailed || ev.Status == provider.StatusCancelled):
 		r.status, r.failure = ev.Status, ev.Detail
 		if r.failure == "" {
@@ -124,28 +147,29 @@ func (r *turnRenderer) track(ev provider.Event) {
 	}
 }
 
-// line writes a status line to stderr, after ending stdout's text line.
-func (r *turnRenderer) line(s string) error {
+// line writes a status line, after ending Out's text line.
+func (r *Renderer) line(s string) error {
 	if err := r.endText(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(r.a.errOut, s)
+	_, err := fmt.Fprintln(r.o.Status, s)
 	return err
 }
 
-// endText ends stdout's last text line.
-func (r *turnRenderer) endText() error {
+// endText ends Out's last text line.
+func (r *Renderer) endText() error {
 	if !r.midLine {
 		return nil
 	}
 	r.midLine = false
-	_, err := io.WriteString(r.a.out, "\n")
+	_, err := io.WriteString(r.o.Out, "\n")
 	return err
 }
 
-// end finishes the rendering: tool calls that never ended, then the
-// closing line.
-func (r *turnRenderer) end() error {
+// End finishes the rendering: the lines of tool calls that never ended,
+// then, once the run has a terminal status, the closing line. With JSON
+// it writes nothing.
+func (r *Renderer) End() error {
 	if r.json != nil {
 		return nil
 	}
@@ -185,7 +209,8 @@ func isToolEnd(status string) bool {
 	return status == provider.ToolCompleted || status == provider.ToolError
 }
 
-// toolLine is a tool call's line: its name, status and a short input.
+// toolLine is a tool call's line: its name, status and a short input, or
+// its error.
 func toolLine(p *provider.Part) string {
 	status := "requested"
 	in := ""
@@ -207,6 +232,8 @@ func toolLine(p *provider.Part) string {
 	return s
 }
 
+// oneLine flattens s to one line of at most n runes, ending in "…" when
+// cut.
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if r := []rune(s); len(r) > n {

@@ -1,0 +1,60 @@
+package boxstate
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteRows writes rows as a text table for people, deadlines relative to
+// now, or "no boxes". A box the state does not know is marked with "*",
+// explained below the table.
+func WriteRows(w io.Writer, rows []Row, now time.Time) error {
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(w, "no boxes")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tRUN TAG\tOWNER\tDEADLINE\tHARNESS")
+	unknown := false
+	for _, r := range rows {
+		id := ShortID(r.ID)
+		if !r.InState {
+			id += "*"
+			unknown = true
+		}
+		harness := r.Harness
+		if harness == "" {
+			harness = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", id, r.State, r.RunTag, dash(r.Owner), deadlineText(r.Deadline, now), harness)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if unknown {
+		_, err := fmt.Fprintln(w, "* not in this user's state: turn cannot drive it; exec, logs and rm can")
+		return err
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// deadlineText renders a deadline relative to now.
+func deadlineText(d, now time.Time) string {
+	if d.IsZero() {
+		return "-"
+	}
+	left := d.Sub(now).Round(time.Second)
+	if left <= 0 {
+		return "passed " + (-left).String() + " ago"
+	}
+	return "in " + left.String()
+}
