@@ -188,7 +188,7 @@ func TestWithTag(t *testing.T) {
 }
 
 func TestRendered_Context(t *testing.T) {
-	r := render(t, loadPins(t), boximage.WithHarnesses("pi"))
+	r := render(t, loadPins(t), boximage.RenderOptions{Harnesses: []string{"pi"}})
 	bridge := filepath.Join(t.TempDir(), "bridge")
 	if err := os.WriteFile(bridge, []byte("#!/bin/true\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -51,9 +51,8 @@
 // # Options
 //
 // Clients of outside APIs take functional options (NewECR with
-// ECROption); our own steps take one struct (BuildOptions,
-// PublishTarget) whose zero values mean the defaults; Render's
-// RenderOptions are the one exception.
+// ECROption); our own steps take one struct (RenderOptions,
+// BuildOptions, PublishTarget) whose zero values mean the defaults.
 package boximage
 
 import (
@@ -87,63 +86,59 @@ const (
 	LabelPrefix = "io.github.tangle-network.boxctl."
 )
 
-// RenderOption configures Render.
-type RenderOption func(*renderOptions)
+// RenderOptions configures Render. Its zero value renders the proven
+// harnesses on the pinned base, for the pins' bridge, as user box (uid
+// 10001) in /workspace with a one-hour default lifetime.
+type RenderOptions struct {
+	// Harnesses selects the harnesses by name or backend key
+	// ("claude-code" or "claude"). Default: the proven ones.
+	Harnesses []string
+	// Base builds on another base image, such as the test bed's local one.
+	// Its Debian packages replace the pinned ones. Default: the pinned base.
+	Base *pins.Base
+	// BridgeVersion and BridgeCommit record another bridge build than the
+	// pins carry, for a bridge built from another tree; give both or
+	// neither. Default: the pins' bridge (the running binary's own build).
+	BridgeVersion, BridgeCommit string
+	// User and UID name the non-root user the box runs as; give both or
+	// neither. Default: box, uid 10001 (clear of the uid 1000 that many
+	// base images already hand out).
+	User string
+	UID  int
+	// Lifetime is the box lifetime used when the runtime sets neither
+	// BOX_DEADLINE nor BOX_LIFETIME, in whole seconds. Default: one hour.
+	Lifetime time.Duration
+	// Workspace is the working directory the box user owns. Default:
+	// /workspace.
+	Workspace string
+}
 
+// renderOptions are RenderOptions with the defaults applied.
 type renderOptions struct {
-	harnesses      []string
-	base           *pins.Base
-	bridgeVersion  string
-	bridgeCommit   string
-	user           string
-	uid            int
-	lifetime       time.Duration
-	workspace      string
-	bridgeOverride bool
+	harnesses     []string
+	base          *pins.Base
+	bridgeVersion string
+	bridgeCommit  string
+	user          string
+	uid           int
+	lifetime      time.Duration
+	workspace     string
 }
 
-// WithHarnesses selects the harnesses by name or backend key
-// ("claude-code" or "claude"). Default: the proven ones.
-func WithHarnesses(names ...string) RenderOption {
-	return func(o *renderOptions) { o.harnesses = names }
-}
-
-// WithBase builds on another base image, such as the test bed's local one.
-// Its Debian packages replace the pinned ones. Default: the pinned base.
-func WithBase(b pins.Base) RenderOption {
-	return func(o *renderOptions) { o.base = &b }
-}
-
-// WithBridgeBuild records another bridge version and commit than the pins
-// carry, for a bridge built from another tree. Default: the pins' bridge
-// (the running binary's own build).
-func WithBridgeBuild(version, commit string) RenderOption {
-	return func(o *renderOptions) { o.bridgeVersion, o.bridgeCommit, o.bridgeOverride = version, commit, true }
-}
-
-// WithUser names the non-root user the box runs as. Default: box, uid 10001
-// (clear of the uid 1000 that many base images already hand out).
-func WithUser(name string, uid int) RenderOption {
-	return func(o *renderOptions) { o.user, o.uid = name, uid }
-}
-
-// WithLifetime sets the box lifetime used when the runtime sets neither
-// BOX_DEADLINE nor BOX_LIFETIME. Default: one hour.
-func WithLifetime(d time.Duration) RenderOption {
-	return func(o *renderOptions) { o.lifetime = d }
-}
-
-// WithWorkspace sets the working directory the box user owns. Default: /workspace.
-func WithWorkspace(dir string) RenderOption {
-	return func(o *renderOptions) { o.workspace = dir }
-}
-
-func makeRenderOptions(p *pins.Pins, opts []RenderOption) (renderOptions, error) {
-	o := renderOptions{user: "box", uid: 10001, lifetime: time.Hour, workspace: "/workspace"}
-	for _, opt := range opts {
-		opt(&o)
+func makeRenderOptions(p *pins.Pins, opts RenderOptions) (renderOptions, error) {
+	o := renderOptions{harnesses: opts.Harnesses, base: opts.Base, bridgeVersion: opts.BridgeVersion, bridgeCommit: opts.BridgeCommit,
+		user: opts.User, uid: opts.UID, lifetime: opts.Lifetime, workspace: opts.Workspace}
+	if o.user == "" && o.uid == 0 {
+		o.user, o.uid = "box", 10001
 	}
-	if !o.bridgeOverride {
+	if o.lifetime == 0 {
+		o.lifetime = time.Hour
+	}
+	if o.workspace == "" {
+		o.workspace = "/workspace"
+	}
+	bridgeOverride := o.bridgeVersion != "" || o.bridgeCommit != ""
+	if !bridgeOverride {
 		o.bridgeVersion, o.bridgeCommit = p.Bridge.Version, p.Bridge.Commit
 	}
 	var errs []error
@@ -198,7 +193,7 @@ type Rendered struct {
 
 // Render renders the build context of a box image from validated pins. The
 // output depends only on p and opts: the same input gives the same bytes.
-func Render(p *pins.Pins, opts ...RenderOption) (*Rendered, error) {
+func Render(p *pins.Pins, opts RenderOptions) (*Rendered, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("render: %w", err)
 	}
@@ -233,8 +228,8 @@ func Render(p *pins.Pins, opts ...RenderOption) (*Rendered, error) {
 }
 
 // RenderDockerfile renders only the Dockerfile; see Render.
-func RenderDockerfile(p *pins.Pins, opts ...RenderOption) ([]byte, error) {
-	r, err := Render(p, opts...)
+func RenderDockerfile(p *pins.Pins, opts RenderOptions) ([]byte, error) {
+	r, err := Render(p, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -105,8 +105,8 @@ func TestRender_pinChange(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := render(t, p, boximage.WithHarnesses("pi", "codex"))
-			after := render(t, tt.mutate(p), boximage.WithHarnesses("pi", "codex"))
+			before := render(t, p, boximage.RenderOptions{Harnesses: []string{"pi", "codex"}})
+			after := render(t, tt.mutate(p), boximage.RenderOptions{Harnesses: []string{"pi", "codex"}})
 			if diff := cmp.Diff(tt.want, changedLines(t, before.Dockerfile, after.Dockerfile)); diff != "" {
 				t.Errorf("Dockerfile changed lines (-want +got):\n%s", diff)
 			}

@@ -16,7 +16,7 @@ import (
 // TestInitScript runs the rendered box-init with the system's sh and
 // timeout(1), as the image does, and checks that the box ends at its deadline.
 func TestInitScript(t *testing.T) {
-	r := render(t, loadPins(t), boximage.WithHarnesses("pi"))
+	r := render(t, loadPins(t), boximage.RenderOptions{Harnesses: []string{"pi"}})
 	script := filepath.Join(t.TempDir(), boximage.InitFile)
 	if err := os.WriteFile(script, r.Files[boximage.InitFile], 0o755); err != nil {
 		t.Fatal(err)

@@ -32,10 +32,12 @@ func loadPins(t *testing.T) *pins.Pins {
 	return p
 }
 
-func render(t *testing.T, p *pins.Pins, opts ...boximage.RenderOption) *boximage.Rendered {
+func render(t *testing.T, p *pins.Pins, opts boximage.RenderOptions) *boximage.Rendered {
 	t.Helper()
-	opts = append([]boximage.RenderOption{boximage.WithBridgeBuild(testVersion, testCommit)}, opts...)
-	r, err := boximage.Render(p, opts...)
+	if opts.BridgeVersion == "" && opts.BridgeCommit == "" {
+		opts.BridgeVersion, opts.BridgeCommit = testVersion, testCommit
+	}
+	r, err := boximage.Render(p, opts)
 	if err != nil {
 		t.Fatalf("Render() = %v", err)
 	}
@@ -64,7 +66,7 @@ func golden(t *testing.T, name string, got []byte) {
 
 func TestRender_golden(t *testing.T) {
 	p := loadPins(t)
-	all := render(t, p, boximage.WithHarnesses("claude", "codex", "pi", "opencode", "gemini"))
+	all := render(t, p, boximage.RenderOptions{Harnesses: []string{"claude", "codex", "pi", "opencode", "gemini"}})
 	golden(t, "all.Dockerfile", all.Dockerfile)
 	golden(t, "box-init", all.Files[boximage.InitFile])
 	for _, name := range []string{"codex", "pi"} {
@@ -73,18 +75,18 @@ func TestRender_golden(t *testing.T) {
 	}
 
 	testbedBase := pins.Base{Reference: "127.0.0.1:5000/boxctl/testbed-base", Digest: "sha256:" + strings.Repeat("ab", 32)}
-	pi := render(t, p, boximage.WithHarnesses("pi"), boximage.WithBase(testbedBase),
-		boximage.WithUser("agent", 2000), boximage.WithLifetime(15*time.Minute), boximage.WithWorkspace("/work"))
+	pi := render(t, p, boximage.RenderOptions{Harnesses: []string{"pi"}, Base: &testbedBase,
+		User: "agent", UID: 2000, Lifetime: 15 * time.Minute, Workspace: "/work"})
 	golden(t, "pi-testbed.Dockerfile", pi.Dockerfile)
 
-	again := render(t, p, boximage.WithHarnesses("gemini", "opencode", "pi", "codex", "claude-code"))
+	again := render(t, p, boximage.RenderOptions{Harnesses: []string{"gemini", "opencode", "pi", "codex", "claude-code"}})
 	if diff := cmp.Diff(all, again); diff != "" {
 		t.Errorf("Render() is not deterministic (-first +second):\n%s", diff)
 	}
 }
 
 func TestRender_files(t *testing.T) {
-	r := render(t, loadPins(t), boximage.WithHarnesses("pi", "claude"))
+	r := render(t, loadPins(t), boximage.RenderOptions{Harnesses: []string{"pi", "claude"}})
 	var names []string
 	for n := range r.Files {
 		names = append(names, n)
@@ -140,24 +142,27 @@ var cmpSorted = cmp.Transformer("sort", func(s []string) []string {
 
 func TestRender_errors(t *testing.T) {
 	p := loadPins(t)
+	pi := []string{"pi"}
 	tests := []struct {
 		name    string
-		opts    []boximage.RenderOption
+		opts    boximage.RenderOptions
 		wantErr string
 		is      error
 	}{
-		{"default selection with nothing proven", nil, "no harness is proven", pins.ErrNoHarness},
-		{"unknown harness", []boximage.RenderOption{boximage.WithHarnesses("cursor")}, `"cursor"`, pins.ErrUnknownHarness},
-		{"base without digest", []boximage.RenderOption{boximage.WithHarnesses("pi"),
-			boximage.WithBase(pins.Base{Reference: "localhost:5000/base:latest"})}, "base: digest", pins.ErrInvalid},
-		{"root user", []boximage.RenderOption{boximage.WithHarnesses("pi"), boximage.WithUser("root", 0)}, "non-root", nil},
-		{"sub-second lifetime", []boximage.RenderOption{boximage.WithHarnesses("pi"), boximage.WithLifetime(1500 * time.Millisecond)}, "whole seconds", nil},
-		{"relative workspace", []boximage.RenderOption{boximage.WithHarnesses("pi"), boximage.WithWorkspace("work")}, "clean absolute path", nil},
-		{"no bridge build", []boximage.RenderOption{boximage.WithHarnesses("pi"), boximage.WithBridgeBuild("", "")}, "bridge version", nil},
+		{"default selection with nothing proven", boximage.RenderOptions{}, "no harness is proven", pins.ErrNoHarness},
+		{"unknown harness", boximage.RenderOptions{Harnesses: []string{"cursor"}}, `"cursor"`, pins.ErrUnknownHarness},
+		{"base without digest", boximage.RenderOptions{Harnesses: pi,
+			Base: &pins.Base{Reference: "localhost:5000/base:latest"}}, "base: digest", pins.ErrInvalid},
+		{"root user", boximage.RenderOptions{Harnesses: pi, User: "root", UID: 1}, "non-root", nil},
+		{"root uid", boximage.RenderOptions{Harnesses: pi, User: "agent", UID: -1}, "non-root", nil},
+		{"user without uid", boximage.RenderOptions{Harnesses: pi, User: "agent"}, "non-root", nil},
+		{"sub-second lifetime", boximage.RenderOptions{Harnesses: pi, Lifetime: 1500 * time.Millisecond}, "whole seconds", nil},
+		{"relative workspace", boximage.RenderOptions{Harnesses: pi, Workspace: "work"}, "clean absolute path", nil},
+		{"bridge version without commit", boximage.RenderOptions{Harnesses: pi, BridgeVersion: "v1"}, "bridge version", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := boximage.Render(p, tt.opts...)
+			_, err := boximage.Render(p, tt.opts)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("Render() = %v, want an error containing %q", err, tt.wantErr)
 			}
@@ -168,7 +173,7 @@ func TestRender_errors(t *testing.T) {
 	}
 	bad := p.Clone()
 	bad.Harnesses[2].Integrity = ""
-	if _, err := boximage.Render(bad, boximage.WithHarnesses("pi")); !errors.Is(err, pins.ErrInvalid) {
+	if _, err := boximage.Render(bad, boximage.RenderOptions{Harnesses: pi}); !errors.Is(err, pins.ErrInvalid) {
 		t.Errorf("Render(pins without integrity) = %v, want ErrInvalid", err)
 	}
 }

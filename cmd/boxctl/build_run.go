@@ -78,18 +78,15 @@ func (o *buildOptions) render() (*pins.Pins, *boximage.Rendered, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	var ropts []boximage.RenderOption
-	if len(o.harnesses) > 0 {
-		ropts = append(ropts, boximage.WithHarnesses(o.harnesses...))
-	}
+	ropts := boximage.RenderOptions{Harnesses: o.harnesses}
 	if o.base != "" {
 		b, err := pins.ParseBase(o.base)
 		if err != nil {
 			return nil, nil, usageError{fmt.Errorf("--base: %w", err)}
 		}
-		ropts = append(ropts, boximage.WithBase(b))
+		ropts.Base = &b
 	}
-	r, err := boximage.Render(pp, ropts...)
+	r, err := boximage.Render(pp, ropts)
 	var unknown *pins.UnknownHarnessError
 	switch {
 	case errors.As(err, &unknown):

@@ -256,7 +256,7 @@ func TestBuildCmd_PrintDockerfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := boximage.Render(pp, boximage.WithHarnesses("pi"))
+	want, err := boximage.Render(pp, boximage.RenderOptions{Harnesses: []string{"pi"}})
 	if err != nil {
 		t.Fatal(err)
 	}

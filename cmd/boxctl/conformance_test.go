@@ -192,7 +192,7 @@ func TestPinsProve(t *testing.T) {
 	// pins directory when it is built (the bridge's version comes from
 	// that build).
 	np.Bridge = p.Bridge
-	rd, err := boximage.Render(np)
+	rd, err := boximage.Render(np, boximage.RenderOptions{})
 	if err != nil {
 		t.Fatalf("Render(proven pins, no harness named) = %v", err)
 	}

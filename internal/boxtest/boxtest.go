@@ -67,7 +67,7 @@ func Image(t testing.TB, opts Options) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := boximage.Render(p, boximage.WithHarnesses(opts.Harnesses...), boximage.WithBase(base))
+	r, err := boximage.Render(p, boximage.RenderOptions{Harnesses: opts.Harnesses, Base: &base})
 	if err != nil {
 		t.Fatalf("render box image: %v", err)
 	}
