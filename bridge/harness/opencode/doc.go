@@ -25,6 +25,14 @@
 // measured tokens (opencode splits cached input and reasoning out of
 // input and output, so they are added back); the turn ends at the first
 // step that did not stop for tool calls, with the usage summed over its
-// steps. An `error` line ends the turn with an error. opencode does not
-// report the model that served a request, so none is reported.
+// steps. An `error` line ends the turn with an error.
+//
+// opencode's own output never names the model that served a request, so
+// the adapter has the engine write a plugin (servedmodel.js) into the
+// plugins directory of the turn's OPENCODE_CONFIG_DIR: it wraps opencode's
+// fetch and, for each answer of a model API route (messages, responses,
+// chat/completions), prints {"type":"boxctl.served_model","model":...}
+// from the Openai-Model header or the first "model" field of the body,
+// leaving the answer to opencode unchanged. Each new served model is
+// reported.
 package opencode
