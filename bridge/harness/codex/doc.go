@@ -29,4 +29,12 @@
 // `{"type":"error","message":"Reconnecting..."}` lines: those never end the
 // turn; the engine's run deadline does, and the last of them is the
 // parser's Diagnosis.
+//
+// Interactions: the bridge claims none for Codex. `codex exec` cannot ask:
+// it runs every turn under approval policy "never" whatever the
+// configuration says (an escalation the model requests is refused with
+// "approval policy is Never"), and its JSON output has no approval event.
+// Codex asks only through `codex app-server`, whose JSON-RPC server
+// requests (item/commandExecution/requestApproval,
+// item/fileChange/requestApproval) a retained adapter would answer.
 package codex

@@ -35,4 +35,11 @@
 // from the Openai-Model header or the first "model" field of the body,
 // leaving the answer to opencode unchanged. Each new served model is
 // reported.
+//
+// Interactions: the bridge claims none for opencode. `opencode run` never
+// waits for an answer: a permission that asks is rejected at once ("auto-
+// rejecting" on stderr, a tool_use in state error), or approved with
+// --auto. opencode asks only as a server, `opencode serve` (permission.asked
+// events, answered by POST /permission/{requestID}/reply) or `opencode acp`
+// (session/request_permission), which a retained adapter would drive.
 package opencode
