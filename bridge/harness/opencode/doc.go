@@ -27,14 +27,12 @@
 // step that did not stop for tool calls, with the usage summed over its
 // steps. An `error` line ends the turn with an error.
 //
-// opencode's own output never names the model that served a request, so
-// the adapter has the engine write a plugin (servedmodel.js) into the
-// plugins directory of the turn's OPENCODE_CONFIG_DIR: it wraps opencode's
-// fetch and, for each answer of a model API route (messages, responses,
-// chat/completions), prints {"type":"boxctl.served_model","model":...}
-// from the Openai-Model header or the first "model" field of the body,
-// leaving the answer to opencode unchanged. Each new served model is
-// reported.
+// Served model: opencode's output never names the model that served a
+// request (its events, its session database and its logs hold only the
+// requested provider and model), so none is reported. A plugin could read
+// it from the model API's answers, but any plugin makes opencode install
+// @opencode-ai/plugin into its configuration directories at start, which
+// in a box without the npm registry stalls every turn for over a minute.
 //
 // Interactions: the bridge claims none for opencode. `opencode run` never
 // waits for an answer: a permission that asks is rejected at once ("auto-

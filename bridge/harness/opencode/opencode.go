@@ -1,7 +1,6 @@
 package opencode
 
 import (
-	_ "embed"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -73,26 +72,15 @@ func (Adapter) Command(t harness.Turn) (harness.Command, error) {
 		prompt = "<system>\n" + system + "\n</system>\n\n" + prompt
 	}
 	config := filepath.Join(t.StateDir, "opencode.json")
-	files := []harness.File{{Path: filepath.Join(t.StateDir, ConfigDir, "plugins", "boxctl-served-model.js"), Data: servedModelPlugin}}
-	routed := t.RouterURL != ""
-	if routed {
+	var files []harness.File
+	if t.RouterURL != "" {
 		files = append(files, harness.File{Path: config, Data: configJSON(t.RouterURL, provider, model)})
 	}
 	// The prompt goes on stdin: opencode run quotes every argument that
 	// holds a space.
-	return harness.Command{Path: t.Bin, Args: args, Env: Env(t, config, routed), Dir: t.Cwd,
+	return harness.Command{Path: t.Bin, Args: args, Env: Env(t, config, files != nil), Dir: t.Cwd,
 		Stdin: []byte(prompt), Files: files}, nil
 }
-
-// ConfigDir is the directory, inside a turn's state directory, that is
-// opencode's OPENCODE_CONFIG_DIR: it holds the served-model plugin.
-const ConfigDir = "config"
-
-// servedModelPlugin is the opencode plugin that reports the served model
-// of each model API answer (see servedmodel.js).
-//
-//go:embed servedmodel.js
-var servedModelPlugin []byte
 
 // title is the session title: the prompt's first line, shortened.
 func title(prompt string) string {
@@ -127,13 +115,10 @@ func configJSON(routerURL, provider, model string) []byte {
 }
 
 // Env is the environment of a turn: the inherited one without opencode's
-// variables, the caller's extras, then the state and config locations
-// (OPENCODE_CONFIG_DIR, whose plugins directory holds the served-model
-// plugin),
+// variables, the caller's extras, then the state and config locations,
 // the router key and opencode's offline settings.
 func Env(t harness.Turn, config string, routed bool) []string {
 	set := map[string]string{
-		"OPENCODE_CONFIG_DIR":           filepath.Join(t.StateDir, ConfigDir),
 		"XDG_DATA_HOME":                 filepath.Join(t.StateDir, "data"),
 		"XDG_STATE_HOME":                filepath.Join(t.StateDir, "state"),
 		"OPENCODE_DISABLE_AUTOUPDATE":   "1",

@@ -20,10 +20,7 @@ import (
 // through @ai-sdk/openai-compatible: a text and a bash call, then text),
 // resumed_turn (its `-s` continuation), anthropic_thinking_turn (the
 // anthropic provider with --thinking: reasoning, text, bash, text),
-// api_error (a model API answering 500) and unknown_model. served_model
-// is a turn of the anthropic provider with the bridge's served-model plugin
-// loaded (the adapter's own Command, the stub naming
-// conformance-served-model in its message_start).
+// api_error (a model API answering 500) and unknown_model.
 
 func parse(t *testing.T, name string) ([]harness.Event, harness.Parser) {
 	t.Helper()
@@ -60,8 +57,6 @@ func TestParser_Turns(t *testing.T) {
 			bash("call_stub00000102", "proof-oc"),
 			[]harness.Event{text("\n\nDone after the tool."), end(measured(7676+7749, 22+5))})},
 		{"resumed_turn.jsonl", []harness.Event{session("ses_dd65ee677ffeACaOp41bjUEycw"), text("unexpected extra call"), end(measured(7773, 6))}},
-		{"served_model.jsonl", []harness.Event{{Kind: harness.KindProviderModel, ProviderModel: "conformance-served-model"},
-			session("ses_dcc7372b8ffe0KLBQgaJjy6CaG"), text("hello from stub"), end(measured(7629, 4))}},
 		{"anthropic_thinking_turn.jsonl", slices.Concat([]harness.Event{session("ses_dd65cdf7bffe2lpGVPjNYyZgDa"),
 			{Kind: harness.KindReasoning, Text: "plan it"}, text("Running.")},
 			bash("toolu_stub00000102", "proof-oc2"),
@@ -94,18 +89,6 @@ func TestParser_Errors(t *testing.T) {
 			}
 		})
 	}
-	t.Run("served models", func(t *testing.T) {
-		p := Adapter{}.NewParser()
-		var got []string
-		for _, m := range []string{"a", "a", "", "b"} {
-			for _, ev := range p.Line([]byte(`{"type":"` + ServedModelType + `","model":"` + m + `"}`)) {
-				got = append(got, ev.ProviderModel)
-			}
-		}
-		if diff := cmp.Diff([]string{"a", "b"}, got); diff != "" {
-			t.Errorf("provider models (-want +got):\n%s", diff)
-		}
-	})
 	t.Run("usage with cache and reasoning", func(t *testing.T) {
 		p := Adapter{}.NewParser()
 		p.Line([]byte(`{"type":"step_finish","part":{"reason":"tool-calls","tokens":{"input":10,"output":2,"reasoning":3,"cache":{"read":100,"write":5}}}}`))
@@ -149,13 +132,8 @@ func TestAdapter_Command(t *testing.T) {
 			t.Errorf("env %s = %q, want %q", k, env[k], v)
 		}
 	}
-	plugin := filepath.Join(state, "config", "plugins", "boxctl-served-model.js")
-	if env["OPENCODE_CONFIG_DIR"] != filepath.Join(state, "config") {
-		t.Errorf("env OPENCODE_CONFIG_DIR = %q, want the plugin's config directory", env["OPENCODE_CONFIG_DIR"])
-	}
-	if len(cmd.Files) != 2 || cmd.Files[0].Path != plugin || !bytes.Contains(cmd.Files[0].Data, []byte(ServedModelType)) ||
-		cmd.Files[1].Path != config || bytes.Contains(cmd.Files[1].Data, []byte("rk-secret")) {
-		t.Fatalf("Files = %+v, want the served-model plugin and opencode.json without the key", cmd.Files)
+	if len(cmd.Files) != 1 || cmd.Files[0].Path != config || bytes.Contains(cmd.Files[0].Data, []byte("rk-secret")) {
+		t.Fatalf("Files = %+v, want opencode.json without the key", cmd.Files)
 	}
 
 	t.Run("provider entries", func(t *testing.T) {
