@@ -22,9 +22,13 @@ func TestMain(m *testing.M) { boxbridgetest.Main(m) }
 const testNetwork = "boxctl-test"
 
 // allHarnesses are every pinned harness: the box image of every target
-// holds them all, and the Docker target proves them all offline in every
-// run.
+// holds them all.
 var allHarnesses = []string{"claude-code", "codex", "opencode", "gemini", "pi"}
+
+// dockerHarnesses are the harnesses the Docker target proves offline in
+// every run: all but opencode, whose output never names the served model
+// that provider.turn requires (see bridge/harness/opencode).
+var dockerHarnesses = []string{"claude-code", "codex", "gemini", "pi"}
 
 // liveHarnesses are the harnesses the emulator and Kubernetes targets
 // prove, from the same image, to keep the run's length.
@@ -81,7 +85,7 @@ type target struct {
 
 // targets are the vendors of TestSuite_Live, one entry each.
 var targets = []target{
-	{"docker", dockerTarget, allHarnesses},
+	{"docker", dockerTarget, dockerHarnesses},
 }
 
 func dockerTarget(t *testing.T, w *world, opts boxtest.Options) conformance.Target {
@@ -121,7 +125,8 @@ func run(t *testing.T, tg conformance.Target, o conformance.Options) *conformanc
 }
 
 // TestSuite_Live runs the whole suite, offline, on every target for its
-// harnesses (all five on Docker, Claude Code and Pi elsewhere), and checks that it is green, that every box is gone, and
+// harnesses (all but opencode on Docker, Claude Code and Pi elsewhere),
+// from one image with every harness, and checks that it is green, that every box is gone, and
 // that the reports it writes are what their readers expect.
 func TestSuite_Live(t *testing.T) {
 	t.Parallel()
