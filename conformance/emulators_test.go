@@ -27,7 +27,7 @@ import (
 // local emulator of its control plane, whose boxes are the image on the
 // test bed's engine and network (where the local endpoint listens).
 func init() {
-	targets = append(targets, target{"e2b-emulator", e2bTarget}, target{"daytona-emulator", daytonaTarget})
+	targets = append(targets, target{"e2b-emulator", e2bTarget, liveHarnesses}, target{"daytona-emulator", daytonaTarget, liveHarnesses})
 }
 
 // inspected adds the Inspector of a test to a vendor.

@@ -12,7 +12,7 @@ import (
 // Kubernetes: the vendor on the test bed's cluster, the image pulled from
 // the test bed's registry; the pods reach the local endpoint through this
 // machine's address on the boxes' Docker network.
-func init() { targets = append(targets, target{"kubernetes", kubernetesTarget}) }
+func init() { targets = append(targets, target{"kubernetes", kubernetesTarget, liveHarnesses}) }
 
 func kubernetesTarget(t *testing.T, w *world, opts boxtest.Options) conformance.Target {
 	image := kubetest.Image(t, opts)

@@ -21,6 +21,9 @@ func TestResponses_NonStreaming(t *testing.T) {
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status = %d", resp.StatusCode)
 			}
+			if h := resp.Header.Get(routerstub.OpenAIModelHeader); h != "gpt-x" {
+				t.Errorf("%s header = %q, want the served model", routerstub.OpenAIModelHeader, h)
+			}
 			got := decode(t, resp)
 			if got["object"] != "response" || got["status"] != "completed" || got["model"] != "gpt-x" {
 				t.Errorf("response = %v", got)
@@ -104,7 +107,11 @@ func TestResponses_Streaming(t *testing.T) {
 func TestChat_NonStreaming(t *testing.T) {
 	_, hs := newStubWith(t, routerstub.Options{Script: routerstub.NewQueue(routerstub.ToolCall("bash", `{"command":"ls"}`)), ModelMapping: func(m string) string { return m + "-served" }})
 	body := `{"model":"chat-x","messages":[{"role":"system","content":"sys"},{"role":"user","content":"go"}]}`
-	got := decode(t, post(t, hs, "/v1/chat/completions", body))
+	resp := post(t, hs, "/v1/chat/completions", body)
+	if h := resp.Header.Get(routerstub.OpenAIModelHeader); h != "chat-x-served" {
+		t.Errorf("%s header = %q, want the served model", routerstub.OpenAIModelHeader, h)
+	}
+	got := decode(t, resp)
 	in := float64((len(body) + 3) / 4)
 	want := map[string]any{
 		"id": "chatcmpl-stub00000100", "object": "chat.completion", "created": got["created"], "model": "chat-x-served",

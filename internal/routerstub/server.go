@@ -246,6 +246,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// Recorded before rendering: a Stall never returns from it.
 	s.log.update(rec, func(r *Request) { r.Status, r.Usage = http.StatusOK, t.usage })
+	if family == FamilyResponses || family == FamilyChat {
+		// The OpenAI API names the model that served a request in this
+		// header as well as in the body.
+		w.Header().Set(OpenAIModelHeader, served)
+	}
 	switch family {
 	case FamilyAnthropic:
 		anthropicAnswer(r.Context(), t)
@@ -257,6 +262,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		geminiAnswer(r.Context(), t)
 	}
 }
+
+// OpenAIModelHeader is the response header in which OpenAI answers
+// (Responses and Chat Completions) name the served model.
+const OpenAIModelHeader = "Openai-Model"
 
 // StatusClientGone is recorded as a request's status when the client went
 // away before the answer started (as during an After delay).

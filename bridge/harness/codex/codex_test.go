@@ -21,7 +21,9 @@ import (
 // shell command, then text), resumed_turn (its `exec resume`),
 // failed_turn (a model API that answers 500), reconnecting (an endpoint
 // that does not listen, cut after a minute) and metadata_warning (an
-// unknown model). rollout-token-counts holds the token_count lines of the
+// unknown model), served_model (a turn of model "default" against the stub
+// that names its served model in the Openai-Model header, captured with
+// the stub's conformance-served-model). rollout-token-counts holds the token_count lines of the
 // rollout file of tool_turn's thread after both turns.
 
 func parse(t *testing.T, p harness.Parser, name string) []harness.Event {
@@ -55,6 +57,31 @@ func TestParser_ToolTurn(t *testing.T) {
 	}
 	if !p.Done() {
 		t.Error("Done() = false after turn.completed, want true")
+	}
+}
+
+// TestParser_ServedModel checks the served model of Codex's reroute
+// warning is reported, and the warning is not the turn's diagnosis.
+func TestParser_ServedModel(t *testing.T) {
+	p := Adapter{}.NewParser()
+	var models []string
+	for _, ev := range parse(t, p, "served_model.jsonl") {
+		if ev.Kind == harness.KindProviderModel {
+			models = append(models, ev.ProviderModel)
+		}
+	}
+	if diff := cmp.Diff([]string{"conformance-served-model"}, models); diff != "" || !p.Done() {
+		t.Errorf("provider models (-want +got):\n%s\ndone %v", diff, p.Done())
+	}
+	for _, tc := range []struct{ msg, want string }{
+		{"model rerouted: gpt-5.5 -> gpt-5.2 (HighRiskCyberActivity)", "gpt-5.2"},
+		{"model rerouted: a -> b", "b"},
+		{"model rerouted: a", ""},
+		{"Model metadata for `x` not found.", ""},
+	} {
+		if got := reroutedTo(tc.msg); got != tc.want {
+			t.Errorf("reroutedTo(%q) = %q, want %q", tc.msg, got, tc.want)
+		}
 	}
 }
 

@@ -20,10 +20,21 @@
 // the thread, resumes included, so the per-turn usage is the difference
 // from the totals Codex recorded in the thread's rollout file before the
 // turn; when that baseline cannot be read for a resumed thread, the usage
-// is left unknown. Codex does not report the model that served a request,
-// so no served model is reported. `turn.failed` ends the turn with an
+// is left unknown. Codex reads the served model from the model API's
+// Openai-Model response header and says nothing when it is the requested
+// model; when it differs, Codex reports a warning item "model rerouted:
+// <requested> -> <served> (<reason>)", whose served model is reported.
+// `turn.failed` ends the turn with an
 // error. Codex retries an unreachable endpoint forever with
 // `{"type":"error","message":"Reconnecting..."}` lines: those never end the
 // turn; the engine's run deadline does, and the last of them is the
 // parser's Diagnosis.
+//
+// Interactions: the bridge claims none for Codex. `codex exec` cannot ask:
+// it runs every turn under approval policy "never" whatever the
+// configuration says (an escalation the model requests is refused with
+// "approval policy is Never"), and its JSON output has no approval event.
+// Codex asks only through `codex app-server`, whose JSON-RPC server
+// requests (item/commandExecution/requestApproval,
+// item/fileChange/requestApproval) a retained adapter would answer.
 package codex

@@ -49,8 +49,10 @@ func liveTurns(t *testing.T, pkg *npmtest.Package) {
 	}
 
 	turn := l.Chat(t, "codex-1", "s-codex", "codex/gpt-5.5", "Write the proof file, then say something.")
-	// Codex's output never names the model that served a request.
-	seen := l.CheckToolTurn(t, turn, harnesstest.ToolTurnWant{Text: want1, MinDeltas: 2, Tool: "shell", Proof: proof})
+	// The stub names the served model in the Openai-Model header; Codex
+	// reports it as a reroute, once per turn.
+	seen := l.CheckToolTurn(t, turn, harnesstest.ToolTurnWant{Text: want1, MinDeltas: 2, Tool: "shell", Proof: proof,
+		ServedModels: []string{"router-served-model"}})
 
 	turn2 := l.Chat(t, "codex-2", "s-codex", "codex/gpt-5.5", "Say something else.")
 	l.CheckResumedTurn(t, turn2, want2, want1, seen)

@@ -2,6 +2,7 @@ package codex
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
 	"github.com/tangle-network/boxctl/bridge/wire"
@@ -115,6 +116,9 @@ func (p *parser) item(it item, completed bool) []harness.Event {
 		return p.text(it, harness.KindReasoning)
 	case "error":
 		// A warning, such as unknown model metadata; the turn goes on.
+		if m := reroutedTo(it.Message); m != "" {
+			return []harness.Event{{Kind: harness.KindProviderModel, ProviderModel: m}}
+		}
 		p.diag = it.Message
 	case "command_execution":
 		args, _ := json.Marshal(map[string]string{"command": it.Command})
@@ -139,6 +143,27 @@ func (p *parser) item(it item, completed bool) []harness.Event {
 		return p.tool(it, completed, "web_search", string(args), func() (string, bool) { return "", false })
 	}
 	return nil
+}
+
+// reroutePrefix begins the warning Codex reports when the model API named
+// a served model (its Openai-Model response header) other than the one
+// requested: "model rerouted: <requested> -> <served> (<reason>)".
+const reroutePrefix = "model rerouted: "
+
+// reroutedTo returns the served model of a reroute warning, or "".
+func reroutedTo(msg string) string {
+	rest, ok := strings.CutPrefix(msg, reroutePrefix)
+	if !ok {
+		return ""
+	}
+	_, served, ok := strings.Cut(rest, " -> ")
+	if !ok {
+		return ""
+	}
+	if i := strings.LastIndex(served, " ("); i >= 0 && strings.HasSuffix(served, ")") {
+		served = served[:i]
+	}
+	return strings.TrimSpace(served)
 }
 
 // text reports what an item's text adds to what was already reported.

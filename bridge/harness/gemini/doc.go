@@ -24,4 +24,11 @@
 // named (modelVersion), or by the requested model when the response named
 // none: so a key is reported as a served model only on success and when
 // it differs from the requested model.
+//
+// Interactions: the bridge claims none for the Gemini CLI. With a prompt
+// (-p) it never asks: outside yolo mode the tools that need a confirmation
+// (run_shell_command among them) are not registered at all, and
+// the model's call fails with tool_not_registered. The CLI asks only in
+// ACP mode (--acp), through session/request_permission, which a retained
+// adapter would answer.
 package gemini

@@ -25,6 +25,19 @@
 // measured tokens (opencode splits cached input and reasoning out of
 // input and output, so they are added back); the turn ends at the first
 // step that did not stop for tool calls, with the usage summed over its
-// steps. An `error` line ends the turn with an error. opencode does not
-// report the model that served a request, so none is reported.
+// steps. An `error` line ends the turn with an error.
+//
+// Served model: opencode's output never names the model that served a
+// request (its events, its session database and its logs hold only the
+// requested provider and model), so none is reported. A plugin could read
+// it from the model API's answers, but any plugin makes opencode install
+// @opencode-ai/plugin into its configuration directories at start, which
+// in a box without the npm registry stalls every turn for over a minute.
+//
+// Interactions: the bridge claims none for opencode. `opencode run` never
+// waits for an answer: a permission that asks is rejected at once ("auto-
+// rejecting" on stderr, a tool_use in state error), or approved with
+// --auto. opencode asks only as a server, `opencode serve` (permission.asked
+// events, answered by POST /permission/{requestID}/reply) or `opencode acp`
+// (session/request_permission), which a retained adapter would drive.
 package opencode
