@@ -27,8 +27,9 @@ const defaultMaxOutput = 16 << 20
 
 // Box is one container. It is safe for concurrent use.
 type Box struct {
-	v  *Vendor
-	id string
+	procLayer // Spawn, Process, Read and Write
+	v         *Vendor
+	id        string
 }
 
 var _ vendors.Box = (*Box)(nil)

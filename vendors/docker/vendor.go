@@ -326,7 +326,7 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		}
 		return nil, fmt.Errorf("docker: create box from %s: %w", spec.Image, v.mapErr(err, ""))
 	}
-	b := &Box{v: v, id: created.ID}
+	b := v.newBox(created.ID)
 	v.opts.logger.Debug("docker box created", "id", created.ID[:12], "run", spec.RunTag, "deadline", deadline)
 	fail := func(err error) (vendors.Box, error) {
 		return nil, vendors.Discard(ctx, Name, created.ID, b.Destroy, err)
@@ -394,7 +394,7 @@ func (v *Vendor) Connect(ctx context.Context, id string) (vendors.Box, error) {
 	if c.Config == nil || c.Config.Labels[boxmeta.LabelManaged] != "true" {
 		return nil, fmt.Errorf("docker: connect: container %s is not a boxctl box: %w", id, &vendors.NotFoundError{Vendor: Name, ID: id})
 	}
-	return &Box{v: v, id: c.ID}, nil
+	return v.newBox(c.ID), nil
 }
 
 // List returns the boxes carrying every label of filter. See

@@ -80,13 +80,21 @@ type Process = boxproc.Process
 
 var _ vendors.Process = (*Process)(nil)
 
-// procs is the box to the process layer, over envd's process service:
-// each command a process envd starts, whose session a cancelled context
-// kills.
-func (b *Box) procs() *boxproc.Box {
-	return &boxproc.Box{Vendor: Name, Runner: boxproc.RunnerFunc(func(ctx context.Context, c boxproc.Command) (int, error) {
+// procLayer is the box's Spawn and Process (vendors.Procs, whose Read and
+// Write the box's own, over envd's filesystem service, hide), embedded
+// under a name of the package's own.
+type procLayer = vendors.Procs
+
+// withProcs gives b its process methods over envd's process service, each
+// command a process envd starts, whose session a cancelled context kills,
+// and returns b. A spawned process's environment travels on a
+// supervisor's stdin through envd's SendInput, so it is in no command line
+// and nothing the control plane shows.
+func (b *Box) withProcs() *Box {
+	b.procLayer = vendors.NewProcs(Name, func(ctx context.Context, c boxproc.Command) (int, error) {
 		return b.run(ctx, c.Op, c.Argv, nil, "", c.Stdin, c.Stdout, c.Stderr)
-	})}
+	})
+	return b
 }
 
 // start starts a process through envd, its stdin open when stdin, and
@@ -277,25 +285,4 @@ func signalCode(status string) (int, bool) {
 		}
 	}
 	return 0, false
-}
-
-// Spawn starts a detached process; see vendors.Box.Spawn. Its environment
-// travels on a supervisor's stdin (boxproc.Box.Spawn) through envd's
-// SendInput, so it is in no command line and nothing the control plane
-// shows; only the started process's own environment holds it.
-func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Process, error) {
-	p, err := b.procs().Spawn(ctx, boxproc.SpawnSpec(spec))
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-// Process returns a process Spawn started, by name.
-func (b *Box) Process(ctx context.Context, id string) (vendors.Process, error) {
-	p, err := b.procs().Process(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
 }

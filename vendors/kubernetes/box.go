@@ -25,9 +25,10 @@ const defaultMaxOutput = 16 << 20
 
 // Box is one Sandbox and its pod. It is safe for concurrent use.
 type Box struct {
-	v   *Vendor
-	id  string // the Sandbox's name
-	pod string // its pod's name
+	procLayer // Spawn, Process, Read and Write
+	v         *Vendor
+	id        string // the Sandbox's name
+	pod       string // its pod's name
 }
 
 var _ vendors.Box = (*Box)(nil)

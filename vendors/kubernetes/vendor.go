@@ -570,5 +570,3 @@ func (v *Vendor) deleteByName(ctx context.Context, name string) error {
 	defer cancel()
 	return v.box(name, name).Destroy(ctx)
 }
-
-func (v *Vendor) box(id, pod string) *Box { return &Box{v: v, id: id, pod: pod} }
