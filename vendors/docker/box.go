@@ -2,7 +2,6 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -21,9 +20,6 @@ import (
 // ProcDir is where the box keeps the pid, output and exit status of each
 // process started with Spawn (ProcDir/<id>/{pid,stdout,stderr,exit}).
 const ProcDir = boxproc.Dir
-
-// defaultMaxOutput caps each output stream an Exec keeps.
-const defaultMaxOutput = 16 << 20
 
 // Box is one container. It is safe for concurrent use.
 type Box struct {
@@ -104,19 +100,9 @@ func (b *Box) Destroy(ctx context.Context) error {
 // Exec runs a command to completion. If ctx ends first, the command is
 // killed in the box.
 func (b *Box) Exec(ctx context.Context, spec vendors.ExecSpec) (vendors.ExecResult, error) {
-	if len(spec.Command) == 0 {
-		return vendors.ExecResult{}, errors.New("docker: exec: empty command")
-	}
-	max := spec.MaxOutput
-	if max <= 0 {
-		max = defaultMaxOutput
-	}
-	stdout, stderr := &boxproc.Capped{Max: max}, &boxproc.Capped{Max: max}
-	code, err := b.stream(ctx, "exec", spec.Command, spec.Env, spec.Dir, spec.Stdin, stdout, stderr)
-	if err != nil {
-		return vendors.ExecResult{}, err
-	}
-	return vendors.ExecResult{ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
+	return vendors.StreamExec(ctx, Name, spec, func(ctx context.Context, stdout, stderr io.Writer) (int, error) {
+		return b.stream(ctx, "exec", spec.Command, spec.Env, spec.Dir, spec.Stdin, stdout, stderr)
+	})
 }
 
 // stream runs cmd in the container as an exec with env and dir, feeds it

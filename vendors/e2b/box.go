@@ -16,9 +16,6 @@ import (
 	"github.com/tangle-network/boxctl/vendors"
 )
 
-// defaultMaxOutput caps each output stream an Exec keeps.
-const defaultMaxOutput = 16 << 20
-
 // maxReadBytes caps a file Read returns.
 const maxReadBytes = 256 << 20
 

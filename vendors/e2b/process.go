@@ -178,22 +178,12 @@ func (b *Box) sendInput(ctx context.Context, pid uint32, in io.Reader) error {
 // command is killed in the sandbox (envd keeps a process whose stream was
 // dropped running).
 func (b *Box) Exec(ctx context.Context, spec vendors.ExecSpec) (vendors.ExecResult, error) {
-	if len(spec.Command) == 0 {
-		return vendors.ExecResult{}, errors.New("e2b: exec: empty command")
-	}
-	if err := boxproc.CheckEnv(spec.Env); err != nil {
-		return vendors.ExecResult{}, fmt.Errorf("e2b: exec: %w", err)
-	}
-	max := spec.MaxOutput
-	if max <= 0 {
-		max = defaultMaxOutput
-	}
-	stdout, stderr := &boxproc.Capped{Max: max}, &boxproc.Capped{Max: max}
-	code, err := b.run(ctx, "exec", spec.Command, spec.Env, spec.Dir, spec.Stdin, stdout, stderr)
-	if err != nil {
-		return vendors.ExecResult{}, err
-	}
-	return vendors.ExecResult{ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
+	return vendors.StreamExec(ctx, Name, spec, func(ctx context.Context, stdout, stderr io.Writer) (int, error) {
+		if err := boxproc.CheckEnv(spec.Env); err != nil {
+			return 0, fmt.Errorf("e2b: exec: %w", err)
+		}
+		return b.run(ctx, "exec", spec.Command, spec.Env, spec.Dir, spec.Stdin, stdout, stderr)
+	})
 }
 
 // run runs cmd through envd with env (in the start request, which the

@@ -20,9 +20,6 @@ import (
 	"github.com/tangle-network/boxctl/vendors"
 )
 
-// defaultMaxOutput caps each output stream an Exec keeps.
-const defaultMaxOutput = 16 << 20
-
 // Box is one Sandbox and its pod. It is safe for concurrent use.
 type Box struct {
 	procLayer // Spawn, Process, Read and Write
@@ -256,19 +253,9 @@ func podFailure(id string, pod *corev1.Pod) error {
 // stdin, ahead of spec.Stdin, so it is in no command line; if ctx ends
 // first, the command's session is killed in the box.
 func (b *Box) Exec(ctx context.Context, spec vendors.ExecSpec) (vendors.ExecResult, error) {
-	if len(spec.Command) == 0 {
-		return vendors.ExecResult{}, errors.New("kubernetes: exec: empty command")
-	}
-	max := spec.MaxOutput
-	if max <= 0 {
-		max = defaultMaxOutput
-	}
-	stdout, stderr := &boxproc.Capped{Max: max}, &boxproc.Capped{Max: max}
-	code, err := b.exec(ctx, "exec", spec.Command, spec.Env, spec.Dir, spec.Stdin, stdout, stderr)
-	if err != nil {
-		return vendors.ExecResult{}, err
-	}
-	return vendors.ExecResult{ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
+	return vendors.StreamExec(ctx, Name, spec, func(ctx context.Context, stdout, stderr io.Writer) (int, error) {
+		return b.exec(ctx, "exec", spec.Command, spec.Env, spec.Dir, spec.Stdin, stdout, stderr)
+	})
 }
 
 // exec runs cmd in the box with env (on its stdin, ahead of stdin) and

@@ -1,0 +1,62 @@
+package vendors_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+func TestStreamExec(t *testing.T) {
+	errRun := errors.New("exec failed")
+	tests := []struct {
+		name    string
+		spec    vendors.ExecSpec
+		runErr  error
+		want    vendors.ExecResult
+		wantErr string
+	}{
+		{name: "empty command", spec: vendors.ExecSpec{}, wantErr: "box: exec: empty command"},
+		{name: "output kept", spec: vendors.ExecSpec{Command: []string{"x"}}, want: vendors.ExecResult{ExitCode: 3, Stdout: []byte("out"), Stderr: []byte("err")}},
+		{name: "output capped", spec: vendors.ExecSpec{Command: []string{"x"}, MaxOutput: 2}, want: vendors.ExecResult{ExitCode: 3, Stdout: []byte("ou"), Stderr: []byte("er")}},
+		{name: "exec error", spec: vendors.ExecSpec{Command: []string{"x"}}, runErr: errRun, wantErr: errRun.Error()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := vendors.StreamExec(context.Background(), "box", tt.spec, func(_ context.Context, stdout, stderr io.Writer) (int, error) {
+				io.WriteString(stdout, "out")
+				io.WriteString(stderr, "err")
+				return 3, tt.runErr
+			})
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ExitCode != tt.want.ExitCode || string(got.Stdout) != string(tt.want.Stdout) || string(got.Stderr) != string(tt.want.Stderr) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestExecSpec_OutputCap(t *testing.T) {
+	tests := []struct {
+		max, want int64
+	}{
+		{0, vendors.DefaultMaxOutput},
+		{-1, vendors.DefaultMaxOutput},
+		{5, 5},
+	}
+	for _, tt := range tests {
+		if got := (vendors.ExecSpec{MaxOutput: tt.max}).OutputCap(); got != tt.want {
+			t.Errorf("OutputCap with MaxOutput %d = %d, want %d", tt.max, got, tt.want)
+		}
+	}
+}
