@@ -60,3 +60,21 @@ func TestExecSpec_OutputCap(t *testing.T) {
 		}
 	}
 }
+
+func TestResources_Or(t *testing.T) {
+	defaults := vendors.Resources{CPUs: 2, MemoryBytes: 1 << 30, Pids: 512, DiskBytes: 10 << 30}
+	tests := []struct {
+		name string
+		r    vendors.Resources
+		want vendors.Resources
+	}{
+		{name: "none asked", want: defaults},
+		{name: "all asked", r: vendors.Resources{CPUs: 0.5, MemoryBytes: 1, Pids: 2, DiskBytes: 3}, want: vendors.Resources{CPUs: 0.5, MemoryBytes: 1, Pids: 2, DiskBytes: 3}},
+		{name: "some asked", r: vendors.Resources{MemoryBytes: 7}, want: vendors.Resources{CPUs: 2, MemoryBytes: 7, Pids: 512, DiskBytes: 10 << 30}},
+	}
+	for _, tt := range tests {
+		if got := tt.r.Or(defaults); got != tt.want {
+			t.Errorf("%s: Or = %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -265,16 +265,7 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		}
 		env = append(env, k+"="+spec.Env[k])
 	}
-	res := v.opts.resources
-	if spec.Resources.CPUs != 0 {
-		res.CPUs = spec.Resources.CPUs
-	}
-	if spec.Resources.MemoryBytes != 0 {
-		res.MemoryBytes = spec.Resources.MemoryBytes
-	}
-	if spec.Resources.Pids != 0 {
-		res.Pids = spec.Resources.Pids
-	}
+	res := spec.Resources.Or(v.opts.resources)
 	exposed, bindings := nat.PortSet{}, nat.PortMap{}
 	for _, p := range spec.Ports {
 		port := nat.Port(strconv.Itoa(p) + "/tcp")

@@ -43,16 +43,7 @@ func (v *Vendor) EnsurePool(ctx context.Context, spec PoolSpec) error {
 	if spec.Name == "" || spec.Image == "" || spec.Replicas < 0 {
 		return errors.New("kubernetes: pool: want a name, an image and replicas >= 0")
 	}
-	res := v.o.resources
-	if spec.Resources.CPUs != 0 {
-		res.CPUs = spec.Resources.CPUs
-	}
-	if spec.Resources.MemoryBytes != 0 {
-		res.MemoryBytes = spec.Resources.MemoryBytes
-	}
-	if spec.Resources.DiskBytes != 0 {
-		res.DiskBytes = spec.Resources.DiskBytes
-	}
+	res := spec.Resources.Or(v.o.resources)
 	life := strconv.Itoa(int(vendors.MaxLifetime / time.Second))
 	podSpec := boxPodSpec(spec.Image, []corev1.EnvVar{{Name: boxmeta.EnvLifetime, Value: life}}, nil, v.resources(res), v.o.grace)
 	tmpl := &extv1.SandboxTemplate{

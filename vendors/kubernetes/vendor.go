@@ -342,16 +342,7 @@ func checkSpec(spec vendors.CreateSpec) error {
 // every capability dropped, the runtime's default seccomp profile, no
 // service account token, and the limits asked for.
 func (v *Vendor) podSpec(spec vendors.CreateSpec, deadline string) corev1.PodSpec {
-	res := v.o.resources
-	if spec.Resources.CPUs != 0 {
-		res.CPUs = spec.Resources.CPUs
-	}
-	if spec.Resources.MemoryBytes != 0 {
-		res.MemoryBytes = spec.Resources.MemoryBytes
-	}
-	if spec.Resources.DiskBytes != 0 {
-		res.DiskBytes = spec.Resources.DiskBytes
-	}
+	res := spec.Resources.Or(v.o.resources)
 	env := []corev1.EnvVar{{Name: boxmeta.EnvDeadline, Value: deadline}}
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
