@@ -78,3 +78,35 @@ func TestResources_Or(t *testing.T) {
 		}
 	}
 }
+
+func TestNotFound(t *testing.T) {
+	errMissing, errOther := errors.New("no such container"), errors.New("engine down")
+	isMissing := func(err error) bool { return err == errMissing }
+	tests := []struct {
+		name     string
+		id       string
+		err      error
+		want     string
+		notFound bool
+	}{
+		{name: "nil", id: "b1", err: nil},
+		{name: "missing", id: "b1", err: errMissing, want: "box: box b1 not found: no such container", notFound: true},
+		{name: "no id", id: "", err: errMissing, want: "no such container"},
+		{name: "other", id: "b1", err: errOther, want: "engine down"},
+	}
+	for _, tt := range tests {
+		err := vendors.NotFound("box", tt.id, tt.err, isMissing)
+		if tt.err == nil {
+			if err != nil {
+				t.Errorf("%s: NotFound = %v, want nil", tt.name, err)
+			}
+			continue
+		}
+		if err == nil || err.Error() != tt.want || errors.Is(err, vendors.ErrNotFound) != tt.notFound {
+			t.Errorf("%s: NotFound = %v, want %q (ErrNotFound %v)", tt.name, err, tt.want, tt.notFound)
+		}
+		if !errors.Is(err, tt.err) && !tt.notFound {
+			t.Errorf("%s: NotFound lost %v", tt.name, tt.err)
+		}
+	}
+}

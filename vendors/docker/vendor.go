@@ -428,13 +428,7 @@ func stateOf(s string) vendors.State {
 
 // mapErr turns engine errors into the vendors' typed errors.
 func (v *Vendor) mapErr(err error, id string) error {
-	if err == nil {
-		return nil
-	}
-	if id != "" && cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("%w: %v", &vendors.NotFoundError{Vendor: Name, ID: id}, err)
-	}
-	return err
+	return vendors.NotFound(Name, id, err, cerrdefs.IsNotFound)
 }
 
 // readPull drains an image pull's JSON progress stream and returns the

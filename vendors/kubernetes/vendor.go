@@ -541,17 +541,11 @@ func sandboxState(sb *agentsv1.Sandbox) vendors.State {
 
 // mapErr turns API errors into the vendors' typed errors.
 func (v *Vendor) mapErr(err error, id string) error {
-	if err == nil {
-		return nil
-	}
-	if id != "" && apierrors.IsNotFound(err) {
-		return fmt.Errorf("%w: %v", &vendors.NotFoundError{Vendor: Name, ID: id}, err)
-	}
 	if apierrors.IsTooManyRequests(err) {
 		d, _ := apierrors.SuggestsClientDelay(err)
 		return &vendors.RateLimitError{Vendor: Name, Op: "api", RetryAfter: time.Duration(d) * time.Second, Message: err.Error()}
 	}
-	return err
+	return vendors.NotFound(Name, id, err, apierrors.IsNotFound)
 }
 
 // deleteByName deletes a Sandbox (and its pod) by name; one already gone
