@@ -171,19 +171,7 @@ func (b *Box) createExec(ctx context.Context, op string, cmd []string, env map[s
 
 // killPidFile kills the session of a cancelled Exec.
 func (b *Box) killPidFile(ctx context.Context, pidFile string) {
-	_, _ = b.run(ctx, boxproc.KillSession(pidFile)...)
-}
-
-// run is Exec of a fixed command whose failure is an error.
-func (b *Box) run(ctx context.Context, cmd ...string) ([]byte, error) {
-	res, err := b.Exec(ctx, vendors.ExecSpec{Command: cmd})
-	if err != nil {
-		return nil, err
-	}
-	if res.ExitCode != 0 {
-		return res.Stdout, fmt.Errorf("%s exited %d: %s", cmd[0], res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-	}
-	return res.Stdout, nil
+	_, _ = b.Exec(ctx, vendors.ExecSpec{Command: boxproc.KillSession(pidFile)})
 }
 
 // gone maps an error during an operation in the box to *vendors.GoneError

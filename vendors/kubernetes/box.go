@@ -276,7 +276,7 @@ func (b *Box) exec(ctx context.Context, op string, cmd []string, env map[string]
 	stop := context.AfterFunc(ctx, func() {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		_, _ = b.run(kctx, boxproc.KillSession(pidFile)...)
+		_, _ = b.Exec(kctx, vendors.ExecSpec{Command: boxproc.KillSession(pidFile)})
 	})
 	defer stop()
 	if stdout == nil {
@@ -286,18 +286,6 @@ func (b *Box) exec(ctx context.Context, op string, cmd []string, env map[string]
 		stderr = io.Discard
 	}
 	return b.stream(ctx, op, wrapped, in, stdout, stderr)
-}
-
-// run is Exec of a fixed command whose failure is an error.
-func (b *Box) run(ctx context.Context, cmd ...string) ([]byte, error) {
-	res, err := b.Exec(ctx, vendors.ExecSpec{Command: cmd})
-	if err != nil {
-		return nil, err
-	}
-	if res.ExitCode != 0 {
-		return res.Stdout, fmt.Errorf("%s exited %d: %s", cmd[0], res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-	}
-	return res.Stdout, nil
 }
 
 // Endpoint forwards a local port on 127.0.0.1 to port in the box's pod
