@@ -107,23 +107,15 @@ func WithoutPull() Option { return func(o *options) { o.pull = false } }
 func WithoutJails() Option { return func(o *options) { o.noJails = true } }
 
 func makeOptions(opts []Option) options {
-	o := options{network: DefaultNetwork, version: buildinfo.Get().Version, pull: true,
-		resources: vendors.Resources{CPUs: DefaultCPUs, MemoryBytes: DefaultMemory, Pids: DefaultPids}}
+	defaults := vendors.Resources{CPUs: DefaultCPUs, MemoryBytes: DefaultMemory, Pids: DefaultPids}
+	o := options{network: DefaultNetwork, version: buildinfo.Get().Version, pull: true, resources: defaults}
 	for _, f := range opts {
 		f(&o)
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
 	}
-	if o.resources.CPUs == 0 {
-		o.resources.CPUs = DefaultCPUs
-	}
-	if o.resources.MemoryBytes == 0 {
-		o.resources.MemoryBytes = DefaultMemory
-	}
-	if o.resources.Pids == 0 {
-		o.resources.Pids = DefaultPids
-	}
+	o.resources = o.resources.Or(defaults)
 	return o
 }
 

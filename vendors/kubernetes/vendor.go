@@ -163,12 +163,7 @@ func New(opts ...Option) (*Vendor, error) {
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
 	}
-	if o.resources.CPUs == 0 {
-		o.resources.CPUs = DefaultCPUs
-	}
-	if o.resources.MemoryBytes == 0 {
-		o.resources.MemoryBytes = DefaultMemory
-	}
+	o.resources = o.resources.Or(vendors.Resources{CPUs: DefaultCPUs, MemoryBytes: DefaultMemory})
 	cfg, ns, err := restConfig(o)
 	if err != nil {
 		return nil, err
