@@ -13,6 +13,8 @@ import (
 // no state but the exec: the processes' records are in the box.
 type Procs struct{ layer boxproc.Box }
 
+var _ Process = (*boxproc.Process)(nil)
+
 // NewProcs returns the process methods of one of vendor's boxes, whose
 // commands run runs.
 func NewProcs(vendor string, run boxproc.RunnerFunc) Procs {

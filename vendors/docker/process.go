@@ -10,8 +10,6 @@ import (
 // Process is a process started by Spawn.
 type Process = boxproc.Process
 
-var _ vendors.Process = (*Process)(nil)
-
 // procLayer is the box's Spawn, Process, Read and Write (vendors.Procs),
 // embedded under a name of the package's own.
 type procLayer = vendors.Procs

@@ -78,8 +78,6 @@ const inputChunk = 64 << 10
 // Process is a process started by Spawn.
 type Process = boxproc.Process
 
-var _ vendors.Process = (*Process)(nil)
-
 // procLayer is the box's Spawn and Process (vendors.Procs, whose Read and
 // Write the box's own, over envd's filesystem service, hide), embedded
 // under a name of the package's own.
