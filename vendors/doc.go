@@ -46,4 +46,12 @@
 // implements ImageRegistry, which names where to push. `boxctl build` and
 // the conformance runner publish through these, so both run the same
 // vendor code.
+//
+// # Written once for the vendors
+//
+// What more than one vendor does alike is here, over the shared plumbing
+// of internal: Procs (Spawn, Process, Read and Write over the process
+// layer, which a Box embeds), StreamExec (Exec over a streaming exec),
+// Tag (the labels, create token and environment of a box made through a
+// control plane), Resources.Or and NotFound.
 package vendors

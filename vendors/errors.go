@@ -30,6 +30,16 @@ func (e *NotFoundError) Error() string {
 // Is reports ErrNotFound.
 func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 
+// NotFound returns err as a *NotFoundError of vendor's box id, err's text
+// after it, when id is set and notFound reports err as the API's "no such
+// object"; any other err, nil included, it returns as it is.
+func NotFound(vendor, id string, err error, notFound func(error) bool) error {
+	if err == nil || id == "" || !notFound(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", &NotFoundError{Vendor: vendor, ID: id}, err)
+}
+
 // GoneError is a box that vanished while Op was running in it. It matches
 // ErrGone and ErrNotFound.
 type GoneError struct {

@@ -56,6 +56,25 @@ type Resources struct {
 	DiskBytes int64
 }
 
+// Or returns r with every field it leaves zero taken from defaults: a
+// box's limits, where r is what its spec asks for and defaults the
+// vendor's.
+func (r Resources) Or(defaults Resources) Resources {
+	if r.CPUs == 0 {
+		r.CPUs = defaults.CPUs
+	}
+	if r.MemoryBytes == 0 {
+		r.MemoryBytes = defaults.MemoryBytes
+	}
+	if r.Pids == 0 {
+		r.Pids = defaults.Pids
+	}
+	if r.DiskBytes == 0 {
+		r.DiskBytes = defaults.DiskBytes
+	}
+	return r
+}
+
 // Field names a CreateSpec field a vendor may or may not honour.
 type Field string
 

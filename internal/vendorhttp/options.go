@@ -48,11 +48,32 @@ func makeOptions(cfg Config, opts []Option) (options, error) {
 	if o.retryMax < 0 || o.waitMin <= 0 || o.waitMax < o.waitMin {
 		return o, fmt.Errorf("%s: bad retry bounds %d, %v..%v", cfg.Vendor, o.retryMax, o.waitMin, o.waitMax)
 	}
-	if o.httpClient == nil {
-		o.httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
-	}
-	if o.log == nil {
-		o.log = slog.New(slog.DiscardHandler)
-	}
+	o.httpClient, o.log = Defaults(o.httpClient, o.log)
 	return o, nil
+}
+
+// Defaults returns c and l, or for either that is nil its default: a
+// pooled client with no overall timeout (each call is bounded by its
+// ctx), a logger that discards. They are the defaults of a vendor
+// client's WithHTTPClient and WithLogger options too.
+func Defaults(c *http.Client, l *slog.Logger) (*http.Client, *slog.Logger) {
+	if c == nil {
+		c = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	return c, l
+}
+
+// CheckCreate checks a vendor client's poll interval and create attempts:
+// the interval positive, at least one attempt.
+func CheckCreate(vendor string, poll time.Duration, attempts int) error {
+	switch {
+	case poll <= 0:
+		return fmt.Errorf("%s: poll interval %v must be positive", vendor, poll)
+	case attempts < 1:
+		return fmt.Errorf("%s: create attempts %d: want at least 1", vendor, attempts)
+	}
+	return nil
 }

@@ -26,9 +26,6 @@ const boxDir = "/tmp/.boxctl"
 // captured input and output.
 const ExecDir = boxDir + "/exec"
 
-// defaultMaxOutput caps each output stream an Exec keeps.
-const defaultMaxOutput = 16 << 20
-
 // maxStdin caps what an Exec sends to its command's standard input: it
 // travels inside the command text.
 const maxStdin = 64 << 20
@@ -59,10 +56,7 @@ func (b *Box) Exec(ctx context.Context, spec vendors.ExecSpec) (vendors.ExecResu
 	if len(spec.Command) == 0 {
 		return vendors.ExecResult{}, errors.New("daytona: exec: empty command")
 	}
-	max := spec.MaxOutput
-	if max <= 0 {
-		max = defaultMaxOutput
-	}
+	max := spec.OutputCap()
 	id := boxproc.RandomID()
 	var stdin []byte
 	if spec.Stdin != nil {

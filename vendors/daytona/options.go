@@ -102,22 +102,16 @@ func makeOptions(opts []Option) (options, error) {
 	if u, err := url.Parse(strings.TrimRight(o.apiURL, "/")); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return o, fmt.Errorf("daytona: bad API URL %q", o.apiURL)
 	}
+	if err := vendorhttp.CheckCreate(Name, o.poll, o.attempts); err != nil {
+		return o, err
+	}
 	switch {
-	case o.poll <= 0:
-		return o, fmt.Errorf("daytona: poll interval %v must be positive", o.poll)
-	case o.attempts < 1:
-		return o, fmt.Errorf("daytona: create attempts %d: want at least 1", o.attempts)
 	case o.createTimeout <= 0:
 		return o, fmt.Errorf("daytona: create timeout %v must be positive", o.createTimeout)
 	case o.watch <= 0:
 		return o, fmt.Errorf("daytona: gone check interval %v must be positive", o.watch)
 	}
-	if o.log == nil {
-		o.log = slog.New(slog.DiscardHandler)
-	}
-	if o.httpClient == nil {
-		o.httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
-	}
+	o.httpClient, o.log = vendorhttp.Defaults(o.httpClient, o.log)
 	c := *o.httpClient
 	c.Transport = localhostTransport(c.Transport)
 	o.httpClient = &c

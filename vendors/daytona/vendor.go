@@ -86,22 +86,11 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	if err := vendors.Check(v, spec); err != nil {
 		return nil, err
 	}
-	for k := range spec.Env {
-		if k == boxmeta.EnvDeadline || k == boxmeta.EnvLifetime {
-			return nil, &vendors.SpecError{Vendor: Name, Err: fmt.Errorf("env %s is set from the lifetime", k)}
-		}
+	tag, err := vendors.Tag(Name, spec, time.Now(), v.opts.version)
+	if err != nil {
+		return nil, err
 	}
-	labels := vendors.Labels(spec, time.Now(), v.opts.version)
-	token := vendors.CreateToken()
-	labels[boxmeta.LabelCreate] = token
-	if len(spec.Ports) > 0 {
-		labels[boxmeta.LabelPorts] = boxmeta.FormatPorts(spec.Ports)
-	}
-	env := maps.Clone(spec.Env)
-	if env == nil {
-		env = map[string]string{}
-	}
-	env[boxmeta.EnvDeadline] = labels[boxmeta.LabelDeadline]
+	labels, token, env := tag.Labels, tag.Token, tag.Env
 	req := createSandbox{
 		Name:     spec.RunTag + "-" + token[:12],
 		Snapshot: spec.Image,

@@ -2,7 +2,6 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -22,13 +21,11 @@ import (
 // process started with Spawn (ProcDir/<id>/{pid,stdout,stderr,exit}).
 const ProcDir = boxproc.Dir
 
-// defaultMaxOutput caps each output stream an Exec keeps.
-const defaultMaxOutput = 16 << 20
-
 // Box is one container. It is safe for concurrent use.
 type Box struct {
-	v  *Vendor
-	id string
+	procLayer // Spawn, Process, Read and Write
+	v         *Vendor
+	id        string
 }
 
 var _ vendors.Box = (*Box)(nil)
@@ -103,19 +100,9 @@ func (b *Box) Destroy(ctx context.Context) error {
 // Exec runs a command to completion. If ctx ends first, the command is
 // killed in the box.
 func (b *Box) Exec(ctx context.Context, spec vendors.ExecSpec) (vendors.ExecResult, error) {
-	if len(spec.Command) == 0 {
-		return vendors.ExecResult{}, errors.New("docker: exec: empty command")
-	}
-	max := spec.MaxOutput
-	if max <= 0 {
-		max = defaultMaxOutput
-	}
-	stdout, stderr := &boxproc.Capped{Max: max}, &boxproc.Capped{Max: max}
-	code, err := b.stream(ctx, "exec", spec.Command, spec.Env, spec.Dir, spec.Stdin, stdout, stderr)
-	if err != nil {
-		return vendors.ExecResult{}, err
-	}
-	return vendors.ExecResult{ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
+	return vendors.StreamExec(ctx, Name, spec, func(ctx context.Context, stdout, stderr io.Writer) (int, error) {
+		return b.stream(ctx, "exec", spec.Command, spec.Env, spec.Dir, spec.Stdin, stdout, stderr)
+	})
 }
 
 // stream runs cmd in the container as an exec with env and dir, feeds it
@@ -184,19 +171,7 @@ func (b *Box) createExec(ctx context.Context, op string, cmd []string, env map[s
 
 // killPidFile kills the session of a cancelled Exec.
 func (b *Box) killPidFile(ctx context.Context, pidFile string) {
-	_, _ = b.run(ctx, boxproc.KillSession(pidFile)...)
-}
-
-// run is Exec of a fixed command whose failure is an error.
-func (b *Box) run(ctx context.Context, cmd ...string) ([]byte, error) {
-	res, err := b.Exec(ctx, vendors.ExecSpec{Command: cmd})
-	if err != nil {
-		return nil, err
-	}
-	if res.ExitCode != 0 {
-		return res.Stdout, fmt.Errorf("%s exited %d: %s", cmd[0], res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-	}
-	return res.Stdout, nil
+	_, _ = b.Exec(ctx, vendors.ExecSpec{Command: boxproc.KillSession(pidFile)})
 }
 
 // gone maps an error during an operation in the box to *vendors.GoneError

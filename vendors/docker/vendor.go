@@ -107,23 +107,15 @@ func WithoutPull() Option { return func(o *options) { o.pull = false } }
 func WithoutJails() Option { return func(o *options) { o.noJails = true } }
 
 func makeOptions(opts []Option) options {
-	o := options{network: DefaultNetwork, version: buildinfo.Get().Version, pull: true,
-		resources: vendors.Resources{CPUs: DefaultCPUs, MemoryBytes: DefaultMemory, Pids: DefaultPids}}
+	defaults := vendors.Resources{CPUs: DefaultCPUs, MemoryBytes: DefaultMemory, Pids: DefaultPids}
+	o := options{network: DefaultNetwork, version: buildinfo.Get().Version, pull: true, resources: defaults}
 	for _, f := range opts {
 		f(&o)
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
 	}
-	if o.resources.CPUs == 0 {
-		o.resources.CPUs = DefaultCPUs
-	}
-	if o.resources.MemoryBytes == 0 {
-		o.resources.MemoryBytes = DefaultMemory
-	}
-	if o.resources.Pids == 0 {
-		o.resources.Pids = DefaultPids
-	}
+	o.resources = o.resources.Or(defaults)
 	return o
 }
 
@@ -265,16 +257,7 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		}
 		env = append(env, k+"="+spec.Env[k])
 	}
-	res := v.opts.resources
-	if spec.Resources.CPUs != 0 {
-		res.CPUs = spec.Resources.CPUs
-	}
-	if spec.Resources.MemoryBytes != 0 {
-		res.MemoryBytes = spec.Resources.MemoryBytes
-	}
-	if spec.Resources.Pids != 0 {
-		res.Pids = spec.Resources.Pids
-	}
+	res := spec.Resources.Or(v.opts.resources)
 	exposed, bindings := nat.PortSet{}, nat.PortMap{}
 	for _, p := range spec.Ports {
 		port := nat.Port(strconv.Itoa(p) + "/tcp")
@@ -326,7 +309,7 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		}
 		return nil, fmt.Errorf("docker: create box from %s: %w", spec.Image, v.mapErr(err, ""))
 	}
-	b := &Box{v: v, id: created.ID}
+	b := v.newBox(created.ID)
 	v.opts.logger.Debug("docker box created", "id", created.ID[:12], "run", spec.RunTag, "deadline", deadline)
 	fail := func(err error) (vendors.Box, error) {
 		return nil, vendors.Discard(ctx, Name, created.ID, b.Destroy, err)
@@ -394,7 +377,7 @@ func (v *Vendor) Connect(ctx context.Context, id string) (vendors.Box, error) {
 	if c.Config == nil || c.Config.Labels[boxmeta.LabelManaged] != "true" {
 		return nil, fmt.Errorf("docker: connect: container %s is not a boxctl box: %w", id, &vendors.NotFoundError{Vendor: Name, ID: id})
 	}
-	return &Box{v: v, id: c.ID}, nil
+	return v.newBox(c.ID), nil
 }
 
 // List returns the boxes carrying every label of filter. See
@@ -437,13 +420,7 @@ func stateOf(s string) vendors.State {
 
 // mapErr turns engine errors into the vendors' typed errors.
 func (v *Vendor) mapErr(err error, id string) error {
-	if err == nil {
-		return nil
-	}
-	if id != "" && cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("%w: %v", &vendors.NotFoundError{Vendor: Name, ID: id}, err)
-	}
-	return err
+	return vendors.NotFound(Name, id, err, cerrdefs.IsNotFound)
 }
 
 // readPull drains an image pull's JSON progress stream and returns the

@@ -16,14 +16,13 @@ import (
 	"github.com/tangle-network/boxctl/vendors"
 )
 
-// defaultMaxOutput caps each output stream an Exec keeps.
-const defaultMaxOutput = 16 << 20
-
 // maxReadBytes caps a file Read returns.
 const maxReadBytes = 256 << 20
 
 // Box is one sandbox. It is safe for concurrent use.
 type Box struct {
+	procLayer // Spawn and Process
+
 	v            *Vendor
 	id           string
 	domain       string
@@ -37,7 +36,7 @@ type Box struct {
 var _ vendors.Box = (*Box)(nil)
 
 func (v *Vendor) newBox(sb sandbox) *Box {
-	b := &Box{v: v, id: sb.SandboxID, domain: v.o.domain, accessToken: sb.EnvdAccessToken}
+	b := (&Box{v: v, id: sb.SandboxID, domain: v.o.domain, accessToken: sb.EnvdAccessToken}).withProcs()
 	if sb.Domain != nil && *sb.Domain != "" {
 		b.domain = *sb.Domain
 	}

@@ -121,21 +121,13 @@ func makeOptions(opts []Option) (options, error) {
 	if o.scheme != "https" && o.scheme != "http" {
 		return o, fmt.Errorf("e2b: scheme %q: want https or http", o.scheme)
 	}
-	if o.poll <= 0 {
-		return o, fmt.Errorf("e2b: poll interval %v must be positive", o.poll)
-	}
-	if o.attempts < 1 {
-		return o, fmt.Errorf("e2b: create attempts %d: want at least 1", o.attempts)
+	if err := vendorhttp.CheckCreate(Name, o.poll, o.attempts); err != nil {
+		return o, err
 	}
 	if o.readyTimeout <= 0 {
 		return o, fmt.Errorf("e2b: ready timeout %v must be positive", o.readyTimeout)
 	}
-	if o.log == nil {
-		o.log = slog.New(slog.DiscardHandler)
-	}
-	if o.httpClient == nil {
-		o.httpClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
-	}
+	o.httpClient, o.log = vendorhttp.Defaults(o.httpClient, o.log)
 	if o.dial != "" {
 		t, ok := o.httpClient.Transport.(*http.Transport)
 		if !ok {

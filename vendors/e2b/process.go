@@ -78,15 +78,21 @@ const inputChunk = 64 << 10
 // Process is a process started by Spawn.
 type Process = boxproc.Process
 
-var _ vendors.Process = (*Process)(nil)
+// procLayer is the box's Spawn and Process (vendors.Procs, whose Read and
+// Write the box's own, over envd's filesystem service, hide), embedded
+// under a name of the package's own.
+type procLayer = vendors.Procs
 
-// procs is the box to the process layer, over envd's process service:
-// each command a process envd starts, whose session a cancelled context
-// kills.
-func (b *Box) procs() *boxproc.Box {
-	return &boxproc.Box{Vendor: Name, Runner: boxproc.RunnerFunc(func(ctx context.Context, c boxproc.Command) (int, error) {
+// withProcs gives b its process methods over envd's process service, each
+// command a process envd starts, whose session a cancelled context kills,
+// and returns b. A spawned process's environment travels on a
+// supervisor's stdin through envd's SendInput, so it is in no command line
+// and nothing the control plane shows.
+func (b *Box) withProcs() *Box {
+	b.procLayer = vendors.NewProcs(Name, func(ctx context.Context, c boxproc.Command) (int, error) {
 		return b.run(ctx, c.Op, c.Argv, nil, "", c.Stdin, c.Stdout, c.Stderr)
-	})}
+	})
+	return b
 }
 
 // start starts a process through envd, its stdin open when stdin, and
@@ -170,22 +176,12 @@ func (b *Box) sendInput(ctx context.Context, pid uint32, in io.Reader) error {
 // command is killed in the sandbox (envd keeps a process whose stream was
 // dropped running).
 func (b *Box) Exec(ctx context.Context, spec vendors.ExecSpec) (vendors.ExecResult, error) {
-	if len(spec.Command) == 0 {
-		return vendors.ExecResult{}, errors.New("e2b: exec: empty command")
-	}
-	if err := boxproc.CheckEnv(spec.Env); err != nil {
-		return vendors.ExecResult{}, fmt.Errorf("e2b: exec: %w", err)
-	}
-	max := spec.MaxOutput
-	if max <= 0 {
-		max = defaultMaxOutput
-	}
-	stdout, stderr := &boxproc.Capped{Max: max}, &boxproc.Capped{Max: max}
-	code, err := b.run(ctx, "exec", spec.Command, spec.Env, spec.Dir, spec.Stdin, stdout, stderr)
-	if err != nil {
-		return vendors.ExecResult{}, err
-	}
-	return vendors.ExecResult{ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
+	return vendors.StreamExec(ctx, Name, spec, func(ctx context.Context, stdout, stderr io.Writer) (int, error) {
+		if err := boxproc.CheckEnv(spec.Env); err != nil {
+			return 0, fmt.Errorf("e2b: exec: %w", err)
+		}
+		return b.run(ctx, "exec", spec.Command, spec.Env, spec.Dir, spec.Stdin, stdout, stderr)
+	})
 }
 
 // run runs cmd through envd with env (in the start request, which the
@@ -277,25 +273,4 @@ func signalCode(status string) (int, bool) {
 		}
 	}
 	return 0, false
-}
-
-// Spawn starts a detached process; see vendors.Box.Spawn. Its environment
-// travels on a supervisor's stdin (boxproc.Box.Spawn) through envd's
-// SendInput, so it is in no command line and nothing the control plane
-// shows; only the started process's own environment holds it.
-func (b *Box) Spawn(ctx context.Context, spec vendors.SpawnSpec) (vendors.Process, error) {
-	p, err := b.procs().Spawn(ctx, boxproc.SpawnSpec(spec))
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-// Process returns a process Spawn started, by name.
-func (b *Box) Process(ctx context.Context, id string) (vendors.Process, error) {
-	p, err := b.procs().Process(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return p, nil
 }

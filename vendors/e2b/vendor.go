@@ -3,7 +3,6 @@ package e2b
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -76,22 +75,11 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	if err := vendors.Check(v, spec); err != nil {
 		return nil, err
 	}
-	for k := range spec.Env {
-		if k == boxmeta.EnvDeadline || k == boxmeta.EnvLifetime {
-			return nil, &vendors.SpecError{Vendor: Name, Err: fmt.Errorf("env %s is set from the lifetime", k)}
-		}
+	tag, err := vendors.Tag(Name, spec, time.Now(), v.o.version)
+	if err != nil {
+		return nil, err
 	}
-	labels := vendors.Labels(spec, time.Now(), v.o.version)
-	token := vendors.CreateToken()
-	labels[boxmeta.LabelCreate] = token
-	if len(spec.Ports) > 0 {
-		labels[boxmeta.LabelPorts] = boxmeta.FormatPorts(spec.Ports)
-	}
-	env := maps.Clone(spec.Env)
-	if env == nil {
-		env = map[string]string{}
-	}
-	env[boxmeta.EnvDeadline] = labels[boxmeta.LabelDeadline]
+	labels, token, env := tag.Labels, tag.Token, tag.Env
 	no := false
 	req := newSandbox{TemplateID: spec.Image, Timeout: secondsOf(spec.Lifetime),
 		Network: &networkConfig{AllowPublicTraffic: &no}, Metadata: labels, EnvVars: env}

@@ -20,14 +20,12 @@ import (
 	"github.com/tangle-network/boxctl/vendors"
 )
 
-// defaultMaxOutput caps each output stream an Exec keeps.
-const defaultMaxOutput = 16 << 20
-
 // Box is one Sandbox and its pod. It is safe for concurrent use.
 type Box struct {
-	v   *Vendor
-	id  string // the Sandbox's name
-	pod string // its pod's name
+	procLayer // Spawn, Process, Read and Write
+	v         *Vendor
+	id        string // the Sandbox's name
+	pod       string // its pod's name
 }
 
 var _ vendors.Box = (*Box)(nil)
@@ -255,19 +253,9 @@ func podFailure(id string, pod *corev1.Pod) error {
 // stdin, ahead of spec.Stdin, so it is in no command line; if ctx ends
 // first, the command's session is killed in the box.
 func (b *Box) Exec(ctx context.Context, spec vendors.ExecSpec) (vendors.ExecResult, error) {
-	if len(spec.Command) == 0 {
-		return vendors.ExecResult{}, errors.New("kubernetes: exec: empty command")
-	}
-	max := spec.MaxOutput
-	if max <= 0 {
-		max = defaultMaxOutput
-	}
-	stdout, stderr := &boxproc.Capped{Max: max}, &boxproc.Capped{Max: max}
-	code, err := b.exec(ctx, "exec", spec.Command, spec.Env, spec.Dir, spec.Stdin, stdout, stderr)
-	if err != nil {
-		return vendors.ExecResult{}, err
-	}
-	return vendors.ExecResult{ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}, nil
+	return vendors.StreamExec(ctx, Name, spec, func(ctx context.Context, stdout, stderr io.Writer) (int, error) {
+		return b.exec(ctx, "exec", spec.Command, spec.Env, spec.Dir, spec.Stdin, stdout, stderr)
+	})
 }
 
 // exec runs cmd in the box with env (on its stdin, ahead of stdin) and
@@ -288,7 +276,7 @@ func (b *Box) exec(ctx context.Context, op string, cmd []string, env map[string]
 	stop := context.AfterFunc(ctx, func() {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		_, _ = b.run(kctx, boxproc.KillSession(pidFile)...)
+		_, _ = b.Exec(kctx, vendors.ExecSpec{Command: boxproc.KillSession(pidFile)})
 	})
 	defer stop()
 	if stdout == nil {
@@ -298,18 +286,6 @@ func (b *Box) exec(ctx context.Context, op string, cmd []string, env map[string]
 		stderr = io.Discard
 	}
 	return b.stream(ctx, op, wrapped, in, stdout, stderr)
-}
-
-// run is Exec of a fixed command whose failure is an error.
-func (b *Box) run(ctx context.Context, cmd ...string) ([]byte, error) {
-	res, err := b.Exec(ctx, vendors.ExecSpec{Command: cmd})
-	if err != nil {
-		return nil, err
-	}
-	if res.ExitCode != 0 {
-		return res.Stdout, fmt.Errorf("%s exited %d: %s", cmd[0], res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-	}
-	return res.Stdout, nil
 }
 
 // Endpoint forwards a local port on 127.0.0.1 to port in the box's pod

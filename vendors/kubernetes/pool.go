@@ -43,16 +43,7 @@ func (v *Vendor) EnsurePool(ctx context.Context, spec PoolSpec) error {
 	if spec.Name == "" || spec.Image == "" || spec.Replicas < 0 {
 		return errors.New("kubernetes: pool: want a name, an image and replicas >= 0")
 	}
-	res := v.o.resources
-	if spec.Resources.CPUs != 0 {
-		res.CPUs = spec.Resources.CPUs
-	}
-	if spec.Resources.MemoryBytes != 0 {
-		res.MemoryBytes = spec.Resources.MemoryBytes
-	}
-	if spec.Resources.DiskBytes != 0 {
-		res.DiskBytes = spec.Resources.DiskBytes
-	}
+	res := spec.Resources.Or(v.o.resources)
 	life := strconv.Itoa(int(vendors.MaxLifetime / time.Second))
 	podSpec := boxPodSpec(spec.Image, []corev1.EnvVar{{Name: boxmeta.EnvLifetime, Value: life}}, nil, v.resources(res), v.o.grace)
 	tmpl := &extv1.SandboxTemplate{
@@ -110,42 +101,28 @@ func (v *Vendor) EnsurePool(ctx context.Context, spec PoolSpec) error {
 // waitPoolGone waits until the pool named name (and, deleted in the
 // foreground, its pods) is gone.
 func (v *Vendor) waitPoolGone(ctx context.Context, name string) error {
-	pools := v.ext.ExtensionsV1alpha1().SandboxWarmPools(v.ns)
-	for {
-		p, err := pools.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("kubernetes: pool %s: %w", name, err)
-		}
-		w, err := pools.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: p.ResourceVersion})
-		if err != nil {
-			return fmt.Errorf("kubernetes: pool %s: %w", name, err)
-		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Deleted {
-				w.Stop()
-				return nil
-			}
-		}
-		w.Stop()
-		if ctx.Err() != nil {
-			return fmt.Errorf("kubernetes: pool %s: %w", name, context.Cause(ctx))
-		}
-	}
+	return v.watchPool(ctx, name, nil)
 }
 
 // WaitPool waits until the pool named name has all its replicas ready.
 func (v *Vendor) WaitPool(ctx context.Context, name string) error {
+	return v.watchPool(ctx, name, func(p *extv1.SandboxWarmPool) bool { return p.Status.ReadyReplicas >= p.Spec.Replicas })
+}
+
+// watchPool watches the pool named name until ready reports it ready, or,
+// when ready is nil, until it is gone: a pool gone while ready is awaited
+// is an error.
+func (v *Vendor) watchPool(ctx context.Context, name string, ready func(*extv1.SandboxWarmPool) bool) error {
 	pools := v.ext.ExtensionsV1alpha1().SandboxWarmPools(v.ns)
-	full := func(p *extv1.SandboxWarmPool) bool { return p.Status.ReadyReplicas >= p.Spec.Replicas }
 	for {
 		p, err := pools.Get(ctx, name, metav1.GetOptions{})
+		if ready == nil && apierrors.IsNotFound(err) {
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("kubernetes: pool %s: %w", name, err)
 		}
-		if full(p) {
+		if ready != nil && ready(p) {
 			return nil
 		}
 		w, err := pools.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: p.ResourceVersion})
@@ -155,9 +132,12 @@ func (v *Vendor) WaitPool(ctx context.Context, name string) error {
 		for ev := range w.ResultChan() {
 			if ev.Type == watch.Deleted {
 				w.Stop()
+				if ready == nil {
+					return nil
+				}
 				return fmt.Errorf("kubernetes: pool %s was deleted", name)
 			}
-			if p, ok := ev.Object.(*extv1.SandboxWarmPool); ok && full(p) {
+			if p, ok := ev.Object.(*extv1.SandboxWarmPool); ok && ready != nil && ready(p) {
 				w.Stop()
 				return nil
 			}

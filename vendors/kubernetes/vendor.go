@@ -163,12 +163,7 @@ func New(opts ...Option) (*Vendor, error) {
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
 	}
-	if o.resources.CPUs == 0 {
-		o.resources.CPUs = DefaultCPUs
-	}
-	if o.resources.MemoryBytes == 0 {
-		o.resources.MemoryBytes = DefaultMemory
-	}
+	o.resources = o.resources.Or(vendors.Resources{CPUs: DefaultCPUs, MemoryBytes: DefaultMemory})
 	cfg, ns, err := restConfig(o)
 	if err != nil {
 		return nil, err
@@ -342,16 +337,7 @@ func checkSpec(spec vendors.CreateSpec) error {
 // every capability dropped, the runtime's default seccomp profile, no
 // service account token, and the limits asked for.
 func (v *Vendor) podSpec(spec vendors.CreateSpec, deadline string) corev1.PodSpec {
-	res := v.o.resources
-	if spec.Resources.CPUs != 0 {
-		res.CPUs = spec.Resources.CPUs
-	}
-	if spec.Resources.MemoryBytes != 0 {
-		res.MemoryBytes = spec.Resources.MemoryBytes
-	}
-	if spec.Resources.DiskBytes != 0 {
-		res.DiskBytes = spec.Resources.DiskBytes
-	}
+	res := spec.Resources.Or(v.o.resources)
 	env := []corev1.EnvVar{{Name: boxmeta.EnvDeadline, Value: deadline}}
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
@@ -550,17 +536,11 @@ func sandboxState(sb *agentsv1.Sandbox) vendors.State {
 
 // mapErr turns API errors into the vendors' typed errors.
 func (v *Vendor) mapErr(err error, id string) error {
-	if err == nil {
-		return nil
-	}
-	if id != "" && apierrors.IsNotFound(err) {
-		return fmt.Errorf("%w: %v", &vendors.NotFoundError{Vendor: Name, ID: id}, err)
-	}
 	if apierrors.IsTooManyRequests(err) {
 		d, _ := apierrors.SuggestsClientDelay(err)
 		return &vendors.RateLimitError{Vendor: Name, Op: "api", RetryAfter: time.Duration(d) * time.Second, Message: err.Error()}
 	}
-	return err
+	return vendors.NotFound(Name, id, err, apierrors.IsNotFound)
 }
 
 // deleteByName deletes a Sandbox (and its pod) by name; one already gone
@@ -570,5 +550,3 @@ func (v *Vendor) deleteByName(ctx context.Context, name string) error {
 	defer cancel()
 	return v.box(name, name).Destroy(ctx)
 }
-
-func (v *Vendor) box(id, pod string) *Box { return &Box{v: v, id: id, pod: pod} }
