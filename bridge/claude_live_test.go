@@ -7,9 +7,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +17,7 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/engine"
 	"github.com/tangle-network/boxctl/bridge/harness/claude"
+	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
 	"github.com/tangle-network/boxctl/bridge/server"
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
@@ -130,7 +128,7 @@ func assertGroupsGone(t *testing.T, st *store.Store, ids []string) {
 		if err != nil || run.PGID == 0 {
 			continue
 		}
-		if left := groupMembers(run.PGID); len(left) > 0 {
+		if left := harnesstest.GroupMembers(run.PGID); len(left) > 0 {
 			t.Errorf("run %s left processes %v in its group %d", id, left, run.PGID)
 			syscall.Kill(-run.PGID, syscall.SIGKILL)
 		}
@@ -213,28 +211,6 @@ func TestLive_ClaudeCode(t *testing.T) {
 	}
 }
 
-// groupMembers lists the processes in process group pgid.
-func groupMembers(pgid int) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
 // TestLive_ClaudeCodeCancel cancels a real Claude Code turn that waits on a
 // stalled model answer and checks its whole process group is gone.
 func TestLive_ClaudeCodeCancel(t *testing.T) {
@@ -252,7 +228,7 @@ func TestLive_ClaudeCodeCancel(t *testing.T) {
 	if err != nil || run.PGID == 0 {
 		t.Fatalf("run = %+v, %v, want a recorded process group", run, err)
 	}
-	members := groupMembers(run.PGID)
+	members := harnesstest.GroupMembers(run.PGID)
 	if len(members) == 0 {
 		t.Fatalf("no process in group %d while the turn waits on the model", run.PGID)
 	}
@@ -262,7 +238,7 @@ func TestLive_ClaudeCodeCancel(t *testing.T) {
 	if cr.StatusCode != 200 || !got.Cancelled || !got.Terminal {
 		t.Fatalf("cancel = %d %+v", cr.StatusCode, got)
 	}
-	if left := groupMembers(run.PGID); len(left) > 0 {
+	if left := harnesstest.GroupMembers(run.PGID); len(left) > 0 {
 		t.Errorf("processes %v of group %d (had %v) survived the cancel", left, run.PGID, members)
 	}
 	frames, done := readFrames(t, resp.Body, 1<<20)

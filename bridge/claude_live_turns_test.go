@@ -12,24 +12,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/npmtest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 )
-
-// mainRequests are the stub's recorded model requests of the conversation
-// itself (not side calls such as titles), from index from on.
-func mainRequests(stub *routerstub.Server, from int) []routerstub.Request {
-	var out []routerstub.Request
-	for _, r := range stub.Requests()[from:] {
-		if r.Family != routerstub.FamilyNone && !r.Side {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 // lastBytes is the end of s, at most n bytes.
 func lastBytes(s string, n int) string {
@@ -101,7 +90,7 @@ func TestLive_ClaudeCodeResume(t *testing.T) {
 	if c := turn("resume-2", prompt2); c.Choices[0].Message.Content != answer2 {
 		t.Fatalf("turn 2 content = %q, want %q", c.Choices[0].Message.Content, answer2)
 	}
-	reqs := mainRequests(stub, first)
+	reqs := harnesstest.MainRequests(stub, first)
 	if len(reqs) == 0 {
 		t.Fatal("no model request of turn 2 was recorded")
 	}
@@ -155,7 +144,7 @@ func TestLive_ClaudeCodeModelError(t *testing.T) {
 	if err := json.Unmarshal([]byte(data), &e); err != nil || e.Error.Type != wire.TypeHarnessError || !strings.Contains(e.Error.Message, msg) {
 		t.Errorf("last frame = %s, want a harness_error naming %q", data, msg)
 	}
-	if len(mainRequests(stub, 0)) == 0 {
+	if len(harnesstest.MainRequests(stub, 0)) == 0 {
 		t.Error("the CLI never called the model")
 	}
 	sresp := b.do(t, "GET", "/v1/runs/live-fail?wait_ms=5000", "")

@@ -182,7 +182,7 @@ func TestLive_ClaudeRetainedSession(t *testing.T) {
 		}
 		ids[f.Env.EventID] = true
 	}
-	if n := len(mainRequests(stub, 0)); n != 3 {
+	if n := len(harnesstest.MainRequests(stub, 0)); n != 3 {
 		t.Errorf("model requests = %d, want 3", n)
 	}
 	// The run's own stream is canonical, numbered from 1, and ends at its status.

@@ -2,7 +2,6 @@ package bridge
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -36,15 +35,8 @@ func (b *liveBridge) runTurn(t *testing.T, session string, n int, message string
 
 func (b *liveBridge) pgid(t *testing.T, runID string) int {
 	t.Helper()
-	r, err := b.st.GetRun(context.Background(), runID)
-	if err != nil || r.PGID <= 0 {
-		t.Fatalf("run %s: process group %d, %v", runID, r.PGID, err)
-	}
-	return r.PGID
+	return harnesstest.RunGroup(t, b.st, runID)
 }
-
-// groupAlive reports whether the process group has a live member.
-func groupAlive(pgid int) bool { return len(groupMembers(pgid)) > 0 }
 
 // TestLive_ClaudeSessionProcess shows a retained Claude Code session served
 // by one long-lived process: turns share it; a crash between turns is
@@ -63,19 +55,19 @@ func TestLive_ClaudeSessionProcess(t *testing.T) {
 	if s1 != "completed" || s2 != "completed" || !strings.Contains(text1, "answer one") || !strings.Contains(text2, "answer two") {
 		t.Fatalf("turns 1, 2 = %s %q, %s %q", s1, text1, s2, text2)
 	}
-	if g1 != g2 || !groupAlive(g1) {
-		t.Fatalf("turns 1 and 2 ran in process groups %d and %d (alive %v), want one live process", g1, g2, groupAlive(g1))
+	if g1 != g2 || !harnesstest.GroupAlive(g1) {
+		t.Fatalf("turns 1 and 2 ran in process groups %d and %d (alive %v), want one live process", g1, g2, harnesstest.GroupAlive(g1))
 	}
 
 	// A crash between turns: the next turn resumes in a fresh process.
 	syscall.Kill(-g2, syscall.SIGKILL)
-	waitGone(t, g2)
+	harnesstest.WaitGone(t, g2)
 	from := len(stub.Requests())
 	s3, text3, g3 := b.runTurn(t, "lp", 3, "third")
 	if s3 != "completed" || !strings.Contains(text3, "answer three") || g3 == g2 {
 		t.Fatalf("turn after a crash = %s %q in group %d, want completed in a fresh process (not %d)", s3, text3, g3, g2)
 	}
-	reqs := mainRequests(stub, from)
+	reqs := harnesstest.MainRequests(stub, from)
 	if len(reqs) != 1 || !bytes.Contains(reqs[0].Body, []byte("answer two")) {
 		t.Errorf("the resumed turn's model request does not carry the conversation (%d requests)", len(reqs))
 	}
@@ -97,8 +89,8 @@ func TestLive_ClaudeSessionProcess(t *testing.T) {
 	}
 	t.Logf("cancel to terminal status: %v", time.Since(start))
 	g4 := b.pgid(t, "lp-run-4")
-	if g4 != g3 || !groupAlive(g4) {
-		t.Fatalf("interrupted turn ran in group %d (alive %v), want the live process %d", g4, groupAlive(g4), g3)
+	if g4 != g3 || !harnesstest.GroupAlive(g4) {
+		t.Fatalf("interrupted turn ran in group %d (alive %v), want the live process %d", g4, harnesstest.GroupAlive(g4), g3)
 	}
 	s5, text5, g5 := b.runTurn(t, "lp", 5, "fifth")
 	if s5 != "completed" || !strings.Contains(text5, "answer five") || g5 != g4 {
@@ -108,7 +100,7 @@ func TestLive_ClaudeSessionProcess(t *testing.T) {
 	if resp := b.do(t, "POST", "/v1/sessions/lp/close", ""); resp.StatusCode != http.StatusOK {
 		t.Fatalf("close = %d", resp.StatusCode)
 	}
-	waitGone(t, g5)
+	harnesstest.WaitGone(t, g5)
 }
 
 // TestLive_ClaudeSessionIdle shows the idle timeout: a session process
@@ -121,13 +113,13 @@ func TestLive_ClaudeSessionIdle(t *testing.T) {
 		t.Fatalf("turn 1 = %s %q", s, text)
 	}
 	g1 := b.pgid(t, "idle-run-1")
-	waitGone(t, g1)
+	harnesstest.WaitGone(t, g1)
 	from := len(stub.Requests())
 	s, text, g2 := b.runTurn(t, "idle", 2, "second")
 	if s != "completed" || !strings.Contains(text, "answer two") || g2 == g1 {
 		t.Fatalf("turn after idle = %s %q in group %d, want completed in a fresh process", s, text, g2)
 	}
-	if reqs := mainRequests(stub, from); len(reqs) != 1 || !bytes.Contains(reqs[0].Body, []byte("answer one")) {
+	if reqs := harnesstest.MainRequests(stub, from); len(reqs) != 1 || !bytes.Contains(reqs[0].Body, []byte("answer one")) {
 		t.Errorf("the resumed turn's model request does not carry the conversation")
 	}
 }
@@ -204,25 +196,14 @@ func TestLive_ClaudeConcurrentPermissions(t *testing.T) {
 	}
 }
 
-// waitGone waits until the process group has no live member.
-func waitGone(t *testing.T, pgid int) {
-	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if !groupAlive(pgid) {
-			return
-		}
-	}
-	t.Fatalf("process group %d still has members %v", pgid, groupMembers(pgid))
-}
-
 // waitRequests waits until the stub has seen n model requests of the
 // main conversation after its first from requests.
 func waitRequests(t *testing.T, stub *routerstub.Server, from, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if len(mainRequests(stub, from)) >= n {
+		if len(harnesstest.MainRequests(stub, from)) >= n {
 			return
 		}
 	}
-	t.Fatalf("the stub saw %d main requests, want %d", len(mainRequests(stub, from)), n)
+	t.Fatalf("the stub saw %d main requests, want %d", len(harnesstest.MainRequests(stub, from)), n)
 }

@@ -289,6 +289,18 @@ func CheckMeasured(t *testing.T, u *wire.Usage) {
 	}
 }
 
+// ModelRequests are the stub's model requests, in order (the stub's
+// other requests left out).
+func (l *Live) ModelRequests() []routerstub.Request {
+	var out []routerstub.Request
+	for _, r := range l.Stub.Requests() {
+		if r.Family != routerstub.FamilyNone {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // StubUsage sums the usage the stub reported for model requests from
 // request seq after (exclusive) on.
 func (l *Live) StubUsage(after int) (in, out int64, requests int) {

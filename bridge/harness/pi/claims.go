@@ -17,5 +17,5 @@ func (Adapter) ContinuesSessions() bool { return true }
 func (Adapter) ClaimsInteractions() bool { return true }
 
 // ContinuesNatively reports true: a retained Pi session takes native
-// continuations (TestLive_PiNativeContinuation).
+// continuations (TestLive_PiNativeContinuation, in provider's tests).
 func (Adapter) ContinuesNatively() bool { return true }

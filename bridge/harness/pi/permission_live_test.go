@@ -16,7 +16,6 @@ import (
 	"github.com/tangle-network/boxctl/bridge/harness/pi"
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/routerstub"
-	"github.com/tangle-network/boxctl/provider"
 )
 
 // createPolicySession creates retained session id on l under an
@@ -172,72 +171,5 @@ func TestLive_PiUnattendedPolicies(t *testing.T) {
 				t.Errorf("under %s the command ran = %v", policy, ran)
 			}
 		})
-	}
-}
-
-// TestLive_PiProviderInteraction drives a Pi environment through the Go
-// client: its capability document proves interactions, so Dispatch runs
-// the turn as a retained session turn, and the permission question for
-// the model's bash call is declined with RespondToInteraction; the
-// command does not run and the turn completes.
-func TestLive_PiProviderInteraction(t *testing.T) {
-	rel := piReleases[0]
-	dir := t.TempDir()
-	marker := filepath.Join(dir, "marker.txt")
-	q := routerstub.NewQueue(routerstub.Text("unexpected extra call"), bashCall(marker)).
-		AfterTool(routerstub.Text("tool step over"))
-	l := harnesstest.Start(t, harnesstest.Config{Adapter: pi.Adapter{}, Spec: rel.spec, Bin: "pi", Script: q})
-	ctx := t.Context()
-	p, err := provider.New(provider.Options{BaseURL: l.URL, BearerToken: harnesstest.Bearer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := p.Create(ctx, provider.CreateRequest{Profile: provider.Profile{Name: "pi", Harness: "pi",
-		Model: provider.ProfileModel{Default: "router-chat", Provider: "router"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !env.Capabilities().InteractionsProven() {
-		t.Fatalf("capabilities = %+v, want interactions proven for pi", env.Capabilities())
-	}
-	ref, err := env.Dispatch(ctx, provider.Turn{Prompt: "Write the marker file.", SessionID: "pi-tool", TurnID: "tool-1",
-		ExecutionID: "tool-exec-1"})
-	if err != nil {
-		t.Fatalf("Dispatch: %v", err)
-	}
-	s, err := env.Session(ref.ID, provider.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var asked int
-	var text, final string
-	for ev, err := range s.Events(ctx, "0") {
-		if err != nil {
-			t.Fatalf("Events: %v", err)
-		}
-		text += ev.Delta
-		switch {
-		case ev.Type == provider.EventInteraction:
-			asked++
-			in := ev.Interaction
-			if in == nil || in.Subject == nil || in.Subject.ToolName != "bash" {
-				t.Fatalf("interaction = %s, want the bash permission", ev.Raw)
-			}
-			cmd, err := provider.NewInteractionCommand("op-decline", *in, wire.InteractionResponse{Outcome: wire.OutcomeDeclined})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ack, err := s.RespondToInteraction(ctx, cmd); err != nil || ack.Status != wire.InteractionAccepted {
-				t.Fatalf("RespondToInteraction = %+v, %v, want accepted", ack, err)
-			}
-		case ev.Type == provider.EventStatus && (ev.Status == provider.StatusCompleted || ev.Status == provider.StatusFailed || ev.Status == provider.StatusCancelled):
-			final = ev.Status
-		}
-	}
-	if asked != 1 || final != provider.StatusCompleted || !strings.Contains(text, "tool step over") {
-		t.Fatalf("tool turn: asked %d times, final %q, text %q", asked, final, text)
-	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Error("the declined command ran")
 	}
 }

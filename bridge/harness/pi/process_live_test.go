@@ -22,17 +22,7 @@ func runPiTurn(t *testing.T, l *harnesstest.Live, session string, n int, message
 	t.Helper()
 	adm := postTurn(t, l, session, strconv.Itoa(n), message, "box", "env-1")
 	frames := readFrames(t, bufio.NewReader(l.Do(t, "GET", "/v1/runs/"+adm.Run.ID+"/events", "").Body), terminal)
-	return frames[len(frames)-1].Status, textOf(frames), runGroup(t, l, adm.Run.ID)
-}
-
-// runGroup is the process group the store recorded for run id.
-func runGroup(t *testing.T, l *harnesstest.Live, id string) int {
-	t.Helper()
-	r, err := l.Store.GetRun(t.Context(), id)
-	if err != nil || r.PGID <= 0 {
-		t.Fatalf("run %s: process group %d, %v", id, r.PGID, err)
-	}
-	return r.PGID
+	return frames[len(frames)-1].Status, textOf(frames), l.RunGroup(t, adm.Run.ID)
 }
 
 // groupAlive reports whether process group pgid has a member.
@@ -77,9 +67,9 @@ func TestLive_PiSessionProcess(t *testing.T) {
 			adm := postTurn(t, l, "pp", "3", "third", "box", "env-1")
 			br := bufio.NewReader(l.Do(t, "GET", "/v1/runs/"+adm.Run.ID+"/events", "").Body)
 			readFrames(t, br, func(f frame) bool { return f.Type == "status" })
-			for deadline := time.Now().Add(30 * time.Second); len(modelRequests(l)) < 3; time.Sleep(20 * time.Millisecond) {
+			for deadline := time.Now().Add(30 * time.Second); len(l.ModelRequests()) < 3; time.Sleep(20 * time.Millisecond) {
 				if time.Now().After(deadline) {
-					t.Fatalf("the stub saw %d model requests, want the stalled third", len(modelRequests(l)))
+					t.Fatalf("the stub saw %d model requests, want the stalled third", len(l.ModelRequests()))
 				}
 			}
 			start := time.Now()
@@ -95,7 +85,7 @@ func TestLive_PiSessionProcess(t *testing.T) {
 				t.Fatalf("cancelled turn ended %q (%q), want cancelled by an abort", last.Status, detail.Detail)
 			}
 			t.Logf("cancel to terminal status: %v", time.Since(start).Round(time.Millisecond))
-			g3 := runGroup(t, l, adm.Run.ID)
+			g3 := l.RunGroup(t, adm.Run.ID)
 			if g3 != g2 || !groupAlive(g3) {
 				t.Fatalf("aborted turn ran in group %d (alive %v), want the live process %d", g3, groupAlive(g3), g2)
 			}
@@ -111,7 +101,7 @@ func TestLive_PiSessionProcess(t *testing.T) {
 			if s5 != "completed" || !strings.Contains(text5, "answer five") || g5 == g4 {
 				t.Fatalf("turn after a crash = %s %q in group %d, want completed in a fresh process (not %d)", s5, text5, g5, g4)
 			}
-			reqs := modelRequests(l)
+			reqs := l.ModelRequests()
 			if body := string(reqs[len(reqs)-1].Body); !strings.Contains(body, "answer four") || !strings.Contains(body, "first") {
 				t.Errorf("the resumed turn's model request does not carry the conversation")
 			}
@@ -141,7 +131,7 @@ func TestLive_PiSessionIdle(t *testing.T) {
 	if s2 != "completed" || !strings.Contains(text2, "answer two") || g2 == g1 {
 		t.Fatalf("turn after idle = %s %q in group %d, want completed in a fresh process", s2, text2, g2)
 	}
-	if reqs := modelRequests(l); len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), "answer one") {
+	if reqs := l.ModelRequests(); len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), "answer one") {
 		t.Errorf("the resumed turn's model request does not carry the conversation")
 	}
 }

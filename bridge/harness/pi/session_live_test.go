@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	"github.com/tangle-network/boxctl/bridge/harness/pi"
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/routerstub"
-	"github.com/tangle-network/boxctl/provider"
 )
 
 // piReleases are the Pi packages the retained session tests drive.
@@ -183,7 +181,7 @@ func TestLive_PiRetainedSession(t *testing.T) {
 				}
 				ids[f.Env.EventID] = true
 			}
-			reqs := modelRequests(l)
+			reqs := l.ModelRequests()
 			if len(reqs) != 3 {
 				t.Fatalf("model requests = %d, want 3", len(reqs))
 			}
@@ -193,136 +191,5 @@ func TestLive_PiRetainedSession(t *testing.T) {
 			}
 			l.CheckKeyed(t, routerstub.AuthBearer)
 		})
-	}
-}
-
-// modelRequests are the stub's model requests.
-func modelRequests(l *harnesstest.Live) []routerstub.Request {
-	var out []routerstub.Request
-	for _, r := range l.Stub.Requests() {
-		if r.Family != routerstub.FamilyNone {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// TestLive_PiNativeContinuation adds a turn to a retained Pi session from
-// a reconstructed environment of the Go client (provider.Get) with
-// Session.ContinueNative: the turn runs on the session's native
-// conversation; a stale boundary gets boundary_mismatch and starts
-// nothing; the same request id repeated gets the same outcome and starts
-// nothing; the same id for another request is a conflict.
-func TestLive_PiNativeContinuation(t *testing.T) {
-	rel := piReleases[0]
-	answers := []string{"pi first " + harnesstest.RandomHex(4), "pi continued " + harnesstest.RandomHex(4)}
-	script := routerstub.NewQueue(routerstub.Text("unexpected extra call"), routerstub.Deltas(answers[0], 3), routerstub.Deltas(answers[1], 3))
-	l := harnesstest.Start(t, harnesstest.Config{Adapter: pi.Adapter{}, Spec: rel.spec, Bin: "pi", Script: script,
-		ServedModel: "router-served-model"})
-	newProvider := func() *provider.Provider {
-		p, err := provider.New(provider.Options{BaseURL: l.URL, BearerToken: harnesstest.Bearer})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	p := newProvider()
-	env, err := p.Create(t.Context(), provider.CreateRequest{Profile: provider.Profile{Name: "pi", Harness: "pi",
-		Model: provider.ProfileModel{Default: "router-chat", Provider: "router"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := env.Capabilities(); !c.NativeContinuationProven() {
-		t.Fatalf("capabilities = %+v, want native continuation", c)
-	}
-
-	// The session's first turn, as the process that created it ran it.
-	createSession(t, l, "pc1")
-	adm := postTurn(t, l, "pc1", "1", "first question", p.Name(), env.ID())
-	if resp := l.Do(t, "GET", "/v1/runs/pc1-run-1?wait_ms=30000", ""); resp.StatusCode != 200 {
-		t.Fatalf("GET run = %d", resp.StatusCode)
-	}
-	ref := provider.ControlRef{RunID: adm.Run.ID, Provider: adm.Run.Provider, EnvironmentID: adm.Run.EnvironmentID,
-		SessionID: adm.Run.SessionID, ExecutionID: adm.Run.ExecutionID, RequestDigest: adm.Run.RequestDigest}
-
-	// reconstructed is a session of a new process's environment, at ref.
-	reconstructed := func() *provider.Session {
-		env, err := newProvider().Get(t.Context(), env.ID(), provider.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := env.Session("pc1", provider.SessionOptions{ControlRef: &ref})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	s := reconstructed()
-	boundary, err := s.ContextBoundary(t.Context())
-	if err != nil || boundary == nil || boundary.RunID != ref.RunID {
-		t.Fatalf("ContextBoundary = %+v, %v", boundary, err)
-	}
-	turn := wire.ContinuationTurn{Prompt: "second question"}
-	req, err := provider.NewContinuationRequest("cont-1", ref, *boundary, turn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	out, err := s.ContinueNative(t.Context(), req, turn)
-	if err != nil || out.Acknowledgement.Status != wire.ContinuationAccepted || out.Result == nil || out.ControlRef == nil {
-		t.Fatalf("ContinueNative = %+v, %v, want accepted with a result", out, err)
-	}
-	t.Logf("continued turn took %s", time.Since(start).Round(time.Millisecond))
-	if !out.Result.Success || !strings.Contains(out.Result.Text, answers[1]) || strings.Contains(out.Result.Text, answers[0]) || out.Result.Usage == nil || out.Acknowledgement.ActualBoundary == nil {
-		t.Errorf("continued result = %+v, want success with %q, usage and the observed boundary", out.Result, answers[1])
-	}
-	if got, _ := s.ControlRef(); got.RunID != "cont-1" || got.SessionID != "pc1" {
-		t.Errorf("session's run after the continuation = %+v, want cont-1", got)
-	}
-	reqs := modelRequests(l)
-	if len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), answers[0]) {
-		t.Fatalf("model requests = %d; the continued one must carry turn one's answer", len(reqs))
-	}
-
-	// A process that still holds the first run's boundary is refused: the
-	// session moved on to another run, a conflict (as the TypeScript
-	// bridge answers it).
-	stale := reconstructed()
-	req2, err := provider.NewContinuationRequest("cont-2", ref, *boundary, wire.ContinuationTurn{Prompt: "stale question"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 2 {
-		out, err := stale.ContinueNative(t.Context(), req2, wire.ContinuationTurn{Prompt: "stale question"})
-		if err != nil || out.Acknowledgement.Status != wire.ContinuationConflict || out.Acknowledgement.ExistingRequestDigest == "" ||
-			out.ControlRef != nil {
-			t.Fatalf("stale continuation (try %d) = %+v, %v, want conflict", i+1, out, err)
-		}
-	}
-	// The first request repeated is replayed: the same outcome, and
-	// nothing runs.
-	again, err := stale.ContinueNative(t.Context(), req, turn)
-	want := out.Acknowledgement
-	want.Status = wire.ContinuationReplayed
-	if err != nil || !reflect.DeepEqual(again.Acknowledgement, want) || *again.ControlRef != *out.ControlRef ||
-		!reflect.DeepEqual(again.Result, out.Result) {
-		t.Errorf("repeated continuation = %+v, %v, want the stored %+v replayed", again, err, out)
-	}
-	// The same id for another request is a conflict.
-	other := wire.ContinuationTurn{Prompt: "another question"}
-	req3, err := provider.NewContinuationRequest("cont-1", ref, *boundary, other)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := reconstructed().ContinueNative(t.Context(), req3, other); err != nil || out.Acknowledgement.Status != wire.ContinuationConflict ||
-		out.Acknowledgement.ExistingRequestDigest != req.RequestDigest {
-		t.Errorf("another request under cont-1 = %+v, %v, want conflict naming the recorded digest", out, err)
-	}
-	if n := len(modelRequests(l)); n != 2 {
-		t.Errorf("model requests = %d after the refused and repeated continuations, want still 2", n)
-	}
-	turns, err := l.Store.Turns(t.Context(), "pc1", 0)
-	if err != nil || len(turns) != 2 {
-		t.Errorf("session turns = %d (%v), want 2", len(turns), err)
 	}
 }

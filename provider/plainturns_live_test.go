@@ -1,4 +1,4 @@
-package bridge
+package provider_test
 
 import (
 	"bytes"
@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/bridge/engine"
+	"github.com/tangle-network/boxctl/bridge/harness/claude"
+	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/provider"
 )
@@ -25,14 +26,15 @@ import (
 // closes nothing on the bridge, the idle timeout still releases the
 // process.
 func TestLive_ClaudeClientPlainTurnsIdle(t *testing.T) {
-	word := "quokka-" + randHex(4)
+	word := "quokka-" + harnesstest.RandomHex(4)
 	answer1, answer2, answer3 := "I will remember "+word+".", "Noted, second turn.", "The word was "+word+"."
 	q := routerstub.NewQueue(routerstub.Text("unexpected extra call"),
 		routerstub.Deltas(answer1, 3), routerstub.Text(answer2), routerstub.Text(answer3))
 	const idle = 2 * time.Second
-	b, stub, _ := startLive(t, q, func(o *engine.Options) { o.SessionIdleTimeout = idle })
+	l := harnesstest.Start(t, harnesstest.Config{Adapter: claude.Adapter{}, Spec: claudeCodeSpec, Bin: "claude", Script: q,
+		ServedModel: "router-served-model", SessionIdleTimeout: idle})
 	ctx := t.Context()
-	p, err := provider.New(provider.Options{BaseURL: b.url, BearerToken: "live-bearer",
+	p, err := provider.New(provider.Options{BaseURL: l.URL, BearerToken: harnesstest.Bearer,
 		DefaultModel: "claude-code/claude-sonnet-4-5", BodyTimeout: 3 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -48,11 +50,6 @@ func TestLive_ClaudeClientPlainTurnsIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	const session = "live-idle-conv"
-	track := func(runID string) {
-		b.mu.Lock()
-		b.runs = append(b.runs, runID)
-		b.mu.Unlock()
-	}
 	stream := func(prompt string) (text string, final provider.Event) {
 		t.Helper()
 		for ev, err := range env.Stream(ctx, provider.Turn{Prompt: prompt, SessionID: session}) {
@@ -62,7 +59,6 @@ func TestLive_ClaudeClientPlainTurnsIdle(t *testing.T) {
 			text += ev.Delta
 			final = ev
 		}
-		track(final.RunID)
 		return text, final
 	}
 
@@ -74,7 +70,6 @@ func TestLive_ClaudeClientPlainTurnsIdle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Dispatch without TurnID: %v", err)
 	}
-	track(ref.ControlRef.RunID)
 	s, err := env.Session(session, provider.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -84,32 +79,32 @@ func TestLive_ClaudeClientPlainTurnsIdle(t *testing.T) {
 		t.Fatalf("Result of the dispatched turn = %+v, %v, want %q from run %s", res, err, answer2, ref.ControlRef.RunID)
 	}
 	ended := time.Now()
-	g1, g2 := b.pgid(t, end1.RunID), b.pgid(t, res.RunID)
-	if g1 != g2 || !groupAlive(g2) {
-		t.Fatalf("the streamed and dispatched turns ran in process groups %d and %d (alive %v), want one live process", g1, g2, groupAlive(g2))
+	g1, g2 := l.RunGroup(t, end1.RunID), l.RunGroup(t, res.RunID)
+	if g1 != g2 || !harnesstest.GroupAlive(g2) {
+		t.Fatalf("the streamed and dispatched turns ran in process groups %d and %d (alive %v), want one live process", g1, g2, harnesstest.GroupAlive(g2))
 	}
 
 	t.Logf("the idle session process holds %d KiB of resident memory", groupRSS(g2))
 	// Idle past the timeout: the process is released.
-	waitGone(t, g2)
+	harnesstest.WaitGone(t, g2)
 	t.Logf("idle process released %v after its last turn (SessionIdleTimeout %v)", time.Since(ended).Round(10*time.Millisecond), idle)
 
-	from := len(stub.Requests())
+	from := len(l.Stub.Requests())
 	text3, end3 := stream("Which word did I ask you to remember?")
 	if end3.Status != provider.StatusCompleted || text3 != answer3 {
 		t.Fatalf("turn after the release = %q ending %+v, want %q completed", text3, end3, answer3)
 	}
-	g3 := b.pgid(t, end3.RunID)
+	g3 := l.RunGroup(t, end3.RunID)
 	if g3 == g2 {
 		t.Fatalf("turn after the release ran in the released process group %d", g3)
 	}
-	reqs := mainRequests(stub, from)
+	reqs := harnesstest.MainRequests(l.Stub, from)
 	if len(reqs) != 1 {
 		t.Fatalf("the resumed turn made %d model requests, want 1", len(reqs))
 	}
 	for _, prior := range []string{word, answer1, answer2} {
-		if !bytes.Contains(reqs[0].Body, []byte(prior)) {
-			t.Errorf("the resumed turn's model request lacks %q from the earlier turns:\n%s", prior, lastBytes(string(reqs[0].Body), 2000))
+		if body := reqs[0].Body; !bytes.Contains(body, []byte(prior)) {
+			t.Errorf("the resumed turn's model request lacks %q from the earlier turns; it ends:\n%s", prior, body[max(0, len(body)-2000):])
 		}
 	}
 
@@ -117,7 +112,7 @@ func TestLive_ClaudeClientPlainTurnsIdle(t *testing.T) {
 		t.Fatalf("Destroy: %v", err)
 	}
 	destroyed := time.Now()
-	waitGone(t, g3)
+	harnesstest.WaitGone(t, g3)
 	if d := time.Since(destroyed); d > idle+10*time.Second {
 		t.Errorf("the process outlived Destroy by %v, want about SessionIdleTimeout %v", d, idle)
 	}
@@ -127,7 +122,7 @@ func TestLive_ClaudeClientPlainTurnsIdle(t *testing.T) {
 // groupRSS is the resident memory of the process group's members, in KiB.
 func groupRSS(pgid int) int {
 	total := 0
-	for _, pid := range groupMembers(pgid) {
+	for _, pid := range harnesstest.GroupMembers(pgid) {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		for _, line := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
