@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
@@ -229,21 +230,67 @@ func (d *decoder) finishCanonical(ctx context.Context) error {
 	if s.Status != want {
 		return d.protocolErr(fmt.Sprintf("cli-bridge canonical terminal status %q contradicts retained run status %q", d.terminal.Status, s.Status))
 	}
-	if !d.yield(*d.terminal) {
+	if !d.covered(d.terminal.ID, 0) && !d.yield(*d.terminal) {
 		return errStopped
 	}
-	if d.terminal.Status != StatusCompleted {
+	if d.terminal.Status != StatusCompleted || d.covered(d.terminal.ID, 1) {
 		return nil
 	}
-	// A completed turn ends with its result, as a chat stream's does.
+	// A completed turn ends with its result, as a chat stream's does: the
+	// event after its terminal status (id STATUS:1), with the totals of the
+	// whole turn. A reader that resumed from a cursor read only the events
+	// after it, so its result is the one a reader from the start gets.
 	result := Event{Type: EventResult, FinalText: d.text, FinishReason: cmp.Or(d.finishReason, wire.FinishStop),
 		Usage: d.usage, ModelRequests: d.requests, ProviderModels: d.models, Status: StatusCompleted,
 		RunID: d.ref.RunID, SessionID: d.ref.SessionID, ExecutionID: d.ref.ExecutionID}
 	if d.terminal.ID != "" {
 		result.ID = d.terminal.ID + ":1"
 	}
+	if d.resumed() {
+		full, ok, err := d.fullResult(ctx)
+		if err != nil {
+			return err
+		}
+		if ok {
+			result = full
+		}
+	}
 	if !d.yield(result) {
 		return errStopped
 	}
 	return nil
+}
+
+// resumedAtEnd finishes a stream that had nothing after its cursor: when
+// the cursor is a retained run's terminal status, the result after it
+// (STATUS:1) is still to be read.
+func (d *decoder) resumedAtEnd(ctx context.Context) error {
+	if !d.resumed() {
+		return nil
+	}
+	full, ok, err := d.fullResult(ctx)
+	if err != nil || !ok {
+		return err
+	}
+	if frame, _, _ := strings.Cut(full.ID, ":"); frame != d.cur.server || d.covered(frame, 1) {
+		return nil
+	}
+	if !d.yield(full) {
+		return errStopped
+	}
+	return nil
+}
+
+// fullResult replays a retained run from its first event and returns the
+// result a reader from the start gets; ok is false when the run is not a
+// retained one or did not complete.
+func (d *decoder) fullResult(ctx context.Context) (res Event, ok bool, err error) {
+	var sr streamResult
+	err = d.c.streamRun(ctx, d.r, streamSpec{op: d.spec.op, since: "0"}, &sr, func(ev Event) bool {
+		if ev.Type == EventResult {
+			res, ok = ev, true
+		}
+		return true
+	})
+	return res, ok && sr.canonical, err
 }

@@ -206,3 +206,68 @@ func TestNative_sandboxRejectedBeforeSession(t *testing.T) {
 		t.Errorf("retained session creates = %d, want 0", n)
 	}
 }
+
+// TestNative_resumedResult reads a completed native turn again from each
+// cursor: every read ends with the one result the full replay ends with
+// (id 4:1, the whole turn's text and usage), and none repeats an event the
+// cursor covered.
+func TestNative_resumedResult(t *testing.T) {
+	f, _ := nativeFake(t)
+	p := f.provider(t, func(o *Options) { o.DefaultModel = "" })
+	env, err := p.Create(t.Context(), CreateRequest{Profile: Profile{Name: "pi", Harness: "pi", Model: ProfileModel{Default: "gpt-5", Provider: "openai"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drain(env.Stream(t.Context(), Turn{Prompt: "x", SessionID: "pi-session", TurnID: "t1", ExecutionID: "pi-exec-1"})); err != nil {
+		t.Fatal(err)
+	}
+	s, err := env.Session("pi-session", SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(since string) []Event {
+		t.Helper()
+		var out []Event
+		for ev, err := range s.Events(t.Context(), since) {
+			if err != nil {
+				t.Fatalf("Events(%q): %v", since, err)
+			}
+			out = append(out, ev)
+		}
+		return out
+	}
+	full := read("")
+	ids := func(evs []Event) (out []string) {
+		for _, ev := range evs {
+			out = append(out, ev.ID)
+		}
+		return out
+	}
+	if got := strings.Join(ids(full), " "); got != "1 2 3 4 4:1" {
+		t.Fatalf("full replay ids = %s, want 1 2 3 4 4:1", got)
+	}
+	want := full[len(full)-1]
+	for _, tt := range []struct {
+		since string
+		ids   string
+	}{
+		{"2", "3 4 4:1"},
+		{"3", "4 4:1"},
+		{"4", "4:1"},
+		{"4:0", "4:1"},
+		{"4:1", ""},
+	} {
+		got := read(tt.since)
+		if strings.Join(ids(got), " ") != tt.ids {
+			t.Errorf("Events(after %s) ids = %v, want %s", tt.since, ids(got), tt.ids)
+			continue
+		}
+		if len(got) == 0 {
+			continue
+		}
+		if last := got[len(got)-1]; last.Type != EventResult || last.FinalText != want.FinalText || last.FinalText != "Hi" ||
+			last.Usage == nil || *last.Usage != *want.Usage {
+			t.Errorf("Events(after %s) result = %+v, want the full replay's %+v", tt.since, last, want)
+		}
+	}
+}

@@ -65,8 +65,9 @@ type streamSpec struct {
 // streamResult tells the caller what happened before an error, so it can
 // decide on cleanup.
 type streamResult struct {
-	admitted bool // the bridge answered 2xx and the identity bound
-	rejected bool // the bridge answered non-2xx: nothing was admitted
+	admitted  bool // the bridge answered 2xx and the identity bound
+	rejected  bool // the bridge answered non-2xx: nothing was admitted
+	canonical bool // the stream was a retained run's canonical one
 }
 
 // openStream sends the stream request and binds the answer's identity.
@@ -131,6 +132,7 @@ func (c *client) streamRun(ctx context.Context, r *run, spec streamSpec, res *st
 			return err
 		}
 	}
+	res.canonical = d.format == "canonical"
 	return d.finish(ctx)
 }
 
@@ -207,6 +209,17 @@ func (d *decoder) frame(f frame) error {
 	return d.legacy(f)
 }
 
+// covered reports whether a composite cursor already covered the event
+// at index idx of frame frameID.
+func (d *decoder) covered(frameID string, idx int) bool {
+	return frameID != "" && d.cur.skipFrame == frameID && idx <= d.cur.skipIndex
+}
+
+// resumed reports whether the stream started after the run's first event.
+func (d *decoder) resumed() bool {
+	return d.cur.skipFrame != "" || d.cur.server != "" && d.cur.server != "0"
+}
+
 // emit gives events their cursor ids and run coordinates, skips the ones a
 // composite cursor already covered, and yields them.
 func (d *decoder) emit(frameID string, events []Event) error {
@@ -223,7 +236,7 @@ func (d *decoder) emit(frameID string, events []Event) error {
 				idx = n
 			}
 		}
-		if frameID != "" && d.cur.skipFrame == frameID && idx <= d.cur.skipIndex {
+		if d.covered(frameID, idx) {
 			continue
 		}
 		ev.RunID, ev.SessionID, ev.ExecutionID = d.ref.RunID, d.ref.SessionID, d.ref.ExecutionID
@@ -357,8 +370,10 @@ func (d *decoder) finish(ctx context.Context) error {
 	}
 	if !d.sawDone {
 		if !d.spec.direct && d.cur.set && d.format == "" {
-			_, err := d.c.terminalSnapshot(ctx, op, d.r)
-			return err
+			if _, err := d.c.terminalSnapshot(ctx, op, d.r); err != nil {
+				return err
+			}
+			return d.resumedAtEnd(ctx)
 		}
 		return &TransportError{Op: op, Err: errors.New("cli-bridge stream ended without the [DONE] protocol marker")}
 	}
