@@ -301,6 +301,22 @@ func (l *Live) ModelRequests() []routerstub.Request {
 	return out
 }
 
+// WaitModelRequests polls the stub until it has seen n model requests,
+// failing t when within does not bring them.
+func (l *Live) WaitModelRequests(t *testing.T, n int, within time.Duration) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(within)
+	for len(l.ModelRequests()) < n {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("the stub saw %d model requests within %v, want %d", len(l.ModelRequests()), within, n)
+		}
+	}
+}
+
 // StubUsage sums the usage the stub reported for model requests from
 // request seq after (exclusive) on.
 func (l *Live) StubUsage(after int) (in, out int64, requests int) {

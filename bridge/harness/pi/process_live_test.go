@@ -67,11 +67,7 @@ func TestLive_PiSessionProcess(t *testing.T) {
 			adm := postTurn(t, l, "pp", "3", "third", "box", "env-1")
 			br := bufio.NewReader(l.Do(t, "GET", "/v1/runs/"+adm.Run.ID+"/events", "").Body)
 			readFrames(t, br, func(f frame) bool { return f.Type == "status" })
-			for deadline := time.Now().Add(30 * time.Second); len(l.ModelRequests()) < 3; time.Sleep(20 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the stub saw %d model requests, want the stalled third", len(l.ModelRequests()))
-				}
-			}
+			l.WaitModelRequests(t, 3, 30*time.Second) // the stalled third
 			start := time.Now()
 			if resp := l.Do(t, "POST", "/v1/runs/"+adm.Run.ID+"/cancel?wait_ms=20000", ""); resp.StatusCode != http.StatusOK {
 				t.Fatalf("cancel = %d", resp.StatusCode)
