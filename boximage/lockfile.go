@@ -1,10 +1,9 @@
 package boximage
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 
+	"github.com/tangle-network/boxctl/internal/npmlock"
 	"github.com/tangle-network/boxctl/pins"
 )
 
@@ -28,44 +27,11 @@ func RenderLockfile(h pins.Harness) (packageJSON, packageLock []byte, err error)
 		Dependencies map[string]string `json:"dependencies"`
 	}
 	root := manifest{Name: name, Version: "0.0.0", Private: true, Dependencies: deps}
-	if packageJSON, err = marshal(root); err != nil {
+	if packageJSON, err = npmlock.Marshal(root); err != nil {
 		return nil, nil, fmt.Errorf("lockfile %s: %w", h.Name, err)
 	}
-
-	type rootEntry struct {
-		Name         string            `json:"name"`
-		Version      string            `json:"version"`
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	rootRaw, err := json.Marshal(rootEntry{Name: name, Version: "0.0.0", Dependencies: deps})
-	if err != nil {
-		return nil, nil, fmt.Errorf("lockfile %s: %w", h.Name, err)
-	}
-	packages := make(map[string]json.RawMessage, len(h.Lock.Packages)+1)
-	for k, v := range h.Lock.Packages {
-		packages[k] = v
-	}
-	packages[""] = rootRaw
-	lock := struct {
-		Name            string                     `json:"name"`
-		Version         string                     `json:"version"`
-		LockfileVersion int                        `json:"lockfileVersion"`
-		Requires        bool                       `json:"requires"`
-		Packages        map[string]json.RawMessage `json:"packages"`
-	}{name, "0.0.0", 3, true, packages}
-	if packageLock, err = marshal(lock); err != nil {
+	if packageLock, err = npmlock.Lock(name, deps, h.Lock.Packages); err != nil {
 		return nil, nil, fmt.Errorf("lockfile %s: %w", h.Name, err)
 	}
 	return packageJSON, packageLock, nil
-}
-
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }

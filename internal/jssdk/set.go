@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tangle-network/boxctl/internal/npmlock"
 	"github.com/tangle-network/boxctl/pins"
 )
 
@@ -153,21 +154,8 @@ func (s Set) Files() (packageJSON, packageLock []byte, err error) {
 	if packageJSON, err = marshal(manifest{Name: name, Version: "0.0.0", Private: true, Type: "module", Dependencies: deps}); err != nil {
 		return nil, nil, err
 	}
-	root, err := json.Marshal(manifest{Name: name, Version: "0.0.0", Dependencies: deps})
-	if err != nil {
-		return nil, nil, err
-	}
-	packages := maps.Clone(s.Lock.Packages)
-	packages[""] = root
-	lock := struct {
-		Name            string                     `json:"name"`
-		Version         string                     `json:"version"`
-		LockfileVersion int                        `json:"lockfileVersion"`
-		Requires        bool                       `json:"requires"`
-		Packages        map[string]json.RawMessage `json:"packages"`
-	}{name, "0.0.0", 3, true, packages}
-	if packageLock, err = marshal(lock); err != nil {
-		return nil, nil, err
+	if packageLock, err = npmlock.Lock(name, deps, s.Lock.Packages); err != nil {
+		return nil, nil, fmt.Errorf("jssdk: %w", err)
 	}
 	return packageJSON, packageLock, nil
 }
@@ -230,14 +218,11 @@ func Relock(ctx context.Context, npm, cache string, s Set) (*pins.Lock, error) {
 }
 
 func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
+	b, err := npmlock.Marshal(v)
+	if err != nil {
 		return nil, fmt.Errorf("jssdk: %w", err)
 	}
-	return buf.Bytes(), nil
+	return b, nil
 }
 
 func tail(s string, n int) string {
