@@ -141,8 +141,10 @@ func (p *execProc) closeStdin() error {
 
 // signal sends sig (a name kill(1) knows: TERM, KILL) to the process, as
 // its own user: the sandbox's root may lack CAP_KILL.
+// A signal sent right after the start waits (up to 5 s, in the box) for the
+// process's pid file, which its wrapper writes once it runs.
 func (s *Server) execSignal(ctx context.Context, p *execProc, sig string) error {
-	res, err := s.runAs(ctx, p.sb, p.user, nil, "sh", "-c", `p=$(cat "$0" 2>/dev/null) && kill -s "$1" "$p"`, p.pidFile, sig)
+	res, err := s.runAs(ctx, p.sb, p.user, nil, "sh", "-c", `i=0; while [ ! -s "$0" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; p=$(cat "$0") && kill -s "$1" "$p"`, p.pidFile, sig)
 	if err != nil {
 		return err
 	}
