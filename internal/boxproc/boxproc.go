@@ -136,7 +136,8 @@ _bxs=$?; rm -f "$_bxf"; exit $_bxs`
 // (empty for the box's). It starts a supervisor in a session of its own,
 // with no tie to the exec's output, which reads the environment from the
 // exec's stdin (ReadEnv), lets go of that stdin, runs "$@" with it and its
-// output in files, records its pid and, when it ends, its exit status
+// output in files (made before it starts, so that Logs finds them as soon
+// as the pid is known), records its pid and, when it ends, its exit status
 // (128+n for a signal n). The script prints the pid once the process
 // runs, or why it did not start, then exits.
 const DetachedSupervisor = `_bxd=$1; _bxw=$2; shift 2
@@ -154,7 +155,8 @@ exec 2>"$_bxd/error"
 exec </dev/null 2>/dev/null
 trap - EXIT
 ` + ExportEnv + `
-"$@" >"$_bxd/stdout" 2>"$_bxd/stderr" & _bxp=$!
+: >"$_bxd/stdout"; : >"$_bxd/stderr"
+"$@" >>"$_bxd/stdout" 2>>"$_bxd/stderr" & _bxp=$!
 ` + UnsetEnv + `
 echo "$_bxp" >"$_bxd/pid"; echo "$_bxp" >"$_bxd/started"
 wait "$_bxp"; _bxs=$?
