@@ -218,9 +218,18 @@ func New(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
 	e.jail = jail.New(jail.Options{Bwrap: e.opts.Bwrap, DataDir: e.opts.DataDir, RouterURL: e.opts.RouterURL,
 		Relay: e.opts.Relay, Logger: e.log})
 	if e.opts.Background {
+		e.wg.Add(1)
 		go func() {
-			e.startErr = e.start(context.WithoutCancel(ctx))
+			defer e.wg.Done()
+			ctx := context.WithoutCancel(ctx)
+			e.startErr = e.start(ctx)
 			close(e.ready)
+			// What the last incarnation left in the store's log is
+			// folded into the database, so that the next start reads
+			// little of it.
+			if err := e.store.Checkpoint(ctx); err != nil {
+				e.log.Warn("checkpoint after the start", "err", err)
+			}
 		}()
 		return e, nil
 	}
@@ -328,8 +337,9 @@ func (e *Engine) restartFrames(ctx context.Context, r store.Run) ([][]byte, erro
 // retained sessions idle for the store's SessionIdle
 // (store.CloseIdleSessions) and ends what still serves them, as closing
 // one through CloseSession does; then it runs store.Prune and removes the
-// harness state directories of the sessions the store forgot. The bridge
-// calls it periodically.
+// harness state directories of the sessions the store forgot, and
+// checkpoints the store (store.Checkpoint). The bridge calls it
+// periodically.
 func (e *Engine) Prune(ctx context.Context) error {
 	closed, err := e.store.CloseIdleSessions(ctx)
 	for _, id := range closed {
@@ -341,6 +351,9 @@ func (e *Engine) Prune(ctx context.Context) error {
 	}
 	st, err := e.store.Prune(ctx)
 	removed := e.removeSessionDirs(st.Forgotten)
+	if cerr := e.store.Checkpoint(ctx); cerr != nil {
+		e.log.Warn("checkpoint", "err", cerr)
+	}
 	if !st.Empty() || len(closed) > 0 {
 		e.log.Debug("pruned", "sessions_closed", len(closed), "replay_expired", st.ReplayExpired, "runs", st.Runs,
 			"turns", st.Turns, "interactions", st.Interactions, "interaction_ops", st.InteractionOps,

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -323,5 +324,37 @@ func TestStore_MigrateOnce(t *testing.T) {
 	}
 	if v := version(s); v != schemaVersion {
 		t.Errorf("user_version after the migration = %d, want %d", v, schemaVersion)
+	}
+}
+
+// TestStore_Checkpoint: a checkpoint moves the committed events from the
+// write-ahead log into the database file.
+func TestStore_Checkpoint(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, _, err := s.CreateRun(ctx, Run{ID: "r", Digest: "d", Harness: "h", Model: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "r", [][]byte{bytes.Repeat([]byte("x"), 256<<10)}); err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		fi, err := os.Stat(filepath.Join(dir, FileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	before := size()
+	if err := s.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := size(); after < before+256<<10 {
+		t.Errorf("database file = %d bytes after the checkpoint (%d before), want the 256 KiB event in it", after, before)
 	}
 }
