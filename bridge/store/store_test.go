@@ -282,15 +282,7 @@ func TestStore_CancellationsAndSessions(t *testing.T) {
 func TestStore_MigrateOnce(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	reopen := func() *Store {
-		t.Helper()
-		s, err := Open(ctx, dir, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
+	reopen := func() *Store { return open(t, dir, Options{}) }
 	version := func(s *Store) int64 {
 		t.Helper()
 		var v int64
@@ -332,11 +324,7 @@ func TestStore_MigrateOnce(t *testing.T) {
 func TestStore_Checkpoint(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := Open(ctx, dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := open(t, dir, Options{})
 	if _, _, err := s.CreateRun(ctx, Run{ID: "r", Digest: "d", Harness: "h", Model: "m"}); err != nil {
 		t.Fatal(err)
 	}
