@@ -38,7 +38,8 @@ var liveHarnesses = []string{"claude-code", "pi"}
 
 // only narrows the harnesses of TestSuite_Live to those it names
 // (comma-separated), for one cell of the matrix: go test ./conformance
-// -run TestSuite_Live -harnesses codex.
+// -run TestSuite_Live/docker -args -harnesses codex. A target that does
+// not run a harness it names fails.
 var only = flag.String("harnesses", "", "run TestSuite_Live only for these harnesses (comma-separated)")
 
 // narrow returns the harnesses of hs that -harnesses names (all of hs
