@@ -42,11 +42,11 @@ var quiet = []string{"account/rateLimits/updated", "remoteControl/status/changed
 // handshake is the stdin a session's process starts with: the initialize
 // request and the initialized notification.
 func handshake() []byte {
-	init := request("boxctl:initialize", "initialize", map[string]any{
+	req := request("boxctl:initialize", "initialize", map[string]any{
 		"clientInfo":   map[string]any{"name": "boxctl", "title": nil, "version": "1"},
 		"capabilities": map[string]any{"experimentalApi": false, "requestAttestation": false, "optOutNotificationMethods": quiet},
 	})
-	return append(init, `{"method":"initialized"}`+"\n"...)
+	return append(req, `{"method":"initialized"}`+"\n"...)
 }
 
 // request encodes a JSON-RPC request line.

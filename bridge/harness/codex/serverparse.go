@@ -73,21 +73,22 @@ type rpcParams struct {
 	ItemID   string `json:"itemId"`
 	Delta    string `json:"delta"`
 	Turn     *struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
-		Error  *struct {
-			Message string `json:"message"`
-		} `json:"error"`
+		ID     string     `json:"id"`
+		Status string     `json:"status"`
+		Error  *turnError `json:"error"`
 	} `json:"turn"`
 	Item       json.RawMessage `json:"item"`
 	TokenUsage *struct {
 		Total breakdown `json:"total"`
 		Last  breakdown `json:"last"`
 	} `json:"tokenUsage"`
-	ToModel string `json:"toModel"`
-	Error   *struct {
-		Message string `json:"message"`
-	} `json:"error"`
+	ToModel string     `json:"toModel"`
+	Error   *turnError `json:"error"`
+}
+
+// turnError is a TurnError: why a turn failed, or what went wrong in it.
+type turnError struct {
+	Message string `json:"message"`
 }
 
 // breakdown is a TokenUsageBreakdown: token counts of the app-server
@@ -282,9 +283,7 @@ func (p *serverParser) item(raw json.RawMessage, completed bool) []harness.Event
 }
 
 // completed ends the turn with Codex's status of it.
-func (p *serverParser) completed(status string, turnErr *struct {
-	Message string `json:"message"`
-}) []harness.Event {
+func (p *serverParser) completed(status string, turnErr *turnError) []harness.Event {
 	switch status {
 	case "completed":
 		p.done = true
