@@ -3,6 +3,8 @@ package conformance_test
 import (
 	"bytes"
 	"context"
+	"flag"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +35,29 @@ var dockerHarnesses = []string{"claude-code", "codex", "gemini", "pi"}
 // liveHarnesses are the harnesses the emulator and Kubernetes targets
 // prove, from the same image, to keep the run's length.
 var liveHarnesses = []string{"claude-code", "pi"}
+
+// only narrows the harnesses of TestSuite_Live to those it names
+// (comma-separated), for one cell of the matrix: go test ./conformance
+// -run TestSuite_Live/docker -args -harnesses codex. A target that does
+// not run a harness it names fails.
+var only = flag.String("harnesses", "", "run TestSuite_Live only for these harnesses (comma-separated)")
+
+// narrow returns the harnesses of hs that -harnesses names (all of hs
+// without it).
+func narrow(t *testing.T, hs []string) []string {
+	t.Helper()
+	if *only == "" {
+		return hs
+	}
+	var out []string
+	for _, h := range strings.Split(*only, ",") {
+		if h = strings.TrimSpace(h); !slices.Contains(hs, h) {
+			t.Fatalf("-harnesses names %q, which the target does not run (it runs %v)", h, hs)
+		}
+		out = append(out, h)
+	}
+	return out
+}
 
 // world is what the live tests share: the Docker vendor and the local
 // endpoint on the boxes' network.
@@ -134,8 +159,9 @@ func TestSuite_Live(t *testing.T) {
 	for _, tg := range targets {
 		t.Run(tg.name, func(t *testing.T) {
 			target := tg.make(t, w, boxtest.Options{Harnesses: allHarnesses})
-			rep := run(t, target, conformance.Options{Harnesses: tg.harnesses})
-			if got, want := len(rep.Results), len(conformance.Cases())*len(tg.harnesses); got != want {
+			harnesses := narrow(t, tg.harnesses)
+			rep := run(t, target, conformance.Options{Harnesses: harnesses})
+			if got, want := len(rep.Results), len(conformance.Cases())*len(harnesses); got != want {
 				t.Errorf("%d results, want %d", got, want)
 			}
 			for _, res := range rep.Results {

@@ -29,7 +29,11 @@
 // terminal event; between turns it waits SessionIdleTimeout, and at most
 // MaxSessionProcs wait at once (the one idle longest is ended). A process
 // that died is replaced by a fresh one resuming the session, and each run
-// records the process's group and marker for crash recovery.
+// records the process's group and marker for crash recovery. A parser
+// that converses with its harness (harness.Replier: a JSON-RPC CLI whose
+// turn starts only once the bridge has the reply to an earlier request)
+// has its replies written to the process after each line, and is asked
+// for the line that interrupts its turn.
 //
 // Crash recovery: New ends every run the store still marks running: it
 // kills leftover processes of the previous incarnation (found by the
