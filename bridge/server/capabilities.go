@@ -83,9 +83,13 @@ func Capabilities(a harness.Adapter) wire.Capabilities {
 		}
 	}
 	if _, ok := a.(harness.Retained); ok && c.RetainedControl != nil && claimsInteractions(a) {
+		fields := []string{wire.FieldSelect}
+		if fr, ok := a.(harness.FeedbackRelayer); ok && fr.RelaysFeedback() {
+			fields = append(fields, wire.FieldText)
+		}
 		c.Interactions = &wire.InteractionCaps{
 			Kinds:               []string{wire.InteractionKindPermission},
-			AnswerFieldTypes:    []string{wire.FieldSelect, wire.FieldText},
+			AnswerFieldTypes:    fields,
 			ResponseScopes:      []string{wire.ScopeInteraction},
 			Replay:              true,
 			ResponseIdempotency: true,
