@@ -76,7 +76,8 @@ func (e *Engine) question(ctx context.Context, l *liveRun, rr *retainedRun, req 
 		return nil
 	}
 	id := "perm-" + strconv.Itoa(n)
-	ir, err := interactionRequest(q, id, run)
+	fr, _ := rr.adapter.(harness.FeedbackRelayer)
+	ir, err := interactionRequest(q, id, run, fr != nil && fr.RelaysFeedback())
 	if err != nil {
 		log.Error("build interaction request", "err", err)
 		if line, err := rr.adapter.Answer(q, false, "the bridge could not present this request"); err == nil {

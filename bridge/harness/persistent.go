@@ -29,6 +29,15 @@ type ConcurrentQuestioner interface {
 	ConcurrentQuestions() bool
 }
 
+// FeedbackRelayer is implemented by retained adapters whose refusal of a
+// tool hands the answer's feedback text to the harness (Claude Code shows
+// the model why). Only their permission interactions offer the optional
+// feedback field; a harness that takes a bare choice (Pi) gets the grant
+// alone.
+type FeedbackRelayer interface {
+	RelaysFeedback() bool
+}
+
 // Steerer is implemented by persistent adapters whose CLI takes more
 // input for the turn it is running (POST /v1/sessions/:id/steer).
 type Steerer interface {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -63,6 +64,10 @@ type Options struct {
 	// ProbeEnv is the environment of health probes (default: none but PATH
 	// and HOME of the bridge).
 	ProbeEnv []string
+	// DataDir is the bridge's data directory; workspace checkpoints and
+	// forks are kept under it, and a copied workspace leaves it out
+	// (required for the workspace routes).
+	DataDir string
 	// ProfilesDir holds the profile catalog GET /v1/profiles lists, one
 	// <id>.json per profile, read once at start ("": none).
 	ProfilesDir string
@@ -85,6 +90,7 @@ type Server struct {
 	mux      *http.ServeMux
 	profiles []profileEntry
 	queue    inputQueue
+	counts   contextCounts
 }
 
 // New returns a server.
@@ -122,6 +128,13 @@ func New(opts Options) (*Server, error) {
 	if opts.InputQueueTimeout <= 0 {
 		opts.InputQueueTimeout = DefaultInputQueueTimeout
 	}
+	if opts.DataDir != "" {
+		abs, err := filepath.Abs(opts.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("server: data dir: %w", err)
+		}
+		opts.DataDir = abs
+	}
 	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
 	s.health = newHealthCache(opts)
 	var err error
@@ -155,6 +168,15 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /openapi.json", s.openAPI)
 	s.mux.HandleFunc("GET /v1/profiles", s.listProfiles)
 	s.mux.HandleFunc("GET /v1/profiles/{id}", s.getProfile)
+	s.mux.HandleFunc("POST /v1/workspace/checkpoints", s.createCheckpoint)
+	s.mux.HandleFunc("POST /v1/workspace/checkpoints/lookup", s.lookupCheckpoint)
+	s.mux.HandleFunc("POST /v1/workspace/checkpoints/delete", s.deleteCheckpoint)
+	s.mux.HandleFunc("POST /v1/workspace/forks", s.createFork)
+	s.mux.HandleFunc("POST /v1/workspace/forks/lookup", s.lookupFork)
+	s.mux.HandleFunc("POST /v1/workspace/forks/destroy", s.destroyFork)
+	s.mux.HandleFunc("GET /v1/workspace/forks/{id}", s.getFork)
+	s.mux.HandleFunc("POST /v1/context/plans", s.planContext)
+	s.mux.HandleFunc("POST /v1/context/transfers", s.transferContext)
 	s.mux.HandleFunc("/", s.notFound)
 	return s, nil
 }
@@ -167,7 +189,10 @@ var endpoints = []string{"GET /", "GET /health", "GET /metrics", "GET /v1/models
 	"POST /v1/sessions/:id/cancel", "POST /v1/sessions/:id/close", "POST /v1/sessions/:id/continue",
 	"POST /v1/sessions/:id/input", "POST /v1/sessions/:id/steer", "POST /v1/sessions/:id/detach",
 	"GET /v1/sessions/:id/status", "GET /v1/sessions/:id/transcript", "DELETE /v1/sessions/:id",
-	"GET /v1/profiles", "GET /v1/profiles/:id", "GET /openapi.json"}
+	"GET /v1/profiles", "GET /v1/profiles/:id", "GET /openapi.json",
+	"POST /v1/workspace/checkpoints", "POST /v1/workspace/checkpoints/lookup", "POST /v1/workspace/checkpoints/delete",
+	"POST /v1/workspace/forks", "POST /v1/workspace/forks/lookup", "POST /v1/workspace/forks/destroy",
+	"GET /v1/workspace/forks/:id", "POST /v1/context/plans", "POST /v1/context/transfers"}
 
 // ServeHTTP bounds the request body's arrival, authenticates, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

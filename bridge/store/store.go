@@ -197,7 +197,7 @@ CREATE INDEX IF NOT EXISTS cancellations_created ON cancellations(created_at);
 func (s *Store) migrate(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.w.ExecContext(ctx, schema+retainedSchema+interactionSchema+continueSchema+activitySchema); err != nil {
+	if _, err := s.w.ExecContext(ctx, schema+retainedSchema+interactionSchema+continueSchema+activitySchema+branchSchema); err != nil {
 		return fmt.Errorf("migrate store: %w", err)
 	}
 	return nil
