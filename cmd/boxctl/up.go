@@ -42,6 +42,7 @@ type upOptions struct {
 	lifetime   time.Duration
 	router     string
 	showBearer bool
+	timings    bool
 
 	// Resolved by resolve: the Router, unless routerLocal.
 	routerURL, routerKey string
@@ -81,6 +82,7 @@ The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.j
 	f.DurationVar(&o.lifetime, "lifetime", o.lifetime, "how long the box lives; it ends by itself then")
 	f.StringVar(&o.router, "router", "", `model Router URL (key in $`+routerKeyVar+`), or "local" for a local model endpoint (default: $`+routerURLEnv+`)`)
 	f.BoolVar(&o.showBearer, "show-bearer", false, "also print the bridge's bearer token (a secret)")
+	f.BoolVar(&o.timings, "timings", false, "also print how long each phase of the create took")
 	_ = cmd.RegisterFlagCompletionFunc("target", cobra.FixedCompletions(boxTargets, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -144,11 +146,13 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 		rec.Router, router = lr, sandbox.Router{URL: lr.URL, Key: key}
 		a.log.Info("local model endpoint started", "url", lr.URL, "pid", lr.PID)
 	}
+	var phases []sandbox.Phase
 	rec, err = s.Create(ctx, v, rec, func(ctx context.Context, tag string) (sandbox.Reference, error) {
-		env, err := createBox(ctx, a, v, o, tag, s.Owner(), router)
+		env, err := createBox(ctx, a, v, o, tag, s.Owner(), router, a.eventSink(s))
 		if err != nil {
 			return sandbox.Reference{}, err
 		}
+		phases = env.Timings()
 		ref := env.Reference()
 		_ = env.Close(context.WithoutCancel(ctx))
 		return ref, nil
@@ -156,13 +160,13 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 	if err != nil {
 		return err
 	}
-	return printUp(a, o, rec)
+	return printUp(a, o, rec, phases)
 }
 
 // createBox makes the box through the sandbox provider.
-func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag, owner string, router sandbox.Router) (*sandbox.Environment, error) {
+func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag, owner string, router sandbox.Router, onEvent func(sandbox.Event)) (*sandbox.Environment, error) {
 	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: o.image, Router: router, Lifetime: o.lifetime,
-		RunTag: tag, Owner: owner, Logger: a.log})
+		RunTag: tag, Owner: owner, Logger: a.log, OnEvent: onEvent})
 	if err != nil {
 		return nil, err
 	}
