@@ -39,8 +39,11 @@ func (s *Store) Events() *EventLog {
 // Path is the event log's file.
 func (l *EventLog) Path() string { return l.path }
 
-// Append adds ev as one line.
+// Append adds ev as one line, stamped now when its Time is zero.
 func (l *EventLog) Append(ev sandbox.Event) error {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("event log: %w", err)

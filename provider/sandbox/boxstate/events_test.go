@@ -77,8 +77,12 @@ func TestEventLog_ConcurrentAppendsAndPartialLine(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := len(readAll(t, l)); got != 20 {
-		t.Fatalf("read %d events, want 20", got)
+	evs := readAll(t, l)
+	if len(evs) != 20 {
+		t.Fatalf("read %d events, want 20", len(evs))
+	}
+	if evs[0].Time.IsZero() {
+		t.Error("Append left an event without a time")
 	}
 	// A line a writer has not finished is not read yet.
 	f, err := os.OpenFile(l.Path(), os.O_WRONLY|os.O_APPEND, 0)
