@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tangle-network/boxctl/boximage"
+	"github.com/tangle-network/boxctl/internal/tracing"
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -43,6 +44,7 @@ type upOptions struct {
 	router     string
 	showBearer bool
 	timings    bool
+	bridgeOTLP string
 
 	// Resolved by resolve: the Router, unless routerLocal.
 	routerURL, routerKey string
@@ -83,6 +85,7 @@ The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.j
 	f.StringVar(&o.router, "router", "", `model Router URL (key in $`+routerKeyVar+`), or "local" for a local model endpoint (default: $`+routerURLEnv+`)`)
 	f.BoolVar(&o.showBearer, "show-bearer", false, "also print the bridge's bearer token (a secret)")
 	f.BoolVar(&o.timings, "timings", false, "also print how long each phase of the create took")
+	f.StringVar(&o.bridgeOTLP, "bridge-otlp", "", "OTLP/HTTP endpoint the bridge in the box exports its spans to (one the box reaches)")
 	_ = cmd.RegisterFlagCompletionFunc("target", cobra.FixedCompletions(boxTargets, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -102,6 +105,11 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 		return usageErrorf("--git-ref goes with --repo")
 	case strings.HasPrefix(o.repo, "-") || strings.HasPrefix(o.gitRef, "-"):
 		return usageErrorf("--repo and --git-ref must not start with '-'")
+	}
+	if o.bridgeOTLP != "" {
+		if err := sandbox.CheckRouterURL(o.bridgeOTLP); err != nil {
+			return usageErrorf("--bridge-otlp: %v", err)
+		}
 	}
 	p, err := pins.Load()
 	if err != nil {
@@ -165,8 +173,12 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 
 // createBox makes the box through the sandbox provider.
 func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag, owner string, router sandbox.Router, onEvent func(sandbox.Event)) (*sandbox.Environment, error) {
+	var bridgeEnv map[string]string
+	if o.bridgeOTLP != "" {
+		bridgeEnv = map[string]string{tracing.EndpointEnv: o.bridgeOTLP}
+	}
 	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: o.image, Router: router, Lifetime: o.lifetime,
-		RunTag: tag, Owner: owner, Logger: a.log, OnEvent: onEvent})
+		RunTag: tag, Owner: owner, Logger: a.log, OnEvent: onEvent, BridgeEnv: bridgeEnv})
 	if err != nil {
 		return nil, err
 	}
