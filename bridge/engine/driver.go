@@ -79,6 +79,7 @@ type driver struct {
 // A failed commit stops the turn with stopReason TypeServerError.
 func (d *driver) run() {
 	e, proc := d.e, d.proc
+	d.l.awaitOutput()
 	commits := make(chan [][]byte)
 	commitErr := make(chan error, 1)
 	committed := make(chan struct{})
@@ -130,6 +131,7 @@ func (d *driver) run() {
 				continue
 			}
 			d.heard = true
+			d.l.heard()
 			d.idle.Reset(e.opts.IdleTimeout)
 			pending = append(pending, d.handle(line)...)
 		drain:

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tangle-network/boxctl/bridge/harness"
 	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/store"
@@ -171,6 +173,12 @@ type liveRun struct {
 	cancelOnce             sync.Once
 	cancelReason           atomic.Value // string: wire error type of the stop
 	readers                atomic.Int32
+	// tctx carries span, the run's "bridge.run" span (a child of its
+	// admission's), which ends with the run.
+	tctx context.Context
+	span trace.Span
+	// first is the wait for the harness's first output line.
+	first trace.Span
 }
 
 func (l *liveRun) stop(reason string) bool {
@@ -331,6 +339,8 @@ type StartRequest struct {
 // Start starts a run, or attaches to the run already bound to the same id
 // and digest (created false). It returns the stored run.
 func (e *Engine) Start(ctx context.Context, req StartRequest) (_ store.Run, created bool, err error) {
+	ctx, span := admissionSpan(ctx, req.RunID, req.Backend)
+	defer func() { endAdmission(span, err) }()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -375,6 +385,7 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (_ store.Run, crea
 	}
 	l := &liveRun{id: req.RunID, sessionID: req.SessionID, harness: harnessName, bc: newBroadcast(),
 		done: make(chan struct{}), cancel: make(chan struct{})}
+	l.startTrace(ctx)
 	e.live[req.RunID] = l
 	e.wg.Add(1)
 	go func() {

@@ -75,6 +75,7 @@ func (t *retainedTurn) finish(f store.Finish, last func() [][]byte) {
 	e.mu.Lock()
 	delete(e.live, l.id)
 	e.mu.Unlock()
+	l.endTrace(string(f.Status), f.ErrType)
 	close(l.done)
 	l.bc.notify()
 	e.NotifySession(l.sessionID)

@@ -33,7 +33,9 @@ func (e *Engine) executeRetained(l *liveRun, rr *retainedRun, req TurnRequest, r
 		rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
 		return
 	}
+	started := l.spawnSpan(b.Bin)
 	proc, err := e.spawnJailed(b.Adapter.Name(), spec, MarkerVar+"="+l.id, rt.prep)
+	started(err)
 	if err != nil {
 		rt.fail("failed", wire.TypeHarnessUnavailable, "start "+b.Adapter.Name()+": "+redact(err.Error(), e.opts.Secrets))
 		return

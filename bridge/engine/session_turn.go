@@ -50,7 +50,10 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 		reused := true
 		if sp = e.takeSessionProc(key, fp); sp == nil {
 			reused = false
-			if sp, err = e.startSessionProc(turn, pa, key, fp, l.id, rt.prep); err != nil {
+			started := l.spawnSpan(turn.Bin)
+			sp, err = e.startSessionProc(turn, pa, key, fp, l.id, rt.prep)
+			started(err)
+			if err != nil {
 				rt.fail("failed", wire.TypeHarnessUnavailable, "start "+name+": "+redact(err.Error(), e.opts.Secrets))
 				return
 			}

@@ -15,8 +15,12 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tangle-network/boxctl/bridge/engine"
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/tracing"
 )
 
 // Defaults of Options.
@@ -201,8 +205,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.TypeInvalidAuthentication, "missing or invalid bearer token")
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	ctx := tracing.Extract(r.Context(), r.Header)
+	if !trace.SpanContextFromContext(ctx).IsRemote() && r.URL.Path == "/health" {
+		s.mux.ServeHTTP(w, r) // an untraced readiness poll makes no span
+		return
+	}
+	ctx, span := tracer.Start(ctx, "bridge "+r.Method, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+	defer span.End()
+	s.mux.ServeHTTP(w, r.WithContext(ctx))
 }
+
+// tracer makes the bridge's spans: one per request (a child of the
+// caller's traceparent), its admission, and the harness's run.
+var tracer = tracing.Tracer("bridge/server")
 
 func (s *Server) authorized(r *http.Request) bool {
 	h := r.Header.Get("Authorization")
