@@ -29,7 +29,7 @@ const (
 	DefaultKeepalive    = 15 * time.Second
 	DefaultHealthTTL    = 30 * time.Second
 	DefaultCancelWait   = 30 * time.Second
-	DefaultProbeTimeout = 10 * time.Second
+	DefaultProbeTimeout = 30 * time.Second
 	DefaultBodyTimeout  = 60 * time.Second
 
 	DefaultStreamWriteTimeout = 30 * time.Second
@@ -60,7 +60,9 @@ type Options struct {
 	StreamWriteTimeout time.Duration
 	// HealthTTL is how long a ready probe verdict is reused (default 30 s).
 	HealthTTL time.Duration
-	// ProbeTimeout bounds one `<bin> --version` probe (default 10 s).
+	// ProbeTimeout bounds one `<bin> --version` probe (default 30 s: on
+	// a loaded 2-core box the first start of opencode or Gemini CLI takes
+	// 7-22 s).
 	ProbeTimeout time.Duration
 	// CancelWait is how long a cancel waits for the run to end when the
 	// request gives no wait_ms (default 30 s).
