@@ -56,9 +56,9 @@ type driver struct {
 	// stays marks a session's long-lived process: run returns at the
 	// terminal event and leaves it running.
 	stays bool
-	// interrupt, when set, is the stdin line that asks the harness to
-	// stop its turn on a caller's cancel.
-	interrupt []byte
+	// interrupt, when set, returns the stdin line that asks the harness
+	// to stop its turn on a caller's cancel (nil when it cannot yet).
+	interrupt func() []byte
 
 	// stopReason is why the driver stopped the turn ("" when the
 	// harness ended it, or only lingered after its terminal event).
@@ -185,7 +185,11 @@ func (d *driver) run() {
 				continue
 			}
 			reason, _ := d.l.cancelReason.Load().(string)
-			if reason == wire.TypeRunCancelled && d.interrupt != nil && proc.writeStdin(d.interrupt) == nil {
+			var line []byte
+			if d.interrupt != nil {
+				line = d.interrupt()
+			}
+			if reason == wire.TypeRunCancelled && line != nil && proc.writeStdin(line) == nil {
 				// The turn ends with its terminal event; the process stays.
 				d.stopReason, d.interrupted = reason, true
 				killC = time.After(e.opts.KillGrace)

@@ -1,11 +1,8 @@
 package pi_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,27 +14,6 @@ import (
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 )
-
-// createPolicySession creates retained session id on l under an
-// interaction policy, its turns running in cwd.
-func createPolicySession(t *testing.T, l *harnesstest.Live, id, policy, cwd string) {
-	t.Helper()
-	resp := l.Do(t, "POST", "/v1/sessions", fmt.Sprintf(`{"id":%q,"model":%q,"cwd":%q,"interaction_policy":%q}`, id, piModel, cwd, policy))
-	if resp.StatusCode != http.StatusCreated {
-		body, _ := io.ReadAll(resp.Body)
-		t.Fatalf("POST /v1/sessions = %d %s", resp.StatusCode, body)
-	}
-}
-
-// runFrames opens the canonical event stream of run.
-func runFrames(t *testing.T, l *harnesstest.Live, run string) *bufio.Reader {
-	t.Helper()
-	resp := l.Do(t, "GET", "/v1/runs/"+run+"/events", "")
-	t.Cleanup(func() { resp.Body.Close() })
-	return bufio.NewReader(resp.Body)
-}
-
-func askedOrEnded(f frame) bool { return f.Type == "interaction" || terminal(f) }
 
 // bashCall is the model's request to run a shell command that writes
 // marker.
@@ -64,14 +40,14 @@ func TestLive_PiPermissionInteraction(t *testing.T) {
 					AfterTool(routerstub.Text("tool step over"))
 				l := harnesstest.Start(t, harnesstest.Config{Adapter: pi.Adapter{}, Pkg: &pkg, Bin: "pi", Script: q,
 					ServedModel: "router-served-model"})
-				createPolicySession(t, l, "pp1", wire.PolicyInteractive, dir)
-				postTurn(t, l, "pp1", "1", "write the marker", "box", "env-1")
+				l.CreateSession(t, "pp1", piModel, wire.PolicyInteractive, dir)
+				l.PostTurn(t, "pp1", "1", "write the marker", "box", "env-1")
 				run := "pp1-run-1"
-				rd := runFrames(t, l, run)
-				asked := readFrames(t, rd, askedOrEnded)
+				rd := l.RunFrames(t, run)
+				asked := harnesstest.ReadFrames(t, rd, harnesstest.AskedOrEnded)
 				f := asked[len(asked)-1]
 				if f.Type != "interaction" {
-					t.Fatalf("turn ended without an interaction: %q", textOf(asked))
+					t.Fatalf("turn ended without an interaction: %q", harnesstest.TextOf(asked))
 				}
 				if _, err := os.Stat(marker); err == nil {
 					t.Fatal("the command ran before it was answered")
@@ -83,9 +59,9 @@ func TestLive_PiPermissionInteraction(t *testing.T) {
 				if req.Subject.ToolName != "bash" || json.Unmarshal(req.Subject.Input, &input) != nil || !strings.Contains(input.Command, marker) {
 					t.Errorf("interaction subject = %+v, want the bash call with its command", req.Subject)
 				}
-				end := readFrames(t, rd, terminal)
-				if last := end[len(end)-1]; last.Status != "completed" || !strings.Contains(textOf(end), "tool step over") {
-					t.Fatalf("turn ended %q with %q, want completed after the tool step", last.Status, textOf(end))
+				end := harnesstest.ReadFrames(t, rd, harnesstest.Terminal)
+				if last := end[len(end)-1]; last.Status != "completed" || !strings.Contains(harnesstest.TextOf(end), "tool step over") {
+					t.Fatalf("turn ended %q with %q, want completed after the tool step", last.Status, harnesstest.TextOf(end))
 				}
 				data, err := os.ReadFile(marker)
 				switch {
@@ -101,10 +77,10 @@ func TestLive_PiPermissionInteraction(t *testing.T) {
 				// A second turn asks again and is cancelled while asking.
 				os.Remove(marker)
 				q.Push(bashCall(marker))
-				postTurn(t, l, "pp1", "2", "try again", "box", "env-1")
+				l.PostTurn(t, "pp1", "2", "try again", "box", "env-1")
 				run = "pp1-run-2"
-				rd = runFrames(t, l, run)
-				asked = readFrames(t, rd, askedOrEnded)
+				rd = l.RunFrames(t, run)
+				asked = harnesstest.ReadFrames(t, rd, harnesstest.AskedOrEnded)
 				f = asked[len(asked)-1]
 				if f.Type != "interaction" {
 					t.Fatalf("turn 2 ended without an interaction")
@@ -112,8 +88,8 @@ func TestLive_PiPermissionInteraction(t *testing.T) {
 				if resp := l.Do(t, "POST", "/v1/sessions/pp1/cancel?wait_ms=20000", ""); resp.StatusCode != 200 {
 					t.Fatalf("cancel session = %d", resp.StatusCode)
 				}
-				end = readFrames(t, rd, terminal)
-				if i := slices.IndexFunc(end, func(f frame) bool { return f.Type == "interaction.cancel" }); i < 0 ||
+				end = harnesstest.ReadFrames(t, rd, harnesstest.Terminal)
+				if i := slices.IndexFunc(end, func(f harnesstest.Frame) bool { return f.Type == "interaction.cancel" }); i < 0 ||
 					end[len(end)-1].Status != "cancelled" {
 					t.Errorf("after cancel: %+v, want interaction.cancel then status cancelled", end)
 				}
@@ -134,10 +110,10 @@ func TestLive_PiPermissionInteraction(t *testing.T) {
 
 				// The session's next turn runs.
 				q.Push(routerstub.Deltas("after the cancel", 2))
-				postTurn(t, l, "pp1", "3", "go on", "box", "env-1")
-				end = readFrames(t, runFrames(t, l, "pp1-run-3"), terminal)
-				if last := end[len(end)-1]; last.Status != "completed" || !strings.Contains(textOf(end), "after the cancel") {
-					t.Errorf("turn after the cancel ended %q with %q", last.Status, textOf(end))
+				l.PostTurn(t, "pp1", "3", "go on", "box", "env-1")
+				end = harnesstest.ReadFrames(t, l.RunFrames(t, "pp1-run-3"), harnesstest.Terminal)
+				if last := end[len(end)-1]; last.Status != "completed" || !strings.Contains(harnesstest.TextOf(end), "after the cancel") {
+					t.Errorf("turn after the cancel ended %q with %q", last.Status, harnesstest.TextOf(end))
 				}
 			})
 		}
@@ -157,14 +133,14 @@ func TestLive_PiUnattendedPolicies(t *testing.T) {
 			q := routerstub.NewQueue(routerstub.Text("unexpected extra call"), bashCall(marker)).
 				AfterTool(routerstub.Text("tool step over"))
 			l := harnesstest.Start(t, harnesstest.Config{Adapter: pi.Adapter{}, Pkg: &pkg, Bin: "pi", Script: q})
-			createPolicySession(t, l, "pu1", policy, dir)
-			postTurn(t, l, "pu1", "1", "write the marker", "box", "env-1")
-			end := readFrames(t, runFrames(t, l, "pu1-run-1"), terminal)
-			if i := slices.IndexFunc(end, func(f frame) bool { return f.Type == "interaction" }); i >= 0 {
+			l.CreateSession(t, "pu1", piModel, policy, dir)
+			l.PostTurn(t, "pu1", "1", "write the marker", "box", "env-1")
+			end := harnesstest.ReadFrames(t, l.RunFrames(t, "pu1-run-1"), harnesstest.Terminal)
+			if i := slices.IndexFunc(end, func(f harnesstest.Frame) bool { return f.Type == "interaction" }); i >= 0 {
 				t.Errorf("an interaction reached the stream under %s", policy)
 			}
 			if last := end[len(end)-1]; last.Status != "completed" {
-				t.Fatalf("turn ended %q: %q", last.Status, textOf(end))
+				t.Fatalf("turn ended %q: %q", last.Status, harnesstest.TextOf(end))
 			}
 			_, err := os.Stat(marker)
 			if ran := err == nil; ran != (policy == wire.PolicyUnattendedAllow) {
