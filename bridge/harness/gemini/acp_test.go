@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
@@ -100,43 +101,11 @@ func drive(t *testing.T, conv harness.Conversation, t1 harness.Turn, file string
 	return writes, qs, evs
 }
 
-// summary is what a turn's events say.
-type summary struct {
-	Session, Text, Reasoning string
-	Tools, Results, Served   []string
-	Usage                    *wire.Usage
-	Finish                   string
-	Err                      string
-}
-
-func summarize(evs []harness.Event) summary {
-	var s summary
-	for _, ev := range evs {
-		switch ev.Kind {
-		case harness.KindSession:
-			s.Session = ev.NativeSessionID
-		case harness.KindText:
-			s.Text += ev.Text
-		case harness.KindReasoning:
-			s.Reasoning += ev.Text
-		case harness.KindToolCall:
-			s.Tools = append(s.Tools, ev.ToolCall.Function.Name+" "+ev.ToolCall.ID)
-		case harness.KindToolResult:
-			s.Results = append(s.Results, ev.ToolResult.ToolCallID)
-		case harness.KindProviderModel:
-			s.Served = append(s.Served, ev.ProviderModel)
-		case harness.KindEnd:
-			s.Usage, s.Finish = ev.Usage, ev.Finish
-			if ev.Err != nil {
-				s.Err = ev.Err.Type + ": " + ev.Err.Message
-			}
-		}
-	}
-	return s
-}
-
-func acpUsage(in, out int64) *wire.Usage {
-	return &wire.Usage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out, Estimated: bptr(false)}
+// acpEnd is the end of a completed turn with the usage of its prompt's
+// answer (which counts no cached tokens).
+func acpEnd(in, out int64) []harness.Event {
+	return []harness.Event{{Kind: harness.KindEnd, Finish: wire.FinishStop,
+		Usage: &wire.Usage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out, Estimated: bptr(false)}}}
 }
 
 func TestConversation_Transcripts(t *testing.T) {
@@ -144,11 +113,14 @@ func TestConversation_Transcripts(t *testing.T) {
 		return harness.Turn{Cwd: "/work", NativeSessionID: native, Messages: []wire.Message{{Role: "user", Content: json.RawMessage(`"` + prompt + `"`)}}}
 	}
 	const call = "run_shell_command__call_stub00000101"
+	// Each model answer names its served model; a turn reports each
+	// model once (the first turn's two answers name the same one).
+	served := []string{"served-model-x"}
 	type step struct {
 		file   string
 		allow  bool
 		writes []string
-		want   summary
+		want   harnesstest.Summary
 	}
 	procs := []struct {
 		name   string
@@ -158,23 +130,24 @@ func TestConversation_Transcripts(t *testing.T) {
 		{"new session", "", []step{
 			{"acp_new_tool_allowed.jsonl", true,
 				[]string{"session/new boxctl-session", "session/prompt boxctl-prompt-1 " + acpSession, "answer 0 selected proceed_once"},
-				summary{Session: acpSession, Text: "Writing the proof.\n\ndone after the tool", Tools: []string{"run_shell_command " + call},
-					Results: []string{call}, Served: []string{"served-model-x"}, Usage: acpUsage(23924, 33), Finish: wire.FinishStop}},
+				harnesstest.Summary{Session: acpSession, Text: "Writing the proof.\n\ndone after the tool", TextDeltas: 5,
+					ToolCalls:   []wire.ToolCall{{ID: call, Type: "function", Function: wire.ToolCallFunction{Name: "run_shell_command", Arguments: "{}"}}},
+					ToolResults: []wire.ToolResult{{ToolCallID: call}}, ProviderModels: served, Ends: acpEnd(23924, 33)}},
 			{"acp_second_turn.jsonl", true, []string{"session/prompt boxctl-prompt-2 " + acpSession},
-				summary{Text: "Second turn in three deltas.", Reasoning: "****\nConsidering.", Served: []string{"served-model-x"},
-					Usage: acpUsage(12034, 10), Finish: wire.FinishStop}},
+				harnesstest.Summary{Text: "Second turn in three deltas.", TextDeltas: 3, Reasoning: "****\nConsidering.",
+					ProviderModels: served, Ends: acpEnd(12034, 10)}},
 			{"acp_tool_denied.jsonl", false, []string{"session/prompt boxctl-prompt-3 " + acpSession, "answer 1 selected cancel"},
-				summary{Text: "done after the tool", Served: []string{"served-model-x"}, Usage: acpUsage(24227, 27), Finish: wire.FinishStop}},
+				harnesstest.Summary{Text: "done after the tool", TextDeltas: 4, ProviderModels: served, Ends: acpEnd(24227, 27)}},
 		}},
 		// The history the CLI replays after session/load is not the turn's:
 		// the prompt waits for the commands announced after it.
 		{"loaded session", acpSession, []step{
 			{"acp_loaded_turn.jsonl", true, []string{"session/load boxctl-session " + acpSession, "session/prompt boxctl-prompt-1 " + acpSession},
-				summary{Text: "After the refusal.", Served: []string{"served-model-x"}, Usage: acpUsage(12178, 5), Finish: wire.FinishStop}},
+				harnesstest.Summary{Text: "After the refusal.", TextDeltas: 2, ProviderModels: served, Ends: acpEnd(12178, 5)}},
 		}},
 		{"loaded again", acpSession, []step{
 			{"acp_loaded_again.jsonl", true, []string{"session/load boxctl-session " + acpSession, "session/prompt boxctl-prompt-1 " + acpSession},
-				summary{Text: "Resumed in a new process.", Served: []string{"served-model-x"}, Usage: acpUsage(12250, 7), Finish: wire.FinishStop}},
+				harnesstest.Summary{Text: "Resumed in a new process.", TextDeltas: 2, ProviderModels: served, Ends: acpEnd(12250, 7)}},
 		}},
 	}
 	for _, proc := range procs {
@@ -189,7 +162,7 @@ func TestConversation_Transcripts(t *testing.T) {
 				if diff := cmp.Diff(s.writes, writes); diff != "" {
 					t.Errorf("turn %d writes (-want +got):\n%s", i+1, diff)
 				}
-				if diff := cmp.Diff(s.want, summarize(evs)); diff != "" {
+				if diff := cmp.Diff(s.want, harnesstest.Summarize(evs)); diff != "" {
 					t.Errorf("turn %d events (-want +got):\n%s", i+1, diff)
 				}
 			}
