@@ -29,11 +29,15 @@
 // terminal event; between turns it waits SessionIdleTimeout, and at most
 // MaxSessionProcs wait at once (the one idle longest is ended). A process
 // that died is replaced by a fresh one resuming the session, and each run
-// records the process's group and marker for crash recovery. A parser
-// that converses with its harness (harness.Replier: a JSON-RPC CLI whose
-// turn starts only once the bridge has the reply to an earlier request)
-// has its replies written to the process after each line, and is asked
-// for the line that interrupts its turn.
+// records the process's group and marker for crash recovery. Two kinds
+// of adapter converse with their harness on stdio (JSON-RPC CLIs). A
+// harness.Conversant adapter's process is driven through its
+// Conversation, which the process keeps: the handshake is written when it
+// starts, a turn's input when the conversation has it ready, the
+// conversation's reply after each output line (only the lines it says are
+// the turn's reach the parser), and its interrupt on a cancel. A parser
+// that is a harness.Replier has its replies written to the process after
+// each line, and is asked for the line that interrupts its turn.
 //
 // Crash recovery: New ends every run the store still marks running: it
 // kills leftover processes of the previous incarnation (found by the

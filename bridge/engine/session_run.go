@@ -29,6 +29,15 @@ func (e *Engine) executeRetained(l *liveRun, rr *retainedRun, req TurnRequest, r
 	if err == nil {
 		err = harness.WriteFiles(spec.Files)
 	}
+	if c, ok := rr.adapter.(harness.Conversant); ok && err == nil {
+		// The process serves this one turn: its input follows the
+		// handshake, or waits in the conversation for the answers.
+		rt.conv = c.NewConversation(turn)
+		var input []byte
+		if input, err = rt.conv.TurnInput(turn); err == nil {
+			spec.Stdin = append(append(spec.Stdin, rt.conv.Open()...), input...)
+		}
+	}
 	if err != nil {
 		rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
 		return

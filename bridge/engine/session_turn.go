@@ -26,10 +26,16 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 	}
 	b := req.Backend
 	name := b.Adapter.Name()
-	input, err := pa.TurnInput(turn)
-	if err != nil {
-		rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
-		return
+	_, conversant := pa.(harness.Conversant)
+	var (
+		input []byte
+		err   error
+	)
+	if !conversant {
+		if input, err = pa.TurnInput(turn); err != nil {
+			rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
+			return
+		}
 	}
 	// A process serves only turns confined as the one it was started for.
 	key, fp := sessionProcKey(name, l.sessionID), turnFingerprint(turn)+" "+rt.prep.Key()
@@ -58,6 +64,15 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 				return
 			}
 		}
+		interrupt := pa.Interrupt
+		if rt.conv = sp.conv; sp.conv != nil {
+			if input, err = sp.conv.TurnInput(turn); err != nil {
+				e.keepSessionProc(rt.ctx, sp, l.sessionID)
+				rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
+				return
+			}
+			interrupt = sp.conv.Interrupt
+		}
 		if err := sp.proc.writeStdin(input); err != nil {
 			e.endSessionProc(sp)
 			if reused && attempt == 0 {
@@ -76,7 +91,7 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 			parser = tp.TurnParser(turn)
 		}
 		d = rt.driver(sp.proc, parser, idle, deadline, cancel)
-		d.stays, d.interrupt = true, pa.Interrupt
+		d.stays, d.interrupt = true, interrupt
 		if r, ok := parser.(harness.Replier); ok {
 			d.interrupt = r.Interrupt
 		}
@@ -112,6 +127,11 @@ func (e *Engine) startSessionProc(t harness.Turn, pa harness.Persistent, key, fi
 		return nil, err
 	}
 	spec.HoldStdin = true
+	var conv harness.Conversation
+	if c, ok := pa.(harness.Conversant); ok {
+		conv = c.NewConversation(t)
+		spec.Stdin = append(spec.Stdin, conv.Open()...)
+	}
 	if spec.Stdin == nil {
 		spec.Stdin = []byte{}
 	}
@@ -122,5 +142,5 @@ func (e *Engine) startSessionProc(t harness.Turn, pa harness.Persistent, key, fi
 		return nil, err
 	}
 	e.log.Debug("session process started", "pgid", proc.pgid, "bin", t.Bin, "resume", t.NativeSessionID != "")
-	return &sessionProc{key: key, proc: proc, marker: marker, fingerprint: fingerprint}, nil
+	return &sessionProc{key: key, proc: proc, marker: marker, fingerprint: fingerprint, conv: conv}, nil
 }
