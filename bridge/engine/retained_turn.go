@@ -173,15 +173,7 @@ func (t *retainedTurn) handle(line []byte, parser harness.Parser) {
 		t.pending = append(t.pending, t.e.question(t.ctx, t.l, t.rr, t.req, t.run, q, t.questions, t.c)...)
 		return
 	}
-	evs := parser.Line(line)
-	if r, ok := parser.(harness.Replier); ok {
-		if reply := r.Reply(); reply != nil {
-			if err := t.rr.write(reply); err != nil {
-				t.log.Error("reply to the harness", "err", err)
-			}
-		}
-	}
-	for _, ev := range evs {
+	for _, ev := range parser.Line(line) {
 		switch ev.Kind {
 		case harness.KindText, harness.KindReasoning:
 			if ev.Kind != t.heldKind {

@@ -87,14 +87,8 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 		}
 		rt.commit()
 		parser = b.Adapter.NewParser()
-		if tp, ok := pa.(harness.TurnParsers); ok {
-			parser = tp.TurnParser(turn)
-		}
 		d = rt.driver(sp.proc, parser, idle, deadline, cancel)
 		d.stays, d.interrupt = true, interrupt
-		if r, ok := parser.(harness.Replier); ok {
-			d.interrupt = r.Interrupt
-		}
 		d.run()
 		cancel = d.cancel
 		if rt.end == nil && !d.heard && reused && attempt == 0 && d.stopReason == "" {

@@ -46,31 +46,6 @@ type Steerer interface {
 	SteerInput(message string) ([]byte, error)
 }
 
-// TurnParsers is implemented by persistent adapters whose parser depends
-// on the turn it parses: one that names the turn's requests and answers
-// what the CLI replies to them (see Replier). The engine parses each turn
-// of the session's process with TurnParser(t) instead of NewParser.
-type TurnParsers interface {
-	TurnParser(t Turn) Parser
-}
-
-// Replier is implemented by parsers of CLIs that speak a request-response
-// protocol on stdio (JSON-RPC), whose turn goes on only once the bridge
-// answers what the CLI printed: a request that names an id from the CLI's
-// reply to an earlier one, an error for a request the bridge does not
-// serve. After each line the engine writes what Reply returns to the
-// process's stdin.
-type Replier interface {
-	// Reply returns, once, the stdin bytes (whole lines) the lines parsed
-	// so far call for; nil when there are none.
-	Reply() []byte
-	// Interrupt returns the stdin line that stops the turn as far as it
-	// was parsed, used instead of Persistent.Interrupt; nil while the
-	// turn cannot be stopped that way (its ids are not known yet), when
-	// a cancel kills the process instead.
-	Interrupt() []byte
-}
-
 // Conversation is the client's side of a session process that speaks a
 // request-and-response protocol on its stdin and stdout (JSON-RPC, say),
 // where what a turn writes depends on what the process answered: one per

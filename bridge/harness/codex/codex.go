@@ -30,8 +30,10 @@ func (Adapter) Models() []string {
 }
 
 // NewParser returns a parser for a turn of a new thread (usage baseline
-// zero). Command supplies the parser of a resumed turn.
-func (Adapter) NewParser() harness.Parser { return newParser(&totals{}) }
+// zero) of `codex exec`, or for a retained turn of `codex app-server` (the
+// lines its conversation says are the turn's). Command supplies the
+// parser of a resumed `codex exec` turn.
+func (Adapter) NewParser() harness.Parser { return newServerParser() }
 
 // KeyVar is the environment variable the generated model provider reads
 // the router key from.

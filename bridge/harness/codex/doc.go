@@ -58,6 +58,6 @@
 // count less that count's last request, so the turn's usage needs no
 // rollout file. turn/completed ends the turn (interrupted and failed
 // turns with an error); a cancel sends turn/interrupt of the running
-// turn, which only the turn's parser knows (harness.Replier), and the
-// process serves the next turn.
+// turn, which only the process's conversation knows (harness.Conversant),
+// and the process serves the next turn.
 package codex

@@ -8,21 +8,16 @@ import (
 	"github.com/tangle-network/boxctl/bridge/harness"
 )
 
-var (
-	_ harness.Persistent  = Adapter{}
-	_ harness.TurnParsers = Adapter{}
-)
-
 // Retained sessions run `codex app-server`, Codex's JSON-RPC server on
 // stdio, the one mode in which Codex asks before it runs a command
 // (`codex exec` runs every turn under approval policy "never"). The
 // session's process is initialized once; each turn then opens the thread
 // (thread/start, or thread/resume of the session's native thread, which
 // also rejoins a thread the process has loaded) and, once the thread's id
-// is in the reply, starts the turn (turn/start), which the turn's parser
-// sends (harness.Replier). Threads run under approval policy "untrusted"
-// in the workspace-write sandbox: every command that is not known to be
-// read-only, and every file change, waits for an answer.
+// is in the reply, starts the turn (turn/start), which the process's
+// conversation sends (conversation.go). Threads run under approval policy
+// "untrusted" in the workspace-write sandbox: every command that is not
+// known to be read-only, and every file change, waits for an answer.
 
 // approvalPolicy and sandboxMode are the settings of a retained thread.
 const (
@@ -66,30 +61,23 @@ func requestID(t harness.Turn, kind string) string { return "boxctl:" + t.RunID 
 
 // SessionCommand builds the long-lived `codex app-server` process of a
 // retained session, with the environment and configuration of Command.
-// Its stdin starts with the protocol's handshake and stays open.
+// Its stdin stays open; its conversation writes the handshake.
 func (Adapter) SessionCommand(t harness.Turn) (harness.Command, error) {
 	if t.StateDir == "" {
 		return harness.Command{}, fmt.Errorf("codex: the turn has no state directory for CODEX_HOME")
 	}
 	return harness.Command{Path: t.Bin, Args: []string{"app-server"}, Env: Env(t), Dir: t.Cwd,
-		Stdin: handshake(), HoldStdin: true, Files: files(t)}, nil
+		Stdin: []byte{}, HoldStdin: true, Files: files(t)}, nil
 }
 
 // RetainedCommand builds the process of one retained turn run in a
-// process of its own: the session's process with the turn's input after
-// the handshake.
+// process of its own: the session's process, driven by its conversation
+// for its one turn.
 func (a Adapter) RetainedCommand(t harness.Turn) (harness.Command, error) {
-	in, err := a.TurnInput(t)
-	if err != nil {
+	if _, err := a.TurnInput(t); err != nil {
 		return harness.Command{}, err
 	}
-	cmd, err := a.SessionCommand(t)
-	if err != nil {
-		return harness.Command{}, err
-	}
-	cmd.Stdin = append(cmd.Stdin, in...)
-	cmd.Parser = a.TurnParser(t)
-	return cmd, nil
+	return a.SessionCommand(t)
 }
 
 // threadParams are the parameters of thread/start and thread/resume.
@@ -105,7 +93,7 @@ type threadParams struct {
 
 // TurnInput encodes the request that opens the turn's thread: thread/start
 // for a session without a native thread, thread/resume of it otherwise.
-// The turn itself starts when its parser has the reply.
+// The turn itself starts when the process's conversation has the reply.
 func (Adapter) TurnInput(t harness.Turn) ([]byte, error) {
 	prompt, system := harness.SplitPrompt(t)
 	if strings.TrimSpace(prompt) == "" {
@@ -123,13 +111,8 @@ func (Adapter) TurnInput(t harness.Turn) ([]byte, error) {
 }
 
 // Interrupt returns nil: turn/interrupt names the running turn, which
-// only the turn's parser knows (its Interrupt is used).
+// only the process's conversation knows (its Interrupt is used).
 func (Adapter) Interrupt() []byte { return nil }
-
-// TurnParser returns the parser of turn t in a session's process: it
-// starts the turn once the thread is open, and knows the turn to
-// interrupt.
-func (Adapter) TurnParser(t harness.Turn) harness.Parser { return newServerParser(t) }
 
 // serverRequest is a JSON-RPC request from the server.
 type serverRequest struct {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
 	"github.com/tangle-network/boxctl/bridge/wire"
@@ -16,7 +17,7 @@ import (
 
 // The appserver_*.jsonl files are real `codex app-server` sessions of
 // codex-cli 0.171.0 against the router stub, driven through this adapter
-// (its handshake, TurnInput, TurnParser replies and Answer): "> " lines
+// (its conversation's handshake, TurnInput and replies, and Answer): "> " lines
 // are what the bridge wrote, "< " lines what Codex printed (its rate-limit
 // notifications left out). tool: a new thread whose model writes a
 // message, asks to run `echo proof-1 > proof.txt` (approved), then
@@ -32,11 +33,12 @@ func serverTurn(t *testing.T, run, native string) harness.Turn {
 }
 
 // replayServer replays a transcript as the engine runs a turn: each line
-// Codex printed goes to ParseQuestion, and when it is no question to the
-// turn's parser, whose Reply is written; a question is answered by
-// answer (given the turn's parser). It fails t unless what the adapter writes is exactly what the
-// transcript recorded the bridge writing.
-func replayServer(t *testing.T, name string, turn harness.Turn, answer func(harness.Question, harness.Replier) []byte) ([]harness.Event, []harness.Question) {
+// Codex printed goes to the process's conversation, whose reply is
+// written; a line of the turn then goes to ParseQuestion, and when it is
+// no question to the turn's parser (NewParser's); a question is answered
+// by answer (given the conversation). It fails t unless what the adapter
+// writes is exactly what the transcript recorded the bridge writing.
+func replayServer(t *testing.T, name string, turn harness.Turn, answer func(harness.Question, harness.Conversation) []byte) ([]harness.Event, []harness.Question) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
@@ -47,12 +49,13 @@ func replayServer(t *testing.T, name string, turn harness.Turn, answer func(harn
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, err := a.TurnInput(turn)
+	conv := a.NewConversation(turn)
+	in, err := conv.TurnInput(turn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrote := append(append([]byte(nil), cmd.Stdin...), in...)
-	p := a.TurnParser(turn)
+	wrote := append(append(append([]byte(nil), cmd.Stdin...), conv.Open()...), in...)
+	p := a.NewParser()
 	var recorded []byte
 	var evs []harness.Event
 	var qs []harness.Question
@@ -62,13 +65,17 @@ func replayServer(t *testing.T, name string, turn harness.Turn, answer func(harn
 			recorded = append(append(recorded, l[2:]...), '\n')
 		case bytes.HasPrefix(l, []byte("< ")):
 			line := l[2:]
+			reply, forTurn := conv.Reply(line)
+			wrote = append(wrote, reply...)
+			if !forTurn {
+				continue
+			}
 			if q, ok := a.ParseQuestion(line); ok {
 				qs = append(qs, q)
-				wrote = append(wrote, answer(q, p.(harness.Replier))...)
+				wrote = append(wrote, answer(q, conv)...)
 				continue
 			}
 			evs = append(evs, p.Line(line)...)
-			wrote = append(wrote, p.(harness.Replier).Reply()...)
 		}
 	}
 	if diff := cmp.Diff(string(recorded), string(wrote)); diff != "" {
@@ -81,8 +88,8 @@ func replayServer(t *testing.T, name string, turn harness.Turn, answer func(harn
 }
 
 // answering answers every question with allow.
-func answering(allow bool) func(harness.Question, harness.Replier) []byte {
-	return func(q harness.Question, _ harness.Replier) []byte {
+func answering(allow bool) func(harness.Question, harness.Conversation) []byte {
+	return func(q harness.Question, _ harness.Conversation) []byte {
 		b, _ := Adapter{}.Answer(q, allow, "refused")
 		return b
 	}
@@ -102,7 +109,7 @@ func TestServerParser_Transcripts(t *testing.T) {
 	tests := []struct {
 		name   string
 		turn   harness.Turn
-		answer func(harness.Question, harness.Replier) []byte
+		answer func(harness.Question, harness.Conversation) []byte
 		want   []harness.Event
 		asked  int
 	}{
@@ -155,11 +162,12 @@ func TestServerParser_Transcripts(t *testing.T) {
 // interrupt after.
 func TestServerParser_Interrupt(t *testing.T) {
 	turn := serverTurn(t, "run-1", "")
-	if b := (Adapter{}).TurnParser(turn).(harness.Replier).Interrupt(); b != nil {
+	conv := Adapter{}.NewConversation(turn)
+	if b := conv.Interrupt(); b != nil {
 		t.Errorf("Interrupt() before the turn started = %s, want nil", b)
 	}
-	var last harness.Replier
-	evs, qs := replayServer(t, "appserver_interrupt.jsonl", turn, func(_ harness.Question, p harness.Replier) []byte {
+	var last harness.Conversation
+	evs, qs := replayServer(t, "appserver_interrupt.jsonl", turn, func(_ harness.Question, p harness.Conversation) []byte {
 		last = p
 		return p.Interrupt()
 	})
@@ -232,7 +240,19 @@ func TestAdapter_Answer(t *testing.T) {
 // serve is answered with an error, and lines of other threads and turns
 // are not the turn's.
 func TestServerParser_Refuses(t *testing.T) {
-	p := Adapter{}.TurnParser(serverTurn(t, "r", "")).(*serverParser)
+	turn := serverTurn(t, "r", "")
+	conv, p := Adapter{}.NewConversation(turn), Adapter{}.NewParser()
+	if _, err := conv.TurnInput(turn); err != nil {
+		t.Fatal(err)
+	}
+	// line is a line Codex printed, handled as the engine does.
+	line := func(l string) (reply []byte, evs []harness.Event) {
+		reply, forTurn := conv.Reply([]byte(l))
+		if forTurn {
+			evs = p.Line([]byte(l))
+		}
+		return reply, evs
+	}
 	for _, tt := range []struct{ line, reply string }{
 		{`{"method":"item/tool/requestUserInput","id":5,"params":{"threadId":"x"}}`,
 			`{"id":5,"error":{"code":-32601,"message":"the bridge does not serve item/tool/requestUserInput"}}` + "\n"},
@@ -240,22 +260,21 @@ func TestServerParser_Refuses(t *testing.T) {
 			`{"id":"boxctl:r:turn","method":"turn/start","params":{"threadId":"th","input":[{"type":"text","text":"Write the proof file.","text_elements":[]}]}}` + "\n"},
 		{`{"id":"boxctl:other:thread","result":{"thread":{"id":"other"}}}`, ""},
 	} {
-		p.Line([]byte(tt.line))
-		if got := string(p.Reply()); got != tt.reply {
+		if got, _ := line(tt.line); string(got) != tt.reply {
 			t.Errorf("Reply after %s = %q, want %q", tt.line, got, tt.reply)
 		}
 	}
-	p.Line([]byte(`{"id":"boxctl:r:turn","result":{"turn":{"id":"tu"}}}`))
-	for _, line := range []string{
+	line(`{"id":"boxctl:r:turn","result":{"turn":{"id":"tu"}}}`)
+	for _, l := range []string{
 		`{"method":"item/agentMessage/delta","params":{"threadId":"other","turnId":"tu","itemId":"m","delta":"x"}}`,
 		`{"method":"item/agentMessage/delta","params":{"threadId":"th","turnId":"old","itemId":"m","delta":"x"}}`,
 		`{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"old","status":"completed"}}}`,
 	} {
-		if evs := p.Line([]byte(line)); evs != nil || p.Done() {
-			t.Errorf("Line(%s) = %+v, done %v; want nothing", line, evs, p.Done())
+		if _, evs := line(l); evs != nil || p.Done() {
+			t.Errorf("Line(%s) = %+v, done %v; want nothing", l, evs, p.Done())
 		}
 	}
-	if evs := p.Line([]byte(`{"id":"boxctl:r:turn","error":{"code":-32600,"message":"no such thread"}}`)); len(evs) != 1 ||
+	if _, evs := line(`{"id":"boxctl:r:turn","error":{"code":-32600,"message":"no such thread"}}`); len(evs) != 1 ||
 		evs[0].Err == nil || evs[0].Err.Message != "codex refused the turn: no such thread" || !p.Done() {
 		t.Errorf("an error reply = %+v, want the turn failed with its message", evs)
 	}
@@ -278,8 +297,9 @@ func TestAdapter_SessionCommand(t *testing.T) {
 	if diff := cmp.Diff(files(turn), cmd.Files); diff != "" {
 		t.Errorf("files (-Command's +SessionCommand's):\n%s", diff)
 	}
-	if !bytes.HasSuffix(cmd.Stdin, []byte(`{"method":"initialized"}`+"\n")) {
-		t.Errorf("stdin = %s, want the handshake", cmd.Stdin)
+	conv := Adapter{}.NewConversation(turn)
+	if open := conv.Open(); !bytes.HasSuffix(open, []byte(`{"method":"initialized"}`+"\n")) {
+		t.Errorf("the conversation opens with %s, want the handshake", open)
 	}
 	for _, tt := range []struct{ native, want string }{
 		{"", `{"id":"boxctl:run-1:thread","method":"thread/start","params":{"model":"gpt-5.5","cwd":"/tmp/cxproj","approvalPolicy":"untrusted","sandbox":"workspace-write"}}` + "\n"},
@@ -291,14 +311,15 @@ func TestAdapter_SessionCommand(t *testing.T) {
 			t.Errorf("TurnInput(native %q) = %s, %v\nwant %s", tt.native, got, err, tt.want)
 		}
 	}
-	p := Adapter{}.TurnParser(turn).(*serverParser)
-	p.Line([]byte(`{"id":"boxctl:run-1:thread","result":{"thread":{"id":"th-1"}}}`))
-	if got := string(p.Reply()); !strings.Contains(got, `"effort":"high"`) {
+	if _, err := conv.TurnInput(turn); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := conv.Reply([]byte(`{"id":"boxctl:run-1:thread","result":{"thread":{"id":"th-1"}}}`)); !strings.Contains(string(got), `"effort":"high"`) {
 		t.Errorf("turn/start = %s, want the turn's effort", got)
 	}
 	rc, err := Adapter{}.RetainedCommand(turn)
-	if err != nil || !bytes.HasPrefix(rc.Stdin, cmd.Stdin) || rc.Parser == nil {
-		t.Errorf("RetainedCommand = %+v, %v; want the session's process with the turn's input and parser", rc, err)
+	if err != nil || !cmp.Equal(rc, cmd, cmpopts.IgnoreFields(harness.Command{}, "Files")) {
+		t.Errorf("RetainedCommand = %+v, %v; want the session's process", rc, err)
 	}
 	if _, err := (Adapter{}).TurnInput(harness.Turn{}); err == nil {
 		t.Error("TurnInput without a message: no error")

@@ -8,19 +8,12 @@ import (
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
-// serverParser turns what `codex app-server` prints during one turn into
-// events, and answers it: once the reply to the turn's thread request
-// names the thread, it sends turn/start; a server request the bridge does
-// not serve gets an error response, so that Codex does not wait on it.
-// Items are reported as `codex exec` reports them (the embedded parser).
+// serverParser turns the lines of one turn that `codex app-server`
+// prints into events, the lines its conversation (conversation.go) says
+// are the turn's. Items are reported as `codex exec` reports them (the
+// embedded parser), which also parses the lines of `codex exec`.
 type serverParser struct {
 	*parser
-	threadReq, turnReq, interruptReq string
-	// start is the turn/start request's parameters, without the thread.
-	start turnParams
-	// thread and turn are the ids Codex gave the turn's thread and turn.
-	thread, turn string
-	reply        []byte
 	// texts are the texts of the turn's messages and reasoning so far,
 	// by item id, as their deltas built them.
 	texts map[string]string
@@ -28,27 +21,8 @@ type serverParser struct {
 	base, last *totals
 }
 
-// turnParams are the parameters of turn/start.
-type turnParams struct {
-	ThreadID string      `json:"threadId"`
-	Input    []userInput `json:"input"`
-	Effort   string      `json:"effort,omitempty"`
-}
-
-// userInput is a text input of turn/start.
-type userInput struct {
-	Type         string     `json:"type"`
-	Text         string     `json:"text"`
-	TextElements []struct{} `json:"text_elements"`
-}
-
-func newServerParser(t harness.Turn) *serverParser {
-	prompt, _ := harness.SplitPrompt(t)
-	p := &serverParser{parser: newParser(nil), threadReq: requestID(t, "thread"), turnReq: requestID(t, "turn"),
-		interruptReq: requestID(t, "interrupt"), texts: map[string]string{},
-		start: turnParams{Input: []userInput{{Type: "text", Text: prompt, TextElements: []struct{}{}}}, Effort: t.Effort}}
-	p.shell = shellTool
-	return p
+func newServerParser() *serverParser {
+	return &serverParser{parser: newParser(&totals{}), texts: map[string]string{}}
 }
 
 // rpcMessage is any JSON-RPC message: a response (ID, Result or Error),
@@ -64,6 +38,19 @@ type rpcMessage struct {
 type rpcError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
+}
+
+// hasID reports whether the message is a request or a response.
+func (m rpcMessage) hasID() bool { return len(m.ID) > 0 && string(m.ID) != "null" }
+
+// opened is the result of thread/start, thread/resume and turn/start.
+type opened struct {
+	Thread *struct {
+		ID string `json:"id"`
+	} `json:"thread"`
+	Turn *struct {
+		ID string `json:"id"`
+	} `json:"turn"`
 }
 
 // rpcParams are the members of a notification's params the parser reads.
@@ -134,57 +121,37 @@ type serverItem struct {
 var execTypes = map[string]string{"agentMessage": "agent_message", "reasoning": "reasoning",
 	"commandExecution": "command_execution", "fileChange": "file_change", "mcpToolCall": "mcp_tool_call", "webSearch": "web_search"}
 
-// Reply returns the requests and responses the parsed lines call for.
-func (p *serverParser) Reply() []byte {
-	r := p.reply
-	p.reply = nil
-	return r
-}
-
-// Interrupt returns turn/interrupt of the running turn, or nil before
-// Codex named it.
-func (p *serverParser) Interrupt() []byte {
-	if p.thread == "" || p.turn == "" || p.done {
-		return nil
-	}
-	return request(p.interruptReq, "turn/interrupt", map[string]string{"threadId": p.thread, "turnId": p.turn})
-}
-
+// Line parses a line of the turn: an answer to one of its requests, or a
+// notification of its thread and turn. A line that is no JSON-RPC is one
+// of `codex exec`.
 func (p *serverParser) Line(raw []byte) []harness.Event {
-	var m rpcMessage
-	if p.done || json.Unmarshal(raw, &m) != nil {
+	if p.done {
 		return nil
 	}
-	hasID := len(m.ID) > 0 && string(m.ID) != "null"
+	var m rpcMessage
+	if json.Unmarshal(raw, &m) != nil || (!m.hasID() && m.Method == "") {
+		return p.parser.Line(raw)
+	}
+	p.shell = shellTool
 	switch {
-	case hasID && m.Method == "":
+	case m.Method == "":
 		return p.response(m)
-	case hasID:
-		p.refuse(m)
-		return nil
+	case m.hasID():
+		return nil // a request: a question, or refused by the conversation
 	}
 	var pr rpcParams
-	if json.Unmarshal(m.Params, &pr) != nil || (pr.ThreadID != "" && pr.ThreadID != p.thread) {
+	if json.Unmarshal(m.Params, &pr) != nil {
 		return nil
 	}
 	switch m.Method {
-	case "turn/started":
-		if pr.Turn != nil && p.turn == "" {
-			p.turn = pr.Turn.ID
-		}
 	case "turn/completed":
-		if pr.Turn != nil && pr.Turn.ID == p.turn {
+		if pr.Turn != nil {
 			return p.completed(pr.Turn.Status, pr.Turn.Error)
 		}
 	case "error":
 		if pr.Error != nil && pr.Error.Message != "" {
 			p.diag = pr.Error.Message
 		}
-	}
-	if pr.TurnID != p.turn || p.turn == "" {
-		return nil
-	}
-	switch m.Method {
 	case "item/agentMessage/delta":
 		return p.delta(pr, "agent_message", harness.KindText)
 	case "item/reasoning/summaryTextDelta", "item/reasoning/textDelta":
@@ -209,47 +176,27 @@ func (p *serverParser) Line(raw []byte) []harness.Event {
 	return nil
 }
 
-// response handles the reply to one of the turn's requests.
+// response handles the answer to the turn's thread or turn request: the
+// thread's opens the turn's session, an error fails the turn.
 func (p *serverParser) response(m rpcMessage) []harness.Event {
 	var id string
-	if json.Unmarshal(m.ID, &id) != nil || (id != p.threadReq && id != p.turnReq) {
+	json.Unmarshal(m.ID, &id)
+	kind := id[strings.LastIndex(id, ":")+1:]
+	if !strings.HasPrefix(id, "boxctl:") || (kind != "thread" && kind != "turn") {
 		return nil
 	}
 	if m.Error != nil {
 		return p.fail("rpc_error", "codex refused the turn: "+m.Error.Message)
 	}
-	var r struct {
-		Thread *struct {
-			ID string `json:"id"`
-		} `json:"thread"`
-		Turn *struct {
-			ID string `json:"id"`
-		} `json:"turn"`
-	}
+	var r opened
 	json.Unmarshal(m.Result, &r)
-	if id == p.turnReq {
-		if r.Turn != nil && p.turn == "" {
-			p.turn = r.Turn.ID
-		}
+	if kind == "turn" {
 		return nil
 	}
 	if r.Thread == nil || r.Thread.ID == "" {
 		return p.fail("rpc_error", "codex opened no thread")
 	}
-	p.thread = r.Thread.ID
-	p.start.ThreadID = p.thread
-	p.reply = append(p.reply, request(p.turnReq, "turn/start", p.start)...)
-	return []harness.Event{{Kind: harness.KindSession, NativeSessionID: p.thread}}
-}
-
-// refuse answers a server request the bridge does not serve with an
-// error (approval requests are questions, answered by the engine).
-func (p *serverParser) refuse(m rpcMessage) {
-	b, _ := json.Marshal(struct {
-		ID    json.RawMessage `json:"id"`
-		Error rpcError        `json:"error"`
-	}{m.ID, rpcError{Code: -32601, Message: "the bridge does not serve " + m.Method}})
-	p.reply = append(p.reply, append(b, '\n')...)
+	return []harness.Event{{Kind: harness.KindSession, NativeSessionID: r.Thread.ID}}
 }
 
 // delta reports a text or reasoning delta of an item.
