@@ -4,13 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/tangle-network/boxctl/internal/treecopy"
 )
 
 // DefaultTag derives an image tag from what opts builds: the Dockerfile,
@@ -47,26 +48,9 @@ func (r *Rendered) Context(bridge string) (dir string, cleanup func(), err error
 		cleanup()
 		return "", nil, err
 	}
-	if err := copyFile(bridge, filepath.Join(dir, BridgeFile), 0o755); err != nil {
+	if err := treecopy.CopyFile(bridge, filepath.Join(dir, BridgeFile), 0o755); err != nil {
 		cleanup()
 		return "", nil, fmt.Errorf("bridge binary: %w", err)
 	}
 	return dir, cleanup, nil
-}
-
-func copyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -9,7 +9,8 @@ import (
 
 // RenderLockfile renders the package.json and package-lock.json that install
 // one harness with `npm ci` under its own prefix (HarnessRoot/<name>). The
-// package.json depends on the exact pinned version; the lock is
+// package.json depends on the exact pinned version, and on the packages
+// released with it (Harness.With) at theirs; the lock is
 // lockfileVersion 3 with the harness's pinned tree (every entry with its
 // resolved URL and integrity) under a root entry that matches package.json,
 // so npm ci installs exactly that tree or fails. Keys are sorted and the
@@ -20,6 +21,9 @@ func RenderLockfile(h pins.Harness) (packageJSON, packageLock []byte, err error)
 	}
 	name := "boxctl-harness-" + h.Name
 	deps := map[string]string{h.Package: h.Version}
+	for _, pkg := range h.With {
+		deps[pkg.Name] = pkg.Version
+	}
 	type manifest struct {
 		Name         string            `json:"name"`
 		Version      string            `json:"version"`

@@ -69,7 +69,7 @@ func TestRender_golden(t *testing.T) {
 	all := render(t, p, boximage.RenderOptions{Harnesses: []string{"claude", "codex", "pi", "opencode", "gemini"}})
 	golden(t, "all.Dockerfile", all.Dockerfile)
 	golden(t, "box-init", all.Files[boximage.InitFile])
-	for _, name := range []string{"codex", "pi"} {
+	for _, name := range []string{"codex", "pi", "opencode"} {
 		golden(t, name+".package.json", all.Files["harness/"+name+"/package.json"])
 		golden(t, name+".package-lock.json", all.Files["harness/"+name+"/package-lock.json"])
 	}
@@ -212,6 +212,9 @@ func TestRenderLockfile_npmShape(t *testing.T) {
 				t.Errorf("lock header = %d %q", lock.LockfileVersion, lock.Name)
 			}
 			want := map[string]string{h.Package: h.Version}
+			for _, pkg := range h.With {
+				want[pkg.Name] = pkg.Version
+			}
 			if diff := cmp.Diff(want, manifest.Dependencies); diff != "" {
 				t.Errorf("package.json dependencies (-want +got):\n%s", diff)
 			}
@@ -223,8 +226,10 @@ func TestRenderLockfile_npmShape(t *testing.T) {
 					t.Errorf("lock entry %s lacks version, resolved or integrity: %+v", k, e)
 				}
 			}
-			if got := lock.Packages["node_modules/"+h.Package]; got.Version != h.Version || got.Integrity != h.Integrity {
-				t.Errorf("lock top entry = %s %s, want the pin %s %s", got.Version, got.Integrity, h.Version, h.Integrity)
+			for _, pkg := range append([]pins.Package{{Name: h.Package, Version: h.Version, Integrity: h.Integrity}}, h.With...) {
+				if got := lock.Packages["node_modules/"+pkg.Name]; got.Version != pkg.Version || got.Integrity != pkg.Integrity {
+					t.Errorf("lock top entry %s = %s %s, want the pin %s %s", pkg.Name, got.Version, got.Integrity, pkg.Version, pkg.Integrity)
+				}
 			}
 		})
 	}

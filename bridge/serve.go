@@ -71,7 +71,7 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 		backends = append(backends, &engine.Backend{Adapter: a, Bin: bin, Timeout: c.Timeouts[key]})
 	}
 	srv, err := server.New(server.Options{Engine: eng, Backends: backends, Bearer: c.Bearer, MaxBodyBytes: c.MaxBodyBytes,
-		BodyTimeout: c.BodyTimeout, Keepalive: c.Keepalive, ProfilesDir: c.ProfilesDir, Version: buildinfo.Get().Version, Logger: log})
+		BodyTimeout: c.BodyTimeout, Keepalive: c.Keepalive, DataDir: c.DataDir, ProfilesDir: c.ProfilesDir, Version: buildinfo.Get().Version, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -96,8 +96,7 @@ func capabilitiesCase(c *caseCtx) error {
 		"interactiveTerminal": caps.InteractiveTerminal != nil, "interactiveAgent": caps.InteractiveAgent != nil,
 		"confidential":   caps.Confidential,
 		"workspace.read": caps.Workspace.Read, "workspace.write": caps.Workspace.Write, "workspace.exec": caps.Workspace.Exec,
-		"workspace.git": caps.Workspace.Git, "workspace.upload": caps.Workspace.Upload, "workspace.download": caps.Workspace.Download,
-		"branching.checkpoint": caps.Branching.Checkpoint, "branching.fork": caps.Branching.Fork}
+		"workspace.git": caps.Workspace.Git, "workspace.upload": caps.Workspace.Upload, "workspace.download": caps.Workspace.Download}
 	for _, name := range slices.Sorted(maps.Keys(absent)) {
 		if absent[name] {
 			wrong = append(wrong, name)
@@ -111,6 +110,12 @@ func capabilitiesCase(c *caseCtx) error {
 	}
 	if len(wrong) > 0 {
 		return failf(req, "no claim the bridge cannot back", "claims %s", strings.Join(wrong, ", "))
+	}
+
+	if caps.Branching.Checkpoint || caps.Branching.Fork {
+		if err := branchingRoutesAnswer(c, env); err != nil {
+			return err
+		}
 	}
 
 	if caps.Placement {
@@ -359,5 +364,37 @@ func destroyCase(c *caseCtx) error {
 	if _, err := env.Dispatch(c.ctx, provider.Turn{Prompt: plainPrompt}); !errors.Is(err, provider.ErrDestroyed) {
 		return failf(req, "provider.ErrDestroyed", "%v", err)
 	}
+	return nil
+}
+
+// branchingRoutesAnswer backs a branching claim: the box's checkpoint and
+// fork lookups answer a key nobody used with not_found, bound to it.
+func branchingRoutesAnswer(c *caseCtx, env *sandbox.Environment) error {
+	ep, err := env.Box().Endpoint(c.ctx, sandbox.BridgePort)
+	if err != nil {
+		return err
+	}
+	lookup := wire.OperationLookup{IdempotencyKey: "conformance-unused-key", RequestDigest: "sha256:" + strings.Repeat("0", 64)}
+	for _, path := range []string{"/v1/workspace/checkpoints/lookup", "/v1/workspace/forks/lookup"} {
+		r := c.step("POST %s (branching is claimed)", path)
+		body, _ := json.Marshal(lookup)
+		hr, err := http.NewRequestWithContext(c.ctx, http.MethodPost, ep.URL+path, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		hr.Header.Set("Authorization", "Bearer "+env.Reference().Bearer)
+		hr.Header.Set("Content-Type", "application/json")
+		resp, err := ep.Client().Do(hr)
+		if err != nil {
+			return failf(r, "an answer", "%v", err)
+		}
+		var got wire.CheckpointResult
+		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&got)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || got.Status != wire.BranchNotFound || got.IdempotencyKey != lookup.IdempotencyKey {
+			return failf(r, "200 not_found for the unused key", "%d %+v (%v)", resp.StatusCode, got, err)
+		}
+	}
+	c.note("claim branching: the checkpoint and fork lookups answer")
 	return nil
 }

@@ -26,9 +26,8 @@ const testNetwork = "boxctl-test"
 var allHarnesses = []string{"claude-code", "codex", "opencode", "gemini", "pi"}
 
 // dockerHarnesses are the harnesses the Docker target proves offline in
-// every run: all but opencode, whose output never names the served model
-// that provider.turn requires (see bridge/harness/opencode).
-var dockerHarnesses = []string{"claude-code", "codex", "gemini", "pi"}
+// every run: all of them.
+var dockerHarnesses = allHarnesses
 
 // liveHarnesses are the harnesses the emulator and Kubernetes targets
 // prove, from the same image, to keep the run's length.
@@ -125,35 +124,45 @@ func run(t *testing.T, tg conformance.Target, o conformance.Options) *conformanc
 }
 
 // TestSuite_Live runs the whole suite, offline, on every target for its
-// harnesses (all but opencode on Docker, Claude Code and Pi elsewhere),
-// from one image with every harness, and checks that it is green, that every box is gone, and
-// that the reports it writes are what their readers expect.
+// harnesses (all five on Docker, Claude Code and Pi elsewhere), from one
+// image with every harness, one harness after the other
+// (TestSuite_Live/<target>/<harness>), and checks that it is green, that
+// every box is gone, and that the reports it writes are what their readers
+// expect.
 func TestSuite_Live(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	for _, tg := range targets {
 		t.Run(tg.name, func(t *testing.T) {
 			target := tg.make(t, w, boxtest.Options{Harnesses: allHarnesses})
-			rep := run(t, target, conformance.Options{Harnesses: tg.harnesses})
-			if got, want := len(rep.Results), len(conformance.Cases())*len(tg.harnesses); got != want {
-				t.Errorf("%d results, want %d", got, want)
+			for _, h := range tg.harnesses {
+				t.Run(h, func(t *testing.T) { checkSuite(t, run(t, target, conformance.Options{Harnesses: []string{h}})) })
 			}
-			for _, res := range rep.Results {
-				t.Run(res.ID(), func(t *testing.T) {
-					switch res.Outcome {
-					case conformance.Fail:
-						t.Errorf("%s failed:\n%s\ncleanup: %v\nnotes: %v", res.Case, evidence(res), res.Cleanup, res.Notes)
-					case conformance.NotApplicable:
-						t.Logf("not applicable: needs %s: %s", res.Capability, res.Reason)
-					}
-					if len(res.Boxes) == 0 && res.Outcome == conformance.Pass {
-						t.Errorf("%s passed without a box", res.Case)
-					}
-				})
-			}
-			checkReports(t, rep)
 		})
 	}
+}
+
+// checkSuite checks that a run of every case for one harness is green and
+// that its reports are what their readers expect.
+func checkSuite(t *testing.T, rep *conformance.Report) {
+	t.Helper()
+	if got, want := len(rep.Results), len(conformance.Cases()); got != want {
+		t.Errorf("%d results, want %d", got, want)
+	}
+	for _, res := range rep.Results {
+		t.Run(res.Case, func(t *testing.T) {
+			switch res.Outcome {
+			case conformance.Fail:
+				t.Errorf("%s failed:\n%s\ncleanup: %v\nnotes: %v", res.Case, evidence(res), res.Cleanup, res.Notes)
+			case conformance.NotApplicable:
+				t.Logf("not applicable: needs %s: %s", res.Capability, res.Reason)
+			}
+			if len(res.Boxes) == 0 && res.Outcome == conformance.Pass {
+				t.Errorf("%s passed without a box", res.Case)
+			}
+		})
+	}
+	checkReports(t, rep)
 }
 
 func evidence(res conformance.Result) string {

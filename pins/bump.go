@@ -6,20 +6,23 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
 
-// Locker resolves the complete dependency tree of one npm package at an
-// exact version.
+// Locker resolves the complete dependency tree of npm packages at exact
+// versions.
 type Locker interface {
-	// Lock returns the tree npm would install for pkg@version alone. It
-	// must stop and return ctx's error when ctx ends.
-	Lock(ctx context.Context, pkg, version string) (*Lock, error)
+	// Lock returns the tree npm would install for deps (package name to
+	// exact version) alone. It must stop and return ctx's error when ctx
+	// ends.
+	Lock(ctx context.Context, deps map[string]string) (*Lock, error)
 }
 
 // NPMLocker is a Locker that runs `npm install --package-lock-only` in a
@@ -37,25 +40,30 @@ type NPMLocker struct {
 var _ Locker = NPMLocker{}
 
 // Lock implements Locker.
-func (l NPMLocker) Lock(ctx context.Context, pkg, version string) (*Lock, error) {
+func (l NPMLocker) Lock(ctx context.Context, deps map[string]string) (*Lock, error) {
+	specs := make([]string, 0, len(deps))
+	for _, name := range slices.Sorted(maps.Keys(deps)) {
+		specs = append(specs, name+"@"+deps[name])
+	}
+	what := strings.Join(specs, " ")
 	npm := l.NPM
 	if npm == "" {
 		npm = "npm"
 	}
 	dir, err := os.MkdirTemp("", "boxctl-lock-*")
 	if err != nil {
-		return nil, fmt.Errorf("lock %s@%s: %w", pkg, version, err)
+		return nil, fmt.Errorf("lock %s: %w", what, err)
 	}
 	defer os.RemoveAll(dir)
 	manifest, err := json.Marshal(map[string]any{
 		"name": "boxctl-lock", "version": "0.0.0", "private": true,
-		"dependencies": map[string]string{pkg: version},
+		"dependencies": deps,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("lock %s@%s: %w", pkg, version, err)
+		return nil, fmt.Errorf("lock %s: %w", what, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "package.json"), manifest, 0o644); err != nil {
-		return nil, fmt.Errorf("lock %s@%s: %w", pkg, version, err)
+		return nil, fmt.Errorf("lock %s: %w", what, err)
 	}
 	args := []string{"install", "--package-lock-only", "--ignore-scripts", "--lockfile-version=3",
 		// A user's .npmrc may drop resolved URLs; a pinned tree keeps them.
@@ -74,17 +82,17 @@ func (l NPMLocker) Lock(ctx context.Context, pkg, version string) (*Lock, error)
 	}
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("lock %s@%s: %w", pkg, version, ctx.Err())
+			return nil, fmt.Errorf("lock %s: %w", what, ctx.Err())
 		}
-		return nil, fmt.Errorf("lock %s@%s: npm: %w: %s", pkg, version, err, tail(out.String(), 800))
+		return nil, fmt.Errorf("lock %s: npm: %w: %s", what, err, tail(out.String(), 800))
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
 	if err != nil {
-		return nil, fmt.Errorf("lock %s@%s: %w", pkg, version, err)
+		return nil, fmt.Errorf("lock %s: %w", what, err)
 	}
 	lock, err := LockFromPackageLock(data)
 	if err != nil {
-		return nil, fmt.Errorf("lock %s@%s: %w", pkg, version, err)
+		return nil, fmt.Errorf("lock %s: %w", what, err)
 	}
 	return lock, nil
 }
@@ -101,7 +109,8 @@ func tail(s string, n int) string {
 // is at version (a version or dist-tag; empty means "latest"): version and
 // integrity from the registry, the same platform packages at the versions
 // the new release depends on, a freshly resolved lock, a version pattern
-// naming the new version, and proven set to false. p is left unchanged.
+// naming the new version, the packages released with it (With) at its
+// version, and proven set to false. p is left unchanged.
 func Bump(ctx context.Context, p *Pins, name, version string, reg *Registry, locker Locker) (*Pins, error) {
 	out := p.Clone()
 	h, ok := out.Harness(name)
@@ -129,12 +138,26 @@ func Bump(ctx context.Context, p *Pins, name, version string, reg *Registry, loc
 		}
 		platforms = append(platforms, pkg)
 	}
-	lock, err := locker.Lock(ctx, h.Package, m.Version)
+	deps := map[string]string{h.Package: m.Version}
+	with := make([]Package, 0, len(h.With))
+	for _, old := range h.With {
+		// A package released with the CLI moves to the CLI's new version.
+		wm, err := reg.Manifest(ctx, old.Name, m.Version)
+		if err != nil {
+			return nil, fmt.Errorf("bump %s: with %s: %w", h.Name, old.Name, err)
+		}
+		with = append(with, Package{Name: old.Name, Version: wm.Version, Integrity: wm.Dist.Integrity})
+		deps[old.Name] = wm.Version
+	}
+	lock, err := locker.Lock(ctx, deps)
 	if err != nil {
 		return nil, fmt.Errorf("bump %s: %w", h.Name, err)
 	}
 	h.VersionPattern = strings.ReplaceAll(h.VersionPattern, regexp.QuoteMeta(h.Version), regexp.QuoteMeta(m.Version))
 	h.Version, h.Integrity, h.Platforms, h.Lock, h.Proven = m.Version, m.Dist.Integrity, platforms, lock, false
+	if len(with) > 0 {
+		h.With = with
+	}
 	h.ProvenBy = nil // the proofs were of the old version
 	if err := out.Validate(); err != nil {
 		return nil, fmt.Errorf("bump %s: %w", h.Name, err)

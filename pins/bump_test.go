@@ -67,6 +67,17 @@ func TestBump(t *testing.T) {
 			if diff := cmp.Diff(wantPlat, h.Platforms); diff != "" {
 				t.Errorf("Bump() platforms (-want +got):\n%s", diff)
 			}
+			sm, err := client.Manifest(t.Context(), "@acme/fake-sdk", tt.wantVersion)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantWith := []pins.Package{{Name: "@acme/fake-sdk", Version: tt.wantVersion, Integrity: sm.Dist.Integrity}}
+			if diff := cmp.Diff(wantWith, h.With); diff != "" {
+				t.Errorf("Bump() with (-want +got):\n%s", diff)
+			}
+			if e, err := h.Lock.Entry("node_modules/@acme/fake-sdk"); err != nil || e.Version != tt.wantVersion {
+				t.Errorf("Bump() lock entry of the SDK = %+v, %v; want version %s", e, err, tt.wantVersion)
+			}
 			e, err := h.Lock.Entry("node_modules/@acme/fake-cli")
 			if err != nil || e.Version != tt.wantVersion || !strings.HasPrefix(e.Resolved, reg.URL) {
 				t.Errorf("Bump() lock top entry = %+v, %v; want version %s resolved from the registry", e, err, tt.wantVersion)
@@ -84,6 +95,7 @@ func TestBump(t *testing.T) {
 func TestBump_platformDropped(t *testing.T) {
 	reg, p := fakeWorld(t)
 	reg.Publish(pinstest.Version{Name: "@acme/fake-cli", Version: "2.0.0", Bin: map[string]string{"fake": "bin/fake.js"}})
+	reg.Publish(pinstest.Version{Name: "@acme/fake-sdk", Version: "2.0.0"})
 	client, err := pins.NewRegistry(reg.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -94,11 +106,26 @@ func TestBump_platformDropped(t *testing.T) {
 	}
 }
 
+func TestBump_withUnreleased(t *testing.T) {
+	reg, p := fakeWorld(t)
+	reg.Publish(pinstest.Version{Name: "@acme/fake-cli-linux-x64", Version: "3.0.0", OS: []string{"linux"}, CPU: []string{"x64"}})
+	reg.Publish(pinstest.Version{Name: "@acme/fake-cli", Version: "3.0.0", Bin: map[string]string{"fake": "bin/fake.js"},
+		OptionalDependencies: map[string]string{"@acme/fake-cli-linux-x64": "3.0.0"}})
+	client, err := pins.NewRegistry(reg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = pins.Bump(t.Context(), p, "fake", "3.0.0", client, pins.NPMLocker{Registry: reg.URL})
+	if !errors.Is(err, pins.ErrNotFound) || !strings.Contains(err.Error(), "with @acme/fake-sdk") {
+		t.Errorf("Bump() to a release without its SDK = %v, want a not-found error naming the SDK", err)
+	}
+}
+
 func TestNPMLocker_canceled(t *testing.T) {
 	reg, _ := fakeWorld(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err := pins.NPMLocker{Registry: reg.URL}.Lock(ctx, "@acme/fake-cli", "1.0.0")
+	_, err := pins.NPMLocker{Registry: reg.URL}.Lock(ctx, map[string]string{"@acme/fake-cli": "1.0.0"})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Lock() with a canceled context = %v, want context.Canceled", err)
 	}

@@ -15,8 +15,11 @@
 //     the data file does not carry them;
 //   - each harness CLI: its name (as the bridge reports it), backend key, npm
 //     package, exact version, npm integrity of the package and of its platform
-//     packages for linux/amd64 and linux/arm64, binary name, version command
-//     and the pattern its output must match, and whether it is proven.
+//     packages for linux/amd64 and linux/arm64, the packages released with it
+//     that the image installs beside it ("with", at the CLI's version: the
+//     plugin SDK opencode expects in its configuration directory), binary
+//     name, version command and the pattern its output must match, and
+//     whether it is proven.
 //
 // A harness is proven only after a live turn through the model Router
 // completed in a box built from these pins; the conformance suite is what
@@ -27,10 +30,11 @@
 // A top-level integrity hash does not pin what npm installs under it, so each
 // harness also carries its complete dependency tree: locks/<name>.json holds
 // the "packages" section of the package-lock.json that npm resolved for that
-// harness alone (every entry with its version, resolved URL and integrity).
-// Bump produces it by running npm with --package-lock-only in a scratch
-// directory; Parse refuses a lock whose root entry disagrees with the pin or
-// whose entries lack a resolved URL or an integrity hash. The image renderer
+// harness alone, with its "with" packages (every entry with its version,
+// resolved URL and integrity). Bump produces it by running npm with
+// --package-lock-only in a scratch directory; Parse refuses a lock whose
+// root entry disagrees with the pin or whose entries lack a resolved URL or
+// an integrity hash. The image renderer
 // (package boximage) installs each harness under its own prefix from that
 // lock with `npm ci`, so two harnesses never share, or fight over, a
 // transitive dependency.

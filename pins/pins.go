@@ -146,6 +146,11 @@ type Harness struct {
 	Integrity string `json:"integrity" jsonschema:"pattern=^sha512-[A-Za-z0-9+/]{86}==$"`
 	// Platforms are the native packages the CLI installs per platform.
 	Platforms []Package `json:"platforms,omitempty"`
+	// With are npm packages released with the CLI, at its version, that
+	// are installed beside it in its prefix: what the CLI expects to find
+	// installed at run time (opencode's plugin SDK, which opencode
+	// otherwise installs into its configuration directory at start).
+	With []Package `json:"with,omitempty"`
 	// Binary is the command the package installs.
 	Binary string `json:"binary" jsonschema:"minLength=1"`
 	// VersionCommand prints the version; its first word is Binary.
@@ -317,6 +322,7 @@ func (p *Pins) Clone() *Pins {
 	c.Harnesses = slices.Clone(p.Harnesses)
 	for i := range c.Harnesses {
 		c.Harnesses[i].Platforms = slices.Clone(c.Harnesses[i].Platforms)
+		c.Harnesses[i].With = slices.Clone(c.Harnesses[i].With)
 		c.Harnesses[i].VersionCommand = slices.Clone(c.Harnesses[i].VersionCommand)
 		c.Harnesses[i].ProvenBy = slices.Clone(c.Harnesses[i].ProvenBy)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,6 +153,14 @@ func TestPins_Validate(t *testing.T) {
 			p.Harnesses[0].Platforms = append(p.Harnesses[0].Platforms, pins.Package{Platform: "linux/arm64",
 				Name: "@acme/fake-cli-linux-arm64", Version: "1.0.0", Integrity: p.Harnesses[0].Integrity})
 		}, "no entry for platform package @acme/fake-cli-linux-arm64"},
+		{"with at another version", func(p *pins.Pins) { p.Harnesses[0].With[0].Version = "1.0.1" }, "want the CLI's version 1.0.0"},
+		{"with missing from lock", func(p *pins.Pins) {
+			l := *p.Harnesses[0].Lock
+			l.Packages = maps.Clone(l.Packages)
+			delete(l.Packages, "node_modules/@acme/fake-sdk")
+			p.Harnesses[0].Lock = &l
+		}, `no entry "node_modules/@acme/fake-sdk"`},
+		{"with a platform", func(p *pins.Pins) { p.Harnesses[0].With[0].Platform = "linux/amd64" }, "has no platform or alias"},
 		{"unknown platform", func(p *pins.Pins) { p.Harnesses[0].Platforms[0].Platform = "darwin/arm64" }, `platform "darwin/arm64"`},
 		{"pattern without version", func(p *pins.Pins) { p.Harnesses[0].VersionPattern = `^[0-9.]+$` }, "does not name version"},
 		{"pattern matching nothing printed", func(p *pins.Pins) { p.Harnesses[0].VersionPattern = `(1\.0\.0)?` }, "matches empty output"},

@@ -166,6 +166,17 @@ func (h Harness) validate() error {
 	if err := validatePlatforms(h.Platforms); err != nil {
 		errs = append(errs, err)
 	}
+	for _, pkg := range h.With {
+		if err := pkg.validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if pkg.Platform != "" || pkg.Dependency != "" {
+			add("with %s: a package beside the CLI has no platform or alias", pkg.Name)
+		}
+		if pkg.Version != h.Version {
+			add("with %s@%s: want the CLI's version %s", pkg.Name, pkg.Version, h.Version)
+		}
+	}
 	if !binaryRE.MatchString(h.Binary) {
 		add("binary %q is not a file name", h.Binary)
 	}
@@ -204,6 +215,11 @@ func (h Harness) validate() error {
 	}
 	for _, pkg := range h.Platforms {
 		if err := h.lockHasPlatform(pkg); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, pkg := range h.With {
+		if err := h.Lock.matches(pkg); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -48,7 +49,7 @@ func Verify(ctx context.Context, p *Pins, reg *Registry) ([]Check, error) {
 	}
 	for _, h := range p.Harnesses {
 		add(h.Name, Package{Name: h.Package, Version: h.Version, Integrity: h.Integrity})
-		for _, pkg := range h.Platforms {
+		for _, pkg := range slices.Concat(h.Platforms, h.With) {
 			add(h.Name, pkg)
 		}
 	}

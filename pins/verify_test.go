@@ -43,8 +43,8 @@ func TestVerify(t *testing.T) {
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Verify() error = %v, want %v", err, tt.wantErr)
 			}
-			if len(checks) != 5 {
-				t.Errorf("Verify() made %d checks, want 5 (harness, platform, 2 node, npm)", len(checks))
+			if len(checks) != 6 {
+				t.Errorf("Verify() made %d checks, want 6 (harness, platform, SDK, 2 node, npm)", len(checks))
 			}
 			var failed []result
 			for _, c := range checks {
@@ -78,8 +78,8 @@ func TestVerify_retriesAndCancels(t *testing.T) {
 	if !errors.Is(err, pins.ErrMismatch) || !strings.Contains(checks[0].Error, "503") {
 		t.Errorf("Verify() against a failing registry = %v, first check %q; want ErrMismatch naming 503", err, checks[0].Error)
 	}
-	if got, want := calls.Load(), int32(5*3); got != want {
-		t.Errorf("registry got %d requests, want %d (5 packages, 1 try + 2 retries)", got, want)
+	if got, want := calls.Load(), int32(6*3); got != want {
+		t.Errorf("registry got %d requests, want %d (6 packages, 1 try + 2 retries)", got, want)
 	}
 
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))

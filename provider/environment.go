@@ -239,12 +239,23 @@ func (e *Environment) Dispatch(ctx context.Context, turn Turn) (Reference, error
 // a failed status event naming the timeout, then a *TimeoutError.
 func (e *Environment) Stream(ctx context.Context, turn Turn) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
+		ctx, ts := startTurnSpan(ctx, e.id, &turn)
+		var serr error
+		defer func() { ts.end(serr) }()
 		r, err := e.prepare("environment.Stream", &turn)
 		if err != nil {
+			serr = err
 			yield(Event{}, err)
 			return
 		}
-		e.streamTracked(ctx, "environment.Stream", r, &turn, yield)
+		e.streamTracked(ctx, "environment.Stream", r, &turn, func(ev Event, err error) bool {
+			if err != nil {
+				serr = err
+			} else {
+				ts.see(ev)
+			}
+			return yield(ev, err)
+		})
 	}
 }
 

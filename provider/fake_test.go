@@ -51,6 +51,8 @@ type fakeBridge struct {
 	// turns the turn requests they admitted, in order.
 	sessions map[string]*wire.SessionView
 	turns    []wire.TurnRequest
+	// traceparents are the requests' traceparent headers, in order.
+	traceparents []string
 	// started is closed when the first run is registered.
 	started     chan struct{}
 	startedOnce sync.Once
@@ -127,6 +129,7 @@ func (f *fakeBridge) serve(w http.ResponseWriter, r *http.Request) {
 	key := r.Method + " " + r.URL.Path
 	f.mu.Lock()
 	f.requests = append(f.requests, key)
+	f.traceparents = append(f.traceparents, r.Header.Get("traceparent"))
 	h := f.routes[key]
 	f.mu.Unlock()
 	if r.Header.Get("Authorization") != "Bearer secret-token" {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/tracing"
 )
 
 // Response size limits: control answers are small; an aggregate result
@@ -57,6 +58,7 @@ func (c *client) send(ctx context.Context, op, method, path string, body []byte,
 	if c.opts.BearerToken != "" {
 		req.Header.Set("Authorization", "Bearer "+c.opts.BearerToken)
 	}
+	tracing.Inject(ctx, req.Header)
 	var timer *time.Timer
 	if c.opts.HeadersTimeout > 0 {
 		timer = time.AfterFunc(c.opts.HeadersTimeout, func() { cancel(errHeadersTimeout) })

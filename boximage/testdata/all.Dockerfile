@@ -92,6 +92,7 @@ RUN --mount=type=cache,id=boxctl-npm,target=/root/.npm,sharing=locked \
 COPY --chmod=0755 box-init /usr/local/bin/box-init
 COPY --chmod=0755 box-bridge /usr/local/bin/box-bridge
 ENV BOX_LIFETIME=3600 \
+    BOX_HARNESS_ROOT=/opt/boxctl/harness \
     HOME=/home/box
 USER 10001:10001
 WORKDIR /workspace

@@ -50,6 +50,7 @@ RUN --mount=type=cache,id=boxctl-npm,target=/root/.npm,sharing=locked \
 COPY --chmod=0755 box-init /usr/local/bin/box-init
 COPY --chmod=0755 box-bridge /usr/local/bin/box-bridge
 ENV BOX_LIFETIME=900 \
+    BOX_HARNESS_ROOT=/opt/boxctl/harness \
     HOME=/home/agent
 USER 2000:2000
 WORKDIR /work

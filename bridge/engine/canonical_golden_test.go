@@ -49,7 +49,7 @@ func status(s, detail string) canonicalStep {
 func ask(q harness.Question, id string, run store.Run) canonicalStep {
 	return func(t *testing.T, c *canonical) [][]byte {
 		t.Helper()
-		ir, err := interactionRequest(q, id, run)
+		ir, err := interactionRequest(q, id, run, true)
 		if err != nil {
 			t.Fatalf("interactionRequest(%q) = %v", id, err)
 		}

@@ -29,7 +29,13 @@
 // terminal event; between turns it waits SessionIdleTimeout, and at most
 // MaxSessionProcs wait at once (the one idle longest is ended). A process
 // that died is replaced by a fresh one resuming the session, and each run
-// records the process's group and marker for crash recovery.
+// records the process's group and marker for crash recovery. A
+// harness.Conversant adapter, whose harness speaks a request-and-response
+// protocol on stdio (JSON-RPC), has its process driven through its
+// Conversation, which the process keeps: the handshake is written when it
+// starts, a turn's input when the conversation has it ready, the
+// conversation's reply after each output line (only the lines it says are
+// the turn's reach the parser), and its interrupt on a cancel.
 //
 // Crash recovery: New ends every run the store still marks running: it
 // kills leftover processes of the previous incarnation (found by the

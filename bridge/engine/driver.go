@@ -70,9 +70,9 @@ type driver struct {
 	// stays marks a session's long-lived process: run returns at the
 	// terminal event and leaves it running.
 	stays bool
-	// interrupt, when set, is the stdin line that asks the harness to
-	// stop its turn on a caller's cancel.
-	interrupt []byte
+	// interrupt, when set, returns the stdin line that asks the harness
+	// to stop its turn on a caller's cancel (nil: it cannot be asked).
+	interrupt func() []byte
 
 	// stopReason is why the driver stopped the turn ("" when the
 	// harness ended it, or only lingered after its terminal event).
@@ -93,6 +93,7 @@ type driver struct {
 // A failed commit stops the turn with stopReason TypeServerError.
 func (d *driver) run() {
 	e, proc := d.e, d.proc
+	d.l.awaitOutput()
 	commits := make(chan [][]byte)
 	commitErr := make(chan error, 1)
 	committed := make(chan struct{})
@@ -169,6 +170,7 @@ func (d *driver) run() {
 				continue
 			}
 			d.heard = true
+			d.l.heard()
 			d.idle.Reset(e.opts.IdleTimeout)
 			n := take(batch)
 		drain:
@@ -224,7 +226,7 @@ func (d *driver) run() {
 				continue
 			}
 			reason, _ := d.l.cancelReason.Load().(string)
-			if reason == wire.TypeRunCancelled && d.interrupt != nil && proc.writeStdin(d.interrupt) == nil {
+			if line := d.interruptLine(reason); line != nil && proc.writeStdin(line) == nil {
 				// The turn ends with its terminal event; the process stays.
 				d.stopReason, d.interrupted = reason, true
 				killC = time.After(e.opts.KillGrace)
@@ -255,6 +257,16 @@ func (d *driver) run() {
 		d.stopReason = wire.TypeServerError
 	default:
 	}
+}
+
+// interruptLine returns the stdin line that interrupts the turn for a stop
+// of reason, or nil when the turn is to be stopped by a signal: only a
+// caller's cancel is asked of the harness.
+func (d *driver) interruptLine(reason string) []byte {
+	if reason != wire.TypeRunCancelled || d.interrupt == nil {
+		return nil
+	}
+	return d.interrupt()
 }
 
 // watchdogs returns the idle and deadline timers of a run on backend

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tangle-network/boxctl/bridge/harness"
 	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/store"
@@ -181,6 +183,12 @@ type liveRun struct {
 	cancelOnce             sync.Once
 	cancelReason           atomic.Value // string: wire error type of the stop
 	readers                atomic.Int32
+	// tctx carries span, the run's "bridge.run" span (a child of its
+	// admission's), which ends with the run.
+	tctx context.Context
+	span trace.Span
+	// first is the wait for the harness's first output line.
+	first trace.Span
 	// last is the sequence number of the run's last committed event, as
 	// far as committed was told: readers that read up to it wait for the
 	// next wake without asking the store.
@@ -425,6 +433,8 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (_ store.Run, crea
 	if err := e.WaitReady(ctx); err != nil {
 		return store.Run{}, false, err
 	}
+	ctx, span := admissionSpan(ctx, req.RunID, req.Backend)
+	defer func() { endAdmission(span, err) }()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -469,6 +479,7 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (_ store.Run, crea
 	}
 	l := &liveRun{id: req.RunID, sessionID: req.SessionID, harness: harnessName, bc: newBroadcast(),
 		done: make(chan struct{}), cancel: make(chan struct{})}
+	l.startTrace(ctx)
 	e.live[req.RunID] = l
 	e.wg.Add(1)
 	go func() {

@@ -23,17 +23,18 @@ type interactionCancelEvent struct {
 
 // interactionRequest is the request of the interaction id that question q
 // of run raises, in the shape of the agent interface: a permission kind
-// answered with the permission answer spec, for this interaction only,
+// answered with the permission answer spec (its feedback field where the
+// harness takes the feedback), for this interaction only,
 // about the tool q names (with its input when that is within the
 // interface's bounds), bound to the run and digested.
-func interactionRequest(q harness.Question, id string, run store.Run) (wire.InteractionRequest, error) {
+func interactionRequest(q harness.Question, id string, run store.Run, feedback bool) (wire.InteractionRequest, error) {
 	title := strings.TrimSpace(q.Title)
 	if title == "" {
 		title = "Allow " + q.Tool + "?"
 	}
 	ir := wire.InteractionRequest{
 		ID: id, Kind: wire.InteractionKindPermission, Title: wire.TruncateJS(title, wire.MaxContractString),
-		AnswerSpec: wire.PermissionAnswerSpec(), ResponseScopes: []string{wire.ScopeInteraction},
+		AnswerSpec: wire.PermissionAnswerSpec(feedback), ResponseScopes: []string{wire.ScopeInteraction},
 		Binding: wire.InteractionRequestBinding{RunID: run.ID, Provider: run.Provider, EnvironmentID: run.EnvironmentID,
 			SessionID: run.SessionID, ExecutionID: run.ExecutionID, InteractionID: id},
 	}

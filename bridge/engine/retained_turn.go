@@ -34,6 +34,8 @@ type retainedTurn struct {
 	end       *harness.Event
 	// prep is the turn's confinement (nil: none), set by start.
 	prep *jail.Prepared
+	// conv drives the turn's process for a harness.Conversant adapter.
+	conv harness.Conversation
 	// held is text (or reasoning, heldKind) the harness streamed that is
 	// not framed yet: the deltas of one batch of output lines go out as one
 	// part update (flushText).
@@ -75,6 +77,7 @@ func (t *retainedTurn) finish(f store.Finish, last func() [][]byte) {
 	e.mu.Lock()
 	delete(e.live, l.id)
 	e.mu.Unlock()
+	l.endTrace(string(f.Status), f.ErrType)
 	close(l.done)
 	l.bc.notify()
 	e.NotifySession(l.sessionID)
@@ -153,6 +156,17 @@ func (t *retainedTurn) start(req TurnRequest) (harness.Turn, bool) {
 // batch of lines is one part update rather than one per delta (each
 // update repeats the part's whole text so far).
 func (t *retainedTurn) handle(line []byte, parser harness.Parser) {
+	if t.conv != nil {
+		reply, forTurn := t.conv.Reply(line)
+		if len(reply) > 0 {
+			if err := t.rr.write(reply); err != nil {
+				t.log.Error("write reply", "err", err)
+			}
+		}
+		if !forTurn {
+			return
+		}
+	}
 	if q, ok := t.rr.adapter.ParseQuestion(line); ok {
 		t.flushText()
 		t.questions++

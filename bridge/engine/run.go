@@ -19,6 +19,7 @@ func (e *Engine) execute(l *liveRun, req StartRequest, started time.Time) {
 	log := e.log.With("run", l.id)
 	ch := &chunker{id: "chatcmpl-" + l.id, model: req.ModelID, created: started.Unix()}
 	finish := func(f store.Finish, frames [][]byte) {
+		defer l.endTrace(string(f.Status), f.ErrType)
 		if _, err := e.store.Finish(ctx, l.id, f, frames); err != nil {
 			log.Error("finish run", "err", err)
 		}
@@ -66,7 +67,9 @@ func (e *Engine) execute(l *liveRun, req StartRequest, started time.Time) {
 		fail(wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
 		return
 	}
+	spawned := l.spawnSpan(b.Bin)
 	proc, err := e.spawnJailed(name, spec, MarkerVar+"="+l.id, prep)
+	spawned(err)
 	if err != nil {
 		fail(wire.TypeHarnessUnavailable, "start "+name+": "+redact(err.Error(), e.opts.Secrets))
 		return

@@ -120,6 +120,8 @@ type TurnRequest struct {
 // A turn id bound to another turn, or a run id already used, is
 // ErrTurnConflict.
 func (e *Engine) AdmitTurn(ctx context.Context, req TurnRequest) (_ store.Turn, _ store.Run, created bool, err error) {
+	ctx, span := admissionSpan(ctx, req.RunID, req.Backend)
+	defer func() { endAdmission(span, err) }()
 	ra, ok := req.Backend.Adapter.(harness.Retained)
 	if !ok {
 		return store.Turn{}, store.Run{}, false, ErrNotRetained
@@ -171,6 +173,7 @@ func (e *Engine) AdmitTurn(ctx context.Context, req TurnRequest) (_ store.Turn, 
 	}
 	l := &liveRun{id: req.RunID, sessionID: t.SessionID, harness: name, bc: newBroadcast(),
 		done: make(chan struct{}), cancel: make(chan struct{})}
+	l.startTrace(ctx)
 	e.live[req.RunID] = l
 	rr := &retainedRun{adapter: ra, questions: map[string]harness.Question{}}
 	e.ret.mu.Lock()

@@ -27,7 +27,10 @@ type sessionProc struct {
 	// directory, environment): a turn asking for something else gets a
 	// fresh process.
 	fingerprint string
-	idle        *time.Timer
+	// conv drives the process for a harness.Conversant adapter (nil
+	// otherwise).
+	conv harness.Conversation
+	idle *time.Timer
 	// idleSince is when it last entered the registry.
 	idleSince time.Time
 	endOnce   sync.Once

@@ -29,11 +29,22 @@ func (e *Engine) executeRetained(l *liveRun, rr *retainedRun, req TurnRequest, r
 	if err == nil {
 		err = harness.WriteFiles(spec.Files)
 	}
+	if c, ok := rr.adapter.(harness.Conversant); ok && err == nil {
+		// The process serves this one turn: its input follows the
+		// handshake, or waits in the conversation for the answers.
+		rt.conv = c.NewConversation(turn)
+		var input []byte
+		if input, err = rt.conv.TurnInput(turn); err == nil {
+			spec.Stdin = append(append(spec.Stdin, rt.conv.Open()...), input...)
+		}
+	}
 	if err != nil {
 		rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
 		return
 	}
+	started := l.spawnSpan(b.Bin)
 	proc, err := e.spawnJailed(b.Adapter.Name(), spec, MarkerVar+"="+l.id, rt.prep)
+	started(err)
 	if err != nil {
 		rt.fail("failed", wire.TypeHarnessUnavailable, "start "+b.Adapter.Name()+": "+redact(err.Error(), e.opts.Secrets))
 		return
@@ -76,7 +87,8 @@ func (e *Engine) question(ctx context.Context, l *liveRun, rr *retainedRun, req 
 		return nil
 	}
 	id := "perm-" + strconv.Itoa(n)
-	ir, err := interactionRequest(q, id, run)
+	fr, _ := rr.adapter.(harness.FeedbackRelayer)
+	ir, err := interactionRequest(q, id, run, fr != nil && fr.RelaysFeedback())
 	if err != nil {
 		log.Error("build interaction request", "err", err)
 		if line, err := rr.adapter.Answer(q, false, "the bridge could not present this request"); err == nil {

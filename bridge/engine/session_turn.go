@@ -26,10 +26,16 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 	}
 	b := req.Backend
 	name := b.Adapter.Name()
-	input, err := pa.TurnInput(turn)
-	if err != nil {
-		rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
-		return
+	_, conversant := pa.(harness.Conversant)
+	var (
+		input []byte
+		err   error
+	)
+	if !conversant {
+		if input, err = pa.TurnInput(turn); err != nil {
+			rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
+			return
+		}
 	}
 	// A process serves only turns confined as the one it was started for.
 	key, fp := sessionProcKey(name, l.sessionID), turnFingerprint(turn)+" "+rt.prep.Key()
@@ -50,10 +56,22 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 		reused := true
 		if sp = e.takeSessionProc(key, fp); sp == nil {
 			reused = false
-			if sp, err = e.startSessionProc(turn, pa, key, fp, l.id, rt.prep); err != nil {
+			started := l.spawnSpan(turn.Bin)
+			sp, err = e.startSessionProc(turn, pa, key, fp, l.id, rt.prep)
+			started(err)
+			if err != nil {
 				rt.fail("failed", wire.TypeHarnessUnavailable, "start "+name+": "+redact(err.Error(), e.opts.Secrets))
 				return
 			}
+		}
+		interrupt := pa.Interrupt
+		if rt.conv = sp.conv; sp.conv != nil {
+			if input, err = sp.conv.TurnInput(turn); err != nil {
+				e.keepSessionProc(rt.ctx, sp, l.sessionID)
+				rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
+				return
+			}
+			interrupt = sp.conv.Interrupt
 		}
 		if err := sp.proc.writeStdin(input); err != nil {
 			e.endSessionProc(sp)
@@ -70,7 +88,7 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 		rt.commit()
 		parser = b.Adapter.NewParser()
 		d = rt.driver(sp.proc, parser, idle, deadline, cancel)
-		d.stays, d.interrupt = true, pa.Interrupt()
+		d.stays, d.interrupt = true, interrupt
 		d.run()
 		cancel = d.cancel
 		if rt.end == nil && !d.heard && reused && attempt == 0 && d.stopReason == "" {
@@ -103,6 +121,11 @@ func (e *Engine) startSessionProc(t harness.Turn, pa harness.Persistent, key, fi
 		return nil, err
 	}
 	spec.HoldStdin = true
+	var conv harness.Conversation
+	if c, ok := pa.(harness.Conversant); ok {
+		conv = c.NewConversation(t)
+		spec.Stdin = append(spec.Stdin, conv.Open()...)
+	}
 	if spec.Stdin == nil {
 		spec.Stdin = []byte{}
 	}
@@ -113,5 +136,5 @@ func (e *Engine) startSessionProc(t harness.Turn, pa harness.Persistent, key, fi
 		return nil, err
 	}
 	e.log.Debug("session process started", "pgid", proc.pgid, "bin", t.Bin, "resume", t.NativeSessionID != "")
-	return &sessionProc{key: key, proc: proc, marker: marker, fingerprint: fingerprint}, nil
+	return &sessionProc{key: key, proc: proc, marker: marker, fingerprint: fingerprint, conv: conv}, nil
 }

@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
@@ -146,7 +148,8 @@ func Prompt(content []byte) string {
 }
 
 // MergeEnv returns base with every variable whose name drop reports true
-// removed, then the pairs of each overlay in order (later wins).
+// removed, then the pairs of each overlay in order (later wins), an
+// overlay's sorted by name so that the result is the same every time.
 func MergeEnv(base []string, drop func(name string) bool, overlays ...map[string]string) []string {
 	out := make([]string, 0, len(base)+8)
 	seen := map[string]int{}
@@ -166,8 +169,8 @@ func MergeEnv(base []string, drop func(name string) bool, overlays ...map[string
 		add(k, v)
 	}
 	for _, o := range overlays {
-		for k, v := range o {
-			add(k, v)
+		for _, k := range slices.Sorted(maps.Keys(o)) {
+			add(k, o[k])
 		}
 	}
 	return out

@@ -16,6 +16,9 @@ type Question struct {
 	Input json.RawMessage
 	// Title is a one-line description for a person.
 	Title string
+	// Options are the choices of a question answered by naming one (the
+	// first allows, the last refuses); none for a yes/no question.
+	Options []string
 }
 
 // Retained is implemented by adapters that run the turns of retained

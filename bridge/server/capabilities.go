@@ -52,13 +52,18 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 //   - Placement is claimed, as the TypeScript bridge claims it: a bridge
 //     knows where it runs (the host it was started on, inside its box)
 //     and every environment over it can say so.
-//   - Agent profile materialisation, workspace and branching operations
-//     and confidential execution are not implemented, so not claimed.
+//   - Workspace branching is claimed in full for every harness: a
+//     checkpoint of an ended run's workspace and a fork of a checkpoint,
+//     each keyed and digest-bound, looked up by key, and cleaned up with
+//     confirmation (POST /v1/workspace/...).
+//   - Agent profile materialisation, workspace file operations and
+//     confidential execution are not implemented, so not claimed.
 func Capabilities(a harness.Adapter) wire.Capabilities {
 	c := wire.Capabilities{
 		Streaming: wire.StreamingCaps{Live: true, Replay: true, Detach: true, TurnIdempotency: true},
 		Usage:     true,
 		Placement: true,
+		Branching: wire.BranchingCaps{Checkpoint: true, Fork: true, RetrySafe: true, Lookup: true, Cleanup: true},
 		// The bridge names the runs, sessions and executions it serves, their
 		// lifecycle, where they run and their measured model usage; the
 		// caller knows the endpoint it reached. What the compute is and
@@ -78,9 +83,13 @@ func Capabilities(a harness.Adapter) wire.Capabilities {
 		}
 	}
 	if _, ok := a.(harness.Retained); ok && c.RetainedControl != nil && claimsInteractions(a) {
+		fields := []string{wire.FieldSelect}
+		if fr, ok := a.(harness.FeedbackRelayer); ok && fr.RelaysFeedback() {
+			fields = append(fields, wire.FieldText)
+		}
 		c.Interactions = &wire.InteractionCaps{
 			Kinds:               []string{wire.InteractionKindPermission},
-			AnswerFieldTypes:    []string{wire.FieldSelect, wire.FieldText},
+			AnswerFieldTypes:    fields,
 			ResponseScopes:      []string{wire.ScopeInteraction},
 			Replay:              true,
 			ResponseIdempotency: true,

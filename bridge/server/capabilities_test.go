@@ -38,6 +38,7 @@ func TestCapabilities_ClaudeCode(t *testing.T) {
 			ResponseScopes: []string{wire.ScopeInteraction}, ConcurrentRequests: true, Replay: true, ResponseIdempotency: true},
 		Usage:       true,
 		Placement:   true,
+		Branching:   wire.BranchingCaps{Checkpoint: true, Fork: true, RetrySafe: true, Lookup: true, Cleanup: true},
 		Observation: &wire.ObservationCaps{Identity: true, Lifecycle: true, Endpoint: true, Placement: true, ModelUsage: true},
 	}
 	if diff := cmp.Diff(want, c); diff != "" {

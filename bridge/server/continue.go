@@ -194,6 +194,7 @@ func (s *Server) continueSession(w http.ResponseWriter, r *http.Request) {
 		s.log.Error("admit continuation", "session", id, "operation", req.OperationID, "err", err)
 		ans.write(wire.ContinuationTransportFailure, "the bridge could not admit the turn", true)
 	default:
+		s.counts.continuations.Add(1)
 		s.answerRecorded(r.Context(), ans, store.Continuation{OperationID: c.OperationID, SessionID: id,
 			RequestDigest: req.RequestDigest, RunID: run.ID}, false)
 	}

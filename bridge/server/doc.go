@@ -7,6 +7,14 @@
 // The server owns no run state: every answer about a run is read from the
 // engine and its store, so any number of readers can follow a run, each
 // from its own cursor, and a reader's connection owns only that reader.
-// Handlers are safe for concurrent use; the health cache is the only state
-// the server itself keeps.
+// Handlers are safe for concurrent use; the health cache and the context
+// route counters of GET /metrics are the only state the server itself
+// keeps.
+//
+// Beyond runs and sessions, the server keeps workspace branches
+// (branching.go: checkpoints of an ended run's workspace and forks of
+// them, copies under the data directory, keyed and digest-bound in the
+// store) and takes portable contexts (context.go: a plan with no effect,
+// and a transfer of an accepted plan into one fresh retained session whose
+// first run carries the conversation).
 package server

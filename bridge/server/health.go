@@ -136,6 +136,9 @@ func (s *Server) root(w http.ResponseWriter, r *http.Request) {
 		Name: "box-bridge", Version: s.opts.Version, Scheme: "bridge/<harness>/<model>",
 		Capabilities: map[string]any{"streaming": true, "replay": true, "detach": true, "cancel": true,
 			"durable": true, "exactCancellation": true,
+			// Portable context plans and transfers (POST /v1/context/...) and
+			// workspace checkpoints and forks (POST /v1/workspace/...).
+			"contextTransfer": true, "workspaceBranching": s.opts.DataDir != "",
 			// What the bridge does with a turn's execution object (wire.ExecutionCaps).
 			"execution": s.opts.Engine.ExecutionCaps(r.Context())},
 		Backends: names, Endpoints: endpoints,

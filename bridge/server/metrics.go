@@ -54,6 +54,18 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	for _, h := range slices.Sorted(maps.Keys(es.SpawnFailures)) {
 		m.sample("bridge_harness_spawn_failures_total", `harness="`+escapeLabel(h)+`"`, float64(es.SpawnFailures[h]))
 	}
+	for _, c := range []struct {
+		name, help string
+		v          int64
+	}{
+		{"bridge_context_plans_total", "Portable context plans made.", s.counts.plans.Load()},
+		{"bridge_context_transfers_total", "Portable context transfers admitted.", s.counts.transfers.Load()},
+		{"bridge_context_sessions_total", "Fresh sessions created for context transfers.", s.counts.sessions.Load()},
+		{"bridge_native_continuations_total", "Native continuations admitted.", s.counts.continuations.Load()},
+	} {
+		m.family(c.name, "counter", c.help)
+		m.sample(c.name, "", float64(c.v))
+	}
 	m.family("bridge_store_latency_seconds", "histogram", "Store latency: write transactions (the wait for the writer included) and event reads.")
 	m.histogram("bridge_store_latency_seconds", `op="write"`, ss.Write)
 	m.histogram("bridge_store_latency_seconds", `op="read"`, ss.Read)

@@ -10,12 +10,17 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tangle-network/boxctl/bridge/engine"
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/tracing"
 )
 
 // Defaults of Options.
@@ -24,7 +29,7 @@ const (
 	DefaultKeepalive    = 15 * time.Second
 	DefaultHealthTTL    = 30 * time.Second
 	DefaultCancelWait   = 30 * time.Second
-	DefaultProbeTimeout = 10 * time.Second
+	DefaultProbeTimeout = 30 * time.Second
 	DefaultBodyTimeout  = 60 * time.Second
 
 	DefaultStreamWriteTimeout = 30 * time.Second
@@ -55,7 +60,9 @@ type Options struct {
 	StreamWriteTimeout time.Duration
 	// HealthTTL is how long a ready probe verdict is reused (default 30 s).
 	HealthTTL time.Duration
-	// ProbeTimeout bounds one `<bin> --version` probe (default 10 s).
+	// ProbeTimeout bounds one `<bin> --version` probe (default 30 s: on
+	// a loaded 2-core box the first start of opencode or Gemini CLI takes
+	// 7-22 s).
 	ProbeTimeout time.Duration
 	// CancelWait is how long a cancel waits for the run to end when the
 	// request gives no wait_ms (default 30 s).
@@ -63,6 +70,10 @@ type Options struct {
 	// ProbeEnv is the environment of health probes (default: none but PATH
 	// and HOME of the bridge).
 	ProbeEnv []string
+	// DataDir is the bridge's data directory; workspace checkpoints and
+	// forks are kept under it, and a copied workspace leaves it out
+	// (required for the workspace routes).
+	DataDir string
 	// ProfilesDir holds the profile catalog GET /v1/profiles lists, one
 	// <id>.json per profile, read once at start ("": none).
 	ProfilesDir string
@@ -85,6 +96,7 @@ type Server struct {
 	mux      *http.ServeMux
 	profiles []profileEntry
 	queue    inputQueue
+	counts   contextCounts
 }
 
 // New returns a server.
@@ -122,6 +134,13 @@ func New(opts Options) (*Server, error) {
 	if opts.InputQueueTimeout <= 0 {
 		opts.InputQueueTimeout = DefaultInputQueueTimeout
 	}
+	if opts.DataDir != "" {
+		abs, err := filepath.Abs(opts.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("server: data dir: %w", err)
+		}
+		opts.DataDir = abs
+	}
 	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
 	s.health = newHealthCache(opts)
 	var err error
@@ -155,6 +174,15 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /openapi.json", s.openAPI)
 	s.mux.HandleFunc("GET /v1/profiles", s.listProfiles)
 	s.mux.HandleFunc("GET /v1/profiles/{id}", s.getProfile)
+	s.mux.HandleFunc("POST /v1/workspace/checkpoints", s.createCheckpoint)
+	s.mux.HandleFunc("POST /v1/workspace/checkpoints/lookup", s.lookupCheckpoint)
+	s.mux.HandleFunc("POST /v1/workspace/checkpoints/delete", s.deleteCheckpoint)
+	s.mux.HandleFunc("POST /v1/workspace/forks", s.createFork)
+	s.mux.HandleFunc("POST /v1/workspace/forks/lookup", s.lookupFork)
+	s.mux.HandleFunc("POST /v1/workspace/forks/destroy", s.destroyFork)
+	s.mux.HandleFunc("GET /v1/workspace/forks/{id}", s.getFork)
+	s.mux.HandleFunc("POST /v1/context/plans", s.planContext)
+	s.mux.HandleFunc("POST /v1/context/transfers", s.transferContext)
 	s.mux.HandleFunc("/", s.notFound)
 	return s, nil
 }
@@ -167,7 +195,10 @@ var endpoints = []string{"GET /", "GET /health", "GET /metrics", "GET /v1/models
 	"POST /v1/sessions/:id/cancel", "POST /v1/sessions/:id/close", "POST /v1/sessions/:id/continue",
 	"POST /v1/sessions/:id/input", "POST /v1/sessions/:id/steer", "POST /v1/sessions/:id/detach",
 	"GET /v1/sessions/:id/status", "GET /v1/sessions/:id/transcript", "DELETE /v1/sessions/:id",
-	"GET /v1/profiles", "GET /v1/profiles/:id", "GET /openapi.json"}
+	"GET /v1/profiles", "GET /v1/profiles/:id", "GET /openapi.json",
+	"POST /v1/workspace/checkpoints", "POST /v1/workspace/checkpoints/lookup", "POST /v1/workspace/checkpoints/delete",
+	"POST /v1/workspace/forks", "POST /v1/workspace/forks/lookup", "POST /v1/workspace/forks/destroy",
+	"GET /v1/workspace/forks/:id", "POST /v1/context/plans", "POST /v1/context/transfers"}
 
 // ServeHTTP bounds the request body's arrival, authenticates, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -187,8 +218,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.mux.ServeHTTP(w, r)
+	ctx := tracing.Extract(r.Context(), r.Header)
+	if !trace.SpanContextFromContext(ctx).IsRemote() && r.URL.Path == "/health" {
+		s.mux.ServeHTTP(w, r) // an untraced readiness poll makes no span
+		return
+	}
+	ctx, span := tracer.Start(ctx, "bridge "+r.Method, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
+	defer span.End()
+	s.mux.ServeHTTP(w, r.WithContext(ctx))
 }
+
+// tracer makes the bridge's spans: one per request (a child of the
+// caller's traceparent), its admission, and the harness's run.
+var tracer = tracing.Tracer("bridge/server")
 
 func (s *Server) authorized(r *http.Request) bool {
 	h := r.Header.Get("Authorization")

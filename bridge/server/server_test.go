@@ -67,6 +67,9 @@ func newEnv(t *testing.T, cfg config) *env {
 		bin = bridgetest.FakeClaude(t)
 	}
 	cfg.server.Engine = e
+	if cfg.server.DataDir == "" {
+		cfg.server.DataDir = filepath.Join(dir, "data")
+	}
 	cfg.server.Backends = []*engine.Backend{{Adapter: claude.Adapter{}, Bin: bin}}
 	cfg.server.Bearer = bearer
 	cfg.server.Version = "test"

@@ -343,84 +343,9 @@ func (s *Server) admitTurn(w http.ResponseWriter, r *http.Request, queued bool) 
 			}
 		}
 	}
-	if !rs.ClosedAt.IsZero() {
-		writeError(w, wire.TypeSessionClosed, "session "+rs.ID+" is closed")
-		return
-	}
-	b, bare, found := s.resolveModel(rs.Model)
-	if !found {
-		writeErrorBody(w, modelNotFound(rs.Model))
-		return
-	}
-	digest, err := wire.Digest(map[string]any{"schema": wire.RetainedTurnDigestSchema, "harness": b.Adapter.Name(),
-		"session": rs.ID, "turn": generic})
+	run, err := s.startTurn(r.Context(), rs, req, generic, queued)
 	if err != nil {
-		writeError(w, wire.TypeInvalidRequest, err.Error())
-		return
-	}
-	var create wire.SessionCreateRequest
-	if err := json.Unmarshal(rs.Request, &create); err != nil {
-		s.log.Error("decode stored session", "session", rs.ID, "err", err)
-		writeError(w, wire.TypeServerError, "load session")
-		return
-	}
-	cwd := ""
-	if create.Cwd != nil {
-		cwd = *create.Cwd
-	}
-	// Each turn runs confined as the session asked, or not at all.
-	x, eb := parseExecution(create.Execution)
-	if eb == nil {
-		eb = s.admitSession(r.Context(), x, cwd)
-	}
-	if eb != nil {
-		writeErrorBody(w, *eb)
-		return
-	}
-	observed := time.Now().UTC().Format(time.RFC3339Nano)
-	tr := engine.TurnRequest{
-		Turn:  store.Turn{SessionID: rs.ID, TurnID: req.TurnID, Digest: digest},
-		RunID: req.RunID, Digest: digest, Provider: req.Provider, EnvironmentID: req.EnvironmentID, ExecutionID: req.ExecutionID,
-		Backend: b, Model: bare, ModelID: rs.Model, Prompt: prompt, Cwd: cwd, Env: create.Env, Policy: rs.Policy,
-		Confine: x.confine, Timeout: x.timeout,
-		Boundary: func(t store.Turn) []byte {
-			return mustJSON(wire.BoundaryProof{RunID: req.RunID, Provider: req.Provider, EnvironmentID: req.EnvironmentID,
-				SessionID: rs.ID, ExecutionID: req.ExecutionID, RequestDigest: digest,
-				Boundary: wire.ContextBoundary{Kind: "revision", Revision: strconv.FormatInt(t.Index+1, 10)}, ObservedAt: observed})
-		},
-	}
-	var run store.Run
-	if queued {
-		run, err = s.admitQueued(r.Context(), tr)
-	} else {
-		_, run, _, err = s.opts.Engine.AdmitTurn(r.Context(), tr)
-	}
-	switch {
-	case errors.Is(err, errQueueFull):
-		writeError(w, wire.TypeInputQueueFull, fmt.Sprintf("%d inputs already wait for session %s", s.opts.InputQueueDepth, rs.ID))
-		return
-	case errors.Is(err, errQueueTimeout):
-		writeError(w, wire.TypeInputQueueTimeout, fmt.Sprintf("the run of session %s did not end within %s", rs.ID, s.opts.InputQueueTimeout))
-		return
-	case errors.Is(err, engine.ErrTurnConflict):
-		writeError(w, wire.TypeTurnConflict, "turn "+req.TurnID+" or run "+req.RunID+" is bound to a different turn")
-		return
-	case errors.Is(err, engine.ErrSessionBusy):
-		writeError(w, wire.TypeSessionBusy, "session "+rs.ID+" has a live run")
-		return
-	case errors.Is(err, store.ErrSessionClosed):
-		writeError(w, wire.TypeSessionClosed, "session "+rs.ID+" is closed")
-		return
-	case errors.Is(err, store.ErrNotFound):
-		writeError(w, wire.TypeNotFound, "session "+rs.ID+" not found")
-		return
-	case errors.Is(err, engine.ErrSaturated):
-		w.Header().Set(wire.HeaderRetryAfter, "1")
-		writeError(w, wire.TypeExecutorSaturated, "too many concurrent runs")
-		return
-	case err != nil:
-		s.log.Error("admit turn", "session", rs.ID, "err", err)
-		writeError(w, wire.TypeServerError, "admit turn")
+		writeTurnError(w, s, rs, req, err)
 		return
 	}
 	rs, err = s.opts.Engine.Store().GetSession(r.Context(), rs.ID)
@@ -518,4 +443,97 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, rs store.Re
 	}
 	out.Session = v
 	writeJSON(w, status, out)
+}
+
+// startTurn admits a turn of a retained session: req is the turn as the
+// turns route takes it and generic its JSON object, which the turn's
+// digest covers. Queued, it first waits for the session's live run to end.
+func (s *Server) startTurn(ctx context.Context, rs store.RetainedSession, req wire.TurnRequest, generic map[string]any,
+	queued bool) (store.Run, error) {
+	prompt, err := turnText(req)
+	if err != nil {
+		return store.Run{}, turnRefused(wire.ErrorBody{Type: wire.TypeInvalidRequest, Message: err.Error()})
+	}
+	if !rs.ClosedAt.IsZero() {
+		return store.Run{}, store.ErrSessionClosed
+	}
+	b, bare, found := s.resolveModel(rs.Model)
+	if !found {
+		return store.Run{}, turnRefused(modelNotFound(rs.Model))
+	}
+	digest, err := wire.Digest(map[string]any{"schema": wire.RetainedTurnDigestSchema, "harness": b.Adapter.Name(),
+		"session": rs.ID, "turn": generic})
+	if err != nil {
+		return store.Run{}, turnRefused(wire.ErrorBody{Type: wire.TypeInvalidRequest, Message: err.Error()})
+	}
+	var create wire.SessionCreateRequest
+	if err := json.Unmarshal(rs.Request, &create); err != nil {
+		return store.Run{}, fmt.Errorf("decode stored session %s: %w", rs.ID, err)
+	}
+	cwd := ""
+	if create.Cwd != nil {
+		cwd = *create.Cwd
+	}
+	// Each turn runs confined as the session asked, or not at all.
+	x, eb := parseExecution(create.Execution)
+	if eb == nil {
+		eb = s.admitSession(ctx, x, cwd)
+	}
+	if eb != nil {
+		return store.Run{}, turnRefused(*eb)
+	}
+	observed := time.Now().UTC().Format(time.RFC3339Nano)
+	tr := engine.TurnRequest{
+		Turn:  store.Turn{SessionID: rs.ID, TurnID: req.TurnID, Digest: digest},
+		RunID: req.RunID, Digest: digest, Provider: req.Provider, EnvironmentID: req.EnvironmentID, ExecutionID: req.ExecutionID,
+		Backend: b, Model: bare, ModelID: rs.Model, Prompt: prompt, Cwd: cwd, Env: create.Env, Policy: rs.Policy,
+		Confine: x.confine, Timeout: x.timeout,
+		Boundary: func(t store.Turn) []byte {
+			return mustJSON(wire.BoundaryProof{RunID: req.RunID, Provider: req.Provider, EnvironmentID: req.EnvironmentID,
+				SessionID: rs.ID, ExecutionID: req.ExecutionID, RequestDigest: digest,
+				Boundary: wire.ContextBoundary{Kind: "revision", Revision: strconv.FormatInt(t.Index+1, 10)}, ObservedAt: observed})
+		},
+	}
+	var run store.Run
+	if queued {
+		run, err = s.admitQueued(ctx, tr)
+	} else {
+		_, run, _, err = s.opts.Engine.AdmitTurn(ctx, tr)
+	}
+	return run, err
+}
+
+// turnRefusal is a turn refused before admission, with the error it is
+// answered with.
+type turnRefusal struct{ body wire.ErrorBody }
+
+func (e *turnRefusal) Error() string { return e.body.Type + ": " + e.body.Message }
+
+func turnRefused(b wire.ErrorBody) error { return &turnRefusal{b} }
+
+// writeTurnError answers an error of startTurn.
+func writeTurnError(w http.ResponseWriter, s *Server, rs store.RetainedSession, req wire.TurnRequest, err error) {
+	var refusal *turnRefusal
+	switch {
+	case errors.As(err, &refusal):
+		writeErrorBody(w, refusal.body)
+	case errors.Is(err, errQueueFull):
+		writeError(w, wire.TypeInputQueueFull, fmt.Sprintf("%d inputs already wait for session %s", s.opts.InputQueueDepth, rs.ID))
+	case errors.Is(err, errQueueTimeout):
+		writeError(w, wire.TypeInputQueueTimeout, fmt.Sprintf("the run of session %s did not end within %s", rs.ID, s.opts.InputQueueTimeout))
+	case errors.Is(err, engine.ErrTurnConflict):
+		writeError(w, wire.TypeTurnConflict, "turn "+req.TurnID+" or run "+req.RunID+" is bound to a different turn")
+	case errors.Is(err, engine.ErrSessionBusy):
+		writeError(w, wire.TypeSessionBusy, "session "+rs.ID+" has a live run")
+	case errors.Is(err, store.ErrSessionClosed):
+		writeError(w, wire.TypeSessionClosed, "session "+rs.ID+" is closed")
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, wire.TypeNotFound, "session "+rs.ID+" not found")
+	case errors.Is(err, engine.ErrSaturated):
+		w.Header().Set(wire.HeaderRetryAfter, "1")
+		writeError(w, wire.TypeExecutorSaturated, "too many concurrent runs")
+	default:
+		s.log.Error("admit turn", "session", rs.ID, "err", err)
+		writeError(w, wire.TypeServerError, "admit turn")
+	}
 }

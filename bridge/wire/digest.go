@@ -57,3 +57,26 @@ func RequestDigest(harness string, body map[string]any) (string, error) {
 	}
 	return Digest(map[string]any{"schema": RequestDigestSchema, "harness": harness, "request": req})
 }
+
+// material is v as a JSON object without the named keys: what the digest
+// of a request or record covers when it covers all of it but its keys and
+// its digest. An error to encode v comes back from Digest of the result.
+func material(v any, keys ...string) any {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return badMaterial{err}
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return badMaterial{err}
+	}
+	for _, k := range keys {
+		delete(m, k)
+	}
+	return m
+}
+
+// badMaterial is material that could not be built; encoding it fails.
+type badMaterial struct{ err error }
+
+func (b badMaterial) MarshalJSON() ([]byte, error) { return nil, b.err }

@@ -105,13 +105,17 @@ func (r InteractionRequest) ResponseBinding() InteractionBinding {
 
 // PermissionAnswerSpec is the answer of a permission interaction that may
 // be allowed for this interaction only: a required select "grant"
-// (allow_once or deny) and an optional free-text "feedback".
-func PermissionAnswerSpec() AnswerSpec {
-	return AnswerSpec{Fields: []InteractionField{
+// (allow_once or deny) and, with feedback, an optional free-text
+// "feedback".
+func PermissionAnswerSpec(feedback bool) AnswerSpec {
+	s := AnswerSpec{Fields: []InteractionField{
 		{Name: PermissionGrantField, Label: "Decision", Type: FieldSelect, Required: true,
 			Options: []FieldOption{{Value: GrantAllowOnce, Label: "Allow once"}, {Value: GrantDeny, Label: "Deny"}}},
-		{Name: PermissionFeedbackField, Label: "Feedback (optional)", Type: FieldText, Multiline: true},
 	}}
+	if feedback {
+		s.Fields = append(s.Fields, InteractionField{Name: PermissionFeedbackField, Label: "Feedback (optional)", Type: FieldText, Multiline: true})
+	}
+	return s
 }
 
 // InteractionRequestDigest is "sha256:<hex>" of the canonical JSON

@@ -45,7 +45,7 @@ func TestCanonical_Numbers(t *testing.T) {
 func permissionRequest() InteractionRequest {
 	return InteractionRequest{ID: "perm-1", Kind: InteractionKindPermission, Title: "Allow Bash to run: ls",
 		Subject:    &InteractionSubject{Type: SubjectTool, ToolName: "Bash", Input: json.RawMessage(`{"command":"ls"}`)},
-		AnswerSpec: PermissionAnswerSpec(), ResponseScopes: []string{ScopeInteraction},
+		AnswerSpec: PermissionAnswerSpec(true), ResponseScopes: []string{ScopeInteraction},
 		Binding: InteractionRequestBinding{RunID: "r1", Provider: "p", EnvironmentID: "e", SessionID: "s", ExecutionID: "x", InteractionID: "perm-1"}}
 }
 

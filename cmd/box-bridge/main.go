@@ -16,10 +16,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/tangle-network/boxctl/bridge"
 	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/internal/buildinfo"
+	"github.com/tangle-network/boxctl/internal/tracing"
 )
 
 func main() {
@@ -79,5 +81,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, er
 		return errUsage
 	}
 	log := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: level}))
+	// Spans go to OTEL_EXPORTER_OTLP_ENDPOINT when it is set (nowhere
+	// otherwise); what is buffered is sent before the process ends.
+	shutdown, err := tracing.Setup(ctx, "box-bridge", getenv)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			log.Warn("flush spans", "err", err)
+		}
+	}()
 	return bridge.Serve(ctx, cfg, log, nil)
 }

@@ -65,7 +65,11 @@ func (a *app) connectBox(ctx context.Context, v vendors.Vendor, rec *boxstate.Re
 	if rec.Reference == nil {
 		return nil, fmt.Errorf("box %s: the state holds no reference to it", shortID(rec.ID))
 	}
-	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: rec.Image, Logger: a.log})
+	s, err := a.openState()
+	if err != nil {
+		return nil, err
+	}
+	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: rec.Image, Logger: a.log, OnEvent: a.eventSink(s)})
 	if err != nil {
 		return nil, err
 	}

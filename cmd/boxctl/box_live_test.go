@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
 	"github.com/tangle-network/boxctl/provider/turntext"
@@ -427,6 +429,18 @@ func TestBoxVerbs_RouterAndGC(t *testing.T) {
 	vendortest.Poll(t, 30*time.Second, "gc to remove the forgotten box", func() bool { return boxGone(t, v, up.ID) })
 	if st := mustState(t); len(st.Boxes) != 0 {
 		t.Errorf("state after gc = %+v, want none", st.Boxes)
+	}
+	// The event log saw the box made, ready, and removed by gc.
+	r = boxctl(t, t.Context(), tr, "events")
+	var seen []string
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var ev sandbox.Event
+		if err := json.Unmarshal([]byte(line), &ev); err == nil && ev.BoxID == up.ID && !strings.HasPrefix(string(ev.Type), "turn.") {
+			seen = append(seen, string(ev.Type)+":"+ev.Reason)
+		}
+	}
+	if want := []string{"created:", "ready:", "destroyed:gc"}; r.code != 0 || !slices.Equal(seen, want) {
+		t.Errorf("events of box %s = %v (exit %d), want %v", shortID(up.ID), seen, r.code, want)
 	}
 	tr.noSecrets(t, map[string]string{"bearer": up.Bearer, "router key": key})
 }

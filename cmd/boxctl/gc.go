@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/vendors/docker"
 )
@@ -54,9 +55,13 @@ func runGC(ctx context.Context, a *app, o *gcOptions) error {
 		return err
 	}
 	var errs []error
+	record := a.eventSink(s)
 	for _, r := range res.Removed {
-		if r.Error != "" {
+		switch {
+		case r.Error != "":
 			errs = append(errs, fmt.Errorf("box %s not removed: %s", shortID(r.ID), r.Error))
+		case !res.DryRun:
+			record(sandbox.GCEvent(v.Name(), r.ID, r.RunTag, r.Reason))
 		}
 	}
 	if err := a.print(res, func(w io.Writer) error { return printGC(w, res) }); err != nil {

@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/tangle-network/boxctl/boximage"
 	"github.com/tangle-network/boxctl/bridge/jail"
+	"github.com/tangle-network/boxctl/internal/tracing"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/vendors/open"
 )
@@ -20,8 +22,19 @@ func main() {
 	// `boxctl bridge` serves net-jailed turns through this executable.
 	jail.ServeRelayIfAsked()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Spans go to OTEL_EXPORTER_OTLP_ENDPOINT when it is set, nowhere
+	// otherwise.
+	shutdown, terr := tracing.Setup(ctx, "boxctl", os.Getenv)
+	if terr != nil {
+		fmt.Fprintln(os.Stderr, "boxctl:", terr)
+	}
 	err := newRootCmd(newApp(os.Stdout, os.Stderr)).ExecuteContext(ctx)
 	stop()
+	if shutdown != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = shutdown(sctx)
+		cancel()
+	}
 	os.Exit(exitCode(err))
 }
 

@@ -94,8 +94,8 @@ func TestPinsVerifyCmd_npmConfigRegistry(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &checks); err != nil {
 		t.Fatalf("pins verify -o json = %q: %v", out, err)
 	}
-	if len(checks) != 13 || !slices.Contains(reg.Requests(), "/@anthropic-ai/claude-code/2.1.332") {
-		t.Errorf("pins verify made %d checks, registry saw %q; want 13 checks against $NPM_CONFIG_REGISTRY", len(checks), reg.Requests())
+	if len(checks) != 14 || !slices.Contains(reg.Requests(), "/@anthropic-ai/claude-code/2.1.332") {
+		t.Errorf("pins verify made %d checks, registry saw %q; want 14 checks against $NPM_CONFIG_REGISTRY", len(checks), reg.Requests())
 	}
 }
 

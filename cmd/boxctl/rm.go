@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
@@ -94,6 +95,11 @@ func runRm(ctx context.Context, a *app, o *rmOptions) error {
 			errs = append(errs, err)
 			continue
 		}
+		ev := sandbox.Event{Type: sandbox.EventDestroyed, Vendor: v.Name(), BoxID: id, Reason: sandbox.ReasonUser}
+		if rec != nil {
+			ev.RunTag = rec.RunTag
+		}
+		a.eventSink(s)(ev)
 		res := rmResult{ID: id}
 		if rec != nil {
 			stopped, err := s.Forget(ctx, rec)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tangle-network/boxctl/boximage"
+	"github.com/tangle-network/boxctl/internal/tracing"
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -42,6 +43,8 @@ type upOptions struct {
 	lifetime   time.Duration
 	router     string
 	showBearer bool
+	timings    bool
+	bridgeOTLP string
 
 	// Resolved by resolve: the Router, unless routerLocal.
 	routerURL, routerKey string
@@ -81,6 +84,8 @@ The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.j
 	f.DurationVar(&o.lifetime, "lifetime", o.lifetime, "how long the box lives; it ends by itself then")
 	f.StringVar(&o.router, "router", "", `model Router URL (key in $`+routerKeyVar+`), or "local" for a local model endpoint (default: $`+routerURLEnv+`)`)
 	f.BoolVar(&o.showBearer, "show-bearer", false, "also print the bridge's bearer token (a secret)")
+	f.BoolVar(&o.timings, "timings", false, "also print how long each phase of the create took")
+	f.StringVar(&o.bridgeOTLP, "bridge-otlp", "", "OTLP/HTTP endpoint the bridge in the box exports its spans to (one the box reaches)")
 	_ = cmd.RegisterFlagCompletionFunc("target", cobra.FixedCompletions(boxTargets, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -100,6 +105,11 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 		return usageErrorf("--git-ref goes with --repo")
 	case strings.HasPrefix(o.repo, "-") || strings.HasPrefix(o.gitRef, "-"):
 		return usageErrorf("--repo and --git-ref must not start with '-'")
+	}
+	if o.bridgeOTLP != "" {
+		if err := sandbox.CheckRouterURL(o.bridgeOTLP); err != nil {
+			return usageErrorf("--bridge-otlp: %v", err)
+		}
 	}
 	p, err := pins.Load()
 	if err != nil {
@@ -144,11 +154,13 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 		rec.Router, router = lr, sandbox.Router{URL: lr.URL, Key: key}
 		a.log.Info("local model endpoint started", "url", lr.URL, "pid", lr.PID)
 	}
+	var phases []sandbox.Phase
 	rec, err = s.Create(ctx, v, rec, func(ctx context.Context, tag string) (sandbox.Reference, error) {
-		env, err := createBox(ctx, a, v, o, tag, s.Owner(), router)
+		env, err := createBox(ctx, a, v, o, tag, s.Owner(), router, a.eventSink(s))
 		if err != nil {
 			return sandbox.Reference{}, err
 		}
+		phases = env.Timings()
 		ref := env.Reference()
 		_ = env.Close(context.WithoutCancel(ctx))
 		return ref, nil
@@ -156,13 +168,17 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 	if err != nil {
 		return err
 	}
-	return printUp(a, o, rec)
+	return printUp(a, o, rec, phases)
 }
 
 // createBox makes the box through the sandbox provider.
-func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag, owner string, router sandbox.Router) (*sandbox.Environment, error) {
+func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag, owner string, router sandbox.Router, onEvent func(sandbox.Event)) (*sandbox.Environment, error) {
+	var bridgeEnv map[string]string
+	if o.bridgeOTLP != "" {
+		bridgeEnv = map[string]string{tracing.EndpointEnv: o.bridgeOTLP}
+	}
 	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: o.image, Router: router, Lifetime: o.lifetime,
-		RunTag: tag, Owner: owner, Logger: a.log})
+		RunTag: tag, Owner: owner, Logger: a.log, OnEvent: onEvent, BridgeEnv: bridgeEnv})
 	if err != nil {
 		return nil, err
 	}

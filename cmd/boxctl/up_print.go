@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 )
 
@@ -21,9 +22,11 @@ type upResult struct {
 	Deadline time.Time `json:"deadline"`
 	Router   string    `json:"router"`
 	Bearer   string    `json:"bearer,omitempty"`
+	// Timings are the create's phases (with --timings).
+	Timings []sandbox.Phase `json:"timings,omitempty"`
 }
 
-func printUp(a *app, o *upOptions, rec boxstate.Record) error {
+func printUp(a *app, o *upOptions, rec boxstate.Record, phases []sandbox.Phase) error {
 	ref := rec.Reference
 	res := upResult{ID: rec.ID, Target: rec.Target, Endpoint: ref.Endpoint, Harness: ref.Harness, Model: o.model,
 		Image: rec.Image, RunTag: rec.RunTag, Lifetime: o.lifetime.String(), Deadline: rec.Deadline, Router: o.routerURL}
@@ -32,6 +35,9 @@ func printUp(a *app, o *upOptions, rec boxstate.Record) error {
 	}
 	if o.showBearer {
 		res.Bearer = ref.Bearer
+	}
+	if o.timings {
+		res.Timings = phases
 	}
 	return a.print(res, func(w io.Writer) error {
 		model := res.Model
@@ -53,6 +59,12 @@ func printUp(a *app, o *upOptions, rec boxstate.Record) error {
 				return err
 			}
 		}
-		return nil
+		if !o.timings {
+			return nil
+		}
+		if _, err := fmt.Fprintln(w); err != nil {
+			return err
+		}
+		return printTimings(w, phases)
 	})
 }

@@ -35,9 +35,9 @@ func parseCmd[T any](t *testing.T, newCmd func(*app, func(context.Context, T) er
 
 func TestUpCmd_Flags(t *testing.T) {
 	type want struct {
-		image, harness, model, repo, gitRef, routerURL, routerKey string
-		lifetime                                                  time.Duration
-		local, showBearer                                         bool
+		image, harness, model, repo, gitRef, routerURL, routerKey, bridgeOTLP string
+		lifetime                                                              time.Duration
+		local, showBearer, timings                                            bool
 	}
 	tests := []struct {
 		name    string
@@ -55,6 +55,11 @@ func TestUpCmd_Flags(t *testing.T) {
 				routerURL: "http://10.0.0.1:9", routerKey: "k2", lifetime: time.Hour, showBearer: true}},
 		{name: "local router needs no environment", args: []string{"--router", "local", "--harness", "pi"},
 			want: want{harness: "pi", lifetime: 30 * time.Minute, local: true}},
+		{name: "timings", args: []string{"--router", "local", "--timings"},
+			want: want{harness: "claude-code", lifetime: 30 * time.Minute, local: true, timings: true}},
+		{name: "bridge spans", args: []string{"--router", "local", "--bridge-otlp", "http://172.17.0.1:4318"},
+			want: want{harness: "claude-code", lifetime: 30 * time.Minute, local: true, bridgeOTLP: "http://172.17.0.1:4318"}},
+		{name: "bridge spans to no URL", args: []string{"--router", "local", "--bridge-otlp", "collector:4318"}, wantErr: "--bridge-otlp"},
 		{name: "no router at all", wantErr: "no model Router: TANGLE_ROUTER_URL and TANGLE_API_KEY are not set; set both, or pass --router local"},
 		{name: "no key", env: map[string]string{routerURLEnv: "https://r.example"},
 			wantErr: "no model Router: TANGLE_API_KEY is not set; set it, or pass --router local"},
@@ -90,7 +95,7 @@ func TestUpCmd_Flags(t *testing.T) {
 				t.Fatalf("up %v: %v (ran %v)", tt.args, err, called)
 			}
 			got := want{image: o.image, harness: o.harness, model: o.model, repo: o.repo, gitRef: o.gitRef,
-				routerURL: o.routerURL, routerKey: o.routerKey, lifetime: o.lifetime, local: o.router == routerLocal, showBearer: o.showBearer}
+				routerURL: o.routerURL, routerKey: o.routerKey, lifetime: o.lifetime, local: o.router == routerLocal, showBearer: o.showBearer, timings: o.timings, bridgeOTLP: o.bridgeOTLP}
 			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(want{})); diff != "" {
 				t.Errorf("up %v options (-want +got):\n%s", tt.args, diff)
 			}

@@ -1,8 +1,8 @@
 // Package boxmeta holds the names every part of boxctl uses to describe a
 // box: the labels a vendor puts on it (and `boxctl gc` selects by), and the
 // lifetime variables the image's init reads. The image renderer, the
-// vendors and the sandbox provider import these constants; none of them
-// spells the strings itself.
+// vendors, the sandbox provider and the harness adapters import these
+// constants; none of them spells the strings itself.
 package boxmeta
 
 import (
@@ -52,6 +52,11 @@ const (
 	// seconds.
 	EnvKillGrace = "BOX_KILL_GRACE"
 )
+
+// EnvHarnessRoot is set by the image to the directory that holds one
+// install prefix per harness (<root>/<harness name>); harness adapters read
+// it to find what the image installed beside a CLI.
+const EnvHarnessRoot = "BOX_HARNESS_ROOT"
 
 // FormatDeadline renders a deadline as the value of LabelDeadline and
 // EnvDeadline: Unix seconds, rounded up so a box never ends early.

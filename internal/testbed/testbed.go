@@ -43,6 +43,12 @@ type Env struct {
 	KubeAuditLog string
 	// Kubectl is a kubectl of the cluster's version.
 	Kubectl string
+	// OTLPEndpoint is the OTLP/HTTP receiver of the test bed's Jaeger
+	// (http://127.0.0.1:PORT), as OTEL_EXPORTER_OTLP_ENDPOINT takes it.
+	// Optional in the state file: RequireTracing fails without it.
+	OTLPEndpoint string
+	// JaegerURL is that Jaeger's query API (GET /api/traces/ID).
+	JaegerURL string
 }
 
 // StateFileName is the name of the state file in the state directory.
@@ -69,7 +75,7 @@ var ErrNotUp = errors.New("test bed is not up: run `make testbed`")
 
 // stateKeys are the state file's keys, in the order WriteState writes
 // them, with the Env field each fills; all but BOXCTL_TEST_NODE_VERSION
-// are required.
+// and the tracing keys are required (RequireTracing requires those).
 var stateKeys = []struct {
 	key      string
 	field    func(*Env) *string
@@ -85,6 +91,8 @@ var stateKeys = []struct {
 	{key: "BOXCTL_TEST_KUBECONFIG", field: func(e *Env) *string { return &e.Kubeconfig }},
 	{key: "BOXCTL_TEST_KUBE_AUDIT_LOG", field: func(e *Env) *string { return &e.KubeAuditLog }},
 	{key: "BOXCTL_TEST_KUBECTL", field: func(e *Env) *string { return &e.Kubectl }},
+	{key: "BOXCTL_TEST_OTLP_ENDPOINT", field: func(e *Env) *string { return &e.OTLPEndpoint }, optional: true},
+	{key: "BOXCTL_TEST_JAEGER_URL", field: func(e *Env) *string { return &e.JaegerURL }, optional: true},
 }
 
 // parseState reads KEY=VALUE lines: blank lines and # comments are
@@ -200,6 +208,17 @@ func Require(t testing.TB) Env {
 	env, err := Load()
 	if err != nil {
 		t.Fatalf("testbed: %v", err)
+	}
+	return env
+}
+
+// RequireTracing returns the test bed with its OTLP receiver and query API
+// (a Jaeger), or fails the test loudly when the state lacks them.
+func RequireTracing(t testing.TB) Env {
+	t.Helper()
+	env := Require(t)
+	if env.OTLPEndpoint == "" || env.JaegerURL == "" {
+		t.Fatalf("testbed: %v: state file lacks BOXCTL_TEST_OTLP_ENDPOINT or BOXCTL_TEST_JAEGER_URL (run scripts/testbed up)", ErrNotUp)
 	}
 	return env
 }

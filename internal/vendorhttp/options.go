@@ -49,6 +49,7 @@ func makeOptions(cfg Config, opts []Option) (options, error) {
 		return o, fmt.Errorf("%s: bad retry bounds %d, %v..%v", cfg.Vendor, o.retryMax, o.waitMin, o.waitMax)
 	}
 	o.httpClient, o.log = Defaults(o.httpClient, o.log)
+	o.httpClient = Traced(o.httpClient, cfg.Vendor)
 	return o, nil
 }
 

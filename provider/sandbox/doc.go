@@ -61,6 +61,17 @@
 // per-user box state of boxctl (provider/sandbox/boxstate) reconciles
 // with a vendor through the same reaper.
 //
+// # Traces, timings and events
+//
+// Create is a "sandbox.create" span with a child span per phase
+// ("create." plus PhaseChecks, PhaseVendor, ...), taken from the global
+// OpenTelemetry tracer provider (a no-op unless the program installs one);
+// Environment.Timings returns the same phases with their durations.
+// Destroy is a "sandbox.destroy" span. Options.OnEvent receives each box's
+// lifecycle events (EventCreated, EventReady, EventTurnStarted,
+// EventTurnEnded, EventDestroyed with its reason) on the goroutine that
+// caused them.
+//
 // # Options
 //
 // Clients of outside APIs (the vendors, the registry and ECR clients) take

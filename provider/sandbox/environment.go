@@ -9,10 +9,15 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/tracing"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/vendors"
 )
@@ -62,10 +67,16 @@ type Environment struct {
 	box vendors.Box
 	ref Reference
 
+	phases []Phase // of the Create that made it
+
 	mu   sync.Mutex
 	busy bool
 	last *provider.Reference // the latest dispatched run
 }
+
+// Timings returns the phases of the Create that made this environment,
+// in order (none for one from Connect).
+func (e *Environment) Timings() []Phase { return slices.Clone(e.phases) }
 
 // Box returns the box the environment runs in.
 func (e *Environment) Box() vendors.Box { return e.box }
@@ -140,7 +151,28 @@ func (e *Environment) Stream(ctx context.Context, turn provider.Turn) iter.Seq2[
 		}
 		defer e.release()
 		started := false
+		outcome := ""
+		var runID string
+		e.p.emit(Event{Type: EventTurnStarted, BoxID: e.box.ID(), RunTag: e.ref.RunTag})
+		defer func() {
+			if outcome == "" {
+				outcome = "stopped"
+			}
+			e.p.emit(Event{Type: EventTurnEnded, BoxID: e.box.ID(), RunTag: e.ref.RunTag, RunID: runID, Reason: outcome})
+		}()
 		for ev, err := range e.Environment.Stream(ctx, turn) {
+			if ev.RunID != "" {
+				runID = ev.RunID
+			}
+			switch {
+			case err != nil:
+				outcome = "error"
+			case ev.Type == provider.EventStatus && (ev.Status == provider.StatusCompleted ||
+				ev.Status == provider.StatusFailed || ev.Status == provider.StatusCancelled):
+				outcome = ev.Status
+			case ev.Type == provider.EventResult && outcome == "":
+				outcome = provider.StatusCompleted
+			}
 			if err == nil && !started {
 				started = true
 				open := provider.Event{Type: provider.EventExecutionStarted, RunID: ev.RunID, SessionID: ev.SessionID,
@@ -177,6 +209,9 @@ func (e *Environment) Dispatch(ctx context.Context, turn provider.Turn) (provide
 	}
 	ref, err := e.Environment.Dispatch(ctx, turn)
 	err = busyFromBridge("environment.Dispatch", err)
+	if err == nil {
+		e.p.emit(Event{Type: EventTurnStarted, BoxID: e.box.ID(), RunTag: e.ref.RunTag, RunID: ref.ControlRef.RunID})
+	}
 	e.mu.Lock()
 	e.busy = false
 	if err == nil {
@@ -189,7 +224,10 @@ func (e *Environment) Dispatch(ctx context.Context, turn provider.Turn) (provide
 // Destroy cancels the environment's live runs, then destroys the box, even
 // when a cancel fails (the runs end with the box); a failed box destroy
 // returns a *vendors.CleanupError naming the box, with the cancel's error.
-func (e *Environment) Destroy(ctx context.Context) error {
+func (e *Environment) Destroy(ctx context.Context) (err error) {
+	ctx, span := tracer.Start(ctx, "sandbox.destroy", trace.WithAttributes(
+		attribute.String("boxctl.box_id", e.box.ID()), attribute.String("boxctl.reason", ReasonUser)))
+	defer func() { tracing.End(span, err) }()
 	cancelErr := e.Environment.Destroy(ctx)
 	_ = e.pv.Close(ctx)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultDestroyTimeout)
@@ -197,6 +235,7 @@ func (e *Environment) Destroy(ctx context.Context) error {
 	if err := e.box.Destroy(cctx); err != nil {
 		return &vendors.CleanupError{Vendor: e.ref.Vendor, BoxID: e.box.ID(), Err: errors.Join(cancelErr, fmt.Errorf("destroy box: %w", err))}
 	}
+	e.p.emit(Event{Type: EventDestroyed, BoxID: e.box.ID(), RunTag: e.ref.RunTag, Reason: ReasonUser})
 	if cancelErr != nil {
 		// The box and every run in it are gone: a cancel that failed
 		// (often because the box vanished first) changes nothing now.

@@ -128,6 +128,11 @@ type Options struct {
 	BridgeEnv map[string]string
 	// Logger receives progress records (never a secret). Default: discard.
 	Logger *slog.Logger
+	// OnEvent, when set, receives each lifecycle event of this provider's
+	// boxes (created, ready, turn started and ended, destroyed with its
+	// reason), synchronously on the goroutine that caused it: it must not
+	// block for long.
+	OnEvent func(Event)
 }
 
 func (o Options) normalized() (Options, error) {

@@ -13,7 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/tracing"
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/vendors"
@@ -123,25 +127,41 @@ func (p *Provider) envRequest(req CreateRequest, h *pins.Harness) provider.Creat
 }
 
 // Create makes a box and returns its environment; see the package
-// documentation for the steps and the cleanup rules.
-func (p *Provider) Create(ctx context.Context, req CreateRequest) (*Environment, error) {
+// documentation for the steps and the cleanup rules. Each step is a span
+// (a child of "sandbox.create") and a Phase of Environment.Timings.
+func (p *Provider) Create(ctx context.Context, req CreateRequest) (_ *Environment, err error) {
+	ctx, span := tracer.Start(ctx, "sandbox.create", trace.WithAttributes(
+		attribute.String("boxctl.vendor", p.o.Vendor.Name()), attribute.String("boxctl.harness", req.Profile.Harness)))
+	defer func() { tracing.End(span, err) }()
+	t := &timeline{}
+	_, end := t.start(ctx, PhaseChecks)
 	h, spec, err := p.check(req)
+	end(err)
 	if err != nil {
 		return nil, err
 	}
+	span.SetAttributes(attribute.String("boxctl.run_tag", spec.RunTag))
 	log := p.o.Logger.With("vendor", p.o.Vendor.Name(), "run", spec.RunTag)
 	start := time.Now()
-	box, err := p.o.Vendor.Create(ctx, spec)
+	vctx, end := t.start(ctx, PhaseVendor)
+	box, err := p.o.Vendor.Create(vctx, spec)
+	end(err)
 	if err != nil {
 		return nil, fmt.Errorf("create box: %w", err)
 	}
+	span.SetAttributes(attribute.String("boxctl.box_id", box.ID()))
+	p.emit(Event{Type: EventCreated, BoxID: box.ID(), RunTag: spec.RunTag})
 	log = log.With("box", box.ID())
 	log.Debug("box created", "took", time.Since(start))
-	env, err := p.boot(ctx, box, req, h, spec)
+	env, err := p.boot(ctx, t, box, req, h, spec)
 	if err != nil {
-		return nil, p.cleanup(ctx, box, err)
+		err = p.cleanup(ctx, box, err)
+		p.emit(Event{Type: EventDestroyed, BoxID: box.ID(), RunTag: spec.RunTag, Reason: ReasonFailure, Detail: err.Error()})
+		return nil, err
 	}
+	env.phases = t.phases
 	log.Debug("environment ready", "took", time.Since(start))
+	p.emit(Event{Type: EventReady, BoxID: box.ID(), RunTag: spec.RunTag})
 	return env, nil
 }
 
@@ -149,13 +169,17 @@ func (p *Provider) Create(ctx context.Context, req CreateRequest) (*Environment,
 func (p *Provider) cleanup(ctx context.Context, box vendors.Box, cause error) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultDestroyTimeout)
 	defer cancel()
-	if derr := box.Destroy(cctx); derr != nil {
+	cctx, span := tracer.Start(cctx, "sandbox.destroy", trace.WithAttributes(
+		attribute.String("boxctl.box_id", box.ID()), attribute.String("boxctl.reason", ReasonFailure)))
+	derr := box.Destroy(cctx)
+	tracing.End(span, derr)
+	if derr != nil {
 		return &vendors.CleanupError{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Err: errors.Join(cause, fmt.Errorf("destroy: %w", derr))}
 	}
 	return cause
 }
 
-func (p *Provider) boot(ctx context.Context, box vendors.Box, req CreateRequest, h *pins.Harness, spec vendors.CreateSpec) (*Environment, error) {
+func (p *Provider) boot(ctx context.Context, t *timeline, box vendors.Box, req CreateRequest, h *pins.Harness, spec vendors.CreateSpec) (*Environment, error) {
 	bearer := newSecret()
 	env := map[string]string{}
 	maps.Copy(env, p.o.BridgeEnv)
@@ -164,11 +188,15 @@ func (p *Provider) boot(ctx context.Context, box vendors.Box, req CreateRequest,
 		wire.EnvHost: "0.0.0.0", wire.EnvPort: strconv.Itoa(BridgePort), wire.EnvBackends: h.Backend,
 		wire.EnvDataDir: "/home/box/.box-bridge", envMaxRuns: "1",
 	})
-	proc, err := box.Spawn(ctx, vendors.SpawnSpec{Name: BridgeProcess, Command: []string{"box-bridge"}, Env: env, Dir: Workspace})
+	pctx, end := t.start(ctx, PhaseSpawn)
+	proc, err := box.Spawn(pctx, vendors.SpawnSpec{Name: BridgeProcess, Command: []string{"box-bridge"}, Env: env, Dir: Workspace})
+	end(err)
 	if err != nil {
 		return nil, fmt.Errorf("start bridge: %w", err)
 	}
-	ep, err := box.Endpoint(ctx, BridgePort)
+	pctx, end = t.start(ctx, PhaseEndpoint)
+	ep, err := box.Endpoint(pctx, BridgePort)
+	end(err)
 	if err != nil {
 		return nil, fmt.Errorf("bridge endpoint: %w", err)
 	}
@@ -186,28 +214,42 @@ func (p *Provider) boot(ctx context.Context, box vendors.Box, req CreateRequest,
 			exited <- &BridgeExitError{ExitCode: code, Log: processLog(context.WithoutCancel(ctx), proc)}
 		}
 	}()
-	health, err := healthWait{URL: ep.URL, Client: client, Backend: h.Name, Timeout: p.o.ReadyTimeout}.WaitUntilReady(ctx, exited)
+	pctx, end = t.start(ctx, PhaseHealth)
+	health, err := healthWait{URL: ep.URL, Client: client, Backend: h.Name, Timeout: p.o.ReadyTimeout}.WaitUntilReady(pctx, exited)
 	client.CloseIdleConnections()
+	end(err)
 	if err != nil {
 		return nil, fmt.Errorf("wait for bridge: %w", err)
 	}
 	stopWatch()
+	_, end = t.start(ctx, PhasePins, attribute.String("boxctl.harness_version", health.Version))
 	if !versionMatches(h, health.Version) {
-		return nil, &PinMismatchError{Harness: h.Name, Pinned: h.Version, Reported: health.Version}
+		err := &PinMismatchError{Harness: h.Name, Pinned: h.Version, Reported: health.Version}
+		end(err)
+		return nil, err
 	}
+	end(nil)
 	if w := req.Workspace; w != nil {
-		if err := p.clone(ctx, box, w); err != nil {
+		pctx, end = t.start(ctx, PhaseClone)
+		err := p.clone(pctx, box, w)
+		end(err)
+		if err != nil {
 			return nil, err
 		}
 	}
-	info, err := box.Status(ctx)
+	pctx, end = t.start(ctx, PhaseStatus)
+	info, err := box.Status(pctx)
+	end(err)
 	if err != nil {
 		return nil, fmt.Errorf("box status: %w", err)
 	}
 	ref := Reference{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Endpoint: ep.URL, Bearer: bearer, Harness: h.Name,
 		Profile: req.Profile, Env: req.Env, Metadata: req.Metadata, RunTag: spec.RunTag, Deadline: info.Deadline,
 		EnvironmentKey: "box-" + strings.ToLower(newSecret()[:24])}
-	return p.attach(ctx, box, ep, ref, h)
+	pctx, end = t.start(ctx, PhaseAttach)
+	e, err := p.attach(pctx, box, ep, ref, h)
+	end(err)
+	return e, err
 }
 
 // attach makes the provider environment of a booted box.

@@ -176,15 +176,17 @@ gomod_version() {
 	awk -v m="$1" '$1 == m && $2 ~ /^v/ { print $2; exit }' "$ROOT/go.mod"
 }
 
-# go_tool NAME PKG STAMP: build PKG into $BIN/NAME unless $BIN/NAME.stamp
-# already holds STAMP.
+# go_tool NAME PKG STAMP [MODDIR [ENV...]]: build PKG (in the module at
+# MODDIR, default this one, with the ENV assignments) into $BIN/NAME unless
+# $BIN/NAME.stamp already holds STAMP.
 go_tool() {
-	local name=$1 pkg=$2 stamp=$3 out=$BIN/$1
+	local name=$1 pkg=$2 stamp=$3 out=$BIN/$1 dir=${4:-$ROOT}
+	local env=("${@:5}")
 	if [[ -x $out && -f $out.stamp && $(<"$out.stamp") == "$stamp" ]]; then
 		return 0
 	fi
 	local log=$LOGS/go-build-$name.log
-	if ! (cd "$ROOT" && go build -o "$out.new" "$pkg") >"$log" 2>&1; then
+	if ! (cd "$dir" && env "${env[@]}" go build -o "$out.new" "$pkg") >"$log" 2>&1; then
 		logtail "$log"
 		die "go build $pkg failed (log: $log)"
 	fi
@@ -215,6 +217,8 @@ write_state() {
 		"BOXCTL_TEST_NODE_DIR=$NODE_DIR"
 		"BOXCTL_TEST_NODE_VERSION=v$NODE_VERSION"
 		"BOXCTL_NPM_CACHE=$NPM_CACHE"
+		"BOXCTL_TEST_OTLP_ENDPOINT=$OTLP_ENDPOINT"
+		"BOXCTL_TEST_JAEGER_URL=$JAEGER_URL"
 	)
 	if [[ ${1:-} == kube ]]; then
 		kv+=(

@@ -118,5 +118,6 @@ func makeOptions(opts []Option) (options, error) {
 	if o.version == "" {
 		return o, errors.New("daytona: empty version")
 	}
+	o.httpClient = vendorhttp.Traced(o.httpClient, Name)
 	return o, nil
 }

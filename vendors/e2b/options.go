@@ -139,5 +139,6 @@ func makeOptions(opts []Option) (options, error) {
 		c.Transport = t
 		o.httpClient = &c
 	}
+	o.httpClient = vendorhttp.Traced(o.httpClient, Name)
 	return o, nil
 }

@@ -114,6 +114,9 @@ func (Adapter) ParseQuestion(line []byte) (harness.Question, bool) {
 	return harness.Question{NativeID: cr.RequestID, Kind: "permission", Tool: cr.Request.ToolName, Input: input, Title: title}, true
 }
 
+// RelaysFeedback reports that a refusal hands its message to Claude Code.
+func (Adapter) RelaysFeedback() bool { return true }
+
 // Answer encodes the `control_response` to a permission question. An
 // allowed tool runs with its input unchanged.
 func (Adapter) Answer(q harness.Question, allow bool, message string) ([]byte, error) {

@@ -30,8 +30,10 @@ func (Adapter) Models() []string {
 }
 
 // NewParser returns a parser for a turn of a new thread (usage baseline
-// zero). Command supplies the parser of a resumed turn.
-func (Adapter) NewParser() harness.Parser { return newParser(&totals{}) }
+// zero) of `codex exec`, or for a retained turn of `codex app-server` (the
+// lines its conversation says are the turn's). Command supplies the
+// parser of a resumed `codex exec` turn.
+func (Adapter) NewParser() harness.Parser { return newServerParser() }
 
 // KeyVar is the environment variable the generated model provider reads
 // the router key from.
@@ -79,15 +81,22 @@ func (Adapter) Command(t harness.Turn) (harness.Command, error) {
 	if t.NativeSessionID != "" {
 		base = rolloutTotals(t.StateDir, t.NativeSessionID)
 	}
-	var files []harness.File
+	return harness.Command{Path: t.Bin, Args: args, Env: Env(t), Dir: t.Cwd, Stdin: stdin,
+		Files: files(t), Parser: newParser(base)}, nil
+}
+
+// files are what a turn's Codex needs written first: its own temporary
+// directory (see ownTmp) and the configuration that routes it through the
+// router.
+func files(t harness.Turn) []harness.File {
+	var out []harness.File
 	if tmp := ownTmp(t); tmp != "" {
-		files = append(files, harness.File{Path: filepath.Join(tmp, ".keep")})
+		out = append(out, harness.File{Path: filepath.Join(tmp, ".keep")})
 	}
 	if t.RouterURL != "" {
-		files = append(files, harness.File{Path: filepath.Join(t.StateDir, "config.toml"), Data: config(t.RouterURL, t.RouterKey != "")})
+		out = append(out, harness.File{Path: filepath.Join(t.StateDir, "config.toml"), Data: config(t.RouterURL, t.RouterKey != "")})
 	}
-	return harness.Command{Path: t.Bin, Args: args, Env: Env(t), Dir: t.Cwd, Stdin: stdin,
-		Files: files, Parser: newParser(base)}, nil
+	return out
 }
 
 // config is the CODEX_HOME/config.toml that routes Codex through the

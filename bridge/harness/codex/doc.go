@@ -30,11 +30,34 @@
 // turn; the engine's run deadline does, and the last of them is the
 // parser's Diagnosis.
 //
-// Interactions: the bridge claims none for Codex. `codex exec` cannot ask:
-// it runs every turn under approval policy "never" whatever the
-// configuration says (an escalation the model requests is refused with
-// "approval policy is Never"), and its JSON output has no approval event.
-// Codex asks only through `codex app-server`, whose JSON-RPC server
-// requests (item/commandExecution/requestApproval,
-// item/fileChange/requestApproval) a retained adapter would answer.
+// Retained sessions (server.go, serverparse.go) run `codex app-server`
+// instead, with the same CODEX_HOME, configuration and environment: `codex
+// exec` cannot ask (it runs every turn under approval policy "never"
+// whatever the configuration says, and its JSON output has no approval
+// event), and the app-server can. The one-shot chat route keeps `codex
+// exec`, which needs no conversation with the process. The session's
+// process starts with the JSON-RPC handshake (initialize, initialized).
+// Each turn writes thread/start for a new session (Codex names the thread
+// in its reply, which becomes the native session) or thread/resume of the
+// session's thread (which also rejoins a thread the process already
+// serves, so a kept process and a fresh one are asked the same); the
+// turn's parser sends turn/start once the reply names the thread, and
+// later answers any server request the bridge does not serve with an
+// error so that Codex never waits on it. Threads run under approval
+// policy "untrusted" in the workspace-write sandbox, so every command not
+// known to be read-only asks: item/commandExecution/requestApproval
+// becomes a permission interaction for tool exec_command (the model
+// API's name of Codex's shell tool; the command and its directory as
+// input), item/fileChange/requestApproval one for apply_patch, and the
+// answer is the request's JSON-RPC response with decision "accept" or
+// "decline". The notifications map to events as `codex exec`'s items do:
+// message and reasoning deltas, items as tool calls and results (command
+// executions named exec_command), model/rerouted as the served model.
+// thread/tokenUsage/updated gives the thread's totals and the last
+// request's usage: the totals before the turn are those of its first
+// count less that count's last request, so the turn's usage needs no
+// rollout file. turn/completed ends the turn (interrupted and failed
+// turns with an error); a cancel sends turn/interrupt of the running
+// turn, which only the process's conversation knows (harness.Conversant),
+// and the process serves the next turn.
 package codex

@@ -24,10 +24,12 @@ type parser struct {
 	results  map[string]bool
 	texts    int // agent messages begun
 	nextTool int
+	// shell names the tool of a command execution.
+	shell string
 }
 
 func newParser(base *totals) *parser {
-	return &parser{base: base, sent: map[string]int{}, tools: map[string]int{}, results: map[string]bool{}}
+	return &parser{base: base, sent: map[string]int{}, tools: map[string]int{}, results: map[string]bool{}, shell: "shell"}
 }
 
 func (p *parser) Done() bool { return p.done }
@@ -122,7 +124,7 @@ func (p *parser) item(it item, completed bool) []harness.Event {
 		p.diag = it.Message
 	case "command_execution":
 		args, _ := json.Marshal(map[string]string{"command": it.Command})
-		return p.tool(it, completed, "shell", string(args), func() (string, bool) {
+		return p.tool(it, completed, p.shell, string(args), func() (string, bool) {
 			failed := it.Status == "failed" || it.Status == "declined" || (it.ExitCode != nil && *it.ExitCode != 0)
 			return it.AggregatedOutput, failed
 		})

@@ -32,26 +32,26 @@ func (Adapter) Models() []string {
 // NewParser returns a parser for one turn.
 func (Adapter) NewParser() harness.Parser { return newParser() }
 
-// settings is the CLI's settings.json when it talks to the router.
+// settings is the CLI's settings.json when it talks to the router. The
+// CLI's session cleanup is off: at start it deletes every file of a
+// session one of whose files holds no conversation, and a session/load
+// leaves such a file beside the one with the history.
 const settings = `{
   "security": {"auth": {"selectedType": "gemini-api-key"}},
   "privacy": {"usageStatisticsEnabled": false},
   "telemetry": {"enabled": false},
-  "general": {"disableAutoUpdate": true, "disableUpdateNag": true}
+  "general": {"disableAutoUpdate": true, "disableUpdateNag": true, "sessionRetention": {"enabled": false}}
 }
 `
 
 // Command builds `gemini -o stream-json ...` for a turn.
 func (Adapter) Command(t harness.Turn) (harness.Command, error) {
-	prompt, system := harness.SplitPrompt(t)
-	if strings.TrimSpace(prompt) == "" {
-		return harness.Command{}, fmt.Errorf("gemini: the turn has no user message text")
+	prompt, err := turnPrompt(t)
+	if err != nil {
+		return harness.Command{}, err
 	}
 	if t.StateDir == "" {
 		return harness.Command{}, fmt.Errorf("gemini: the turn has no state directory for GEMINI_CLI_HOME")
-	}
-	if system != "" {
-		prompt = "<system>\n" + system + "\n</system>\n\n" + prompt
 	}
 	args := []string{"--prompt=", "-o", "stream-json", "--approval-mode", "yolo"}
 	if m := t.Model; m != "" && !strings.EqualFold(m, "default") {

@@ -1,6 +1,7 @@
 package gemini
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -22,9 +23,11 @@ type parser struct {
 	texts     int
 	afterTool bool
 	diag      string
+	// served are the served models reported (ACP's marker lines).
+	served map[string]bool
 }
 
-func newParser() *parser { return &parser{tools: map[string]int{}} }
+func newParser() *parser { return &parser{tools: map[string]int{}, served: map[string]bool{}} }
 
 func (p *parser) Done() bool { return p.done }
 
@@ -62,12 +65,25 @@ type stats struct {
 	Models       map[string]json.RawMessage `json:"models"`
 }
 
+// Line parses a `gemini -o stream-json` line, or an ACP line of `gemini
+// --acp` and the served-model marker its preloaded module prints.
 func (p *parser) Line(raw []byte) []harness.Event {
+	if p.done {
+		return nil
+	}
+	if bytes.Contains(raw, []byte(`"jsonrpc"`)) {
+		return p.rpc(raw)
+	}
 	var l line
-	if err := json.Unmarshal(raw, &l); err != nil || p.done {
+	if err := json.Unmarshal(raw, &l); err != nil {
 		return nil
 	}
 	switch l.Type {
+	case servedModelType:
+		if l.Model != "" && !p.served[l.Model] {
+			p.served[l.Model] = true
+			return []harness.Event{{Kind: harness.KindProviderModel, ProviderModel: l.Model}}
+		}
 	case "init":
 		p.requested = l.Model
 		if l.SessionID != "" {
@@ -75,13 +91,7 @@ func (p *parser) Line(raw []byte) []harness.Event {
 		}
 	case "message":
 		if l.Role == "assistant" && l.Content != "" {
-			text := l.Content
-			if p.afterTool && p.texts > 0 {
-				text = "\n\n" + text
-			}
-			p.afterTool = false
-			p.texts++
-			return []harness.Event{{Kind: harness.KindText, Text: text}}
+			return []harness.Event{p.text(l.Content)}
 		}
 	case "tool_use":
 		p.afterTool = true
@@ -111,6 +121,16 @@ func (p *parser) Line(raw []byte) []harness.Event {
 		return p.result(l)
 	}
 	return nil
+}
+
+// text is an assistant text event: a paragraph of its own after a tool.
+func (p *parser) text(s string) harness.Event {
+	if p.afterTool && p.texts > 0 {
+		s = "\n\n" + s
+	}
+	p.afterTool = false
+	p.texts++
+	return harness.Event{Kind: harness.KindText, Text: s}
 }
 
 func (p *parser) result(l line) []harness.Event {

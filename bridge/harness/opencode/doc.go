@@ -27,12 +27,27 @@
 // step that did not stop for tool calls, with the usage summed over its
 // steps. An `error` line ends the turn with an error.
 //
-// Served model: opencode's output never names the model that served a
-// request (its events, its session database and its logs hold only the
-// requested provider and model), so none is reported. A plugin could read
-// it from the model API's answers, but any plugin makes opencode install
-// @opencode-ai/plugin into its configuration directories at start, which
-// in a box without the npm registry stalls every turn for over a minute.
+// Served model: opencode's own output never names the model that served
+// a request (its events, its session database and its logs hold only the
+// requested provider and model), so the adapter has the engine write a
+// plugin (servedmodel.js) into the state directory and loads it by its
+// file URL from the turn's opencode.json. The plugin wraps opencode's
+// fetch and, for each answer of a model API route (messages, responses,
+// chat/completions), prints {"type":"boxctl.served_model","model":...}
+// from the Openai-Model header or the first "model" field of the body,
+// leaving the answer to opencode unchanged; each new served model becomes
+// a provider model event.
+//
+// Any plugin makes opencode wait, before it loads it, for the plugin SDK
+// (@opencode-ai/plugin) it installs at start into each configuration
+// directory that lacks it; without the npm registry that stalls a turn for
+// over a minute. The box image therefore installs the SDK, pinned with
+// its tree (pins: the opencode row's "with"), beside opencode in its
+// install prefix <BOX_HARNESS_ROOT>/opencode, and in a box the adapter sets
+// XDG_CONFIG_HOME to BOX_HARNESS_ROOT: opencode's global configuration
+// directory, $XDG_CONFIG_HOME/opencode, is then that prefix, complete, and
+// opencode installs nothing. Outside a box image opencode installs the SDK
+// itself, once, from the registry.
 //
 // Interactions: the bridge claims none for opencode. `opencode run` never
 // waits for an answer: a permission that asks is rejected at once ("auto-

@@ -34,8 +34,9 @@ func TestLive_Opencode(t *testing.T) {
 
 	prompt := "-> Write the proof file, then say something."
 	turn := l.Chat(t, "oc-1", "s-oc", "opencode/anthropic/claude-sonnet-4-5", prompt)
-	// opencode's output never names the model that served a request.
-	seen := l.CheckToolTurn(t, turn, harnesstest.ToolTurnWant{Text: want1, MinDeltas: 2, Tool: "bash", Proof: proof})
+	// The served-model plugin names the model of both requests, once.
+	seen := l.CheckToolTurn(t, turn, harnesstest.ToolTurnWant{Text: want1, MinDeltas: 2, Tool: "bash", Proof: proof,
+		ServedModels: []string{"router-served-model"}})
 	if turn.Reasoning != "Plan: write it." {
 		t.Errorf("turn 1 reasoning = %q, want the scripted thinking", turn.Reasoning)
 	}

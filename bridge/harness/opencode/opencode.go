@@ -1,12 +1,16 @@
 package opencode
 
 import (
+	_ "embed"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/internal/boxmeta"
 )
 
 // Adapter drives opencode. The zero value is ready to use.
@@ -72,15 +76,26 @@ func (Adapter) Command(t harness.Turn) (harness.Command, error) {
 		prompt = "<system>\n" + system + "\n</system>\n\n" + prompt
 	}
 	config := filepath.Join(t.StateDir, "opencode.json")
-	var files []harness.File
-	if t.RouterURL != "" {
-		files = append(files, harness.File{Path: config, Data: configJSON(t.RouterURL, provider, model)})
+	plugin := filepath.Join(t.StateDir, PluginFile)
+	files := []harness.File{
+		{Path: plugin, Data: servedModelPlugin},
+		{Path: config, Data: configJSON(t.RouterURL, provider, model, plugin)},
 	}
 	// The prompt goes on stdin: opencode run quotes every argument that
 	// holds a space.
-	return harness.Command{Path: t.Bin, Args: args, Env: Env(t, config, files != nil), Dir: t.Cwd,
+	return harness.Command{Path: t.Bin, Args: args, Env: Env(t, config), Dir: t.Cwd,
 		Stdin: []byte(prompt), Files: files}, nil
 }
+
+// PluginFile is the served-model plugin's file in a turn's state
+// directory.
+const PluginFile = "boxctl-served-model.js"
+
+// servedModelPlugin is the opencode plugin that reports the served model
+// of each model API answer (see servedmodel.js).
+//
+//go:embed servedmodel.js
+var servedModelPlugin []byte
 
 // title is the session title: the prompt's first line, shortened.
 func title(prompt string) string {
@@ -94,31 +109,38 @@ func title(prompt string) string {
 	return line
 }
 
-// configJSON is the opencode.json that points provider at the router.
-func configJSON(routerURL, provider, model string) []byte {
-	entry := map[string]any{
-		"options": map[string]string{"baseURL": strings.TrimRight(routerURL, "/") + "/v1", "apiKey": "{env:" + KeyVar + "}"},
-		"models":  map[string]any{model: map[string]any{}},
-	}
-	if provider != "anthropic" && provider != "openai" {
-		entry["npm"] = "@ai-sdk/openai-compatible"
-		entry["name"] = provider
-	}
+// configJSON is the opencode.json of a turn: it loads the served-model
+// plugin by path and, when routerURL is set, points provider at the
+// router.
+func configJSON(routerURL, provider, model, plugin string) []byte {
 	doc := map[string]any{
 		"$schema":    "https://opencode.ai/config.json",
-		"provider":   map[string]any{provider: entry},
+		"plugin":     []string{(&url.URL{Scheme: "file", Path: filepath.ToSlash(plugin)}).String()},
 		"autoupdate": false,
 		"share":      "disabled",
+	}
+	if routerURL != "" {
+		entry := map[string]any{
+			"options": map[string]string{"baseURL": strings.TrimRight(routerURL, "/") + "/v1", "apiKey": "{env:" + KeyVar + "}"},
+			"models":  map[string]any{model: map[string]any{}},
+		}
+		if provider != "anthropic" && provider != "openai" {
+			entry["npm"] = "@ai-sdk/openai-compatible"
+			entry["name"] = provider
+		}
+		doc["provider"] = map[string]any{provider: entry}
 	}
 	b, _ := json.MarshalIndent(doc, "", "  ")
 	return append(b, '\n')
 }
 
 // Env is the environment of a turn: the inherited one without opencode's
-// variables, the caller's extras, then the state and config locations,
-// the router key and opencode's offline settings.
-func Env(t harness.Turn, config string, routed bool) []string {
+// variables, the caller's extras, then the state and config locations
+// (in a box image, the global configuration directory is opencode's
+// install prefix), the router key and opencode's offline settings.
+func Env(t harness.Turn, config string) []string {
 	set := map[string]string{
+		"OPENCODE_CONFIG":               config,
 		"XDG_DATA_HOME":                 filepath.Join(t.StateDir, "data"),
 		"XDG_STATE_HOME":                filepath.Join(t.StateDir, "state"),
 		"OPENCODE_DISABLE_AUTOUPDATE":   "1",
@@ -126,13 +148,27 @@ func Env(t harness.Turn, config string, routed bool) []string {
 		"OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
 		"OPENCODE_DISABLE_SHARE":        "1",
 	}
-	if routed {
-		set["OPENCODE_CONFIG"] = config
-		if t.RouterKey != "" {
-			set[KeyVar] = t.RouterKey
-		}
+	if root := environ(t.Environ, boxmeta.EnvHarnessRoot); root != "" {
+		// opencode's global configuration directory is
+		// $XDG_CONFIG_HOME/opencode: in a box image, opencode's install
+		// prefix, where the image installed the plugin SDK opencode would
+		// otherwise install there at every start.
+		set["XDG_CONFIG_HOME"] = root
+	}
+	if t.RouterURL != "" && t.RouterKey != "" {
+		set[KeyVar] = t.RouterKey
 	}
 	return harness.MergeEnv(t.Environ, func(name string) bool {
 		return strings.HasPrefix(name, "OPENCODE_") || name == KeyVar
 	}, t.Env, set)
+}
+
+// environ is the value of name in env ("" when unset).
+func environ(env []string, name string) string {
+	for _, kv := range slices.Backward(env) {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
 }

@@ -20,7 +20,10 @@ import (
 // through @ai-sdk/openai-compatible: a text and a bash call, then text),
 // resumed_turn (its `-s` continuation), anthropic_thinking_turn (the
 // anthropic provider with --thinking: reasoning, text, bash, text),
-// api_error (a model API answering 500) and unknown_model.
+// api_error (a model API answering 500) and unknown_model. served_model
+// is a turn of the anthropic provider with the served-model plugin loaded
+// (the adapter's own Command, the stub naming conformance-served-model in
+// its message_start).
 
 func parse(t *testing.T, name string) ([]harness.Event, harness.Parser) {
 	t.Helper()
@@ -57,6 +60,8 @@ func TestParser_Turns(t *testing.T) {
 			bash("call_stub00000102", "proof-oc"),
 			[]harness.Event{text("\n\nDone after the tool."), end(measured(7676+7749, 22+5))})},
 		{"resumed_turn.jsonl", []harness.Event{session("ses_dd65ee677ffeACaOp41bjUEycw"), text("unexpected extra call"), end(measured(7773, 6))}},
+		{"served_model.jsonl", []harness.Event{{Kind: harness.KindProviderModel, ProviderModel: "conformance-served-model"},
+			session("ses_dcc7372b8ffe0KLBQgaJjy6CaG"), text("hello from stub"), end(measured(7629, 4))}},
 		{"anthropic_thinking_turn.jsonl", slices.Concat([]harness.Event{session("ses_dd65cdf7bffe2lpGVPjNYyZgDa"),
 			{Kind: harness.KindReasoning, Text: "plan it"}, text("Running.")},
 			bash("toolu_stub00000102", "proof-oc2"),
@@ -89,6 +94,18 @@ func TestParser_Errors(t *testing.T) {
 			}
 		})
 	}
+	t.Run("served models", func(t *testing.T) {
+		p := Adapter{}.NewParser()
+		var got []string
+		for _, m := range []string{"a", "a", "", "b"} {
+			for _, ev := range p.Line([]byte(`{"type":"` + ServedModelType + `","model":"` + m + `"}`)) {
+				got = append(got, ev.ProviderModel)
+			}
+		}
+		if diff := cmp.Diff([]string{"a", "b"}, got); diff != "" {
+			t.Errorf("provider models (-want +got):\n%s", diff)
+		}
+	})
 	t.Run("usage with cache and reasoning", func(t *testing.T) {
 		p := Adapter{}.NewParser()
 		p.Line([]byte(`{"type":"step_finish","part":{"reason":"tool-calls","tokens":{"input":10,"output":2,"reasoning":3,"cache":{"read":100,"write":5}}}}`))
@@ -132,9 +149,41 @@ func TestAdapter_Command(t *testing.T) {
 			t.Errorf("env %s = %q, want %q", k, env[k], v)
 		}
 	}
-	if len(cmd.Files) != 1 || cmd.Files[0].Path != config || bytes.Contains(cmd.Files[0].Data, []byte("rk-secret")) {
-		t.Fatalf("Files = %+v, want opencode.json without the key", cmd.Files)
+	plugin := filepath.Join(state, PluginFile)
+	if len(cmd.Files) != 2 || cmd.Files[0].Path != plugin || !bytes.Contains(cmd.Files[0].Data, []byte(ServedModelType)) ||
+		cmd.Files[1].Path != config || bytes.Contains(cmd.Files[1].Data, []byte("rk-secret")) ||
+		!bytes.Contains(cmd.Files[1].Data, []byte(`"file://`+filepath.ToSlash(plugin)+`"`)) {
+		t.Fatalf("Files = %+v, want the served-model plugin and an opencode.json that loads it, without the key", cmd.Files)
 	}
+	if v, ok := env["XDG_CONFIG_HOME"]; ok {
+		t.Errorf("env XDG_CONFIG_HOME = %q outside a box image, want it unset", v)
+	}
+	t.Run("box image", func(t *testing.T) {
+		// The jail's XDG_CONFIG_HOME comes as a caller's extra.
+		turn := base
+		turn.Environ = append(slices.Clone(base.Environ), "BOX_HARNESS_ROOT=/opt/boxctl/harness")
+		turn.Env = map[string]string{"XDG_CONFIG_HOME": "/jail/.config"}
+		cmd, err := Adapter{}.Command(turn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := harnesstest.EnvMap(cmd.Env)["XDG_CONFIG_HOME"]; got != "/opt/boxctl/harness" {
+			t.Errorf("env XDG_CONFIG_HOME = %q, want the image's harness root, whose opencode prefix holds the plugin SDK", got)
+		}
+	})
+	t.Run("unrouted", func(t *testing.T) {
+		turn := base
+		turn.RouterURL = ""
+		cmd, err := Adapter{}.Command(turn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := harnesstest.EnvMap(cmd.Env)
+		if _, keyed := env["TANGLE_API_KEY"]; keyed || env["OPENCODE_CONFIG"] != config || len(cmd.Files) != 2 ||
+			bytes.Contains(cmd.Files[1].Data, []byte(`"provider"`)) || !bytes.Contains(cmd.Files[1].Data, []byte(`"plugin"`)) {
+			t.Errorf("unrouted turn: env %v, files %+v; want the plugin's config without a provider or key", env, cmd.Files)
+		}
+	})
 
 	t.Run("provider entries", func(t *testing.T) {
 		tests := []struct{ provider, npm string }{{"anthropic", ""}, {"openai", ""}, {"router", "@ai-sdk/openai-compatible"}, {"groq", "@ai-sdk/openai-compatible"}}
@@ -149,7 +198,7 @@ func TestAdapter_Command(t *testing.T) {
 					Models map[string]json.RawMessage
 				}
 			}
-			if err := json.Unmarshal(configJSON(base.RouterURL, tt.provider, "m-1"), &doc); err != nil {
+			if err := json.Unmarshal(configJSON(base.RouterURL, tt.provider, "m-1", "/state/p.js"), &doc); err != nil {
 				t.Fatal(err)
 			}
 			p := doc.Provider[tt.provider]

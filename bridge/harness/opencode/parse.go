@@ -16,7 +16,13 @@ type parser struct {
 	calls       map[string]bool
 	usage       wire.Usage
 	measured    bool
+	// served is the last served model reported.
+	served string
 }
+
+// ServedModelType is the type of the lines the served-model plugin prints:
+// {"type":"boxctl.served_model","model":"..."}.
+const ServedModelType = "boxctl.served_model"
 
 func newParser() *parser { return &parser{calls: map[string]bool{}} }
 
@@ -25,6 +31,7 @@ func (p *parser) Done() bool { return p.done }
 type line struct {
 	Type      string `json:"type"`
 	SessionID string `json:"sessionID"`
+	Model     string `json:"model"`
 	Part      part   `json:"part"`
 	Error     *struct {
 		Name string `json:"name"`
@@ -71,6 +78,11 @@ func (p *parser) Line(raw []byte) []harness.Event {
 		out = append(out, harness.Event{Kind: harness.KindSession, NativeSessionID: l.SessionID})
 	}
 	switch l.Type {
+	case ServedModelType:
+		if l.Model != "" && l.Model != p.served {
+			p.served = l.Model
+			out = append(out, harness.Event{Kind: harness.KindProviderModel, ProviderModel: l.Model})
+		}
 	case "text":
 		if l.Part.Text != "" {
 			text := l.Part.Text

@@ -31,11 +31,14 @@
 // process loads the bridge's permission gate (permissions.ts, written into
 // the private agent directory and named by --extension, so one-shot runs
 // never load it): before any tool other than read, grep, find and ls runs,
-// it asks through an rpc `confirm` dialog whose message is a JSON object
-// naming the tool and its input. ParseQuestion turns that
+// it asks in the TypeScript cli-bridge's protocol: an rpc `select` of
+// allow_once or deny, titled "Permission: <tool> <input JSON>" and ended by
+// a marker of the session's nonce and the question's number, then a
+// notify of the choice it applied. ParseQuestion turns that
 // `extension_ui_request` into a permission question about the tool, and
-// Answer sends the `extension_ui_response` with `confirmed`; a refused
-// call is blocked and Pi tells the model so. The gate passes the turn's
+// Answer sends the `extension_ui_response` with the chosen `value`; a
+// refused call is blocked and Pi tells the model so. The answer carries no
+// message, so Pi's interactions offer the grant field alone. The gate passes the turn's
 // abort signal to the dialog, so a cancelled turn dismisses it (the call
 // is blocked) and Pi's process stays for the next turn. Confirm dialogs of
 // other extensions are permission questions without a tool. Pi asks one

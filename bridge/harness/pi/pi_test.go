@@ -29,38 +29,6 @@ func parse(t *testing.T, name string) ([]harness.Event, harness.Parser) {
 	return harnesstest.Replay(t, p, filepath.Join("testdata", name)), p
 }
 
-// summary is what a client sees of a turn, whatever the delta boundaries.
-type summary struct {
-	Session, Text  string
-	TextDeltas     int
-	ToolCalls      []wire.ToolCall
-	ToolResults    []wire.ToolResult
-	ProviderModels []string
-	Ends           []harness.Event
-}
-
-func summarize(evs []harness.Event) summary {
-	var s summary
-	for _, ev := range evs {
-		switch ev.Kind {
-		case harness.KindSession:
-			s.Session = ev.NativeSessionID
-		case harness.KindText:
-			s.Text += ev.Text
-			s.TextDeltas++
-		case harness.KindToolCall:
-			s.ToolCalls = append(s.ToolCalls, *ev.ToolCall)
-		case harness.KindToolResult:
-			s.ToolResults = append(s.ToolResults, *ev.ToolResult)
-		case harness.KindProviderModel:
-			s.ProviderModels = append(s.ProviderModels, ev.ProviderModel)
-		case harness.KindEnd:
-			s.Ends = append(s.Ends, ev)
-		}
-	}
-	return s
-}
-
 func i64(v int64) *int64 { return &v }
 func bptr(v bool) *bool  { return &v }
 
@@ -79,22 +47,22 @@ func TestParser_Turns(t *testing.T) {
 	}
 	tests := []struct {
 		file          string
-		want          summary
+		want          harnesstest.Summary
 		minTextDeltas int
 	}{
-		{"v0.73-tool_turn.jsonl", summary{Session: "01a2299c-dc14-70c2-89a7-fd28b5dcd966", Text: "Running.\n\nDone after the tool.",
+		{"v0.73-tool_turn.jsonl", harnesstest.Summary{Session: "01a2299c-dc14-70c2-89a7-fd28b5dcd966", Text: "Running.\n\nDone after the tool.",
 			ToolCalls: bash, ToolResults: results, ProviderModels: served, Ends: stop(measured(1388+1453, 15+5))}, 3},
-		{"v0.73-resumed_turn.jsonl", summary{Session: "01a2299c-dc14-70c2-89a7-fd28b5dcd966", Text: "unexpected extra call",
+		{"v0.73-resumed_turn.jsonl", harnesstest.Summary{Session: "01a2299c-dc14-70c2-89a7-fd28b5dcd966", Text: "unexpected extra call",
 			ProviderModels: served[:1], Ends: stop(measured(1483, 6))}, 1},
-		{"v1-tool_turn.jsonl", summary{Session: "01a2299c-8314-772a-bc68-026fbd6ce345", Text: "Running.\n\nDone after the tool.",
+		{"v1-tool_turn.jsonl", harnesstest.Summary{Session: "01a2299c-8314-772a-bc68-026fbd6ce345", Text: "Running.\n\nDone after the tool.",
 			ToolCalls: bash, ToolResults: results, ProviderModels: served, Ends: stop(measured(1344+1410, 15+5))}, 5},
-		{"v1-resumed_turn.jsonl", summary{Session: "01a2299c-8314-772a-bc68-026fbd6ce345", Text: "unexpected extra call",
+		{"v1-resumed_turn.jsonl", harnesstest.Summary{Session: "01a2299c-8314-772a-bc68-026fbd6ce345", Text: "unexpected extra call",
 			ProviderModels: served[:1], Ends: stop(measured(1439, 6))}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
 			evs, p := parse(t, tt.file)
-			got := summarize(evs)
+			got := harnesstest.Summarize(evs)
 			if got.TextDeltas < tt.minTextDeltas {
 				t.Errorf("text came in %d deltas, want at least %d", got.TextDeltas, tt.minTextDeltas)
 			}
@@ -128,7 +96,7 @@ func TestParser_CumulativeUpdates(t *testing.T) {
 func TestParser_Errors(t *testing.T) {
 	t.Run("retried error ends once, failed", func(t *testing.T) {
 		evs, p := parse(t, "v1-retried_error.jsonl")
-		got := summarize(evs)
+		got := harnesstest.Summarize(evs)
 		if len(got.Ends) != 1 || got.Ends[0].Err == nil || got.Ends[0].Finish != wire.FinishError ||
 			!strings.Contains(got.Ends[0].Err.Message, "boom") {
 			t.Fatalf("ends = %+v, want one error end naming the API's message", got.Ends)

@@ -20,9 +20,9 @@ import (
 // process group.
 func runPiTurn(t *testing.T, l *harnesstest.Live, session string, n int, message string) (status, text string, pgid int) {
 	t.Helper()
-	adm := postTurn(t, l, session, strconv.Itoa(n), message, "box", "env-1")
-	frames := readFrames(t, bufio.NewReader(l.Do(t, "GET", "/v1/runs/"+adm.Run.ID+"/events", "").Body), terminal)
-	return frames[len(frames)-1].Status, textOf(frames), l.RunGroup(t, adm.Run.ID)
+	adm := l.PostTurn(t, session, strconv.Itoa(n), message, "box", "env-1")
+	frames := harnesstest.ReadFrames(t, bufio.NewReader(l.Do(t, "GET", "/v1/runs/"+adm.Run.ID+"/events", "").Body), harnesstest.Terminal)
+	return frames[len(frames)-1].Status, harnesstest.TextOf(frames), l.RunGroup(t, adm.Run.ID)
 }
 
 // groupAlive reports whether process group pgid has a member.
@@ -53,7 +53,7 @@ func TestLive_PiSessionProcess(t *testing.T) {
 				routerstub.Text("answer four"), routerstub.Text("answer five"))
 			l := harnesstest.Start(t, harnesstest.Config{Adapter: pi.Adapter{}, Spec: rel.spec, Bin: "pi", Script: script,
 				ServedModel: "router-served-model"})
-			createSession(t, l, "pp")
+			l.CreateSession(t, "pp", piModel, l.Work, "")
 			s1, text1, g1 := runPiTurn(t, l, "pp", 1, "first")
 			s2, text2, g2 := runPiTurn(t, l, "pp", 2, "second")
 			if s1 != "completed" || s2 != "completed" || !strings.Contains(text1, "answer one") || !strings.Contains(text2, "answer two") {
@@ -64,15 +64,15 @@ func TestLive_PiSessionProcess(t *testing.T) {
 			}
 
 			// A turn cancelled while the model stalls is aborted; the process stays.
-			adm := postTurn(t, l, "pp", "3", "third", "box", "env-1")
+			adm := l.PostTurn(t, "pp", "3", "third", "box", "env-1")
 			br := bufio.NewReader(l.Do(t, "GET", "/v1/runs/"+adm.Run.ID+"/events", "").Body)
-			readFrames(t, br, func(f frame) bool { return f.Type == "status" })
+			harnesstest.ReadFrames(t, br, func(f harnesstest.Frame) bool { return f.Type == "status" })
 			l.WaitModelRequests(t, 3, 30*time.Second) // the stalled third
 			start := time.Now()
 			if resp := l.Do(t, "POST", "/v1/runs/"+adm.Run.ID+"/cancel?wait_ms=20000", ""); resp.StatusCode != http.StatusOK {
 				t.Fatalf("cancel = %d", resp.StatusCode)
 			}
-			end := readFrames(t, br, terminal)
+			end := harnesstest.ReadFrames(t, br, harnesstest.Terminal)
 			last := end[len(end)-1]
 			var detail struct {
 				Detail string `json:"detail"`
@@ -80,7 +80,7 @@ func TestLive_PiSessionProcess(t *testing.T) {
 			if err := json.Unmarshal(last.Env.Event, &detail); err != nil || last.Status != "cancelled" || !strings.Contains(detail.Detail, "interrupted") {
 				t.Fatalf("cancelled turn ended %q (%q), want cancelled by an abort", last.Status, detail.Detail)
 			}
-			t.Logf("cancel to terminal status: %v", time.Since(start).Round(time.Millisecond))
+			t.Logf("cancel to harnesstest.Terminal status: %v", time.Since(start).Round(time.Millisecond))
 			g3 := l.RunGroup(t, adm.Run.ID)
 			if g3 != g2 || !groupAlive(g3) {
 				t.Fatalf("aborted turn ran in group %d (alive %v), want the live process %d", g3, groupAlive(g3), g2)
@@ -117,7 +117,7 @@ func TestLive_PiSessionIdle(t *testing.T) {
 	script := routerstub.NewQueue(routerstub.Text("unexpected extra call"), routerstub.Text("answer one"), routerstub.Text("answer two"))
 	l := harnesstest.Start(t, harnesstest.Config{Adapter: pi.Adapter{}, Spec: rel.spec, Bin: "pi", Script: script,
 		ServedModel: "router-served-model", SessionIdleTimeout: 2 * time.Second})
-	createSession(t, l, "pi-idle")
+	l.CreateSession(t, "pi-idle", piModel, l.Work, "")
 	s1, text1, g1 := runPiTurn(t, l, "pi-idle", 1, "first")
 	if s1 != "completed" || !strings.Contains(text1, "answer one") {
 		t.Fatalf("turn 1 = %s %q", s1, text1)
@@ -133,7 +133,7 @@ func TestLive_PiSessionIdle(t *testing.T) {
 }
 
 // TestLive_PiSessionLatency measures, for each release line, the time
-// from admitting a turn to its terminal status for turns after the first,
+// from admitting a turn to its harnesstest.Terminal status for turns after the first,
 // with the session's long-lived process and with a fresh resumed process
 // per turn, and reports the medians.
 func TestLive_PiSessionLatency(t *testing.T) {
@@ -146,7 +146,7 @@ func TestLive_PiSessionLatency(t *testing.T) {
 					Script:             routerstub.NewQueue(routerstub.Text("unexpected extra call"), harnesstest.LatencyReplies(turns)...),
 					ServedModel:        "router-served-model",
 					SessionIdleTimeout: idle})
-				createSession(t, l, "lat")
+				l.CreateSession(t, "lat", piModel, l.Work, "")
 				return harnesstest.TurnLatency(t, turns, func(n int, prompt string) (string, string) {
 					s, text, _ := runPiTurn(t, l, "lat", n, prompt)
 					return s, text

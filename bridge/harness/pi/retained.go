@@ -1,10 +1,14 @@
 package pi
 
 import (
+	"bytes"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
@@ -37,15 +41,27 @@ func (Adapter) SessionCommand(t harness.Turn) (harness.Command, error) {
 	return withGate(cmd, t), nil
 }
 
-// gate is the Pi extension that asks, through a confirm dialog, before
-// Pi runs any tool that is not read-only (read, grep, find, ls).
+// gate is the Pi extension that asks, through a select dialog with a
+// marked title, before Pi runs any tool that is not read-only (read,
+// grep, find, ls).
 //
 //go:embed permissions.ts
 var gate []byte
 
-// gateMarker is the value of the "boxctl" member of the dialog message
-// the gate sends.
-const gateMarker = "tool_permission"
+// gateSource is the gate as a session's process loads it: with the
+// session's nonce, which every question's marker starts with.
+func gateSource(stateDir string) []byte {
+	sum := sha256.Sum256([]byte("boxctl pi gate " + stateDir))
+	return bytes.Replace(gate, []byte(`"BRIDGE_NONCE"`), []byte(`"`+hex.EncodeToString(sum[:12])+`"`), 1)
+}
+
+// The gate's choices, and the title parts of its questions.
+const (
+	choiceAllow  = "allow_once"
+	choiceDeny   = "deny"
+	titlePrefix  = "Permission: "
+	markerPrefix = " [cli-bridge-marker:"
+)
 
 // withGate loads the permission gate into a retained turn's process:
 // written into the private agent directory, outside the directories Pi
@@ -54,8 +70,8 @@ const gateMarker = "tool_permission"
 // answer.
 func withGate(cmd harness.Command, t harness.Turn) harness.Command {
 	path := filepath.Join(t.StateDir, "agent", "boxctl", "permissions.ts")
-	cmd.Files = append(cmd.Files, harness.File{Path: path, Data: gate})
-	cmd.Args = append([]string{"--extension", path}, cmd.Args...)
+	cmd.Files = append(cmd.Files, harness.File{Path: path, Data: gateSource(t.StateDir)})
+	cmd.Args = append(cmd.Args, "--extension", path)
 	return cmd
 }
 
@@ -70,42 +86,55 @@ func (Adapter) Interrupt() []byte { return []byte(abortLine) }
 // uiRequest is an `extension_ui_request` line: a question an extension
 // asks the host in rpc mode.
 type uiRequest struct {
-	Type    string `json:"type"`
-	ID      string `json:"id"`
-	Method  string `json:"method"`
-	Title   string `json:"title"`
-	Message string `json:"message"`
+	Type    string   `json:"type"`
+	ID      string   `json:"id"`
+	Method  string   `json:"method"`
+	Title   string   `json:"title"`
+	Message string   `json:"message"`
+	Options []string `json:"options"`
 }
 
-// ParseQuestion decodes an `extension_ui_request` whose method is
-// `confirm`: a yes/no question Pi blocks on until the host answers, which
+// gateQuestion decodes a question of the gate: a select of allow_once or
+// deny whose title is "Permission: <tool> [<input JSON>] [cli-bridge-marker:<token>]".
+func gateQuestion(r uiRequest) (harness.Question, bool) {
+	title, ok := strings.CutPrefix(r.Title, titlePrefix)
+	i := strings.LastIndex(title, markerPrefix)
+	if !ok || i < 0 || !strings.HasSuffix(title, "]") || !slices.Equal(r.Options, []string{choiceAllow, choiceDeny}) {
+		return harness.Question{}, false
+	}
+	tool, rest, _ := strings.Cut(title[:i], " ")
+	input := json.RawMessage(`{}`)
+	var obj map[string]any
+	if rest != "" && json.Unmarshal([]byte(rest), &obj) == nil && obj != nil {
+		input = json.RawMessage(rest)
+	}
+	if tool == "" {
+		tool = "tool"
+	}
+	return harness.Question{NativeID: r.ID, Kind: "permission", Tool: tool, Input: input, Title: titlePrefix + tool,
+		Options: []string{choiceAllow, choiceDeny}}, true
+}
+
+// ParseQuestion decodes an `extension_ui_request` that the host must
+// answer: a question of the bridge's gate (see gateQuestion), or a
+// `confirm`, a yes/no question Pi blocks on until the host answers, which
 // is how Pi extensions gate tool calls. Fire-and-forget requests (notify,
-// setStatus, ...) are not questions. The free-form dialogs (select, input,
-// editor) are not either: an accept-or-decline answer cannot fill them, so
-// they wait for their own timeout, or for the run's watchdogs.
+// setStatus, ...) are not questions. The other free-form dialogs (select,
+// input, editor) are not either: an accept-or-decline answer cannot fill
+// them, so they wait for their own timeout, or for the run's watchdogs.
 func (Adapter) ParseQuestion(line []byte) (harness.Question, bool) {
 	if !strings.Contains(string(line), `"extension_ui_request"`) {
 		return harness.Question{}, false
 	}
 	var r uiRequest
-	if err := json.Unmarshal(line, &r); err != nil || r.Type != "extension_ui_request" || r.Method != "confirm" || r.ID == "" {
+	if err := json.Unmarshal(line, &r); err != nil || r.Type != "extension_ui_request" || r.ID == "" {
 		return harness.Question{}, false
 	}
-	var gated struct {
-		Boxctl string          `json:"boxctl"`
-		Tool   string          `json:"tool"`
-		Input  json.RawMessage `json:"input"`
+	if r.Method == "select" {
+		return gateQuestion(r)
 	}
-	if json.Unmarshal([]byte(r.Message), &gated) == nil && gated.Boxctl == gateMarker && gated.Tool != "" {
-		input := gated.Input
-		if len(input) == 0 || input[0] != '{' {
-			input = json.RawMessage(`{}`)
-		}
-		title := r.Title
-		if title == "" {
-			title = "Allow " + gated.Tool + "?"
-		}
-		return harness.Question{NativeID: r.ID, Kind: "permission", Tool: gated.Tool, Input: input, Title: title}, true
+	if r.Method != "confirm" {
+		return harness.Question{}, false
 	}
 	title := r.Title
 	if r.Message != "" {
@@ -120,10 +149,19 @@ func (Adapter) ParseQuestion(line []byte) (harness.Question, bool) {
 	return harness.Question{NativeID: r.ID, Kind: "permission", Title: title, Input: json.RawMessage(`{}`)}, true
 }
 
-// Answer encodes the `extension_ui_response` to a confirm question:
-// confirmed when allowed. message is not part of Pi's answer.
+// Answer encodes the `extension_ui_response` to a question: the gate's
+// allow_once or deny, or a confirm question's confirmed when allowed.
+// message is not part of Pi's answer.
 func (Adapter) Answer(q harness.Question, allow bool, _ string) ([]byte, error) {
-	b, err := json.Marshal(map[string]any{"type": "extension_ui_response", "id": q.NativeID, "confirmed": allow})
+	answer := map[string]any{"type": "extension_ui_response", "id": q.NativeID, "confirmed": allow}
+	if len(q.Options) > 0 {
+		choice := choiceDeny
+		if allow {
+			choice = choiceAllow
+		}
+		answer = map[string]any{"type": "extension_ui_response", "id": q.NativeID, "value": choice}
+	}
+	b, err := json.Marshal(answer)
 	if err != nil {
 		return nil, fmt.Errorf("pi: encode confirmation: %w", err)
 	}

@@ -3,7 +3,9 @@ package pi
 import (
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -22,13 +24,19 @@ func TestAdapter_ParseQuestion(t *testing.T) {
 			harness.Question{NativeID: "uuid-2", Kind: "permission", Title: "Run rm -rf build?: It deletes the build.", Input: json.RawMessage(`{}`)}, true},
 		{"confirm without text", `{"type":"extension_ui_request","id":"u","method":"confirm"}`,
 			harness.Question{NativeID: "u", Kind: "permission", Title: "Pi asks for confirmation", Input: json.RawMessage(`{}`)}, true},
-		{"the bridge's gate", `{"type":"extension_ui_request","id":"g1","method":"confirm","title":"Allow bash?","message":"{\"boxctl\":\"tool_permission\",\"tool\":\"bash\",\"input\":{\"command\":\"ls\"}}"}`,
-			harness.Question{NativeID: "g1", Kind: "permission", Tool: "bash", Title: "Allow bash?", Input: json.RawMessage(`{"command":"ls"}`)}, true},
-		{"the gate with an input that is no object", `{"type":"extension_ui_request","id":"g2","method":"confirm","message":"{\"boxctl\":\"tool_permission\",\"tool\":\"edit\",\"input\":[1]}"}`,
-			harness.Question{NativeID: "g2", Kind: "permission", Tool: "edit", Title: "Allow edit?", Input: json.RawMessage(`{}`)}, true},
-		{"another extension's JSON message", `{"type":"extension_ui_request","id":"u","method":"confirm","title":"t","message":"{\"tool\":\"bash\"}"}`,
+		{"the bridge's gate", `{"type":"extension_ui_request","id":"g1","method":"select","title":"Permission: bash {\"command\":\"ls -l\"} [cli-bridge-marker:n0-1]","options":["allow_once","deny"]}`,
+			harness.Question{NativeID: "g1", Kind: "permission", Tool: "bash", Title: "Permission: bash", Input: json.RawMessage(`{"command":"ls -l"}`),
+				Options: []string{"allow_once", "deny"}}, true},
+		{"the TypeScript bridge's gate: no input", `{"type":"extension_ui_request","id":"g2","method":"select","title":"Permission: edit [cli-bridge-marker:n0-2]","options":["allow_once","deny"]}`,
+			harness.Question{NativeID: "g2", Kind: "permission", Tool: "edit", Title: "Permission: edit", Input: json.RawMessage(`{}`),
+				Options: []string{"allow_once", "deny"}}, true},
+		{"the gate with an input that is no object", `{"type":"extension_ui_request","id":"g3","method":"select","title":"Permission: edit [1] [cli-bridge-marker:n0-3]","options":["allow_once","deny"]}`,
+			harness.Question{NativeID: "g3", Kind: "permission", Tool: "edit", Title: "Permission: edit", Input: json.RawMessage(`{}`),
+				Options: []string{"allow_once", "deny"}}, true},
+		{"a confirm with a JSON message", `{"type":"extension_ui_request","id":"u","method":"confirm","title":"t","message":"{\"tool\":\"bash\"}"}`,
 			harness.Question{NativeID: "u", Kind: "permission", Title: `t: {"tool":"bash"}`, Input: json.RawMessage(`{}`)}, true},
-		{"select is not a yes/no question", `{"type":"extension_ui_request","id":"u","method":"select","title":"t","options":["a","b"]}`, harness.Question{}, false},
+		{"another select is not a yes/no question", `{"type":"extension_ui_request","id":"u","method":"select","title":"t","options":["a","b"]}`, harness.Question{}, false},
+		{"a select with a marker but other choices", `{"type":"extension_ui_request","id":"u","method":"select","title":"Permission: bash [cli-bridge-marker:n0-1]","options":["yes","no"]}`, harness.Question{}, false},
 		{"notify is fire-and-forget", `{"type":"extension_ui_request","id":"u","method":"notify","message":"m"}`, harness.Question{}, false},
 		{"no id", `{"type":"extension_ui_request","method":"confirm","title":"t"}`, harness.Question{}, false},
 		{"an event", `{"type":"agent_end","messages":[]}`, harness.Question{}, false},
@@ -47,18 +55,33 @@ func TestAdapter_ParseQuestion(t *testing.T) {
 }
 
 func TestAdapter_Answer(t *testing.T) {
-	q := harness.Question{NativeID: "uuid-2", Kind: "permission"}
+	confirm := harness.Question{NativeID: "uuid-2", Kind: "permission"}
+	gated := harness.Question{NativeID: "g1", Kind: "permission", Options: []string{"allow_once", "deny"}}
 	for _, tt := range []struct {
+		q     harness.Question
 		allow bool
 		want  string
 	}{
-		{true, `{"confirmed":true,"id":"uuid-2","type":"extension_ui_response"}` + "\n"},
-		{false, `{"confirmed":false,"id":"uuid-2","type":"extension_ui_response"}` + "\n"},
+		{confirm, true, `{"confirmed":true,"id":"uuid-2","type":"extension_ui_response"}` + "\n"},
+		{confirm, false, `{"confirmed":false,"id":"uuid-2","type":"extension_ui_response"}` + "\n"},
+		{gated, true, `{"id":"g1","type":"extension_ui_response","value":"allow_once"}` + "\n"},
+		{gated, false, `{"id":"g1","type":"extension_ui_response","value":"deny"}` + "\n"},
 	} {
-		got, err := Adapter{}.Answer(q, tt.allow, "refused")
+		got, err := Adapter{}.Answer(tt.q, tt.allow, "refused")
 		if err != nil || string(got) != tt.want {
 			t.Errorf("Answer(allow %v) = %s, %v, want %s", tt.allow, got, err, tt.want)
 		}
+	}
+}
+
+// TestGateSource checks the gate a session loads: its nonce written in,
+// where the TypeScript bridge's gate declares it, one per session.
+func TestGateSource(t *testing.T) {
+	a, b := string(gateSource("/state/a")), string(gateSource("/state/b"))
+	decl := regexp.MustCompile(`const bridgeNonce = "([0-9a-f]{24})";`)
+	ma, mb := decl.FindStringSubmatch(a), decl.FindStringSubmatch(b)
+	if ma == nil || mb == nil || ma[1] == mb[1] || strings.Contains(a, "BRIDGE_NONCE") || a != string(gateSource("/state/a")) {
+		t.Errorf("gate sources do not each declare one stable nonce of their own:\n%s", a)
 	}
 }
 
@@ -74,8 +97,8 @@ func TestAdapter_RetainedCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	gatePath := filepath.Join(turn.StateDir, "agent", "boxctl", "permissions.ts")
-	want.Args = append([]string{"--extension", gatePath}, want.Args...)
-	want.Files = append(want.Files, harness.File{Path: gatePath, Data: gate})
+	want.Args = append(want.Args, "--extension", gatePath)
+	want.Files = append(want.Files, harness.File{Path: gatePath, Data: gateSource(turn.StateDir)})
 	slices.Sort(got.Env) // the environment's order is not part of it
 	slices.Sort(want.Env)
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b harness.Parser) bool { return a == b })); diff != "" {

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/tangle-network/boxctl/provider/sandbox"
+)
+
+// printTimings writes the phase table of a create: each phase, how long
+// it took and its share of the whole, then the total.
+func printTimings(w io.Writer, phases []sandbox.Phase) error {
+	total := sandbox.Total(phases)
+	if _, err := fmt.Fprintf(w, "%-14s %10s %6s\n", "phase", "took", "share"); err != nil {
+		return err
+	}
+	for _, p := range phases {
+		share := 0.0
+		if total > 0 {
+			share = 100 * float64(p.Duration) / float64(total)
+		}
+		mark := ""
+		if p.Failed {
+			mark = "  failed"
+		}
+		if _, err := fmt.Fprintf(w, "%-14s %10s %5.1f%%%s\n", p.Name, ms(p.Duration), share, mark); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(w, "%-14s %10s %5.1f%%\n", "total", ms(total), 100.0)
+	return err
+}
+
+// ms formats d in milliseconds with one decimal.
+func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }

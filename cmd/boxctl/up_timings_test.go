@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tangle-network/boxctl/provider/sandbox"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./cmd/boxctl -run %s -update)", err, t.Name())
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s differs; run with -update if intended (-golden +got):\n%s", name, diff)
+	}
+}
+
+func TestPrintTimings(t *testing.T) {
+	// The phases of a Docker create, their durations fixed.
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	tests := []struct {
+		name   string
+		phases []sandbox.Phase
+	}{
+		{"docker_create", []sandbox.Phase{
+			{Name: sandbox.PhaseChecks, Duration: ms(0.2)}, {Name: sandbox.PhaseVendor, Duration: ms(412.5)},
+			{Name: sandbox.PhaseSpawn, Duration: ms(61)}, {Name: sandbox.PhaseEndpoint, Duration: ms(3.1)},
+			{Name: sandbox.PhaseHealth, Duration: ms(1480)}, {Name: sandbox.PhasePins, Duration: ms(0)},
+			{Name: sandbox.PhaseStatus, Duration: ms(4)}, {Name: sandbox.PhaseAttach, Duration: ms(39.2)},
+		}},
+		{"failed_health", []sandbox.Phase{
+			{Name: sandbox.PhaseChecks, Duration: ms(0.1)}, {Name: sandbox.PhaseVendor, Duration: ms(300)},
+			{Name: sandbox.PhaseSpawn, Duration: ms(50)}, {Name: sandbox.PhaseEndpoint, Duration: ms(2)},
+			{Name: sandbox.PhaseHealth, Duration: ms(120000), Failed: true},
+		}},
+		{"none", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := printTimings(&b, tc.phases); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "timings_"+tc.name+".golden", b.Bytes())
+		})
+	}
+}

@@ -1,0 +1,12 @@
+// Package tracing is the OpenTelemetry plumbing that boxctl, its library
+// callers and the bridge share: Setup installs a process's tracer provider
+// from the standard environment (an OTLP/HTTP exporter when
+// OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set,
+// nothing otherwise, so the global provider stays the no-op one and a span
+// costs a non-recording value), and Inject and Extract carry the W3C trace
+// context (the traceparent header) across HTTP whether or not a process
+// installed a propagator.
+//
+// Libraries never call Setup: they take their tracer from the global
+// provider (Tracer), so a program that embeds them decides where spans go.
+package tracing

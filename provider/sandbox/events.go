@@ -1,0 +1,78 @@
+package sandbox
+
+import (
+	"time"
+
+	"github.com/tangle-network/boxctl/vendors/reaper"
+)
+
+// EventType names a box's lifecycle event.
+type EventType string
+
+// The lifecycle events, in the order a box goes through them.
+const (
+	// EventCreated: the vendor made the box (the bridge is not up yet).
+	EventCreated EventType = "created"
+	// EventReady: the bridge answers and the environment is attached.
+	EventReady EventType = "ready"
+	// EventTurnStarted: a turn was sent to the box.
+	EventTurnStarted EventType = "turn.started"
+	// EventTurnEnded: a turn ended; Reason is its outcome.
+	EventTurnEnded EventType = "turn.ended"
+	// EventDestroyed: the box is gone; Reason says why.
+	EventDestroyed EventType = "destroyed"
+)
+
+// Reasons of EventDestroyed.
+const (
+	// ReasonUser: its user destroyed it.
+	ReasonUser = "user"
+	// ReasonDeadline: it was past its deadline.
+	ReasonDeadline = "deadline"
+	// ReasonGC: gc found it orphaned (its owner gone, or forgotten).
+	ReasonGC = "gc"
+	// ReasonFailure: its create failed after the vendor made it.
+	ReasonFailure = "failure"
+)
+
+// Event is one lifecycle event of a box, as Options.OnEvent receives it
+// and `boxctl events` prints it (one JSON object a line).
+type Event struct {
+	Time   time.Time `json:"time"`
+	Type   EventType `json:"type"`
+	Vendor string    `json:"vendor"`
+	BoxID  string    `json:"boxId"`
+	RunTag string    `json:"runTag,omitempty"`
+	// Reason says why the box was destroyed (ReasonUser, ...), or how a
+	// turn ended (completed, failed, cancelled, error).
+	Reason string `json:"reason,omitempty"`
+	// RunID is a turn's bridge run.
+	RunID string `json:"runId,omitempty"`
+	// Detail is the error of a failure (never a secret).
+	Detail string `json:"detail,omitempty"`
+}
+
+// emit hands ev to the OnEvent callback, stamped now.
+func (p *Provider) emit(ev Event) {
+	if p.o.OnEvent == nil {
+		return
+	}
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	if ev.Vendor == "" {
+		ev.Vendor = p.o.Vendor.Name()
+	}
+	p.o.OnEvent(ev)
+}
+
+// GCEvent is the destroyed event of a box that GC (the reaper) removed
+// for reason (reaper.ReasonExpired, ...): ReasonDeadline for an expired
+// box, ReasonGC for an orphan; the reaper's words go into Detail.
+func GCEvent(vendor, boxID, runTag, reason string) Event {
+	r := ReasonGC
+	if reason == reaper.ReasonExpired {
+		r = ReasonDeadline
+	}
+	return Event{Time: time.Now().UTC(), Type: EventDestroyed, Vendor: vendor, BoxID: boxID, RunTag: runTag, Reason: r, Detail: reason}
+}
