@@ -35,8 +35,10 @@ const (
 
 // Serve runs the bridge until ctx ends: it opens the store in c.DataDir,
 // ends the runs a previous incarnation left live, and serves HTTP. When
-// listening it calls ready (if not nil) with the address. On shutdown it
-// stops live runs, ends open streams and closes the store.
+// listening it calls ready (if not nil) with the address. GET /health
+// answers from the start; every other route waits until those runs are
+// ended (a failure to end them ends Serve). On shutdown it stops live
+// runs, ends open streams and closes the store.
 func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr string)) error {
 	if err := c.Validate(); err != nil {
 		return err
@@ -54,7 +56,7 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 	eng, err := engine.New(ctx, st, engine.Options{DataDir: c.DataDir, RouterURL: c.RouterURL, RouterKey: c.RouterKey,
 		MaxRuns: c.MaxRuns, MaxLifetime: c.MaxLifetime, IdleTimeout: c.IdleTimeout, ResultGrace: c.ResultGrace,
 		SessionIdleTimeout: c.SessionIdle, MaxSessionProcs: c.MaxSessionProcs,
-		Secrets: secrets, Logger: log})
+		Secrets: secrets, Logger: log, Background: true})
 	if err != nil {
 		return err
 	}
@@ -73,6 +75,7 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 	if err != nil {
 		return err
 	}
+	go srv.ProbeBackends(ctx)
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.Host, strconv.Itoa(c.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -86,8 +89,18 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 	go func() { serveErr <- hs.Serve(ln) }()
 	ticker := time.NewTicker(pruneEvery)
 	defer ticker.Stop()
+	started := eng.Ready()
 	for {
 		select {
+		case <-started:
+			started = nil
+			if err := eng.WaitReady(ctx); err != nil {
+				log.Error("start", "err", err)
+				closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer cancel()
+				hs.Shutdown(closeCtx)
+				return errors.Join(err, eng.Close(closeCtx))
+			}
 		case err := <-serveErr:
 			closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()

@@ -19,8 +19,14 @@ func (e *Engine) CheckExecution(ctx context.Context, r jail.Request, cwd string)
 }
 
 // ExecutionCaps is the execution part of the bridge's capabilities, from
-// the jail's last probe.
-func (e *Engine) ExecutionCaps() wire.ExecutionCaps { return e.jail.Caps() }
+// the jail's last probe; it waits for the first (or ctx).
+func (e *Engine) ExecutionCaps(ctx context.Context) wire.ExecutionCaps {
+	select {
+	case <-e.probed:
+	case <-ctx.Done():
+	}
+	return e.jail.Caps()
+}
 
 // JailErrorType is the wire error type of a jail error: a confinement the
 // host cannot enforce, a network jail that cannot be put in force, or a

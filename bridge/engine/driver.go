@@ -9,13 +9,25 @@ import (
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
-// maxBatch is the most output lines handled between two looks at the
-// run's other events (cancel, deadlines, commits).
+// maxBatch is about the most output lines handled between two looks at
+// the run's other events (cancel, deadlines, commits): the lines of the
+// batches the process's reader sent (process.lines) until that many.
 const maxBatch = 512
 
 // maxPending is the most frames waiting for the committer before the run
 // stops reading the harness's output.
 const maxPending = 8192
+
+// commitWindow is the least time between two commits of a run while its
+// harness prints faster than that: the frames of a burst are committed
+// (and sent to readers) together, at most commitWindow late, rather than
+// in as many transactions as the store can take. A frame that comes after
+// a quiet spell is committed at once, and so is the turn's last batch;
+// commitBatch frames are committed without waiting for the window.
+const (
+	commitWindow = 4 * time.Millisecond
+	commitBatch  = 1024
+)
 
 // driver reads one turn's output from a harness process and stops the
 // process when the turn must stop. It is the one loop every kind of run
@@ -46,7 +58,9 @@ type driver struct {
 	// cancel is the run's cancel channel, or nil once a cancel was taken
 	// (run leaves it nil when it took one).
 	cancel <-chan struct{}
-	// handle turns one output line into frames.
+	// handle turns one output line into frames. The driver copies the
+	// slice it returns before the next call, which may reuse it; the
+	// frames' bytes must stay as they are.
 	handle func(line []byte) [][]byte
 	// flush, when set, returns the frames handle held back; the driver
 	// calls it at the end of each batch of lines.
@@ -86,13 +100,14 @@ func (d *driver) run() {
 	go func() {
 		defer close(committed)
 		for batch := range commits {
-			if _, err := e.store.Append(context.Background(), d.l.id, batch); err != nil {
+			last, err := e.store.Append(context.Background(), d.l.id, batch)
+			if err != nil {
 				commitErr <- err
 				for range commits { // the turn is being stopped
 				}
 				return
 			}
-			d.l.bc.notify()
+			d.l.committed(last)
 		}
 	}()
 
@@ -100,7 +115,24 @@ func (d *driver) run() {
 		pending               [][]byte
 		lines, exited         = proc.lines, proc.exited
 		graceC, killC, drainC <-chan time.Time
+		lastCommit            time.Time // when pending last went to the committer
+		windowC               <-chan time.Time
 	)
+	window := time.NewTimer(commitWindow)
+	window.Stop()
+	defer window.Stop()
+	// take handles a batch of lines, up to the terminal event of a turn
+	// whose process stays (what follows it belongs to no turn), and
+	// returns how many lines it handled.
+	take := func(batch [][]byte) int {
+		for i, line := range batch {
+			if d.stays && d.ended() {
+				return i
+			}
+			pending = append(pending, d.handle(line)...)
+		}
+		return len(batch)
+	}
 	stop := func(reason string, soft bool) {
 		if d.stopReason == "" {
 			d.stopReason = reason
@@ -116,7 +148,12 @@ func (d *driver) run() {
 	for (lines != nil || exited != nil) && !(d.stays && d.ended()) {
 		var sendC chan<- [][]byte
 		if len(pending) > 0 {
-			sendC = commits
+			if wait := commitWindow - time.Since(lastCommit); wait <= 0 || len(pending) >= commitBatch {
+				sendC = commits
+			} else if windowC == nil {
+				window.Reset(wait)
+				windowC = window.C
+			}
 		}
 		linesC := lines
 		if len(pending) >= maxPending {
@@ -124,8 +161,10 @@ func (d *driver) run() {
 		}
 		select {
 		case sendC <- pending:
-			pending = nil
-		case line, ok := <-linesC:
+			pending, lastCommit = nil, time.Now()
+		case <-windowC:
+			windowC = nil
+		case batch, ok := <-linesC:
 			if !ok {
 				lines = nil
 				continue
@@ -133,16 +172,16 @@ func (d *driver) run() {
 			d.heard = true
 			d.l.heard()
 			d.idle.Reset(e.opts.IdleTimeout)
-			pending = append(pending, d.handle(line)...)
+			n := take(batch)
 		drain:
-			for n := 1; n < maxBatch && !(d.stays && d.ended()); n++ {
+			for n < maxBatch && !(d.stays && d.ended()) {
 				select {
-				case line, ok := <-lines:
+				case batch, ok := <-lines:
 					if !ok {
 						lines = nil
 						break drain
 					}
-					pending = append(pending, d.handle(line)...)
+					n += take(batch)
 				default:
 					break drain
 				}

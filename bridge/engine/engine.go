@@ -103,6 +103,12 @@ type Options struct {
 	ProcDir string
 	// Logger receives operational logs (default: discard).
 	Logger *slog.Logger
+	// Background makes New return before the slow part of the start, the
+	// recovery of the runs a previous incarnation left live and the jail
+	// probe, which then run in the background: Start, Close and the
+	// caller's WaitReady wait for the recovery, ExecutionCaps for the
+	// probe.
+	Background bool
 }
 
 func (o Options) withDefaults() Options {
@@ -162,6 +168,10 @@ type Engine struct {
 	// stats are the counters Stats reports (stats.go).
 	stats counters
 	wg    sync.WaitGroup
+	// ready is closed once the recovery is done, with startErr its
+	// outcome; probed once the jail's first probe is.
+	ready, probed chan struct{}
+	startErr      error
 }
 
 // liveRun is the shared state of a run whose goroutine is running.
@@ -179,6 +189,19 @@ type liveRun struct {
 	span trace.Span
 	// first is the wait for the harness's first output line.
 	first trace.Span
+	// last is the sequence number of the run's last committed event, as
+	// far as committed was told: readers that read up to it wait for the
+	// next wake without asking the store.
+	last atomic.Int64
+}
+
+// committed records that the run's events up to last are committed and
+// wakes its readers.
+func (l *liveRun) committed(last int64) {
+	if last > l.last.Load() {
+		l.last.Store(last)
+	}
+	l.bc.notify()
 }
 
 func (l *liveRun) stop(reason string) bool {
@@ -197,18 +220,65 @@ func New(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("engine: DataDir is required")
 	}
-	e := &Engine{opts: opts.withDefaults(), store: st, live: map[string]*liveRun{}}
+	e := &Engine{opts: opts.withDefaults(), store: st, live: map[string]*liveRun{},
+		ready: make(chan struct{}), probed: make(chan struct{})}
 	e.log = e.opts.Logger
 	e.jail = jail.New(jail.Options{Bwrap: e.opts.Bwrap, DataDir: e.opts.DataDir, RouterURL: e.opts.RouterURL,
 		Relay: e.opts.Relay, Logger: e.log})
-	if err := e.recover(ctx); err != nil {
-		return nil, err
+	if e.opts.Background {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			ctx := context.WithoutCancel(ctx)
+			e.startErr = e.start(ctx)
+			close(e.ready)
+			// What the last incarnation left in the store's log is
+			// folded into the database, so that the next start reads
+			// little of it.
+			if err := e.store.Checkpoint(ctx); err != nil {
+				e.log.Warn("checkpoint after the start", "err", err)
+			}
+		}()
+		return e, nil
 	}
-	// A jail that cannot run here is reported, not fatal: turns that ask
-	// for one are refused (Check probes again on each).
-	e.jail.Probe(ctx)
+	e.startErr = e.start(ctx)
+	close(e.ready)
+	if e.startErr != nil {
+		return nil, e.startErr
+	}
 	return e, nil
 }
+
+// start recovers the runs a previous incarnation left live while it
+// probes the jail; unless in the background it waits for the probe too.
+// A jail that cannot run here is reported, not fatal: turns that ask for
+// one are refused (Check probes again on each).
+func (e *Engine) start(ctx context.Context) error {
+	go func() {
+		defer close(e.probed)
+		e.jail.Probe(ctx)
+	}()
+	err := e.recover(ctx)
+	if !e.opts.Background {
+		<-e.probed
+	}
+	return err
+}
+
+// WaitReady waits until the engine's recovery is done (at once unless
+// Options.Background) and returns its error, or ctx's.
+func (e *Engine) WaitReady(ctx context.Context) error {
+	select {
+	case <-e.ready:
+		return e.startErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Ready is closed once the engine's recovery is done; WaitReady then
+// returns its outcome.
+func (e *Engine) Ready() <-chan struct{} { return e.ready }
 
 // RestartReason is the message of runs ended by a restart.
 const RestartReason = "the bridge restarted while the run was live; its harness was stopped"
@@ -218,8 +288,20 @@ func (e *Engine) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover runs: %w", err)
 	}
+	if len(runs) == 0 {
+		return nil
+	}
+	// The leftover processes are found (one read of /proc, the slow
+	// part) and killed while the runs are ended; the recovery is done
+	// when both are.
+	var killed []int
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		killed = killLeftovers(e.opts.ProcDir, runs)
+	}()
+	defer func() { <-scanned }()
 	for _, r := range runs {
-		killed := killLeftovers(e.opts.ProcDir, r.PGID, r.Marker)
 		frames, err := e.restartFrames(ctx, r)
 		if err != nil {
 			return fmt.Errorf("recover run %s: %w", r.ID, err)
@@ -228,7 +310,10 @@ func (e *Engine) recover(ctx context.Context) error {
 			ErrType: wire.TypeBridgeRestarted, ErrMessage: RestartReason}, frames); err != nil {
 			return fmt.Errorf("recover run %s: %w", r.ID, err)
 		}
-		e.log.Warn("run was live when the bridge stopped", "run", r.ID, "pgid", r.PGID, "leftover_processes", killed)
+	}
+	<-scanned
+	for i, r := range runs {
+		e.log.Warn("run was live when the bridge stopped", "run", r.ID, "pgid", r.PGID, "leftover_processes", killed[i])
 	}
 	return nil
 }
@@ -260,8 +345,9 @@ func (e *Engine) restartFrames(ctx context.Context, r store.Run) ([][]byte, erro
 // retained sessions idle for the store's SessionIdle
 // (store.CloseIdleSessions) and ends what still serves them, as closing
 // one through CloseSession does; then it runs store.Prune and removes the
-// harness state directories of the sessions the store forgot. The bridge
-// calls it periodically.
+// harness state directories of the sessions the store forgot, and
+// checkpoints the store (store.Checkpoint). The bridge calls it
+// periodically.
 func (e *Engine) Prune(ctx context.Context) error {
 	closed, err := e.store.CloseIdleSessions(ctx)
 	for _, id := range closed {
@@ -273,6 +359,9 @@ func (e *Engine) Prune(ctx context.Context) error {
 	}
 	st, err := e.store.Prune(ctx)
 	removed := e.removeSessionDirs(st.Forgotten)
+	if cerr := e.store.Checkpoint(ctx); cerr != nil {
+		e.log.Warn("checkpoint", "err", cerr)
+	}
 	if !st.Empty() || len(closed) > 0 {
 		e.log.Debug("pruned", "sessions_closed", len(closed), "replay_expired", st.ReplayExpired, "runs", st.Runs,
 			"turns", st.Turns, "interactions", st.Interactions, "interaction_ops", st.InteractionOps,
@@ -339,6 +428,11 @@ type StartRequest struct {
 // Start starts a run, or attaches to the run already bound to the same id
 // and digest (created false). It returns the stored run.
 func (e *Engine) Start(ctx context.Context, req StartRequest) (_ store.Run, created bool, err error) {
+	// A run admitted during the recovery would be taken for one the
+	// previous incarnation left.
+	if err := e.WaitReady(ctx); err != nil {
+		return store.Run{}, false, err
+	}
 	ctx, span := admissionSpan(ctx, req.RunID, req.Backend)
 	defer func() { endAdmission(span, err) }()
 	e.mu.Lock()
@@ -458,6 +552,11 @@ func (e *Engine) LiveCount() int {
 // bridge_shutdown) and waits for them, or for ctx, then ends the
 // long-lived processes of retained sessions.
 func (e *Engine) Close(ctx context.Context) error {
+	select { // the start uses the store
+	case <-e.ready:
+	case <-ctx.Done():
+		return fmt.Errorf("close engine: %w", ctx.Err())
+	}
 	e.mu.Lock()
 	e.closed = true
 	for _, l := range e.live {

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
 	"github.com/tangle-network/boxctl/bridge/wire"
@@ -19,10 +20,16 @@ type chunker struct {
 	providerModels []string
 	// prefix caches the encoded start of a delta chunk, per delta key.
 	prefix map[string][]byte
+	// arena holds the delta frames, each in bytes never written again,
+	// so that encoding one allocates nothing of its own.
+	arena []byte
 }
 
 // deltaSuffix ends a one-field delta chunk.
 const deltaSuffix = `},"finish_reason":null}]}`
+
+// frameChunk is the size of the chunks of chunker.arena.
+const frameChunk = 32 << 10
 
 // deltaFrame encodes a chunk whose delta is the one string field key
 // (content or reasoning) without reflection: such chunks are nearly all of
@@ -38,9 +45,67 @@ func (c *chunker) deltaFrame(key, text string) []byte {
 			mustJSON(c.id), mustJSON(wire.ChunkObject), c.created, mustJSON(c.model), mustJSON(key))
 		c.prefix[key] = p
 	}
-	t := mustJSON(text)
-	out := make([]byte, 0, len(p)+len(t)+len(deltaSuffix))
-	return append(append(append(out, p...), t...), deltaSuffix...)
+	// The longest encoding of text: every byte escaped as \u00XX.
+	if need := len(p) + 6*len(text) + 2 + len(deltaSuffix); cap(c.arena)-len(c.arena) < need {
+		c.arena = make([]byte, 0, max(frameChunk, need))
+	}
+	start := len(c.arena)
+	c.arena = append(appendJSONString(append(c.arena, p...), text), deltaSuffix...)
+	return c.arena[start:len(c.arena):len(c.arena)]
+}
+
+// appendJSONString appends s as a JSON string exactly as encoding/json
+// writes it: HTML-significant characters, U+2028 and U+2029 escaped,
+// invalid UTF-8 as U+FFFD.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	done := 0 // s[:done] is in dst
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b >= utf8.RuneSelf {
+			r, n := utf8.DecodeRuneInString(s[i:])
+			var esc string
+			switch {
+			case r == utf8.RuneError && n == 1:
+				esc = `\ufffd`
+			case r == '\u2028':
+				esc = `\u2028`
+			case r == '\u2029':
+				esc = `\u2029`
+			}
+			if esc != "" {
+				dst = append(append(dst, s[done:i]...), esc...)
+				done = i + n
+			}
+			i += n
+			continue
+		}
+		if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+			i++
+			continue
+		}
+		dst = append(dst, s[done:i]...)
+		switch b {
+		case '"', '\\':
+			dst = append(dst, '\\', b)
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xf])
+		}
+		i++
+		done = i
+	}
+	return append(append(dst, s[done:]...), '"')
 }
 
 func (c *chunker) chunk(d wire.Delta, finish *string) wire.Chunk {
@@ -51,14 +116,15 @@ func (c *chunker) chunk(d wire.Delta, finish *string) wire.Chunk {
 		Choices: []wire.ChunkChoice{{Index: 0, Delta: d, FinishReason: finish}}}
 }
 
-// frames converts one event; End events are handled by end.
-func (c *chunker) frames(ev harness.Event) [][]byte {
+// appendFrames appends the frames of one event to dst; End events are
+// handled by end.
+func (c *chunker) appendFrames(dst [][]byte, ev harness.Event) [][]byte {
 	var ch wire.Chunk
 	switch {
 	case ev.Kind == harness.KindText && c.roleSent && ev.Text != "":
-		return [][]byte{c.deltaFrame("content", ev.Text)}
+		return append(dst, c.deltaFrame("content", ev.Text))
 	case ev.Kind == harness.KindReasoning && c.roleSent && ev.Text != "":
-		return [][]byte{c.deltaFrame("reasoning", ev.Text)}
+		return append(dst, c.deltaFrame("reasoning", ev.Text))
 	}
 	switch ev.Kind {
 	case harness.KindText:
@@ -72,15 +138,15 @@ func (c *chunker) frames(ev harness.Event) [][]byte {
 	case harness.KindProviderModel:
 		for _, m := range c.providerModels {
 			if m == ev.ProviderModel {
-				return nil
+				return dst
 			}
 		}
 		c.providerModels = append(c.providerModels, ev.ProviderModel)
-		return nil
+		return dst
 	default:
-		return nil
+		return dst
 	}
-	return [][]byte{mustJSON(ch)}
+	return append(dst, mustJSON(ch))
 }
 
 // end returns the terminal frames of a turn that ended with ev.

@@ -16,9 +16,9 @@ func TestChunker_DeltaFrameMatchesJSON(t *testing.T) {
 		"invalid \xff\xfe utf-8", "\x00\x01\x1f control", `{"json":"inside"}`}
 	for _, kind := range []harness.EventKind{harness.KindText, harness.KindReasoning} {
 		c := &chunker{id: "chatcmpl-run<1>", model: "claude-code/son&net", created: 1700000000}
-		c.frames(harness.Event{Kind: kind, Text: "first"}) // carries the role
+		c.appendFrames(nil, harness.Event{Kind: kind, Text: "first"}) // carries the role
 		for _, text := range texts {
-			got := c.frames(harness.Event{Kind: kind, Text: text})
+			got := c.appendFrames(nil, harness.Event{Kind: kind, Text: text})
 			d := wire.Delta{Content: text}
 			if kind == harness.KindReasoning {
 				d = wire.Delta{Reasoning: text}
@@ -33,4 +33,19 @@ func TestChunker_DeltaFrameMatchesJSON(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzAppendJSONString holds appendJSONString to encoding/json's bytes
+// for the same string.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "plain", `"\`, "<>&", "\b\f\n\r\t\x00\x1f\x7f", "\u2028\u2029\u2027",
+		"é🙂", "\xff", "a\xe2\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := mustJSON(s)
+		if got := appendJSONString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Errorf("appendJSONString(%q) = %s, want %s", s, got[1:], want)
+		}
+	})
 }

@@ -12,8 +12,10 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/store"
 )
 
 // MarkerVar is the environment variable set on every harness process (and
@@ -32,45 +34,83 @@ func killGroup(pgid int, sig syscall.Signal) error {
 	return nil
 }
 
-// killLeftovers ends the processes a previous incarnation left for a run:
-// every process whose environment holds marker, and the process group
-// pgid when a marked process is still in it. It returns how many marked
-// processes it found. Processes are checked for the marker so that a
-// recycled pid or group id of an unrelated process is never signalled.
-func killLeftovers(procDir string, pgid int, marker string) int {
-	if marker == "" {
-		return 0
-	}
-	entries, err := os.ReadDir(procDir)
+// killLeftovers ends the processes a previous incarnation left for runs:
+// every process whose environment holds a run's marker, and the run's
+// process group (PGID) when a marked process is still in it. It reads
+// /proc once for all the runs and returns how many marked processes it
+// found of each. Processes are checked for the marker so that a recycled
+// pid or group id of an unrelated process is never signalled.
+func killLeftovers(procDir string, runs []store.Run) []int {
+	found := make([]int, len(runs))
+	groupMarked := make([]bool, len(runs))
+	d, err := os.Open(procDir)
 	if err != nil {
-		return 0
+		return found
 	}
-	found, groupMarked := 0, false
-	want := []byte(marker)
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	var env []byte
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		env, err := os.ReadFile(filepath.Join(procDir, e.Name(), "environ"))
-		if err != nil || !hasEntry(env, want) {
+		if env, err = readProcFile(filepath.Join(procDir, name, "environ"), env[:0]); err != nil {
 			continue
 		}
-		found++
-		if pgid > 0 && processGroup(procDir, pid) == pgid {
-			groupMarked = true
+		for i, r := range runs {
+			if r.Marker == "" || !hasEntry(env, r.Marker) {
+				continue
+			}
+			found[i]++
+			if r.PGID > 0 && processGroup(procDir, pid) == r.PGID {
+				groupMarked[i] = true
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
 		}
-		syscall.Kill(pid, syscall.SIGKILL)
 	}
-	if groupMarked {
-		killGroup(pgid, syscall.SIGKILL)
+	for i, r := range runs {
+		if groupMarked[i] {
+			killGroup(r.PGID, syscall.SIGKILL)
+		}
 	}
 	return found
 }
 
-func hasEntry(environ, entry []byte) bool {
-	for _, kv := range bytes.Split(environ, []byte{0}) {
-		if bytes.Equal(kv, entry) {
+// readProcFile reads a /proc file (whose size stat does not tell) into
+// buf, which it grows as needed.
+func readProcFile(path string, buf []byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return buf, err
+	}
+	defer f.Close()
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// hasEntry reports whether the NUL-separated environment environ holds
+// the entry KEY=VALUE.
+func hasEntry(environ []byte, entry string) bool {
+	for len(environ) > 0 {
+		kv := environ
+		if i := bytes.IndexByte(environ, 0); i >= 0 {
+			kv, environ = environ[:i], environ[i+1:]
+		} else {
+			environ = nil
+		}
+		if string(kv) == entry {
 			return true
 		}
 	}
@@ -137,7 +177,7 @@ func redact(s string, secrets []string) string {
 type process struct {
 	cmd     *exec.Cmd
 	pgid    int
-	lines   chan []byte   // stdout lines; closed at EOF
+	lines   chan [][]byte // stdout lines, in batches of those read together; closed at EOF
 	exited  chan struct{} // closed once the leader was reaped
 	exitErr error
 	stderr  *tail
@@ -163,6 +203,7 @@ func startProcess(spec harness.Command, marker string) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
+	growPipe(outR)
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
@@ -194,7 +235,7 @@ func startProcess(spec harness.Command, marker string) (*process, error) {
 		}
 		return nil, err
 	}
-	p := &process{cmd: cmd, pgid: cmd.Process.Pid, lines: make(chan []byte, 1024),
+	p := &process{cmd: cmd, pgid: cmd.Process.Pid, lines: make(chan [][]byte, 64),
 		exited: make(chan struct{}), stderr: &tail{max: 4096}, errDone: make(chan struct{}), stdout: outR}
 	p.closeStdin = func() {}
 	p.writeStdin = func([]byte) error { return os.ErrClosed }
@@ -226,10 +267,32 @@ func startProcess(spec harness.Command, marker string) (*process, error) {
 		defer close(p.lines)
 		defer outR.Close()
 		br := bufio.NewReaderSize(outR, 64<<10)
+		var lr lineArena
+		var sent time.Time
 		for {
-			line, err := br.ReadBytes('\n')
-			if len(line) > 0 {
-				p.lines <- trimEOL(line)
+			// A batch is the lines the pipe holds: within a burst the
+			// next one is read readWindow after the last (the pipe holds
+			// the lines meanwhile), so that a burst costs a wake of the
+			// driver per window, not one per line. A line after a quiet
+			// spell is read at once.
+			if wait := readWindow - time.Since(sent); wait > 0 {
+				time.Sleep(wait)
+			}
+			var batch [][]byte
+			var err error
+			for {
+				var line []byte
+				line, err = lr.read(br)
+				if len(line) > 0 {
+					batch = append(batch, trimEOL(line))
+				}
+				if err != nil || len(batch) >= maxBatch || !lineBuffered(br) {
+					break
+				}
+			}
+			if len(batch) > 0 {
+				p.lines <- batch
+				sent = time.Now()
 			}
 			if err != nil {
 				return
@@ -241,6 +304,43 @@ func startProcess(spec harness.Command, marker string) (*process, error) {
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// readWindow is the least time between two reads of a harness's output
+// while it prints faster than that.
+const readWindow = time.Millisecond
+
+// lineChunk is the size of the chunks a lineArena copies lines into.
+const lineChunk = 64 << 10
+
+// lineArena copies the lines it reads into shared chunks that it never
+// writes again, so that a line stays valid for as long as it is held
+// while reading one costs no allocation of its own.
+type lineArena struct{ buf []byte }
+
+// read reads the next line from br, with its newline (none at EOF).
+func (a *lineArena) read(br *bufio.Reader) ([]byte, error) {
+	start := len(a.buf)
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(a.buf)+len(frag) > cap(a.buf) {
+			// A fresh chunk, which the line read so far moves to.
+			n := len(a.buf) - start + len(frag)
+			fresh := make([]byte, 0, max(lineChunk, 2*n))
+			a.buf, start = append(fresh, a.buf[start:]...), 0
+		}
+		a.buf = append(a.buf, frag...)
+		if err != bufio.ErrBufferFull {
+			return a.buf[start:len(a.buf):len(a.buf)], err
+		}
+	}
+}
+
+// lineBuffered reports whether br holds a whole line, which reading takes
+// without waiting.
+func lineBuffered(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
 }
 
 func trimEOL(b []byte) []byte {

@@ -72,10 +72,49 @@ func (r *Reader) Cursor() int64 { return r.after }
 // is live. It returns ErrEnd when the run is terminal and everything was
 // read, and ctx's error when ctx ends first (the reader stays usable).
 func (r *Reader) Next(ctx context.Context) ([]store.Event, error) {
+	var evs []store.Event
+	err := r.next(ctx, func(after int64) (int64, int64, error) {
+		var err error
+		if evs, err = r.e.store.Events(ctx, r.id, after, PageSize); err != nil || len(evs) == 0 {
+			return 0, 0, err
+		}
+		return evs[0].Seq, evs[len(evs)-1].Seq, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return evs, nil
+}
+
+// NextFunc is Next for a caller that copies what it keeps: it calls fn
+// with each of the next committed events, whose data is valid only during
+// the call, until about maxBytes of event data (at least one event). It
+// returns as Next does.
+func (r *Reader) NextFunc(ctx context.Context, maxBytes int, fn func(seq int64, data []byte)) error {
+	return r.next(ctx, func(after int64) (first, last int64, err error) {
+		err = r.e.store.EachEvent(ctx, r.id, after, maxBytes, func(seq int64, data []byte) bool {
+			if first == 0 {
+				if first = seq; seq != after+1 {
+					return false // a gap, which next reports
+				}
+			}
+			last = seq
+			fn(seq, data)
+			return true
+		})
+		return first, last, err
+	})
+}
+
+// next waits for the next committed events and reads them with read,
+// which is given the cursor and returns the sequence numbers of the first
+// and the last event it read (0 for none). A first event that does not
+// follow the cursor is a gap retention made: ErrFellBehind.
+func (r *Reader) next(ctx context.Context, read func(after int64) (first, last int64, err error)) error {
 	for {
 		var wake <-chan struct{}
 		var done <-chan struct{}
-		terminal := true
+		terminal, known := true, false
 		if r.live != nil {
 			// Take the wake channel before reading, so a commit between
 			// the read and the wait is not missed.
@@ -84,27 +123,31 @@ func (r *Reader) Next(ctx context.Context) ([]store.Event, error) {
 			case <-done:
 			default:
 				terminal = false
+				// Nothing was committed since the last read: wait.
+				known = r.after >= r.live.last.Load()
 			}
 		}
-		evs, err := r.e.store.Events(ctx, r.id, r.after, PageSize)
-		if err != nil {
-			return nil, err
-		}
-		if len(evs) > 0 {
-			if evs[0].Seq != r.after+1 {
-				return nil, fmt.Errorf("run %s: events %d..%d: %w", r.id, r.after+1, evs[0].Seq-1, ErrFellBehind)
+		if !known {
+			first, last, err := read(r.after)
+			if err != nil {
+				return err
 			}
-			r.after = evs[len(evs)-1].Seq
-			return evs, nil
-		}
-		if terminal {
-			return nil, ErrEnd
+			if first > 0 {
+				if first != r.after+1 {
+					return fmt.Errorf("run %s: events %d..%d: %w", r.id, r.after+1, first-1, ErrFellBehind)
+				}
+				r.after = last
+				return nil
+			}
+			if terminal {
+				return ErrEnd
+			}
 		}
 		select {
 		case <-wake:
 		case <-done:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }

@@ -107,7 +107,7 @@ func (t *retainedTurn) commit() bool {
 		return false
 	}
 	t.c.seq = last
-	t.l.bc.notify()
+	t.l.committed(last)
 	return true
 }
 

@@ -88,9 +88,11 @@ func (e *Engine) execute(l *liveRun, req StartRequest, started time.Time) {
 		parser = b.Adapter.NewParser()
 	}
 	var end *harness.Event
+	var scratch [][]byte // the frames of the last line (see driver.handle)
 	d := &driver{e: e, l: l, log: log, proc: proc, idle: idle, deadline: deadline, cancel: l.cancel,
 		ended: func() bool { return end != nil },
-		handle: func(line []byte) (frames [][]byte) {
+		handle: func(line []byte) [][]byte {
+			frames := scratch[:0]
 			for _, ev := range parser.Line(line) {
 				switch ev.Kind {
 				case harness.KindSession:
@@ -99,12 +101,14 @@ func (e *Engine) execute(l *liveRun, req StartRequest, started time.Time) {
 					}
 				case harness.KindEnd:
 					if end == nil {
-						end = &ev
+						last := ev // a copy: taking ev's address would put every event on the heap
+						end = &last
 					}
 				default:
-					frames = append(frames, ch.frames(ev)...)
+					frames = ch.appendFrames(frames, ev)
 				}
 			}
+			scratch = frames
 			return frames
 		}}
 	d.run()

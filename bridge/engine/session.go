@@ -126,6 +126,9 @@ func (e *Engine) AdmitTurn(ctx context.Context, req TurnRequest) (_ store.Turn, 
 	if !ok {
 		return store.Turn{}, store.Run{}, false, ErrNotRetained
 	}
+	if err := e.WaitReady(ctx); err != nil { // as in Start
+		return store.Turn{}, store.Run{}, false, err
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {

@@ -36,6 +36,8 @@ type Adapter interface {
 type Parser interface {
 	// Line parses one output line (without its newline) into zero or
 	// more events. Lines that are not the harness's protocol are ignored.
+	// The slice returned may be reused by the next call: callers read
+	// it (or copy it) before that.
 	Line(line []byte) []Event
 	// Done reports whether the turn's terminal event (a KindEnd) has
 	// been returned: the engine then gives the process a short grace

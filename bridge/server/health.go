@@ -75,6 +75,14 @@ func (h *healthCache) probe(ctx context.Context, b *engine.Backend, force bool) 
 	return res
 }
 
+// ProbeBackends probes every backend as GET /health does, so that a
+// /health right after the start answers from the probe already under way.
+func (s *Server) ProbeBackends(ctx context.Context) {
+	for _, b := range s.opts.Backends {
+		s.health.probe(ctx, b, false)
+	}
+}
+
 func firstLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
@@ -132,7 +140,7 @@ func (s *Server) root(w http.ResponseWriter, r *http.Request) {
 			// workspace checkpoints and forks (POST /v1/workspace/...).
 			"contextTransfer": true, "workspaceBranching": s.opts.DataDir != "",
 			// What the bridge does with a turn's execution object (wire.ExecutionCaps).
-			"execution": s.opts.Engine.ExecutionCaps()},
+			"execution": s.opts.Engine.ExecutionCaps(r.Context())},
 		Backends: names, Endpoints: endpoints,
 	})
 }

@@ -203,9 +203,20 @@ var endpoints = []string{"GET /", "GET /health", "GET /metrics", "GET /v1/models
 // ServeHTTP bounds the request body's arrival, authenticates, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.boundBody(w, r)
-	if s.opts.Bearer != "" && !(r.Method == http.MethodGet && r.URL.Path == "/health") && !s.authorized(r) {
+	health := r.Method == http.MethodGet && r.URL.Path == "/health"
+	if s.opts.Bearer != "" && !health && !s.authorized(r) {
 		writeError(w, wire.TypeInvalidAuthentication, "missing or invalid bearer token")
 		return
+	}
+	// Every route but /health answers from a started engine: a run the
+	// previous incarnation left live is read only once it was ended.
+	if !health {
+		if err := s.opts.Engine.WaitReady(r.Context()); err != nil {
+			if r.Context().Err() == nil {
+				writeError(w, wire.TypeServerError, "the bridge failed to start: "+err.Error())
+			}
+			return
+		}
 	}
 	ctx := tracing.Extract(r.Context(), r.Header)
 	if !trace.SpanContextFromContext(ctx).IsRemote() && r.URL.Path == "/health" {

@@ -37,6 +37,8 @@ type config struct {
 	server Options
 	store  store.Options
 	bin    string
+	// prepare, when set, is given the store before the engine opens it.
+	prepare func(*store.Store)
 }
 
 func newEnv(t *testing.T, cfg config) *env {
@@ -47,6 +49,9 @@ func newEnv(t *testing.T, cfg config) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	if cfg.prepare != nil {
+		cfg.prepare(st)
+	}
 	cfg.engine.DataDir = filepath.Join(dir, "data")
 	e, err := engine.New(context.Background(), st, cfg.engine)
 	if err != nil {

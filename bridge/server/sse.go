@@ -6,11 +6,21 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/tangle-network/boxctl/bridge/engine"
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
+
+// streamPage is about the most event bytes one write of an event stream
+// carries.
+const streamPage = 1 << 20
+
+// pageBufs are the buffers pages of event streams are built in, kept
+// between streams: a replay's first page would otherwise grow one from
+// nothing.
+var pageBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
 // stream writes a run's events after cursor as a legacy SSE stream: a
 // `: connected` comment, `id:`/`data:` frames, `: keepalive` comments when
@@ -26,23 +36,27 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, curso
 	}
 	rd := s.opts.Engine.NewReader(id, cursor)
 	defer rd.Close()
-	var buf []byte
+	bp := pageBufs.Get().(*[]byte)
+	defer pageBufs.Put(bp)
+	buf := (*bp)[:0]
+	defer func() { *bp = buf[:0] }()
+	frame := func(seq int64, data []byte) {
+		buf = append(buf, "id: "...)
+		buf = strconv.AppendInt(buf, seq, 10)
+		buf = append(buf, "\ndata: "...)
+		buf = append(buf, data...)
+		buf = append(buf, "\n\n"...)
+	}
 	for {
 		ctx, cancel := context.WithTimeout(r.Context(), s.opts.Keepalive)
-		evs, err := rd.Next(ctx)
+		// One write per page, its frames built straight from the store's
+		// buffers: formatting each frame with fmt and writing it alone
+		// cost more than reading it from the store.
+		buf = buf[:0]
+		err := rd.NextFunc(ctx, streamPage, frame)
 		cancel()
 		switch {
 		case err == nil:
-			// One write per page: formatting each frame with fmt and
-			// writing it alone cost more than reading it from the store.
-			buf = buf[:0]
-			for _, ev := range evs {
-				buf = append(buf, "id: "...)
-				buf = strconv.AppendInt(buf, ev.Seq, 10)
-				buf = append(buf, "\ndata: "...)
-				buf = append(buf, ev.Data...)
-				buf = append(buf, "\n\n"...)
-			}
 			if !sw.write(buf) {
 				return
 			}

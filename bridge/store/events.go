@@ -26,6 +26,17 @@ const (
 	segmentBytes  = 256 << 10
 )
 
+// The statements of Append and Events (Store.prepare).
+const (
+	appendRunSQL = `SELECT status, last_seq, first_seq, retained_events, retained_bytes
+		FROM runs WHERE id = ?`
+	appendSegmentSQL = `INSERT INTO segments (run_id, first_seq, last_seq, data) VALUES (?, ?, ?, ?)`
+	appendUpdateSQL  = `UPDATE runs SET last_seq = ?, first_seq = ?, retained_events = ?, retained_bytes = ?
+		WHERE id = ?`
+	readEventsSQL = `SELECT first_seq, data FROM segments WHERE run_id = ? AND last_seq > ?
+		ORDER BY last_seq`
+)
+
 // Append commits events to a running run, numbering them after its last
 // event, and applies the per-run retention limits. It returns the last
 // sequence number. Appending no events is a no-op.
@@ -46,8 +57,7 @@ func (s *Store) Append(ctx context.Context, id string, events [][]byte) (int64, 
 func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, id string, events [][]byte) (int64, error) {
 	var status string
 	var last, first, count, size int64
-	err := tx.QueryRowContext(ctx, `SELECT status, last_seq, first_seq, retained_events, retained_bytes
-		FROM runs WHERE id = ?`, id).Scan(&status, &last, &first, &count, &size)
+	err := tx.StmtContext(ctx, s.appendRun).QueryRowContext(ctx, id).Scan(&status, &last, &first, &count, &size)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, ErrNotFound
 	}
@@ -62,8 +72,7 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, id string, events [][]
 	}
 	for len(events) > 0 {
 		n, data := encodeSegment(events)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO segments (run_id, first_seq, last_seq, data) VALUES (?, ?, ?, ?)`,
-			id, last+1, last+int64(n), data); err != nil {
+		if _, err := tx.StmtContext(ctx, s.appendSegment).ExecContext(ctx, id, last+1, last+int64(n), data); err != nil {
 			return 0, err
 		}
 		for _, e := range events[:n] {
@@ -78,8 +87,7 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, id string, events [][]
 			return 0, err
 		}
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE runs SET last_seq = ?, first_seq = ?, retained_events = ?, retained_bytes = ?
-		WHERE id = ?`, last, first, count, size, id)
+	_, err = tx.StmtContext(ctx, s.appendUpdate).ExecContext(ctx, last, first, count, size, id)
 	return last, err
 }
 
@@ -184,8 +192,7 @@ func (s *Store) trim(ctx context.Context, tx *sql.Tx, id string, first, last, co
 // greater than after, in order.
 func (s *Store) Events(ctx context.Context, id string, after int64, limit int) ([]Event, error) {
 	defer s.stats.read.since(time.Now())
-	rows, err := s.r.QueryContext(ctx, `SELECT first_seq, data FROM segments WHERE run_id = ? AND last_seq > ?
-		ORDER BY last_seq`, id, after)
+	rows, err := s.readEvents.QueryContext(ctx, id, after)
 	if err != nil {
 		return nil, fmt.Errorf("events of run %s: %w", id, err)
 	}
@@ -211,4 +218,40 @@ func (s *Store) Events(ctx context.Context, id string, after int64, limit int) (
 		return nil, fmt.Errorf("events of run %s: %w", id, err)
 	}
 	return out, nil
+}
+
+// EachEvent calls fn with each event of a run after after, in order,
+// until fn returns false or the event data given it reached maxBytes (at
+// least one event). The data is valid only during the call: the events are
+// read from the database's buffers, not copied.
+func (s *Store) EachEvent(ctx context.Context, id string, after int64, maxBytes int, fn func(seq int64, data []byte) bool) error {
+	defer s.stats.read.since(time.Now())
+	rows, err := s.readEvents.QueryContext(ctx, id, after)
+	if err != nil {
+		return fmt.Errorf("events of run %s: %w", id, err)
+	}
+	defer rows.Close()
+	total, more := 0, true
+	for more && rows.Next() {
+		var first int64
+		var data sql.RawBytes
+		if err := rows.Scan(&first, &data); err != nil {
+			return fmt.Errorf("events of run %s: %w", id, err)
+		}
+		err := decodeSegment(first, data, func(seq int64, e []byte) bool {
+			if seq <= after {
+				return true
+			}
+			total += len(e)
+			more = fn(seq, e) && total < maxBytes
+			return more
+		})
+		if err != nil {
+			return fmt.Errorf("events of run %s: %w", id, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("events of run %s: %w", id, err)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sync"
@@ -87,6 +88,11 @@ type Store struct {
 	w    *sql.DB    // one connection: the writer
 	r    *sql.DB    // readers
 
+	// Statements of the hot paths, prepared once (parsing one costs about
+	// as much as running it): an append's run lookup, segment insert and
+	// run update on w, the event read on r.
+	appendRun, appendSegment, appendUpdate, readEvents *sql.Stmt
+
 	stats stats
 }
 
@@ -123,6 +129,10 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	if err := s.prepare(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
 		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
 			s.Close()
@@ -132,9 +142,50 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// prepare prepares the statements of the hot paths.
+func (s *Store) prepare(ctx context.Context) error {
+	for _, p := range []struct {
+		db   *sql.DB
+		stmt **sql.Stmt
+		sql  string
+	}{
+		{s.w, &s.appendRun, appendRunSQL},
+		{s.w, &s.appendSegment, appendSegmentSQL},
+		{s.w, &s.appendUpdate, appendUpdateSQL},
+		{s.r, &s.readEvents, readEventsSQL},
+	} {
+		st, err := p.db.PrepareContext(ctx, p.sql)
+		if err != nil {
+			return err
+		}
+		*p.stmt = st
+	}
+	return nil
+}
+
+// Checkpoint copies the committed pages of the write-ahead log into the
+// database file, as far as no reader holds them back (a passive
+// checkpoint, which waits for nobody), so that the log a start after a
+// crash must read stays short. SQLite does the same on its own only once
+// the log holds about 4 MB.
+func (s *Store) Checkpoint(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.w.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+		return fmt.Errorf("checkpoint store: %w", err)
+	}
+	return nil
+}
+
 // Close closes the database.
 func (s *Store) Close() error {
-	return errors.Join(s.r.Close(), s.w.Close())
+	var errs []error
+	for _, st := range []*sql.Stmt{s.appendRun, s.appendSegment, s.appendUpdate, s.readEvents} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(append(errs, s.r.Close(), s.w.Close())...)
 }
 
 // Options returns the store's effective options.
@@ -194,10 +245,28 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE INDEX IF NOT EXISTS cancellations_created ON cancellations(created_at);
 `
 
+// allSchema is every table and index of the store.
+const allSchema = schema + retainedSchema + interactionSchema + continueSchema + activitySchema + branchSchema
+
+// schemaVersion stamps a database whose schema is allSchema (its
+// user_version): a checksum of the schema's text, so that a changed
+// schema is applied without anyone numbering versions.
+var schemaVersion = int64(crc32.ChecksumIEEE([]byte(allSchema))&0x7fffffff) | 1
+
+// migrate applies allSchema (every statement of which is idempotent)
+// unless the database is stamped with it already: parsing it is most of
+// an open's work.
 func (s *Store) migrate(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.w.ExecContext(ctx, schema+retainedSchema+interactionSchema+continueSchema+activitySchema+branchSchema); err != nil {
+	var have int64
+	if err := s.w.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&have); err != nil {
+		return fmt.Errorf("migrate store: %w", err)
+	}
+	if have == schemaVersion {
+		return nil
+	}
+	if _, err := s.w.ExecContext(ctx, allSchema+fmt.Sprintf("PRAGMA user_version = %d;", schemaVersion)); err != nil {
 		return fmt.Errorf("migrate store: %w", err)
 	}
 	return nil

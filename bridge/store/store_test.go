@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -272,5 +273,76 @@ func TestStore_CancellationsAndSessions(t *testing.T) {
 	}
 	if _, err := s.NativeSession(ctx, "s", "codex"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("NativeSession(other harness) = %v, want ErrNotFound", err)
+	}
+}
+
+// TestStore_MigrateOnce: an open stamps the database with the schema's
+// version and a later open of a stamped database leaves it alone, while a
+// database stamped otherwise (an older schema) gets the schema again.
+func TestStore_MigrateOnce(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	reopen := func() *Store { return open(t, dir, Options{}) }
+	version := func(s *Store) int64 {
+		t.Helper()
+		var v int64
+		if err := s.w.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	s := reopen()
+	if v := version(s); v != schemaVersion {
+		t.Fatalf("user_version = %d, want %d", v, schemaVersion)
+	}
+	// A stamped database is not migrated: the dropped table stays gone.
+	if _, err := s.w.ExecContext(ctx, `DROP TABLE cancellations`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = reopen()
+	var n int
+	if err := s.w.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE name = 'cancellations'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("cancellations tables after reopening a stamped database = %d (%v), want 0", n, err)
+	}
+	// Another stamp is another schema: it is applied.
+	if _, err := s.w.ExecContext(ctx, `PRAGMA user_version = 7`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = reopen()
+	if _, err := s.GetCancellation(ctx, "op"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("cancellation lookup after the migration = %v, want ErrNotFound from a recreated table", err)
+	}
+	if v := version(s); v != schemaVersion {
+		t.Errorf("user_version after the migration = %d, want %d", v, schemaVersion)
+	}
+}
+
+// TestStore_Checkpoint: a checkpoint moves the committed events from the
+// write-ahead log into the database file.
+func TestStore_Checkpoint(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	if _, _, err := s.CreateRun(ctx, Run{ID: "r", Digest: "d", Harness: "h", Model: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "r", [][]byte{bytes.Repeat([]byte("x"), 256<<10)}); err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		fi, err := os.Stat(filepath.Join(dir, FileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	before := size()
+	if err := s.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := size(); after < before+256<<10 {
+		t.Errorf("database file = %d bytes after the checkpoint (%d before), want the 256 KiB event in it", after, before)
 	}
 }

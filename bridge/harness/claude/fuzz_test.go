@@ -108,7 +108,7 @@ func TestFastDelta_MatchesGeneralPath(t *testing.T) {
 		` { "type" : "stream_event" , "event" : { "type" : "content_block_delta" , "delta" : { "type" : "text_delta" , "text" : "spaced" } } } `,
 	}
 	for _, line := range lines {
-		fast, ok := fastDelta([]byte(line))
+		fast, ok := fastDelta(nil, []byte(line))
 		if !ok {
 			t.Errorf("fastDelta(%s) declined a delta line", line)
 			continue
@@ -123,7 +123,7 @@ func TestFastDelta_MatchesGeneralPath(t *testing.T) {
 		`{"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"input_json_delta","partial_json":"{}"}}}`,
 		`{"type":"result","subtype":"success"}`,
 	} {
-		if evs, ok := fastDelta([]byte(line)); ok {
+		if evs, ok := fastDelta(nil, []byte(line)); ok {
 			t.Errorf("fastDelta(%s) = %v, want it to leave the line to the general path", line, evs)
 		}
 	}

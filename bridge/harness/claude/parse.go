@@ -22,6 +22,9 @@ type parser struct {
 	// tool call index.
 	blockTool map[int]int
 	nextTool  int
+	// delta holds the event of the last delta line, which Line returns
+	// without allocating a slice for it.
+	delta [1]harness.Event
 }
 
 func newParser() *parser {
@@ -91,7 +94,7 @@ func (p *parser) Line(raw []byte) []harness.Event {
 	if p.done {
 		return nil
 	}
-	if evs, ok := fastDelta(raw); ok {
+	if evs, ok := fastDelta(p.delta[:0], raw); ok {
 		return evs
 	}
 	return p.line(raw)
@@ -133,25 +136,21 @@ func (p *parser) line(raw []byte) []harness.Event {
 
 // fastDelta parses the line that makes up nearly all of a turn, a text or
 // thinking delta, without reflection (a quarter of the general path's
-// cost). ok is false for every other line, and for any line whose fields
-// are not plain strings or valid UTF-8: the general path decides those.
-func fastDelta(raw []byte) (_ []harness.Event, ok bool) {
-	if typ, err := jsonparser.GetString(raw, "type"); err != nil || typ != "stream_event" {
-		return nil, false
-	}
-	if typ, err := jsonparser.GetString(raw, "event", "type"); err != nil || typ != "content_block_delta" {
-		return nil, false
-	}
-	dtype, err := jsonparser.GetString(raw, "event", "delta", "type")
-	if err != nil {
+// cost), appending its event to dst. ok is false for every other line,
+// and for any line whose fields are not plain strings or valid UTF-8: the
+// general path decides those. The line's type fields are compared as
+// they stand in it, so a type spelled with escapes is left to the
+// general path too.
+func fastDelta(dst []harness.Event, raw []byte) (_ []harness.Event, ok bool) {
+	if !isString(raw, "stream_event", "type") || !isString(raw, "content_block_delta", "event", "type") {
 		return nil, false
 	}
 	var kind harness.EventKind
 	var field string
-	switch dtype {
-	case "text_delta":
+	switch {
+	case isString(raw, "text_delta", "event", "delta", "type"):
 		kind, field = harness.KindText, "text"
-	case "thinking_delta":
+	case isString(raw, "thinking_delta", "event", "delta", "type"):
 		kind, field = harness.KindReasoning, "thinking"
 	default:
 		return nil, false
@@ -163,7 +162,14 @@ func fastDelta(raw []byte) (_ []harness.Event, ok bool) {
 	if text == "" {
 		return nil, true
 	}
-	return []harness.Event{{Kind: kind, Text: text}}, true
+	return append(dst, harness.Event{Kind: kind, Text: text}), true
+}
+
+// isString reports whether the value at path in raw is the JSON string
+// want, written without escapes.
+func isString(raw []byte, want string, path ...string) bool {
+	v, typ, _, err := jsonparser.Get(raw, path...)
+	return err == nil && typ == jsonparser.String && string(v) == want
 }
 
 func (p *parser) streamEvent(ev streamEvent) []harness.Event {
