@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/tangle-network/boxctl/bridge"
 	"github.com/tangle-network/boxctl/bridge/jail"
@@ -88,9 +87,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, er
 		return err
 	}
 	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := shutdown(sctx); err != nil {
+		if err := shutdown(); err != nil {
 			log.Warn("flush spans", "err", err)
 		}
 	}()

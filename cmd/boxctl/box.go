@@ -69,7 +69,7 @@ func (a *app) connectBox(ctx context.Context, v vendors.Vendor, rec *boxstate.Re
 	if err != nil {
 		return nil, err
 	}
-	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: rec.Image, Logger: a.log, OnEvent: a.eventSink(s)})
+	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: rec.Image, Logger: a.log, OnEvent: s.Record})
 	if err != nil {
 		return nil, err
 	}

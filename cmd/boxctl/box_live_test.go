@@ -158,7 +158,7 @@ func boxProcesses(t *testing.T, tr *transcript) string {
 
 // serveRouterStub serves stub where the boxes of v reach it (its host
 // address) until the test ends, and returns its URL.
-func serveRouterStub(t *testing.T, v hostAddresser, stub *routerstub.Server) string {
+func serveRouterStub(t *testing.T, v localrouter.HostAddresser, stub *routerstub.Server) string {
 	t.Helper()
 	host, err := v.HostAddress(t.Context())
 	if err != nil {

@@ -49,14 +49,3 @@ func runEvents(ctx context.Context, a *app, o *eventsOptions) error {
 	}
 	return err
 }
-
-// eventSink returns the OnEvent callback that appends to the state's
-// event log; a failed append is logged, never the command's failure.
-func (a *app) eventSink(s *boxstate.Store) func(sandbox.Event) {
-	log := s.Events()
-	return func(ev sandbox.Event) {
-		if err := log.Append(ev); err != nil {
-			a.log.Warn("record event", "type", ev.Type, "err", err)
-		}
-	}
-}

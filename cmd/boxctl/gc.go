@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/vendors/docker"
 )
@@ -55,47 +54,13 @@ func runGC(ctx context.Context, a *app, o *gcOptions) error {
 		return err
 	}
 	var errs []error
-	record := a.eventSink(s)
 	for _, r := range res.Removed {
-		switch {
-		case r.Error != "":
+		if r.Error != "" {
 			errs = append(errs, fmt.Errorf("box %s not removed: %s", shortID(r.ID), r.Error))
-		case !res.DryRun:
-			record(sandbox.GCEvent(v.Name(), r.ID, r.RunTag, r.Reason))
 		}
 	}
-	if err := a.print(res, func(w io.Writer) error { return printGC(w, res) }); err != nil {
+	if err := a.print(res, func(w io.Writer) error { return boxstate.WriteCollected(w, res) }); err != nil {
 		return err
 	}
 	return errors.Join(errs...)
-}
-
-func printGC(w io.Writer, res boxstate.Collected) error {
-	verb, forgot := "removed", "forgot"
-	if res.DryRun {
-		verb, forgot = "would remove", "would forget"
-	}
-	if len(res.Removed) == 0 && len(res.Forgotten) == 0 {
-		_, err := fmt.Fprintln(w, "nothing to collect")
-		return err
-	}
-	for _, r := range res.Removed {
-		line := fmt.Sprintf("%s %s (run %s): %s", verb, shortID(r.ID), r.RunTag, r.Reason)
-		if r.Error != "" {
-			line = fmt.Sprintf("could not remove %s (run %s, %s): %s", shortID(r.ID), r.RunTag, r.Reason, r.Error)
-		}
-		if _, err := fmt.Fprintln(w, line); err != nil {
-			return err
-		}
-	}
-	for _, r := range res.Forgotten {
-		id := shortID(r.ID)
-		if id == "" {
-			id = "a box being created"
-		}
-		if _, err := fmt.Fprintf(w, "%s %s (run %s): %s\n", forgot, id, r.RunTag, r.Reason); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/tangle-network/boxctl/boximage"
 	"github.com/tangle-network/boxctl/bridge/jail"
@@ -31,9 +30,7 @@ func main() {
 	err := newRootCmd(newApp(os.Stdout, os.Stderr)).ExecuteContext(ctx)
 	stop()
 	if shutdown != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = shutdown(sctx)
-		cancel()
+		_ = shutdown()
 	}
 	os.Exit(exitCode(err))
 }

@@ -8,10 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
-	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/open"
 )
 
 // rmOptions are the flags and arguments of `boxctl rm`.
@@ -23,10 +22,7 @@ type rmOptions struct {
 // rmResult is one box `rm` removed.
 type rmResult struct {
 	ID string `json:"id"`
-	// Forgotten reports that the state file named the box.
-	Forgotten bool `json:"forgotten"`
-	// RouterStopped reports that its local model endpoint was stopped.
-	RouterStopped bool `json:"routerStopped,omitempty"`
+	boxstate.Removed
 }
 
 func newRmCmd(a *app, runF func(context.Context, *rmOptions) error) *cobra.Command {
@@ -54,24 +50,8 @@ func runRm(ctx context.Context, a *app, o *rmOptions) error {
 	}
 	// Each box is destroyed on the vendor of its record; --target names
 	// the vendor of boxes the state does not know.
-	opened := map[string]vendors.Vendor{}
-	var closers []func()
-	defer func() {
-		for _, c := range closers {
-			c()
-		}
-	}()
-	vendorOf := func(target string) (vendors.Vendor, error) {
-		if v, ok := opened[target]; ok {
-			return v, nil
-		}
-		v, closeVendor, err := a.openVendor(target)
-		if err != nil {
-			return nil, err
-		}
-		opened[target], closers = v, append(closers, closeVendor)
-		return v, nil
-	}
+	vs := open.NewSet(open.Options{Logger: a.log})
+	defer func() { _ = vs.Close() }()
 	var (
 		done []rmResult
 		errs []error
@@ -81,7 +61,7 @@ func runRm(ctx context.Context, a *app, o *rmOptions) error {
 		if rec, err := st.Resolve(arg); err == nil && rec.Target != "" {
 			target = rec.Target
 		}
-		v, err := vendorOf(target)
+		v, err := vs.Vendor(target)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -91,24 +71,14 @@ func runRm(ctx context.Context, a *app, o *rmOptions) error {
 			errs = append(errs, err)
 			continue
 		}
-		if err := boxstate.Destroy(ctx, v, id); err != nil {
+		removed, err := s.Remove(ctx, v, id, rec)
+		if err != nil {
 			errs = append(errs, err)
+		}
+		if !removed.Destroyed {
 			continue
 		}
-		ev := sandbox.Event{Type: sandbox.EventDestroyed, Vendor: v.Name(), BoxID: id, Reason: sandbox.ReasonUser}
-		if rec != nil {
-			ev.RunTag = rec.RunTag
-		}
-		a.eventSink(s)(ev)
-		res := rmResult{ID: id}
-		if rec != nil {
-			stopped, err := s.Forget(ctx, rec)
-			res.RouterStopped = stopped
-			if err != nil {
-				errs = append(errs, fmt.Errorf("box %s removed, but not forgotten: %w", shortID(id), err))
-			}
-			res.Forgotten = err == nil
-		}
+		res := rmResult{ID: id, Removed: removed}
 		a.log.Debug("box removed", "box", shortID(id))
 		done = append(done, res)
 	}

@@ -156,7 +156,7 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 	}
 	var phases []sandbox.Phase
 	rec, err = s.Create(ctx, v, rec, func(ctx context.Context, tag string) (sandbox.Reference, error) {
-		env, err := createBox(ctx, a, v, o, tag, s.Owner(), router, a.eventSink(s))
+		env, err := createBox(ctx, a, v, o, tag, s.Owner(), router, s.Record)
 		if err != nil {
 			return sandbox.Reference{}, err
 		}

@@ -65,6 +65,6 @@ func printUp(a *app, o *upOptions, rec boxstate.Record, phases []sandbox.Phase) 
 		if _, err := fmt.Fprintln(w); err != nil {
 			return err
 		}
-		return printTimings(w, phases)
+		return sandbox.WriteTimings(w, phases)
 	})
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -20,50 +18,29 @@ import (
 // answers every model request with.
 const localReply = "Hello from inside the box: the local model endpoint answered."
 
-// hostAddresser is a vendor that knows where a server on this machine is
-// reachable from its boxes (docker.Vendor.HostAddress).
-type hostAddresser interface {
-	HostAddress(ctx context.Context) (string, error)
-}
-
 // localHost is where the vendor's boxes reach a server on this machine,
 // for --router local.
 func localHost(ctx context.Context, v vendors.Vendor) (string, error) {
-	ha, ok := v.(hostAddresser)
-	if !ok {
-		return "", usageErrorf("--router local: boxes on %s cannot reach this machine; pass --router URL", v.Name())
+	host, err := localrouter.HostFor(ctx, v)
+	if errors.Is(err, localrouter.ErrUnreachable) {
+		return "", usageErrorf("--router local: %v; pass --router URL", err)
 	}
-	host, err := ha.HostAddress(ctx)
-	if err != nil {
-		return "", fmt.Errorf("local model endpoint: %w", err)
-	}
-	return host, nil
+	return host, err
 }
 
 // startRouterFor starts the local model endpoint of the box with run tag
-// tag, where the vendor's boxes reach it, until until. Its key goes
-// through its environment, never its command line.
+// tag, where the vendor's boxes reach it, until until.
 func startRouterFor(ctx context.Context, v vendors.Vendor, s *boxstate.Store, tag string, until time.Time) (*localrouter.Process, string, error) {
 	host, err := localHost(ctx, v)
 	if err != nil {
 		return nil, "", err
 	}
-	key := localrouter.NewKey()
-	p, err := startLocalRouter(ctx, host, key, until, filepath.Join(filepath.Dir(s.Path()), "routers", tag+".log"))
-	return p, key, err
-}
-
-// startLocalRouter starts `boxctl router-stub` of this binary, detached,
-// listening on host (any free port) with key, until until.
-func startLocalRouter(ctx context.Context, host, key string, until time.Time, logPath string) (*localrouter.Process, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("local model endpoint: %w", err)
+		return nil, "", fmt.Errorf("local model endpoint: %w", err)
 	}
-	return localrouter.Start(ctx, localrouter.Options{
-		Command: []string{exe, "router-stub", "--addr", net.JoinHostPort(host, "0"),
-			"--until", strconv.FormatInt(until.Unix(), 10), "--reply", localReply},
-		Env: []string{routerKeyEnv + "=" + key}, Until: until, Log: logPath})
+	return localrouter.StartStub(ctx, localrouter.StubOptions{Exe: exe, Host: host, KeyEnv: routerKeyEnv, Reply: localReply,
+		Until: until, Log: filepath.Join(filepath.Dir(s.Path()), "routers", tag+".log")})
 }
 
 // routerFromFlag finds the Router of a --router flag: none for "local"

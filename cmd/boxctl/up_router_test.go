@@ -17,9 +17,13 @@ import (
 // does (this test binary re-executed as boxctl), checks that it answers
 // with its key only, keeps the key off its command line, and stops it.
 func TestLocalRouter(t *testing.T) {
-	key := localrouter.NewKey()
 	logPath := filepath.Join(t.TempDir(), "routers", "run-test.log")
-	r, err := startLocalRouter(t.Context(), "127.0.0.1", key, time.Now().Add(time.Minute), logPath)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, key, err := localrouter.StartStub(t.Context(), localrouter.StubOptions{Exe: exe, Host: "127.0.0.1", KeyEnv: routerKeyEnv,
+		Reply: localReply, Until: time.Now().Add(time.Minute), Log: logPath})
 	if err != nil {
 		t.Fatal(err)
 	}

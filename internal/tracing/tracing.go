@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -40,11 +41,12 @@ func Enabled(getenv func(string) string) bool {
 // SDK provider exporting over OTLP/HTTP in batches (the exporter reads the
 // endpoint, headers and timeouts from the standard OTEL_EXPORTER_OTLP_*
 // variables itself); without one, nothing. The returned shutdown flushes
-// what is buffered and stops the exporter; it is never nil.
-func Setup(ctx context.Context, service string, getenv func(string) string) (shutdown func(context.Context) error, err error) {
+// what is buffered and stops the exporter, within FlushTimeout; it is
+// never nil.
+func Setup(ctx context.Context, service string, getenv func(string) string) (shutdown func() error, err error) {
 	otel.SetTextMapPropagator(propagator)
 	if !Enabled(getenv) {
-		return func(context.Context) error { return nil }, nil
+		return func() error { return nil }, nil
 	}
 	exp, err := otlptracehttp.New(ctx)
 	if err != nil {
@@ -56,8 +58,16 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (shu
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
-	return tp.Shutdown, nil
+	return func() error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), FlushTimeout)
+		defer cancel()
+		return tp.Shutdown(sctx)
+	}, nil
 }
+
+// FlushTimeout bounds the shutdown Setup returns: the spans still
+// buffered then are dropped.
+const FlushTimeout = 5 * time.Second
 
 // propagator is the W3C trace context.
 var propagator = propagation.TraceContext{}

@@ -47,7 +47,7 @@ func TestSetup(t *testing.T) {
 				t.Errorf("span recorded = %v, want %v", got, tc.endpoint != "")
 			}
 			span.End()
-			if err := shutdown(t.Context()); err != nil {
+			if err := shutdown(); err != nil {
 				t.Fatalf("shutdown: %v", err)
 			}
 			if got := posts.Load(); got != tc.want {

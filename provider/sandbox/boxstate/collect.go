@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/reaper"
@@ -38,7 +39,8 @@ const (
 // finished within its lifetime, and stops their local model endpoints.
 // It works under the state's lock, so that a Create meanwhile cannot
 // record a box this Collect judged unknown; with dryRun it reads the
-// state without the lock and changes nothing.
+// state without the lock and changes nothing. Each box it destroyed has
+// its destroyed event recorded (Record).
 func (s *Store) Collect(ctx context.Context, v vendors.Vendor, target string, dryRun bool) (Collected, error) {
 	var (
 		res  Collected
@@ -63,6 +65,13 @@ func (s *Store) Collect(ctx context.Context, v vendors.Vendor, target string, dr
 	}
 	for _, r := range stop {
 		s.stopRouter(Record{Router: r})
+	}
+	if !dryRun {
+		for _, r := range res.Removed {
+			if r.Error == "" {
+				s.Record(sandbox.GCEvent(v.Name(), r.ID, r.RunTag, r.Reason))
+			}
+		}
 	}
 	return res, nil
 }

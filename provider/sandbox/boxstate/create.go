@@ -66,6 +66,40 @@ func (s *Store) Forget(ctx context.Context, rec *Record) (routerStopped bool, er
 	return routerStopped, err
 }
 
+// Removed is what Remove did besides destroying the box.
+type Removed struct {
+	// Destroyed reports that the box is gone (the error of a Remove that
+	// did not destroy it says why).
+	Destroyed bool `json:"-"`
+	// Forgotten reports that the state named the box and no longer does.
+	Forgotten bool `json:"forgotten"`
+	// RouterStopped reports that its local model endpoint was stopped.
+	RouterStopped bool `json:"routerStopped,omitempty"`
+}
+
+// Remove destroys box id on v at its user's request, records its
+// destroyed event and forgets rec, the box's record (nil when the state
+// does not know the box). An error after the destroy says that the box is
+// gone but its record stays.
+func (s *Store) Remove(ctx context.Context, v vendors.Vendor, id string, rec *Record) (Removed, error) {
+	if err := Destroy(ctx, v, id); err != nil {
+		return Removed{}, err
+	}
+	ev := sandbox.Event{Type: sandbox.EventDestroyed, Vendor: v.Name(), BoxID: id, Reason: sandbox.ReasonUser}
+	if rec == nil {
+		s.Record(ev)
+		return Removed{Destroyed: true}, nil
+	}
+	ev.RunTag = rec.RunTag
+	s.Record(ev)
+	stopped, err := s.Forget(ctx, rec)
+	r := Removed{Destroyed: true, Forgotten: err == nil, RouterStopped: stopped}
+	if err != nil {
+		return r, fmt.Errorf("box %s removed, but not forgotten: %w", ShortID(id), err)
+	}
+	return r, nil
+}
+
 // stopRouter stops the record's local model endpoint, if it has one, and
 // logs a failure.
 func (s *Store) stopRouter(rec Record) {

@@ -36,6 +36,15 @@ func (s *Store) Events() *EventLog {
 	return &EventLog{path: strings.TrimSuffix(s.path, filepath.Ext(s.path)) + ".events.jsonl"}
 }
 
+// Record appends ev to the event log beside the state file; a failed
+// append is logged (Options.Logger), never the caller's failure. It is
+// the sandbox.Options.OnEvent of the boxes this state keeps.
+func (s *Store) Record(ev sandbox.Event) {
+	if err := s.Events().Append(ev); err != nil {
+		s.log.Warn("record event", "type", ev.Type, "err", err)
+	}
+}
+
 // Path is the event log's file.
 func (l *EventLog) Path() string { return l.path }
 

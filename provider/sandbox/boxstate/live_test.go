@@ -104,6 +104,11 @@ func TestStore_Collect(t *testing.T) {
 		if !dryRun && (len(st.Boxes) != 2 || st.Find(kept) == nil || st.FindRunTag("run-e2b") == nil || !errors.Is(err, vendors.ErrNotFound)) {
 			t.Errorf("after the collect: records %+v, forgotten box: %v; want the kept box and the e2b record, the box gone", st.Boxes, err)
 		}
+		// Only the collect that destroyed the box recorded its event.
+		if evs := readEvents(t, s); len(evs) != map[bool]int{true: 0, false: 1}[dryRun] ||
+			!dryRun && (evs[0].BoxID != forgotten || evs[0].Type != sandbox.EventDestroyed || evs[0].Reason != sandbox.ReasonGC) {
+			t.Errorf("after the collect (dry run %v): events %+v, want one destroyed by gc of %s, after the real one", dryRun, evs, forgotten)
+		}
 	}
 	for _, id := range []string{kept, othersBox} {
 		if _, err := v.Connect(t.Context(), id); err != nil {
@@ -135,5 +140,52 @@ func TestStore_CreateRollBack(t *testing.T) {
 	}
 	if _, err := v.Connect(t.Context(), id); !errors.Is(err, vendors.ErrNotFound) {
 		t.Errorf("the unrecorded box %s: Connect = %v, want it destroyed", id, err)
+	}
+}
+
+// readEvents reads the whole event log of s.
+func readEvents(t *testing.T, s *Store) []sandbox.Event {
+	t.Helper()
+	var evs []sandbox.Event
+	if err := s.Events().Read(t.Context(), false, func(ev sandbox.Event) error { evs = append(evs, ev); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// TestStore_Remove destroys a recorded box on the real Docker vendor,
+// forgets its record and records its destroyed event; a box already gone,
+// and one the state does not know, are removed without error.
+func TestStore_Remove(t *testing.T) {
+	v, img := liveVendor(t)
+	s, err := Open(Options{Path: filepath.Join(t.TempDir(), "boxes.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := newTag("rm")
+	id := createBox(t, v, img, tag, s.Owner())
+	if err := s.Update(t.Context(), func(st *State) error {
+		st.Boxes = append(st.Boxes, Record{ID: id, Target: "docker", RunTag: tag, Deadline: time.Now().Add(time.Hour)})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s.Load()
+	r, err := s.Remove(t.Context(), v, id, st.Find(id))
+	if err != nil || !r.Destroyed || !r.Forgotten || r.RouterStopped {
+		t.Fatalf("Remove = %+v, %v; want destroyed and forgotten", r, err)
+	}
+	if _, err := v.Connect(t.Context(), id); !errors.Is(err, vendors.ErrNotFound) {
+		t.Errorf("box %s after Remove: %v, want it gone", id, err)
+	}
+	if st, _ := s.Load(); st.Find(id) != nil {
+		t.Errorf("the record of %s is still in the state", id)
+	}
+	if r, err := s.Remove(t.Context(), v, id, nil); err != nil || !r.Destroyed || r.Forgotten {
+		t.Errorf("Remove of a box already gone = %+v, %v; want destroyed, nothing forgotten", r, err)
+	}
+	evs := readEvents(t, s)
+	if len(evs) != 2 || evs[0].BoxID != id || evs[0].RunTag != tag || evs[0].Reason != sandbox.ReasonUser || evs[1].RunTag != "" {
+		t.Errorf("events = %+v, want two destroyed by the user, the first with its run tag", evs)
 	}
 }

@@ -58,3 +58,35 @@ func deadlineText(d, now time.Time) string {
 	}
 	return "in " + left.String()
 }
+
+// WriteCollected writes what Collect did (or, with DryRun, would do) as
+// text, a line a box or record.
+func WriteCollected(w io.Writer, res Collected) error {
+	verb, forgot := "removed", "forgot"
+	if res.DryRun {
+		verb, forgot = "would remove", "would forget"
+	}
+	if len(res.Removed) == 0 && len(res.Forgotten) == 0 {
+		_, err := fmt.Fprintln(w, "nothing to collect")
+		return err
+	}
+	for _, r := range res.Removed {
+		line := fmt.Sprintf("%s %s (run %s): %s", verb, ShortID(r.ID), r.RunTag, r.Reason)
+		if r.Error != "" {
+			line = fmt.Sprintf("could not remove %s (run %s, %s): %s", ShortID(r.ID), r.RunTag, r.Reason, r.Error)
+		}
+		if _, err := fmt.Fprintln(w, line); err != nil {
+			return err
+		}
+	}
+	for _, r := range res.Forgotten {
+		id := ShortID(r.ID)
+		if id == "" {
+			id = "a box being created"
+		}
+		if _, err := fmt.Fprintf(w, "%s %s (run %s): %s\n", forgot, id, r.RunTag, r.Reason); err != nil {
+			return err
+		}
+	}
+	return nil
+}
