@@ -205,9 +205,9 @@ testbedctl() {
 	"$BIN/testbedctl" "$@"
 }
 
-# write_state [kube]: the state file, through the Go helper that owns its
-# keys; with kube, the Kubernetes keys too (an `up` without Kubernetes
-# keeps those of an earlier full `up`).
+# write_state [full]: the state file, through the Go helper that owns its
+# keys; with full, the OTLP receiver's and Kubernetes keys too (an `up`
+# of the Docker part keeps those of an earlier full `up`).
 write_state() {
 	local kv=(
 		"DOCKER_HOST=$DOCKER_HOST_ADDR"
@@ -217,11 +217,11 @@ write_state() {
 		"BOXCTL_TEST_NODE_DIR=$NODE_DIR"
 		"BOXCTL_TEST_NODE_VERSION=v$NODE_VERSION"
 		"BOXCTL_NPM_CACHE=$NPM_CACHE"
-		"BOXCTL_TEST_OTLP_ENDPOINT=$OTLP_ENDPOINT"
-		"BOXCTL_TEST_JAEGER_URL=$JAEGER_URL"
 	)
-	if [[ ${1:-} == kube ]]; then
+	if [[ ${1:-} == full ]]; then
 		kv+=(
+			"BOXCTL_TEST_OTLP_ENDPOINT=$OTLP_ENDPOINT"
+			"BOXCTL_TEST_JAEGER_URL=$JAEGER_URL"
 			"BOXCTL_TEST_KUBECONFIG=$ADMIN_KUBECONFIG"
 			"BOXCTL_TEST_KUBE_AUDIT_LOG=$KUBE_AUDIT_LOG"
 			"BOXCTL_TEST_KUBECTL=$KUBECTL"
