@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/tangle-network/boxctl/internal/npmlock"
 )
 
 // Lock is a harness's resolved npm dependency tree: the "packages" section
@@ -141,7 +143,7 @@ func (l *Lock) Marshal() ([]byte, error) {
 	if l == nil {
 		return nil, errors.New("no lock")
 	}
-	return marshalIndent(l)
+	return npmlock.Marshal(l)
 }
 
 // matches checks that the lock installs pkg at the top level as described.

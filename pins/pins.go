@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/tangle-network/boxctl/internal/buildinfo"
+	"github.com/tangle-network/boxctl/internal/npmlock"
 )
 
 // File names inside a pins directory.
@@ -334,18 +335,7 @@ func (p *Pins) Clone() *Pins {
 func (p *Pins) MarshalData() ([]byte, error) {
 	c := p.Clone()
 	c.Bridge.Version, c.Bridge.Commit = "", ""
-	return marshalIndent(c)
-}
-
-func marshalIndent(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return npmlock.Marshal(c)
 }
 
 // Save validates p and writes pins.json and every harness lock into dir,

@@ -2,6 +2,7 @@ package pins
 
 import (
 	"github.com/invopop/jsonschema"
+	"github.com/tangle-network/boxctl/internal/npmlock"
 )
 
 // SchemaID is the $id of the published schema.
@@ -20,5 +21,5 @@ func JSONSchema() ([]byte, error) {
 	s.ID = SchemaID
 	s.Title = "boxctl pins"
 	s.Description = "Exact versions a boxctl box image is built from."
-	return marshalIndent(s)
+	return npmlock.Marshal(s)
 }
