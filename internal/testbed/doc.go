@@ -17,8 +17,10 @@
 // BUILDKIT_HOST, BOXCTL_TEST_REGISTRY, BOXCTL_TEST_BASE_IMAGE,
 // BOXCTL_TEST_NODE_DIR, BOXCTL_NPM_CACHE, BOXCTL_TEST_KUBECONFIG,
 // BOXCTL_TEST_KUBE_AUDIT_LOG and BOXCTL_TEST_KUBECTL are required;
-// BOXCTL_TEST_NODE_VERSION is optional. Blank lines and # comments are
-// ignored, and values may be quoted.
+// BOXCTL_TEST_NODE_VERSION, the tracing keys (BOXCTL_TEST_OTLP_ENDPOINT,
+// BOXCTL_TEST_JAEGER_URL) and the browser (BOXCTL_TEST_CHROMIUM) are
+// optional: RequireTracing and RequireChromium fail without them. Blank
+// lines and # comments are ignored, and values may be quoted.
 //
 // The cluster is Kubernetes v1.35 with the agent-sandbox controller at the
 // version go.mod requires (the agents.x-k8s.io and

@@ -49,6 +49,9 @@ type Env struct {
 	OTLPEndpoint string
 	// JaegerURL is that Jaeger's query API (GET /api/traces/ID).
 	JaegerURL string
+	// Chromium is Debian's Chromium, the browser the inspector's tests
+	// drive. Optional in the state file: RequireChromium fails without it.
+	Chromium string
 }
 
 // StateFileName is the name of the state file in the state directory.
@@ -75,7 +78,7 @@ var ErrNotUp = errors.New("test bed is not up: run `make testbed`")
 
 // stateKeys are the state file's keys, in the order WriteState writes
 // them, with the Env field each fills; all but BOXCTL_TEST_NODE_VERSION
-// and the tracing keys are required (RequireTracing requires those).
+// the tracing keys and the browser's are required (RequireTracing requires those).
 var stateKeys = []struct {
 	key      string
 	field    func(*Env) *string
@@ -93,6 +96,7 @@ var stateKeys = []struct {
 	{key: "BOXCTL_TEST_KUBECTL", field: func(e *Env) *string { return &e.Kubectl }},
 	{key: "BOXCTL_TEST_OTLP_ENDPOINT", field: func(e *Env) *string { return &e.OTLPEndpoint }, optional: true},
 	{key: "BOXCTL_TEST_JAEGER_URL", field: func(e *Env) *string { return &e.JaegerURL }, optional: true},
+	{key: "BOXCTL_TEST_CHROMIUM", field: func(e *Env) *string { return &e.Chromium }, optional: true},
 }
 
 // parseState reads KEY=VALUE lines: blank lines and # comments are
@@ -219,6 +223,20 @@ func RequireTracing(t testing.TB) Env {
 	env := Require(t)
 	if env.OTLPEndpoint == "" || env.JaegerURL == "" {
 		t.Fatalf("testbed: %v: state file lacks BOXCTL_TEST_OTLP_ENDPOINT or BOXCTL_TEST_JAEGER_URL (run scripts/testbed up)", ErrNotUp)
+	}
+	return env
+}
+
+// RequireChromium returns the test bed with its Chromium, or fails the
+// test loudly when the state lacks it or the binary is not there.
+func RequireChromium(t testing.TB) Env {
+	t.Helper()
+	env := Require(t)
+	if env.Chromium == "" {
+		t.Fatalf("testbed: %v: state file lacks BOXCTL_TEST_CHROMIUM (run scripts/testbed up)", ErrNotUp)
+	}
+	if _, err := os.Stat(env.Chromium); err != nil {
+		t.Fatalf("testbed: chromium: %v (run scripts/testbed up)", err)
 	}
 	return env
 }

@@ -206,8 +206,8 @@ testbedctl() {
 }
 
 # write_state [full]: the state file, through the Go helper that owns its
-# keys; with full, the OTLP receiver's and Kubernetes keys too (an `up`
-# of the Docker part keeps those of an earlier full `up`).
+# keys; with full, the OTLP receiver's, the browser's and Kubernetes keys
+# too (an `up` of the Docker part keeps those of an earlier full `up`).
 write_state() {
 	local kv=(
 		"DOCKER_HOST=$DOCKER_HOST_ADDR"
@@ -222,6 +222,7 @@ write_state() {
 		kv+=(
 			"BOXCTL_TEST_OTLP_ENDPOINT=$OTLP_ENDPOINT"
 			"BOXCTL_TEST_JAEGER_URL=$JAEGER_URL"
+			"BOXCTL_TEST_CHROMIUM=$CHROMIUM"
 			"BOXCTL_TEST_KUBECONFIG=$ADMIN_KUBECONFIG"
 			"BOXCTL_TEST_KUBE_AUDIT_LOG=$KUBE_AUDIT_LOG"
 			"BOXCTL_TEST_KUBECTL=$KUBECTL"
