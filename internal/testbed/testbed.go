@@ -77,8 +77,9 @@ func Dir() string {
 var ErrNotUp = errors.New("test bed is not up: run `make testbed`")
 
 // stateKeys are the state file's keys, in the order WriteState writes
-// them, with the Env field each fills; all but BOXCTL_TEST_NODE_VERSION
-// the tracing keys and the browser's are required (RequireTracing requires those).
+// them, with the Env field each fills; all but BOXCTL_TEST_NODE_VERSION,
+// the tracing keys and the browser's are required (RequireTracing and
+// RequireChromium require those).
 var stateKeys = []struct {
 	key      string
 	field    func(*Env) *string
