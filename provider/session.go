@@ -279,3 +279,28 @@ func (s *Session) Cancel(ctx context.Context) (RunStatus, error) {
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// Run returns control of an earlier run of this environment by its run
+// id alone (one another process started, say): the bridge's snapshot of
+// the run gives its exact ControlRef. A run the bridge does not know is a
+// *NotFoundError; one of another environment is an
+// *IdentityMismatchError.
+func (e *Environment) Run(ctx context.Context, runID string) (*Session, error) {
+	const op = "environment.Run"
+	if err := wire.ValidRunID(runID); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	snap, err := e.p.c.getSnapshot(ctx, op, runID, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSnapshot(op, snap); err != nil {
+		return nil, err
+	}
+	ref := ControlRef{RunID: snap.ID, Provider: snap.Provider, EnvironmentID: snap.EnvironmentID, SessionID: snap.SessionID,
+		ExecutionID: snap.ExecutionID, RequestDigest: snap.RequestDigest}
+	if ref.RunID != runID || ref.Provider != e.p.Name() || ref.EnvironmentID != e.id {
+		return nil, &IdentityMismatchError{Op: op, Reason: fmt.Sprintf("cli-bridge run %q is not of this environment", runID)}
+	}
+	return e.Session(ref.SessionID, SessionOptions{ControlRef: &ref})
+}

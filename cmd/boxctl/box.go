@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -62,22 +60,11 @@ func (a *app) openStateVendor(target string) (s *boxstate.Store, st *boxstate.St
 
 // connectBox drives a box of the state again from its reference.
 func (a *app) connectBox(ctx context.Context, v vendors.Vendor, rec *boxstate.Record) (*sandbox.Environment, error) {
-	if rec.Reference == nil {
-		return nil, fmt.Errorf("box %s: the state holds no reference to it", shortID(rec.ID))
-	}
 	s, err := a.openState()
 	if err != nil {
 		return nil, err
 	}
-	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: rec.Image, Logger: a.log, OnEvent: s.Record})
-	if err != nil {
-		return nil, err
-	}
-	env, err := p.Connect(ctx, *rec.Reference)
-	if errors.Is(err, vendors.ErrNotFound) {
-		return nil, fmt.Errorf("box %s is gone (past its deadline, or removed): `boxctl gc` forgets it: %w", shortID(rec.ID), err)
-	}
-	return env, err
+	return s.Connect(ctx, v, rec)
 }
 
 // shortID is the 12-character form of a box id that listings print.
