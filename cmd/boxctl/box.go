@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
-	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/open"
@@ -56,15 +55,6 @@ func (a *app) openStateVendor(target string) (s *boxstate.Store, st *boxstate.St
 	}
 	v, closeVendor, err = a.openVendor(target)
 	return s, st, v, closeVendor, err
-}
-
-// connectBox drives a box of the state again from its reference.
-func (a *app) connectBox(ctx context.Context, v vendors.Vendor, rec *boxstate.Record) (*sandbox.Environment, error) {
-	s, err := a.openState()
-	if err != nil {
-		return nil, err
-	}
-	return s.Connect(ctx, v, rec)
 }
 
 // shortID is the 12-character form of a box id that listings print.

@@ -95,6 +95,7 @@ and proves with a conformance suite that a built image still works.`,
 	root.AddCommand(newRmCmd(a, nil))
 	root.AddCommand(newGCCmd(a, nil))
 	root.AddCommand(newEventsCmd(a, nil))
+	root.AddCommand(newUICmd(a, nil))
 	root.AddCommand(newConformanceCmd(a, nil))
 	root.AddCommand(newEmulateCmd(a))
 	return root

@@ -55,7 +55,7 @@ Ctrl-C cancels the run in the box; a run that fails, is cancelled or outlives
 }
 
 func runTurn(ctx context.Context, a *app, o *turnOptions) error {
-	_, st, err := a.readState()
+	s, st, err := a.readState()
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func runTurn(ctx context.Context, a *app, o *turnOptions) error {
 		return err
 	}
 	defer closeVendor()
-	env, err := a.connectBox(ctx, v, rec)
+	env, err := s.Connect(ctx, v, rec)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,10 @@
 package open
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/tangle-network/boxctl/vendors"
+)
 
 // Set opens the vendor of each target once, when first asked for it,
 // for a caller that works on boxes of several vendors; Close closes every
@@ -35,4 +39,10 @@ func (s *Set) Close() error {
 	}
 	s.opened, s.order = map[string]Closer{}, nil
 	return errors.Join(errs...)
+}
+
+// Opener is s.Vendor as a function of vendors.Vendor, for a caller that
+// takes a vendor opener.
+func (s *Set) Opener() func(target string) (vendors.Vendor, error) {
+	return func(target string) (vendors.Vendor, error) { return s.Vendor(target) }
 }
