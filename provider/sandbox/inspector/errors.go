@@ -52,7 +52,9 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Type + ": " + e.Message }
 
-func errorf(status int, typ, msg string) *Error { return &Error{Status: status, Type: typ, Message: msg} }
+func errorf(status int, typ, msg string) *Error {
+	return &Error{Status: status, Type: typ, Message: msg}
+}
 
 // ErrorResponse is the body of an error answer.
 type ErrorResponse struct {
