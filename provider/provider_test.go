@@ -421,3 +421,48 @@ func TestUsageTruthfulness(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestEnvironment_Run(t *testing.T) {
+	f := newFake(t, loadTranscript(t, "legacy_ok.sse"))
+	env := newEnv(t, f)
+	ref := dispatch(t, env, "s1")
+	// Another process: an environment of the same id, knowing only the
+	// run id.
+	other, err := f.provider(t).Get(t.Context(), env.ID(), GetOptions{Capabilities: env.Capabilities()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := other.Run(t.Context(), ref.RunID)
+	if err != nil {
+		t.Fatalf("Run(%s): %v", ref.RunID, err)
+	}
+	if got, ok := s.ControlRef(); !ok || got != ref || s.ID() != ref.SessionID {
+		t.Errorf("Run(%s) controls %+v (session %s), want %+v", ref.RunID, got, s.ID(), ref)
+	}
+	var text string
+	for ev, err := range s.Events(t.Context(), "0") {
+		if err != nil {
+			t.Fatalf("Events: %v", err)
+		}
+		text += ev.Delta
+	}
+	if text == "" {
+		t.Error("the run's replay has no text")
+	}
+
+	var nf *NotFoundError
+	if _, err := other.Run(t.Context(), "missing-run"); !errors.As(err, &nf) {
+		t.Errorf("Run(missing-run) = %v, want *NotFoundError", err)
+	}
+	if _, err := other.Run(t.Context(), "-bad"); err == nil {
+		t.Error("Run(-bad): no error")
+	}
+	// A run whose snapshot names another environment is not this one's.
+	f.mu.Lock()
+	f.snapshot = func(s *wire.RunSnapshot) { s.EnvironmentID = s.EnvironmentID + "x" }
+	f.mu.Unlock()
+	var im *IdentityMismatchError
+	if _, err := other.Run(t.Context(), ref.RunID); !errors.As(err, &im) {
+		t.Errorf("Run of another environment's run = %v, want *IdentityMismatchError", err)
+	}
+}

@@ -1,0 +1,462 @@
+package inspector
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/provider"
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// listVendor is a vendor whose List answers infos (or err) and that has no
+// box to connect to.
+type listVendor struct {
+	infos []vendors.Info
+	err   error
+}
+
+func (v listVendor) Name() string              { return "docker" }
+func (v listVendor) Supports() vendors.Fields { return vendors.Fields{} }
+func (v listVendor) Create(context.Context, vendors.CreateSpec) (vendors.Box, error) {
+	return nil, errors.New("listVendor creates nothing")
+}
+func (v listVendor) Connect(context.Context, string) (vendors.Box, error) { return nil, vendors.ErrNotFound }
+func (v listVendor) List(context.Context, map[string]string) ([]vendors.Info, error) {
+	return v.infos, v.err
+}
+
+var (
+	created  = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	deadline = created.Add(time.Hour)
+)
+
+// fixture is a server over a state of two docker boxes (one of them gone
+// from the vendor) and one e2b box whose vendor cannot be opened.
+type fixture struct {
+	srv   *Server
+	store *boxstate.Store
+	ts    *httptest.Server
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	store, err := boxstate.Open(boxstate.Options{Path: filepath.Join(t.TempDir(), "boxes.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := func(id, target, tag string) boxstate.Record {
+		return boxstate.Record{ID: id, Target: target, Image: "img", RunTag: tag, Created: created, Deadline: deadline,
+			Reference: &sandbox.Reference{Vendor: target, BoxID: id, Bearer: "bearer-secret-" + id, Harness: "claude-code", EnvironmentKey: "key-" + id, RunTag: tag}}
+	}
+	if err := store.Update(t.Context(), func(st *boxstate.State) error {
+		st.Boxes = append(st.Boxes, rec("box-live-0001", "docker", "run-a"), rec("box-gone-0002", "docker", "run-b"),
+			rec("box-e2b-0003", "e2b", "run-c"))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	v := listVendor{infos: []vendors.Info{
+		{ID: "box-live-0001", Vendor: "docker", State: vendors.StateRunning, Image: "img", Created: created, Deadline: deadline,
+			Labels: map[string]string{boxmeta.LabelRunTag: "run-a", boxmeta.LabelOwner: store.Owner()}},
+		{ID: "someone-else", Vendor: "docker", State: vendors.StateRunning, Created: created,
+			Labels: map[string]string{boxmeta.LabelRunTag: "run-x", boxmeta.LabelOwner: "other"}},
+	}}
+	srv, err := New(Options{Store: store, Vendor: func(target string) (vendors.Vendor, error) {
+		if target == "e2b" {
+			return nil, errors.New("--target e2b needs E2B_API_KEY")
+		}
+		return v, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		ts.Close()
+		_ = srv.Close(context.Background())
+	})
+	return &fixture{srv: srv, store: store, ts: ts}
+}
+
+// login exchanges the server's token for its cookie and returns a client
+// that carries it, and the session's CSRF token.
+func (f *fixture) login(t *testing.T) (*http.Client, string) {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Jar: jar}
+	u, _ := url.Parse(f.ts.URL)
+	resp, err := c.Get(f.srv.URL(addr(u.Host)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("boxctl inspector")) {
+		t.Fatalf("GET the token URL = %s %q, want the page", resp.Status, body)
+	}
+	if resp.Request.URL.RawQuery != "" {
+		t.Errorf("after the exchange the page is at %s, want no token in its URL", resp.Request.URL)
+	}
+	var s struct{ CSRF string }
+	f.getJSON(t, c, "/api/session", http.StatusOK, &s)
+	if s.CSRF == "" {
+		t.Fatal("GET /api/session: no csrf")
+	}
+	return c, s.CSRF
+}
+
+type addr string
+
+func (a addr) Network() string { return "tcp" }
+func (a addr) String() string  { return string(a) }
+
+func (f *fixture) getJSON(t *testing.T, c *http.Client, path string, status int, v any) {
+	t.Helper()
+	resp, err := c.Get(f.ts.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	decodeAs(t, "GET "+path, resp, status, v)
+}
+
+func decodeAs(t *testing.T, what string, resp *http.Response, status int, v any) {
+	t.Helper()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != status {
+		t.Fatalf("%s = %d %s, want %d", what, resp.StatusCode, b, status)
+	}
+	if ct := resp.Header.Get("Content-Type"); v != nil && ct != "application/json" {
+		t.Fatalf("%s: Content-Type %q, want application/json", what, ct)
+	}
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("%s: %v in %s", what, err, b)
+		}
+	}
+}
+
+// errType reads an error answer's type.
+func errType(t *testing.T, what string, resp *http.Response, status int) string {
+	t.Helper()
+	var e ErrorResponse
+	decodeAs(t, what, resp, status, &e)
+	if e.Error == nil || e.Error.Status != status || e.Error.Message == "" {
+		t.Fatalf("%s: error body %+v, want status %d and a message", what, e.Error, status)
+	}
+	return e.Error.Type
+}
+
+func TestServer_RefusesWithoutSession(t *testing.T) {
+	f := newFixture(t)
+	for _, path := range []string{"/", "/assets/app.js", "/api/session", "/api/boxes", "/api/boxes/box-live-0001/logs", "/nowhere"} {
+		resp, err := http.Get(f.ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := errType(t, "GET "+path, resp, http.StatusUnauthorized); got != TypeUnauthenticated {
+			t.Errorf("GET %s without a cookie: type %q, want %q", path, got, TypeUnauthenticated)
+		}
+		resp.Body.Close()
+	}
+	// A wrong cookie is no session either.
+	req, _ := http.NewRequest(http.MethodGet, f.ts.URL+"/api/boxes", nil)
+	req.AddCookie(&http.Cookie{Name: CookieName, Value: "guess"})
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if got := errType(t, "GET with a wrong cookie", resp, http.StatusUnauthorized); got != TypeUnauthenticated {
+		t.Errorf("wrong cookie: type %q, want %q", got, TypeUnauthenticated)
+	}
+}
+
+func TestServer_TokenWorksOnce(t *testing.T) {
+	f := newFixture(t)
+	u, _ := url.Parse(f.ts.URL)
+	link := f.srv.URL(addr(u.Host))
+	if !strings.HasPrefix(link, "http://"+u.Host+"/?token=") {
+		t.Fatalf("URL = %q, want http://%s/?token=...", link, u.Host)
+	}
+	f.login(t)
+	for _, target := range []string{link, f.ts.URL + "/?token=wrong"} {
+		resp, err := http.Get(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := errType(t, "GET a spent or wrong token", resp, http.StatusUnauthorized); got != TypeInvalidToken {
+			t.Errorf("GET %s: type %q, want %q", target, got, TypeInvalidToken)
+		}
+		resp.Body.Close()
+	}
+}
+
+func TestServer_StateChangingChecks(t *testing.T) {
+	f := newFixture(t)
+	c, csrf := f.login(t)
+	origin := f.ts.URL
+	tests := []struct {
+		name          string
+		origin, token string
+		host          string
+		status        int
+		typ           string
+	}{
+		{name: "no origin", token: csrf, status: http.StatusForbidden, typ: TypeBadOrigin},
+		{name: "another origin", origin: "http://evil.example", token: csrf, status: http.StatusForbidden, typ: TypeBadOrigin},
+		{name: "no csrf token", origin: origin, status: http.StatusForbidden, typ: TypeBadCSRF},
+		{name: "wrong csrf token", origin: origin, token: "x" + csrf[1:], status: http.StatusForbidden, typ: TypeBadCSRF},
+		{name: "rebound host", origin: "http://evil.example", token: csrf, host: "evil.example", status: http.StatusForbidden, typ: TypeBadHost},
+		// Past the guard: the body is checked next.
+		{name: "both right", origin: origin, token: csrf, status: http.StatusBadRequest, typ: TypeInvalidRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, f.ts.URL+"/api/boxes/box-live-0001/turns", strings.NewReader(`{"prompt":""}`))
+			if tt.origin != "" {
+				req.Header.Set("Origin", tt.origin)
+			}
+			if tt.token != "" {
+				req.Header.Set(CSRFHeader, tt.token)
+			}
+			if tt.host != "" {
+				req.Host = tt.host
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if got := errType(t, tt.name, resp, tt.status); got != tt.typ {
+				t.Errorf("%s: type %q, want %q", tt.name, got, tt.typ)
+			}
+		})
+	}
+}
+
+func TestServer_Validation(t *testing.T) {
+	f := newFixture(t)
+	c, csrf := f.login(t)
+	post := func(path, body string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, f.ts.URL+path, strings.NewReader(body))
+		req.Header.Set("Origin", f.ts.URL)
+		req.Header.Set(CSRFHeader, csrf)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	get := func(path string) *http.Response {
+		resp, err := c.Get(f.ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	const box = "/api/boxes/box-live-0001"
+	tests := []struct {
+		name   string
+		do     func() *http.Response
+		status int
+		typ    string
+	}{
+		{"empty prompt", func() *http.Response { return post(box+"/turns", `{"prompt":"  "}`) }, 400, TypeInvalidRequest},
+		{"unknown field", func() *http.Response { return post(box+"/turns", `{"prompt":"hi","bearer":"x"}`) }, 400, TypeInvalidRequest},
+		{"trailing data", func() *http.Response { return post(box+"/turns", `{"prompt":"hi"}{}`) }, 400, TypeInvalidRequest},
+		{"not JSON", func() *http.Response { return post(box+"/turns", `prompt=hi`) }, 400, TypeInvalidRequest},
+		{"prompt too long", func() *http.Response {
+			b, _ := json.Marshal(TurnRequest{Prompt: strings.Repeat("x", MaxPrompt+1)})
+			return post(box+"/turns", string(b))
+		}, 400, TypeInvalidRequest},
+		{"model with spaces", func() *http.Response { return post(box+"/turns", `{"prompt":"hi","model":"a b"}`) }, 400, TypeInvalidRequest},
+		{"bad decision", func() *http.Response { return post(box+"/runs/run-1/interactions/ask-1", `{"decision":"maybe"}`) }, 400, TypeInvalidRequest},
+		{"unseen interaction", func() *http.Response { return post(box+"/runs/run-1/interactions/ask-1", `{"decision":"allow"}`) }, 404, TypeNotFound},
+		{"bad run id", func() *http.Response { return get(box + "/runs/-bad/events") }, 400, TypeInvalidRequest},
+		{"bad cursor", func() *http.Response { return get(box + "/runs/run-1/events?since=x") }, 400, TypeInvalidRequest},
+		{"bad trace run id", func() *http.Response { return get(box + "/runs/-bad/trace") }, 400, TypeInvalidRequest},
+		{"box not in the state", func() *http.Response { return get("/api/boxes/nobox/logs") }, 404, TypeNotFound},
+		{"destroy a box not in the state", func() *http.Response { return post("/api/boxes/nobox/destroy", `{}`) }, 404, TypeNotFound},
+		{"box gone from its vendor", func() *http.Response { return get("/api/boxes/box-gone-0002/logs") }, 410, TypeBoxGone},
+		{"vendor that cannot open", func() *http.Response { return get("/api/boxes/box-e2b-0003/logs") }, 502, TypeUpstream},
+		{"no route", func() *http.Response { return get("/api/nothing") }, 404, TypeNotFound},
+		{"wrong method", func() *http.Response { return post("/api/boxes", `{}`) }, 405, TypeMethodNotAllowed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := tt.do()
+			defer resp.Body.Close()
+			if got := errType(t, tt.name, resp, tt.status); got != tt.typ {
+				t.Errorf("%s: type %q, want %q", tt.name, got, tt.typ)
+			}
+		})
+	}
+}
+
+func TestServer_Boxes(t *testing.T) {
+	f := newFixture(t)
+	c, _ := f.login(t)
+	resp, err := c.Get(f.ts.URL + "/api/boxes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/boxes = %d %s", resp.StatusCode, got)
+	}
+	// The owner label depends on the user running the test.
+	got = bytes.ReplaceAll(got, []byte(f.store.Owner()), []byte("OWNER"))
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, got, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "boxes.golden.json", pretty.Bytes())
+	if bytes.Contains(got, []byte("bearer-secret")) {
+		t.Error("the box listing carries a bearer")
+	}
+
+	var box Box
+	f.getJSON(t, c, "/api/boxes/box-live-0001", http.StatusOK, &box)
+	if box.ID != "box-live-0001" || box.State != "running" || box.Harness != "claude-code" || box.RunTag != "run-a" {
+		t.Errorf("GET /api/boxes/box-live-0001 = %+v", box)
+	}
+}
+
+func TestServer_Events(t *testing.T) {
+	f := newFixture(t)
+	c, _ := f.login(t)
+	at := created.Add(time.Minute)
+	for _, ev := range []sandbox.Event{
+		{Time: at, Type: sandbox.EventCreated, Vendor: "docker", BoxID: "box-live-0001", RunTag: "run-a"},
+		{Time: at, Type: sandbox.EventCreated, Vendor: "docker", BoxID: "box-gone-0002", RunTag: "run-b"},
+		{Time: at.Add(time.Second), Type: sandbox.EventTurnStarted, Vendor: "docker", BoxID: "box-live-0001", RunTag: "run-a"},
+		{Time: at.Add(3 * time.Second), Type: sandbox.EventTurnEnded, Vendor: "docker", BoxID: "box-live-0001", RunTag: "run-a",
+			RunID: "run-1", Reason: provider.StatusCompleted},
+	} {
+		if err := f.store.Events().Append(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var evs []sandbox.Event
+	f.getJSON(t, c, "/api/boxes/box-live-0001/events", http.StatusOK, &evs)
+	if len(evs) != 3 || evs[0].Type != sandbox.EventCreated || evs[2].RunID != "run-1" {
+		t.Errorf("events = %+v, want the box's three", evs)
+	}
+	var runs []Run
+	f.getJSON(t, c, "/api/boxes/box-live-0001/runs", http.StatusOK, &runs)
+	want := []Run{{RunID: "run-1", Started: stamp(at.Add(time.Second)), Ended: stamp(at.Add(3 * time.Second)), Outcome: "completed"}}
+	if diff := cmp.Diff(want, runs); diff != "" {
+		t.Errorf("runs (-want +got):\n%s", diff)
+	}
+}
+
+func TestServer_TraceOff(t *testing.T) {
+	f := newFixture(t)
+	c, _ := f.login(t)
+	var tr Trace
+	f.getJSON(t, c, "/api/boxes/box-live-0001/runs/run-1/trace", http.StatusOK, &tr)
+	if tr.Tracing || len(tr.Spans) != 0 {
+		t.Errorf("trace without Jaeger = %+v, want tracing off and no spans", tr)
+	}
+}
+
+func TestSpansOf(t *testing.T) {
+	var jt jaegerTraces
+	raw := `{"data":[{"traceID":"t1","processes":{"p1":{"serviceName":"boxctl"},"p2":{"serviceName":"box-bridge"}},"spans":[
+	 {"spanID":"b","operationName":"turn","references":[{"refType":"CHILD_OF","spanID":"a"}],"startTime":1000500,"duration":2000,"processID":"p1"},
+	 {"spanID":"a","operationName":"inspector.turn","startTime":1000000,"duration":4000,"processID":"p1"},
+	 {"spanID":"c","operationName":"bridge.admit","references":[{"refType":"CHILD_OF","spanID":"b"}],"startTime":1001000,"duration":500,"processID":"p2",
+	  "tags":[{"key":"error","value":true}]}]}]}`
+	if err := json.Unmarshal([]byte(raw), &jt); err != nil {
+		t.Fatal(err)
+	}
+	want := []Span{
+		{Name: "inspector.turn", Service: "boxctl", StartMS: 0, DurationMS: 4, Depth: 0},
+		{Name: "turn", Service: "boxctl", StartMS: 0.5, DurationMS: 2, Depth: 1},
+		{Name: "bridge.admit", Service: "box-bridge", StartMS: 1, DurationMS: 0.5, Depth: 2, Error: true},
+	}
+	if diff := cmp.Diff(want, spansOf(jt)); diff != "" {
+		t.Errorf("spansOf (-want +got):\n%s", diff)
+	}
+}
+
+func TestAPIError(t *testing.T) {
+	tests := []struct {
+		err    error
+		status int
+		typ    string
+	}{
+		{errorf(http.StatusTeapot, "x", "m"), http.StatusTeapot, "x"},
+		{fmt.Errorf("wrapped: %w", &boxstate.NoBoxError{Arg: "b"}), 404, TypeNotFound},
+		{fmt.Errorf("connect: %w", vendors.ErrNotFound), 410, TypeBoxGone},
+		{&provider.ConflictError{Op: "environment.Stream", Type: "session_busy", Message: "busy"}, 409, TypeConflict},
+		{&provider.IdentityMismatchError{Op: "environment.Run", Reason: "r"}, 409, TypeConflict},
+		{&provider.NotFoundError{Op: "session.Status"}, 404, TypeNotFound},
+		{&provider.ExpiredCursorError{Op: "session.Events"}, 410, TypeExpired},
+		{errClosed, 503, TypeUnavailable},
+		{errors.New("dial tcp: refused"), 502, TypeUpstream},
+	}
+	for _, tt := range tests {
+		got := apiError(tt.err)
+		if got.Status != tt.status || got.Type != tt.typ || got.Message == "" {
+			t.Errorf("apiError(%v) = %+v, want %d %s", tt.err, got, tt.status, tt.typ)
+		}
+	}
+}
+
+func TestNew_Options(t *testing.T) {
+	store, _ := boxstate.Open(boxstate.Options{Path: filepath.Join(t.TempDir(), "b.json")})
+	open := func(string) (vendors.Vendor, error) { return listVendor{}, nil }
+	for _, o := range []Options{{Vendor: open}, {Store: store}, {Store: store, Vendor: open, JaegerURL: "ftp://x"}} {
+		if _, err := New(o); err == nil {
+			t.Errorf("New(%+v) = nil error, want one", o)
+		}
+	}
+}
+
+// golden compares got with testdata/name, rewriting it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to write it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", name, diff)
+	}
+}
