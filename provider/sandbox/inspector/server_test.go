@@ -36,12 +36,14 @@ type listVendor struct {
 	err   error
 }
 
-func (v listVendor) Name() string              { return "docker" }
+func (v listVendor) Name() string             { return "docker" }
 func (v listVendor) Supports() vendors.Fields { return vendors.Fields{} }
 func (v listVendor) Create(context.Context, vendors.CreateSpec) (vendors.Box, error) {
 	return nil, errors.New("listVendor creates nothing")
 }
-func (v listVendor) Connect(context.Context, string) (vendors.Box, error) { return nil, vendors.ErrNotFound }
+func (v listVendor) Connect(context.Context, string) (vendors.Box, error) {
+	return nil, vendors.ErrNotFound
+}
 func (v listVendor) List(context.Context, map[string]string) ([]vendors.Info, error) {
 	return v.infos, v.err
 }
