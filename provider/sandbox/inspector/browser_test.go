@@ -1,0 +1,306 @@
+package inspector_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/internal/boxtest"
+	"github.com/tangle-network/boxctl/internal/routerstub"
+	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/provider"
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/provider/sandbox/inspector"
+	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/docker"
+)
+
+const (
+	// replyText is the model's answer to a plain turn, streamed in deltas.
+	replyText = "Hello from the inspector's box, streamed in four parts."
+	// askPrompt makes the model call Claude Code's Bash tool, which asks
+	// for permission; the call's result gets afterTool.
+	askPrompt = "inspector permission probe"
+	afterTool = "The probe file is written."
+	probeFile = "inspector-probe.txt"
+)
+
+// script answers side calls briefly, the permission probe with a Bash
+// call that writes probeFile in the workspace, a tool result with
+// afterTool, and anything else with replyText.
+func script(r routerstub.Request) routerstub.Reply {
+	switch {
+	case r.Side:
+		return routerstub.Text("side")
+	case r.ToolResult:
+		return routerstub.Text(afterTool)
+	case strings.HasSuffix(r.Prompt, askPrompt):
+		return routerstub.ToolCall("Bash", fmt.Sprintf(`{"command":"touch %s","description":"inspector probe"}`, probeFile))
+	}
+	return routerstub.Deltas(replyText, 4)
+}
+
+// liveBox makes a real Claude Code box on the test bed's Docker engine,
+// recorded in store as `boxctl up` records one, its model endpoint the
+// local stub; the box is destroyed when the test ends.
+func liveBox(t *testing.T, v *docker.Vendor, store *boxstate.Store) (boxstate.Record, *routerstub.Server) {
+	t.Helper()
+	img := boxtest.Image(t, boxtest.Options{})
+	host, err := v.HostAddress(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "router-key-" + strings.ToLower(sandbox.NewRunTag())
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, Script: routerstub.ScriptFunc(script)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatalf("listen on the boxes' network: %v", err)
+	}
+	hs := &http.Server{Handler: stub}
+	go func() { _ = hs.Serve(l) }()
+	t.Cleanup(func() { _ = hs.Close() })
+	router := sandbox.Router{URL: "http://" + l.Addr().String(), Key: key}
+
+	now := time.Now()
+	rec := boxstate.Record{Target: docker.Name, Image: img, RunTag: sandbox.NewRunTag(), Created: now.UTC(), Deadline: now.Add(15 * time.Minute).UTC()}
+	rec, err = store.Create(t.Context(), v, rec, func(ctx context.Context, tag string) (sandbox.Reference, error) {
+		p, err := sandbox.New(sandbox.Options{Vendor: v, Image: img, Router: router, Lifetime: 15 * time.Minute, RunTag: tag,
+			Owner: store.Owner(), OnEvent: store.Record})
+		if err != nil {
+			return sandbox.Reference{}, err
+		}
+		env, err := p.Create(ctx, sandbox.CreateRequest{Profile: provider.Profile{Harness: "claude-code",
+			Model: provider.ProfileModel{Default: "claude-sonnet-4-5"}}})
+		if err != nil {
+			return sandbox.Reference{}, err
+		}
+		ref := env.Reference()
+		_ = env.Close(context.WithoutCancel(ctx))
+		return ref, nil
+	})
+	t.Cleanup(func() {
+		if rec.ID != "" {
+			_ = boxstate.Destroy(context.Background(), v, rec.ID)
+		}
+	})
+	if err != nil {
+		t.Fatalf("create box: %v", err)
+	}
+	return rec, stub
+}
+
+// TestInspector_InBrowser drives the inspector of a real Docker box from
+// Debian's Chromium: the page lists the box, a turn's text streams in, a
+// permission prompt is answered in the page (and the tool ran), the
+// lifecycle events show the turns, and a destroyed box is gone from the
+// list; a request without the token is refused. It logs the page's load
+// and the first streamed event's time, and keeps a screenshot of the box
+// page as an artifact.
+func TestInspector_InBrowser(t *testing.T) {
+	env := testbed.RequireChromium(t)
+	v, err := docker.New(docker.WithHost(env.DockerHost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	store, err := boxstate.Open(boxstate.Options{Path: filepath.Join(t.TempDir(), "boxes.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, stub := liveBox(t, v, store)
+	t.Cleanup(func() {
+		left, err := v.List(context.Background(), map[string]string{boxmeta.LabelRunTag: rec.RunTag})
+		if err != nil || len(left) > 0 {
+			t.Errorf("boxes of run %s left: %v (%v)", rec.RunTag, left, err)
+		}
+	})
+
+	srv, err := inspector.New(inspector.Options{Store: store, Vendor: func(string) (vendors.Vendor, error) { return v, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := srv.URL(l.Addr())
+	sctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, l) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+
+	// Without the token's cookie, nothing is served.
+	resp, err := http.Get("http://" + l.Addr().String() + "/api/boxes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), inspector.TypeUnauthenticated) {
+		t.Fatalf("GET /api/boxes without the token = %d %s, want 401 %s", resp.StatusCode, body, inspector.TypeUnauthenticated)
+	}
+
+	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(env.Chromium), chromedp.NoSandbox, chromedp.WindowSize(1400, 1000))...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	defer cancelBrowser()
+	if err := chromedp.Do(bctx); err != nil { // starts the browser, for the life of bctx
+		t.Fatalf("start %s: %v", env.Chromium, err)
+	}
+	ctx, cancel := context.WithTimeout(bctx, 8*time.Minute)
+	defer cancel()
+	b := browser{t: t, ctx: ctx}
+	row := fmt.Sprintf(`tr[data-box=%q]`, rec.ID)
+	ended := `document.getElementById("turn-status").dataset.ended === "true"`
+
+	// The list, through the one-time URL.
+	start := time.Now()
+	b.do("open the inspector", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(row)))
+	loadWall := time.Since(start)
+	type navTiming struct {
+		DOMContentLoaded float64 `json:"domContentLoaded"`
+		Load             float64 `json:"load"`
+		Listed           float64 `json:"listed"`
+	}
+	nav := get(b, "read the navigation timing", chromedp.Evaluate[navTiming](`(() => { const n = performance.getEntriesByType("navigation")[0];
+		return { domContentLoaded: n.domContentLoadedEventEnd, load: n.loadEventEnd, listed: window.inspector.loadedAt || 0 }; })()`))
+	t.Logf("page load: %v from navigation to the box listed (wall); in the page: DOMContentLoaded %.1f ms, load %.1f ms, boxes listed %.1f ms",
+		loadWall.Round(time.Millisecond), nav.DOMContentLoaded, nav.Load, nav.Listed)
+	if state := get(b, "read the box's state", chromedp.Text(chromedp.CSS(row+" td.state"))); state != "running" {
+		t.Errorf("the list shows the box %s, want running", state)
+	}
+	b.noErrors("list")
+
+	// A turn streams in.
+	b.do("open the box page", chromedp.Click(chromedp.CSS(row+" a.box-link")), chromedp.WaitVisible(chromedp.CSS("#prompt")))
+	start = time.Now()
+	b.do("send a turn", chromedp.SetValue(chromedp.CSS("#prompt"), "Say hello."), chromedp.Click(chromedp.CSS("#send")))
+	get(b, "wait for the first text", chromedp.Poll[bool](`document.getElementById("turn-text").textContent.length > 0`,
+		chromedp.WithPollingTimeout(3*time.Minute)))
+	firstWall := time.Since(start)
+	firstMS := get(b, "read the first event's time", chromedp.Evaluate[float64](`window.inspector.firstEventAt - window.inspector.sentAt`))
+	get(b, "wait for the turn's end", chromedp.Poll[bool](ended, chromedp.WithPollingTimeout(3*time.Minute)))
+	t.Logf("first streamed event: %.1f ms in the page from the click on Send (%v wall to the first text shown)", firstMS, firstWall.Round(time.Millisecond))
+	if text := get(b, "read the turn's text", chromedp.Text(chromedp.CSS("#turn-text"))); text != replyText {
+		t.Errorf("the page streamed %q, want %q", text, replyText)
+	}
+	b.noErrors("turn")
+
+	// A permission prompt, answered in the page.
+	b.do("send the permission probe", chromedp.SetValue(chromedp.CSS("#prompt"), askPrompt), chromedp.Click(chromedp.CSS("#send")),
+		chromedp.WaitVisible(chromedp.CSS("#asks button.allow")))
+	if ask := get(b, "read the prompt", chromedp.Text(chromedp.CSS("#asks .ask"))); !strings.Contains(ask, probeFile) {
+		t.Errorf("the permission prompt reads %q, want it to name the command (%s)", ask, probeFile)
+	}
+	b.do("allow it", chromedp.Click(chromedp.CSS("#asks button.allow")), chromedp.WaitVisible(chromedp.CSS("#asks .answered")))
+	get(b, "wait for the turn's end", chromedp.Poll[bool](ended, chromedp.WithPollingTimeout(3*time.Minute)))
+	if text := get(b, "read the turn's text", chromedp.Text(chromedp.CSS("#turn-text"))); !strings.Contains(text, afterTool) {
+		t.Errorf("after the allowed tool the page shows %q, want %q", text, afterTool)
+	}
+	box, err := v.Connect(t.Context(), rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := box.Exec(t.Context(), vendors.ExecSpec{Command: []string{"test", "-e", filepath.Join(sandbox.Workspace, probeFile)}})
+	if err != nil || res.ExitCode != 0 {
+		t.Errorf("the allowed Bash call left no %s in the workspace (%v, exit %d)", probeFile, err, res.ExitCode)
+	}
+	toolResult := false
+	for _, q := range stub.Requests() {
+		toolResult = toolResult || q.ToolResult
+	}
+	if !toolResult {
+		t.Error("the model endpoint got no tool result: the permission was not answered")
+	}
+	get(b, "wait for the lifecycle events", chromedp.Poll[bool](
+		`[...document.querySelectorAll("#events td")].filter(td => td.textContent === "turn.ended").length >= 2`,
+		chromedp.WithPollingTimeout(30*time.Second)))
+	b.do("show the bridge's log", chromedp.Click(chromedp.CSS("#load-logs")), chromedp.WaitVisible(chromedp.CSS("#log-stderr")))
+	b.noErrors("permission")
+
+	shot := get(b, "screenshot the box page", chromedp.FullScreenshot(90))
+	path := filepath.Join(t.ArtifactDir(), "box-page.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the box page: %s (%d bytes)", path, len(shot))
+
+	// Destroyed, and gone from the list.
+	b.do("destroy the box", chromedp.Click(chromedp.CSS("#destroy")), chromedp.Click(chromedp.CSS("#destroy-confirm")),
+		chromedp.WaitVisible(chromedp.CSS("#boxes, #no-boxes")))
+	if get(b, "look for the box", chromedp.Evaluate[bool](fmt.Sprintf(`document.querySelector(%q) !== null`, row))) {
+		t.Error("the destroyed box is still listed")
+	}
+	if notice := get(b, "read the notice", chromedp.Evaluate[string](`document.getElementById("notice").textContent`)); !strings.Contains(notice, "destroyed box") {
+		t.Errorf("the page says %q after the destroy, want it to say the box was destroyed", notice)
+	}
+	b.noErrors("destroy")
+	if _, err := v.Connect(t.Context(), rec.ID); !errors.Is(err, vendors.ErrNotFound) {
+		t.Errorf("Connect(destroyed box) = %v, want vendors.ErrNotFound", err)
+	}
+	st, err := store.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Find(rec.ID) != nil {
+		t.Error("the state still names the destroyed box")
+	}
+}
+
+// browser runs the test's steps in one tab, failing the test with the
+// page's text when a step fails.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+func (b browser) fail(what string, err error) {
+	b.t.Helper()
+	page, _ := chromedp.Run(context.WithoutCancel(b.ctx), chromedp.Evaluate[string](`document.body.innerText`))
+	b.t.Fatalf("%s: %v\npage:\n%s", what, err, page)
+}
+
+func (b browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.fail(what, err)
+	}
+}
+
+// noErrors fails the test if the page shows an error.
+func (b browser) noErrors(what string) {
+	b.t.Helper()
+	if shown := get(b, what+": read the errors", chromedp.Evaluate[string](`document.getElementById("errors").textContent`)); strings.TrimSpace(shown) != "" {
+		b.t.Errorf("%s: the page shows errors: %s", what, shown)
+	}
+}
+
+func get[T any](b browser, what string, a chromedp.Action[T]) T {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, a)
+	if err != nil {
+		b.fail(what, err)
+	}
+	return v
+}
