@@ -7,6 +7,9 @@ LDFLAGS  := -s -w -X $(PKG)/internal/buildinfo.version=$(VERSION) -X $(PKG)/inte
 # TESTFLAGS adds go test flags, e.g. TESTFLAGS=-v or TESTFLAGS='-run Bridge'.
 TESTFLAGS ?=
 BIN      := bin
+# ARTIFACTS keeps what tests save with t.ArtifactDir() (the inspector's
+# screenshot, say), under $(ARTIFACTS)/_artifacts/<package>/<test>/.
+ARTIFACTS ?= $(CURDIR)/test-artifacts
 
 .PHONY: all build run test testbed testbed-down bench lint clean
 
@@ -22,9 +25,10 @@ run:
 
 # The test command: brings up the whole test bed (idempotent), then every test with
 # the race detector. Integration tests use the real Docker engine, BuildKit,
-# OCI registry and npm registry.
+# OCI registry and npm registry; test artifacts go to $(ARTIFACTS).
 test: testbed
-	$(GO) test -race -timeout 50m $(TESTFLAGS) ./...
+	mkdir -p $(ARTIFACTS)
+	$(GO) test -race -timeout 50m -artifacts -outputdir $(ARTIFACTS) $(TESTFLAGS) ./...
 	$(MAKE) fuzz
 
 # Each fuzz target runs FUZZTIME (one target per go test: -fuzz takes one).
@@ -50,4 +54,4 @@ lint:
 	./scripts/lint
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(ARTIFACTS)
