@@ -10,8 +10,10 @@ import (
 	"sync"
 )
 
-// CookieName is the session cookie the URL's token is exchanged for.
-const CookieName = "boxctl_inspector"
+// CookiePrefix starts the name of the session cookie the URL's token is
+// exchanged for; the rest is the server's own, so that inspectors on two
+// ports of one host (which share cookies) keep their sessions apart.
+const CookiePrefix = "boxctl_inspector_"
 
 // CSRFHeader carries the session's CSRF token on state-changing requests.
 const CSRFHeader = "X-CSRF-Token"
@@ -24,13 +26,14 @@ const TokenParam = "token"
 type auth struct {
 	mu      sync.Mutex
 	token   string // "" once exchanged
+	cookie  string // the session cookie's name
 	session string
 	csrf    string
 	hosts   map[string]bool // hosts besides loopback ones the server answers for
 }
 
 func newAuth() *auth {
-	return &auth{token: secret(), session: secret(), csrf: secret(), hosts: map[string]bool{}}
+	return &auth{token: secret(), cookie: CookiePrefix + secret()[:12], session: secret(), csrf: secret(), hosts: map[string]bool{}}
 }
 
 func secret() string {
@@ -96,7 +99,7 @@ func (a *auth) wrap(next http.Handler) http.Handler {
 				writeError(w, errorf(http.StatusUnauthorized, TypeInvalidToken, "the token is wrong or was already used: start `boxctl ui` again for a new one"))
 				return
 			}
-			http.SetCookie(w, &http.Cookie{Name: CookieName, Value: a.session, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			http.SetCookie(w, &http.Cookie{Name: a.cookie, Value: a.session, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 			u := *r.URL
 			q := u.Query()
 			q.Del(TokenParam)
@@ -104,7 +107,7 @@ func (a *auth) wrap(next http.Handler) http.Handler {
 			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
 			return
 		}
-		c, err := r.Cookie(CookieName)
+		c, err := r.Cookie(a.cookie)
 		if err != nil || !equal(c.Value, a.session) {
 			writeError(w, errorf(http.StatusUnauthorized, TypeUnauthenticated, "open the URL `boxctl ui` printed (with its token)"))
 			return

@@ -160,17 +160,7 @@ func TestInspector_InBrowser(t *testing.T) {
 		t.Fatalf("GET /api/boxes without the token = %d %s, want 401 %s", resp.StatusCode, body, inspector.TypeUnauthenticated)
 	}
 
-	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(env.Chromium), chromedp.NoSandbox, chromedp.WindowSize(1400, 1000))...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil { // starts the browser, for the life of bctx
-		t.Fatalf("start %s: %v", env.Chromium, err)
-	}
-	ctx, cancel := context.WithTimeout(bctx, 8*time.Minute)
-	defer cancel()
-	b := browser{t: t, ctx: ctx}
+	b := newBrowser(t, env)
 	row := fmt.Sprintf(`tr[data-box=%q]`, rec.ID)
 	ended := `document.getElementById("turn-status").dataset.ended === "true"`
 
@@ -275,6 +265,22 @@ type browser struct {
 	ctx context.Context
 }
 
+// newBrowser starts the test bed's Chromium, headless, for the test.
+func newBrowser(t *testing.T, env testbed.Env) browser {
+	t.Helper()
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(env.Chromium), chromedp.NoSandbox, chromedp.WindowSize(1400, 1000))...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancelBrowser)
+	if err := chromedp.Do(bctx); err != nil { // starts the browser, for the life of bctx
+		t.Fatalf("start %s: %v", env.Chromium, err)
+	}
+	ctx, cancel := context.WithTimeout(bctx, 8*time.Minute)
+	t.Cleanup(cancel)
+	return browser{t: t, ctx: ctx}
+}
+
 func (b browser) fail(what string, err error) {
 	b.t.Helper()
 	page, _ := chromedp.Run(context.WithoutCancel(b.ctx), chromedp.Evaluate[string](`document.body.innerText`))
@@ -303,4 +309,63 @@ func get[T any](b browser, what string, a chromedp.Action[T]) T {
 		b.fail(what, err)
 	}
 	return v
+}
+
+// TestInspector_ErrorsInBrowser checks that the page shows what fails: a
+// vendor that cannot be opened in the list, a box gone from its vendor on
+// the box page, and a refused turn.
+func TestInspector_ErrorsInBrowser(t *testing.T) {
+	env := testbed.RequireChromium(t)
+	store, err := boxstate.Open(boxstate.Options{Path: filepath.Join(t.TempDir(), "boxes.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	ref := func(id, target string) *sandbox.Reference {
+		return &sandbox.Reference{Vendor: target, BoxID: id, Bearer: "b-" + id, Harness: "claude-code", EnvironmentKey: "k-" + id}
+	}
+	if err := store.Update(t.Context(), func(st *boxstate.State) error {
+		st.Boxes = append(st.Boxes,
+			boxstate.Record{ID: "box-here-0001", Target: docker.Name, Image: "img", RunTag: "run-a", Created: now, Deadline: now.Add(time.Hour), Reference: ref("box-here-0001", docker.Name)},
+			boxstate.Record{ID: "box-e2b-0002", Target: "e2b", Image: "img", RunTag: "run-b", Created: now, Deadline: now.Add(time.Hour), Reference: ref("box-e2b-0002", "e2b")})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	v := inspector.ListVendor([]vendors.Info{{ID: "box-here-0001", Vendor: docker.Name, State: vendors.StateRunning, Created: now,
+		Deadline: now.Add(time.Hour), Labels: map[string]string{boxmeta.LabelRunTag: "run-a", boxmeta.LabelOwner: store.Owner()}}})
+	srv, err := inspector.New(inspector.Options{Store: store, Vendor: func(target string) (vendors.Vendor, error) {
+		if target == "e2b" {
+			return nil, errors.New("--target e2b needs E2B_API_KEY")
+		}
+		return v, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := srv.URL(l.Addr())
+	sctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, l) }()
+	t.Cleanup(func() { stop(); <-served })
+
+	b := newBrowser(t, env)
+	row := `tr[data-box="box-here-0001"]`
+	b.do("open the inspector", chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS(row)))
+	if shown := get(b, "read the errors", chromedp.Text(chromedp.CSS("#errors"))); !strings.Contains(shown, "E2B_API_KEY") {
+		t.Errorf("the list's errors read %q, want the e2b vendor's", shown)
+	}
+	b.do("open the box page", chromedp.Click(chromedp.CSS(row+" a.box-link")), chromedp.WaitVisible(chromedp.CSS("#prompt")))
+	b.do("show the log", chromedp.Click(chromedp.CSS("#load-logs")),
+		chromedp.WaitVisible(chromedp.CSS("#errors .error")))
+	if shown := get(b, "read the errors", chromedp.Text(chromedp.CSS("#errors"))); !strings.Contains(shown, inspector.TypeBoxGone) {
+		t.Errorf("the box page's errors read %q, want %s", shown, inspector.TypeBoxGone)
+	}
+	b.do("send an empty turn", chromedp.Click(chromedp.CSS("#send")))
+	get(b, "wait for the refusal", chromedp.Poll[bool](fmt.Sprintf(`document.getElementById("errors").textContent.includes(%q)`,
+		inspector.TypeInvalidRequest), chromedp.WithPollingTimeout(30*time.Second)))
 }

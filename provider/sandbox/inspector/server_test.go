@@ -187,7 +187,7 @@ func TestServer_RefusesWithoutSession(t *testing.T) {
 	}
 	// A wrong cookie is no session either.
 	req, _ := http.NewRequest(http.MethodGet, f.ts.URL+"/api/boxes", nil)
-	req.AddCookie(&http.Cookie{Name: CookieName, Value: "guess"})
+	req.AddCookie(&http.Cookie{Name: f.srv.auth.cookie, Value: "guess"})
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -181,6 +181,7 @@ function stream(base, run, replay) {
   asks.replaceChildren();
   document.getElementById("turn-head").textContent = (replay ? "replay of run " : "run ") + run;
   status.textContent = "connecting…";
+  delete status.dataset.ended;
   document.getElementById("cancel").disabled = replay;
   const es = new EventSource(base + "/runs/" + encodeURIComponent(run) + "/events");
   inspector.stream = es;
