@@ -8,7 +8,8 @@ LDFLAGS  := -s -w -X $(PKG)/internal/buildinfo.version=$(VERSION) -X $(PKG)/inte
 TESTFLAGS ?=
 BIN      := bin
 # ARTIFACTS keeps what tests save with t.ArtifactDir() (the inspector's
-# screenshot, say), under $(ARTIFACTS)/_artifacts/<package>/<test>/.
+# screenshot, say), under $(ARTIFACTS)/_artifacts/ (go test -v names each
+# test's directory: "=== ARTIFACTS TestName DIR").
 ARTIFACTS ?= $(CURDIR)/test-artifacts
 
 .PHONY: all build run test testbed testbed-down bench lint clean

@@ -226,3 +226,10 @@ func chatBody(opts Options, req *CreateRequest, turn *Turn, model string, r *run
 	b["metadata"] = md
 	return b
 }
+
+// ModelRoute is the exact model route an environment of req uses (the
+// profile's default model qualified by its harness, as Create resolves
+// it), for a caller that discovers the route's capabilities before it
+// creates the environment (Options.DefaultModel, then
+// Provider.Capabilities).
+func ModelRoute(req CreateRequest) (string, error) { return resolveModel(Options{}, &req, "") }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tangle-network/boxctl/provider"
+	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/provider/turntext"
 )
 
@@ -68,7 +69,7 @@ func runTurn(ctx context.Context, a *app, o *turnOptions) error {
 		return err
 	}
 	defer closeVendor()
-	env, err := s.Connect(ctx, v, rec)
+	env, err := s.Connect(ctx, v, rec, boxstate.ConnectOptions{})
 	if err != nil {
 		return err
 	}

@@ -128,6 +128,13 @@ type Options struct {
 	BridgeEnv map[string]string
 	// Logger receives progress records (never a secret). Default: discard.
 	Logger *slog.Logger
+	// Interactive, when true, has Create and Connect discover the bridge's
+	// capabilities for the box's model route, so that its turns run in the
+	// bridge's retained native sessions where the bridge proves them: a
+	// permission the harness asks for then reaches the caller as an
+	// interaction event to answer (provider.NewInteractionCommand) instead
+	// of the turn running unattended. Default: one-shot turns.
+	Interactive bool
 	// OnEvent, when set, receives each lifecycle event of this provider's
 	// boxes (created, ready, turn started and ended, destroyed with its
 	// reason), synchronously on the goroutine that caused it: it must not

@@ -254,13 +254,26 @@ func (p *Provider) boot(ctx context.Context, t *timeline, box vendors.Box, req C
 
 // attach makes the provider environment of a booted box.
 func (p *Provider) attach(ctx context.Context, box vendors.Box, ep vendors.Endpoint, ref Reference, h *pins.Harness) (*Environment, error) {
-	pv, err := provider.New(provider.Options{BaseURL: ep.URL, BearerToken: ref.Bearer, HTTPClient: ep.Client(),
-		Name: "boxctl-" + ref.Vendor, Logger: p.o.Logger})
+	preq := p.envRequest(CreateRequest{Profile: ref.Profile, Env: ref.Env, Metadata: ref.Metadata}, h)
+	preq.IdempotencyKey = ref.EnvironmentKey
+	po := provider.Options{BaseURL: ep.URL, BearerToken: ref.Bearer, HTTPClient: ep.Client(), Name: "boxctl-" + ref.Vendor, Logger: p.o.Logger}
+	if p.o.Interactive {
+		route, err := provider.ModelRoute(preq)
+		if err != nil {
+			return nil, fmt.Errorf("environment: %w", err)
+		}
+		po.DefaultModel = route
+	}
+	pv, err := provider.New(po)
 	if err != nil {
 		return nil, err
 	}
-	preq := p.envRequest(CreateRequest{Profile: ref.Profile, Env: ref.Env, Metadata: ref.Metadata}, h)
-	preq.IdempotencyKey = ref.EnvironmentKey
+	if p.o.Interactive {
+		if _, err := pv.Capabilities(ctx); err != nil {
+			_ = pv.Close(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("environment: %w", err)
+		}
+	}
 	penv, err := pv.Create(ctx, preq)
 	if err != nil {
 		_ = pv.Close(context.WithoutCancel(ctx))

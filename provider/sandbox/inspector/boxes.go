@@ -100,7 +100,7 @@ func (s *Server) env(ctx context.Context, id string) (*sandbox.Environment, *box
 	if env != nil {
 		return env, rec, nil
 	}
-	env, err = s.o.Store.Connect(ctx, v, rec)
+	env, err = s.o.Store.Connect(ctx, v, rec, boxstate.ConnectOptions{Interactive: true})
 	if err != nil {
 		return nil, nil, err
 	}

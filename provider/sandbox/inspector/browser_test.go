@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -37,6 +38,16 @@ const (
 	probeFile = "inspector-probe.txt"
 )
 
+// probeScript is the program the permission probe's Bash call runs (Claude
+// Code asks before it runs node, not before a plain file command): it
+// writes the file its argument names.
+const probeScript = `require("fs").writeFileSync(process.argv[2], "written by the inspector's probe\n");`
+
+var (
+	probePath = path.Join(sandbox.Workspace, ".inspector-probe.js")
+	probeOut  = path.Join(sandbox.Workspace, probeFile)
+)
+
 // script answers side calls briefly, the permission probe with a Bash
 // call that writes probeFile in the workspace, a tool result with
 // afterTool, and anything else with replyText.
@@ -47,7 +58,7 @@ func script(r routerstub.Request) routerstub.Reply {
 	case r.ToolResult:
 		return routerstub.Text(afterTool)
 	case strings.HasSuffix(r.Prompt, askPrompt):
-		return routerstub.ToolCall("Bash", fmt.Sprintf(`{"command":"touch %s","description":"inspector probe"}`, probeFile))
+		return routerstub.ToolCall("Bash", fmt.Sprintf(`{"command":"node %s %s","description":"inspector probe"}`, probePath, probeOut))
 	}
 	return routerstub.Deltas(replyText, 4)
 }
@@ -93,6 +104,13 @@ func liveBox(t *testing.T, v *docker.Vendor, store *boxstate.Store) (boxstate.Re
 		_ = env.Close(context.WithoutCancel(ctx))
 		return ref, nil
 	})
+	// Cleanups run last first: the box is destroyed, then none may be left.
+	t.Cleanup(func() {
+		left, err := v.List(context.Background(), map[string]string{boxmeta.LabelRunTag: rec.RunTag})
+		if err != nil || len(left) > 0 {
+			t.Errorf("boxes of run %s left: %d (%v)", rec.RunTag, len(left), err)
+		}
+	})
 	t.Cleanup(func() {
 		if rec.ID != "" {
 			_ = boxstate.Destroy(context.Background(), v, rec.ID)
@@ -100,6 +118,13 @@ func liveBox(t *testing.T, v *docker.Vendor, store *boxstate.Store) (boxstate.Re
 	})
 	if err != nil {
 		t.Fatalf("create box: %v", err)
+	}
+	box, err := v.Connect(t.Context(), rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := box.Write(t.Context(), probePath, []byte(probeScript), 0o644); err != nil {
+		t.Fatalf("write the probe in the box: %v", err)
 	}
 	return rec, stub
 }
@@ -123,12 +148,6 @@ func TestInspector_InBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, stub := liveBox(t, v, store)
-	t.Cleanup(func() {
-		left, err := v.List(context.Background(), map[string]string{boxmeta.LabelRunTag: rec.RunTag})
-		if err != nil || len(left) > 0 {
-			t.Errorf("boxes of run %s left: %v (%v)", rec.RunTag, left, err)
-		}
-	})
 
 	srv, err := inspector.New(inspector.Options{Store: store, Vendor: func(string) (vendors.Vendor, error) { return v, nil }})
 	if err != nil {
@@ -198,7 +217,7 @@ func TestInspector_InBrowser(t *testing.T) {
 	b.noErrors("turn")
 
 	// A permission prompt, answered in the page.
-	b.do("send the permission probe", chromedp.SetValue(chromedp.CSS("#prompt"), askPrompt), chromedp.Click(chromedp.CSS("#send")),
+	b.within(3*time.Minute).do("send the permission probe", chromedp.SetValue(chromedp.CSS("#prompt"), askPrompt), chromedp.Click(chromedp.CSS("#send")),
 		chromedp.WaitVisible(chromedp.CSS("#asks button.allow")))
 	if ask := get(b, "read the prompt", chromedp.Text(chromedp.CSS("#asks .ask"))); !strings.Contains(ask, probeFile) {
 		t.Errorf("the permission prompt reads %q, want it to name the command (%s)", ask, probeFile)
@@ -212,7 +231,7 @@ func TestInspector_InBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := box.Exec(t.Context(), vendors.ExecSpec{Command: []string{"test", "-e", filepath.Join(sandbox.Workspace, probeFile)}})
+	res, err := box.Exec(t.Context(), vendors.ExecSpec{Command: []string{"test", "-e", probeOut}})
 	if err != nil || res.ExitCode != 0 {
 		t.Errorf("the allowed Bash call left no %s in the workspace (%v, exit %d)", probeFile, err, res.ExitCode)
 	}
@@ -229,7 +248,7 @@ func TestInspector_InBrowser(t *testing.T) {
 	b.do("show the bridge's log", chromedp.Click(chromedp.CSS("#load-logs")), chromedp.WaitVisible(chromedp.CSS("#log-stderr")))
 	b.noErrors("permission")
 
-	shot := get(b, "screenshot the box page", chromedp.FullScreenshot(90))
+	shot := get(b, "screenshot the box page", chromedp.FullScreenshot(100) /* 100: PNG */)
 	path := filepath.Join(t.ArtifactDir(), "box-page.png")
 	if err := os.WriteFile(path, shot, 0o644); err != nil {
 		t.Fatal(err)
@@ -285,6 +304,14 @@ func (b browser) fail(what string, err error) {
 	b.t.Helper()
 	page, _ := chromedp.Run(context.WithoutCancel(b.ctx), chromedp.Evaluate[string](`document.body.innerText`))
 	b.t.Fatalf("%s: %v\npage:\n%s", what, err, page)
+}
+
+// within is b with its steps bounded by d (a context that has run once,
+// as chromedp wants).
+func (b browser) within(d time.Duration) browser {
+	ctx, cancel := context.WithTimeout(b.ctx, d)
+	b.t.Cleanup(cancel)
+	return browser{t: b.t, ctx: ctx}
 }
 
 func (b browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {

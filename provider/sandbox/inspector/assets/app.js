@@ -230,9 +230,13 @@ function stream(base, run, replay) {
 function ask(base, run, req, into) {
   const id = req.id;
   if (into.querySelector(`[data-ask="${CSS.escape(id)}"]`)) return;
-  const subject = req.subject ? (req.subject.command || req.subject.toolName || req.subject.path || req.subject.uri || "") : "";
+  const sub = req.subject || {};
+  const input = sub.input && typeof sub.input === "object" ? sub.input : null;
+  const what = sub.command || (input && input.command) || sub.path || sub.uri ||
+    (input ? JSON.stringify(input) : "");
   const box = el("div", { class: "ask", "data-ask": id },
-    el("strong", {}, req.title || req.kind), subject ? el("div", { class: "mono" }, subject) : null,
+    el("strong", {}, req.title || req.kind), sub.toolName ? el("div", { class: "muted" }, "tool " + sub.toolName) : null,
+    what ? el("div", { class: "mono ask-subject" }, what) : null,
     req.body ? el("div", {}, req.body) : null);
   const answer = async (decision) => {
     box.querySelectorAll("button").forEach((b) => { b.disabled = true; });
