@@ -10,11 +10,17 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/boxtest"
@@ -138,6 +144,8 @@ func liveBox(t *testing.T, v *docker.Vendor, store *boxstate.Store) (boxstate.Re
 // page as an artifact.
 func TestInspector_InBrowser(t *testing.T) {
 	env := testbed.RequireChromium(t)
+	testbed.RequireTracing(t)
+	traceTo(t, env.OTLPEndpoint)
 	v, err := docker.New(docker.WithHost(env.DockerHost))
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +157,8 @@ func TestInspector_InBrowser(t *testing.T) {
 	}
 	rec, stub := liveBox(t, v, store)
 
-	srv, err := inspector.New(inspector.Options{Store: store, Vendor: func(string) (vendors.Vendor, error) { return v, nil }})
+	srv, err := inspector.New(inspector.Options{Store: store, JaegerURL: env.JaegerURL,
+		Vendor: func(string) (vendors.Vendor, error) { return v, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +225,17 @@ func TestInspector_InBrowser(t *testing.T) {
 	}
 	b.noErrors("turn")
 
+	// The turn's trace: the inspector's span, the client's turn under it.
+	run := get(b, "read the run", chromedp.Evaluate[string](`window.inspector.run`))
+	b.do("show the trace", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#runs li[data-run=%q] button.show-trace`, run))))
+	get(b, "wait for the spans", chromedp.Poll[bool](`document.querySelectorAll("#spans tr").length > 0`, chromedp.WithPollingTimeout(30*time.Second)))
+	spans := get(b, "read the spans", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#spans tr td:first-child")].map(td => td.textContent)`))
+	for _, want := range []string{"inspector.turn", "turn"} {
+		if !slices.Contains(spans, want) {
+			t.Errorf("the trace view shows spans %q, want %s among them", spans, want)
+		}
+	}
+
 	// A permission prompt, answered in the page.
 	b.within(3*time.Minute).do("send the permission probe", chromedp.SetValue(chromedp.CSS("#prompt"), askPrompt), chromedp.Click(chromedp.CSS("#send")),
 		chromedp.WaitVisible(chromedp.CSS("#asks button.allow")))
@@ -248,7 +268,8 @@ func TestInspector_InBrowser(t *testing.T) {
 	b.do("show the bridge's log", chromedp.Click(chromedp.CSS("#load-logs")), chromedp.WaitVisible(chromedp.CSS("#log-stderr")))
 	b.noErrors("permission")
 
-	shot := get(b, "screenshot the box page", chromedp.FullScreenshot(100) /* 100: PNG */)
+	// Quality 100 makes a PNG.
+	shot := get(b, "screenshot the box page", chromedp.FullScreenshot(100))
 	path := filepath.Join(t.ArtifactDir(), "box-page.png")
 	if err := os.WriteFile(path, shot, 0o644); err != nil {
 		t.Fatal(err)
@@ -395,4 +416,22 @@ func TestInspector_ErrorsInBrowser(t *testing.T) {
 	b.do("send an empty turn", chromedp.Click(chromedp.CSS("#send")))
 	get(b, "wait for the refusal", chromedp.Poll[bool](fmt.Sprintf(`document.getElementById("errors").textContent.includes(%q)`,
 		inspector.TypeInvalidRequest), chromedp.WithPollingTimeout(30*time.Second)))
+}
+
+// traceTo exports this process's spans to the test bed's OTLP receiver
+// for the test, in batches of 100 ms.
+func traceTo(t *testing.T, endpoint string) {
+	t.Helper()
+	exp, err := otlptracehttp.New(t.Context(), otlptracehttp.WithEndpointURL(endpoint+"/v1/traces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(100*time.Millisecond)),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", "inspector-test"))))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() {
+		otel.SetTracerProvider(prev)
+		_ = tp.Shutdown(context.Background())
+	})
 }

@@ -297,12 +297,20 @@ async function loadLogs(base) {
   }
 }
 
-async function showTrace(base, run) {
+// showTrace shows a run's spans; spans reach Jaeger in batches, so an
+// empty trace is asked for again a few times.
+async function showTrace(base, run, tries = 20) {
   const into = document.getElementById("trace");
+  inspector.traceRun = run;
   try {
     const t = await api("GET", `${base}/runs/${encodeURIComponent(run)}/trace`);
+    if (inspector.traceRun !== run) return;
     if (!t.tracing) { into.textContent = "Tracing is off: start boxctl ui with OTEL_EXPORTER_OTLP_ENDPOINT and --jaeger-url."; return; }
-    if (!t.spans.length) { into.textContent = "No trace of run " + run + " yet."; return; }
+    if (!t.spans.length) {
+      into.textContent = "No trace of run " + run + " yet" + (tries > 1 ? "; asking again…" : ".");
+      if (tries > 1) setTimeout(() => showTrace(base, run, tries - 1), 1000);
+      return;
+    }
     const end = Math.max(...t.spans.map((s) => s.startMs + s.durationMs)) || 1;
     into.replaceChildren(
       t.url ? el("p", {}, el("a", { href: t.url, target: "_blank", rel: "noopener" }, "trace " + t.traceId)) : null,
