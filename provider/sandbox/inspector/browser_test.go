@@ -276,6 +276,14 @@ func TestInspector_InBrowser(t *testing.T) {
 	}
 	t.Logf("screenshot of the box page: %s (%d bytes)", path, len(shot))
 
+	// The first run, replayed from the bridge's store.
+	b.do("replay the first run", chromedp.Click(chromedp.CSS(fmt.Sprintf(`#runs li[data-run=%q] button.replay`, run))))
+	get(b, "wait for the replay's end", chromedp.Poll[bool](ended, chromedp.WithPollingTimeout(time.Minute)))
+	if text := get(b, "read the replay", chromedp.Text(chromedp.CSS("#turn-text"))); text != replyText {
+		t.Errorf("the replay of run %s shows %q, want %q", run, text, replyText)
+	}
+	b.noErrors("replay")
+
 	// Destroyed, and gone from the list.
 	b.do("destroy the box", chromedp.Click(chromedp.CSS("#destroy")), chromedp.Click(chromedp.CSS("#destroy-confirm")),
 		chromedp.WaitVisible(chromedp.CSS("#boxes, #no-boxes")))
