@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -162,23 +163,14 @@ func TestInspector_InBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	link := serve(t, srv)
+
+	// Without the token's cookie, nothing is served.
+	u, err := url.Parse(link)
 	if err != nil {
 		t.Fatal(err)
 	}
-	link := srv.URL(l.Addr())
-	sctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(sctx, l) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-
-	// Without the token's cookie, nothing is served.
-	resp, err := http.Get("http://" + l.Addr().String() + "/api/boxes")
+	resp, err := http.Get("http://" + u.Host + "/api/boxes")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,15 +391,7 @@ func TestInspector_ErrorsInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	link := srv.URL(l.Addr())
-	sctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(sctx, l) }()
-	t.Cleanup(func() { stop(); <-served })
+	link := serve(t, srv)
 
 	b := newBrowser(t, env)
 	row := `tr[data-box="box-here-0001"]`
@@ -442,4 +426,25 @@ func traceTo(t *testing.T, endpoint string) {
 		otel.SetTracerProvider(prev)
 		_ = tp.Shutdown(context.Background())
 	})
+}
+
+// serve runs srv on a loopback port until the test ends and returns the
+// URL to open (with its token).
+func serve(t *testing.T, srv *inspector.Server) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := srv.URL(l.Addr())
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return link
 }
