@@ -43,6 +43,8 @@ const (
 	askPrompt = "inspector permission probe"
 	afterTool = "The probe file is written."
 	probeFile = "inspector-probe.txt"
+	// stallPrompt gets no answer from the model: a turn to cancel.
+	stallPrompt = "inspector stall"
 )
 
 // probeScript is the program the permission probe's Bash call runs (Claude
@@ -64,6 +66,8 @@ func script(r routerstub.Request) routerstub.Reply {
 		return routerstub.Text("side")
 	case r.ToolResult:
 		return routerstub.Text(afterTool)
+	case strings.HasSuffix(r.Prompt, stallPrompt):
+		return routerstub.Stall(10 * time.Minute)
 	case strings.HasSuffix(r.Prompt, askPrompt):
 		return routerstub.ToolCall("Bash", fmt.Sprintf(`{"command":"node %s %s","description":"inspector probe"}`, probePath, probeOut))
 	}
@@ -137,10 +141,11 @@ func liveBox(t *testing.T, v *docker.Vendor, store *boxstate.Store) (boxstate.Re
 }
 
 // TestInspector_InBrowser drives the inspector of a real Docker box from
-// Debian's Chromium: the page lists the box, a turn's text streams in, a
-// permission prompt is answered in the page (and the tool ran), the
-// lifecycle events show the turns, and a destroyed box is gone from the
-// list; a request without the token is refused. It logs the page's load
+// Debian's Chromium: the page lists the box, a turn's text streams in and
+// its trace is read back from Jaeger, a permission prompt is answered in
+// the page (and the tool ran), the lifecycle events show the turns, an
+// earlier run replays, a stalled turn is cancelled, and a destroyed box is
+// gone from the list; a request without the token is refused. It logs the page's load
 // and the first streamed event's time, and keeps a screenshot of the box
 // page as an artifact.
 func TestInspector_InBrowser(t *testing.T) {
@@ -275,6 +280,17 @@ func TestInspector_InBrowser(t *testing.T) {
 		t.Errorf("the replay of run %s shows %q, want %q", run, text, replyText)
 	}
 	b.noErrors("replay")
+
+	// A turn that stalls, cancelled from the page.
+	b.do("send a stalling turn", chromedp.SetValue(chromedp.CSS("#prompt"), stallPrompt), chromedp.Click(chromedp.CSS("#send")))
+	get(b, "wait for the run", chromedp.Poll[bool](`!document.getElementById("cancel").disabled && window.inspector.firstEventAt > 0`,
+		chromedp.WithPollingTimeout(2*time.Minute)))
+	b.do("cancel it", chromedp.Click(chromedp.CSS("#cancel")))
+	get(b, "wait for the cancelled end", chromedp.Poll[bool](ended, chromedp.WithPollingTimeout(2*time.Minute)))
+	if st := get(b, "read the status", chromedp.Text(chromedp.CSS("#turn-status"))); !strings.Contains(st, provider.StatusCancelled) {
+		t.Errorf("the cancelled turn's status reads %q, want %s", st, provider.StatusCancelled)
+	}
+	b.noErrors("cancel")
 
 	// Destroyed, and gone from the list.
 	b.do("destroy the box", chromedp.Click(chromedp.CSS("#destroy")), chromedp.Click(chromedp.CSS("#destroy-confirm")),
