@@ -87,12 +87,9 @@ func New(opts Options) (*Manager, error) {
 	return &Manager{opts: opts, log: opts.Logger, procs: map[procKey]*proc{}, timers: map[string]*time.Timer{}}, nil
 }
 
-// Available reports whether processes can be confined here, from the
-// jail's last probe.
-func (m *Manager) Available() bool {
-	c := m.opts.Jailer.Caps()
-	return c.Jail.Unavailable == ""
-}
+// Check probes the jail again: whether processes can be confined here
+// now (an *jail.UnavailableError when not).
+func (m *Manager) Check(ctx context.Context) error { return m.opts.Jailer.Probe(ctx) }
 
 // Start recovers the previous incarnation's state: its running processes
 // are recorded ended by SIGKILL (a leftover still carrying its marker is

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -72,8 +73,14 @@ func (j *Jailer) ExactCommand(x Exact) (string, []string, error) {
 	for _, k := range keys {
 		a = append(a, "--setenv", k, x.Env[k])
 	}
+	// bwrap sets PWD to the directory it changes to: the launcher puts
+	// back the launch's own PWD, or none.
+	pwd := "-"
+	if v, ok := x.Env["PWD"]; ok {
+		pwd = "=" + v
+	}
 	a = append(a, "--chdir", x.Cwd, "--", exactLauncher, LimitArg, strconv.Itoa(x.CPUs),
-		strconv.FormatUint(x.DataBytes, 10), strconv.FormatUint(x.FileBytes, 10), x.Executable)
+		strconv.FormatUint(x.DataBytes, 10), strconv.FormatUint(x.FileBytes, 10), pwd, x.Executable)
 	return bwrap, append(a, x.Args...), nil
 }
 
@@ -95,7 +102,8 @@ const exactLauncher = "/.box-bridge/launcher"
 
 // LimitArg is the first argument that makes the bridge's executable the
 // launcher of an exact process inside its jail:
-// `<exe> LimitArg CPUS DATA FSIZE EXECUTABLE ARGS...`.
+// `<exe> LimitArg CPUS DATA FSIZE PWD EXECUTABLE ARGS...`, where PWD is
+// "=value" for the launch's own PWD and "-" for none.
 const LimitArg = "__box-bridge-exact-limit"
 
 // ServeLimitIfAsked applies an exact process's limits and executes it
@@ -110,10 +118,16 @@ func ServeLimitIfAsked() {
 }
 
 func runLimited(args []string) int {
-	if len(args) < 4 {
-		fmt.Fprintln(os.Stderr, "box-bridge exact launcher: want CPUS DATA FSIZE EXECUTABLE [ARGS...]")
+	if len(args) < 5 {
+		fmt.Fprintln(os.Stderr, "box-bridge exact launcher: want CPUS DATA FSIZE PWD EXECUTABLE [ARGS...]")
 		return 125
 	}
+	if v, ok := strings.CutPrefix(args[3], "="); ok {
+		os.Setenv("PWD", v)
+	} else {
+		os.Unsetenv("PWD")
+	}
+	args = append(args[:3:3], args[4:]...)
 	cpus, err1 := strconv.Atoi(args[0])
 	data, err2 := strconv.ParseUint(args[1], 10, 64)
 	fsize, err3 := strconv.ParseUint(args[2], 10, 64)

@@ -58,8 +58,10 @@ func (s *Server) createExact(w http.ResponseWriter, r *http.Request) {
 	if !s.exactBody(w, r, &req) {
 		return
 	}
-	if un := s.opts.Engine.ExecutionCaps(r.Context()).Jail.Unavailable; un != "" {
-		writeError(w, wire.TypeNotConfigured, "exact processes run under bubblewrap, which is unavailable here: "+un)
+	// The jail is probed again: an environment is made only where its
+	// processes can be confined now.
+	if err := s.opts.Engine.Exact().Check(r.Context()); err != nil {
+		writeError(w, wire.TypeNotConfigured, "exact processes run under bubblewrap, which cannot run here: "+err.Error())
 		return
 	}
 	res, err := s.opts.Engine.Exact().Create(r.Context(), req)

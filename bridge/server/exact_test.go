@@ -191,8 +191,10 @@ func TestExact_Confinement(t *testing.T) {
 	sh := func(script string) wire.ExactLaunch {
 		return wire.ExactLaunch{Executable: "/bin/sh", Args: []string{"-c", script}, Cwd: "/tmp", Env: map[string]string{}}
 	}
-	withPath := sh("env | sort")
-	withPath.Env = map[string]string{"PATH": "/usr/bin:/bin", "ONLY": "this"}
+	withPath := wire.ExactLaunch{Executable: "/usr/bin/env", Args: []string{}, Cwd: "/tmp",
+		Env: map[string]string{"PATH": "/usr/bin:/bin", "ONLY": "this"}}
+	withPWD := withPath
+	withPWD.Env = map[string]string{"PWD": "/elsewhere"}
 	relative := wire.ExactLaunch{Executable: "printf", Args: []string{"%s", "found on PATH"}, Cwd: "/",
 		Env: map[string]string{"PATH": "/usr/bin:/bin"}}
 	cat := wire.ExactLaunch{Executable: "/bin/cat", Args: []string{}, Cwd: "/tmp", Env: map[string]string{}, Stdin: &stdin}
@@ -204,7 +206,8 @@ func TestExact_Confinement(t *testing.T) {
 		stdout string
 		term   *wire.ExactTermination
 	}{
-		{"environment is the launch's alone", withPath, "ONLY=this\nPATH=/usr/bin:/bin\nPWD=/tmp\n", exitCode(0)},
+		{"environment is the launch's alone", withPath, "ONLY=this\nPATH=/usr/bin:/bin\n", exitCode(0)},
+		{"the launch's own PWD is kept", withPWD, "PWD=/elsewhere\n", exitCode(0)},
 		{"a relative executable is found on the launch's PATH", relative, "found on PATH", exitCode(0)},
 		{"stdin is given", cat, stdin, exitCode(0)},
 		{"the exit code is the process's", sh("exit 3"), "", exitCode(3)},
