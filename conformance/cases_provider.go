@@ -92,7 +92,7 @@ func capabilitiesCase(c *caseCtx) error {
 	// provision compute, and operations the bridge has no route for, are
 	// absent.
 	var wrong []string
-	absent := map[string]bool{"environmentCreate": caps.EnvironmentCreate != nil, "exactProcess": caps.ExactProcess != nil,
+	absent := map[string]bool{"environmentCreate": caps.EnvironmentCreate != nil,
 		"interactiveTerminal": caps.InteractiveTerminal != nil, "interactiveAgent": caps.InteractiveAgent != nil,
 		"confidential":   caps.Confidential,
 		"workspace.read": caps.Workspace.Read, "workspace.write": caps.Workspace.Write, "workspace.exec": caps.Workspace.Exec,
@@ -114,6 +114,12 @@ func capabilitiesCase(c *caseCtx) error {
 
 	if caps.Branching.Checkpoint || caps.Branching.Fork {
 		if err := branchingRoutesAnswer(c, env); err != nil {
+			return err
+		}
+	}
+
+	if caps.ExactProcess != nil {
+		if err := exactRoutesAnswer(c, env, caps.ExactProcess); err != nil {
 			return err
 		}
 	}

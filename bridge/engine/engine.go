@@ -16,6 +16,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tangle-network/boxctl/bridge/exact"
 	"github.com/tangle-network/boxctl/bridge/harness"
 	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/store"
@@ -165,6 +166,8 @@ type Engine struct {
 	ret retainedState
 	// jail confines the turns whose execution asks for it (confine.go).
 	jail *jail.Jailer
+	// exact keeps the exact process environments, confined by jail.
+	exact *exact.Manager
 	// stats are the counters Stats reports (stats.go).
 	stats counters
 	wg    sync.WaitGroup
@@ -225,6 +228,11 @@ func New(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
 	e.log = e.opts.Logger
 	e.jail = jail.New(jail.Options{Bwrap: e.opts.Bwrap, DataDir: e.opts.DataDir, RouterURL: e.opts.RouterURL,
 		Relay: e.opts.Relay, Logger: e.log})
+	var err error
+	if e.exact, err = exact.New(exact.Options{Store: st, Jailer: e.jail, Dir: filepath.Join(e.opts.DataDir, "exact"),
+		ProcDir: e.opts.ProcDir, Logger: e.log}); err != nil {
+		return nil, err
+	}
 	if e.opts.Background {
 		e.wg.Add(1)
 		go func() {
@@ -258,7 +266,7 @@ func (e *Engine) start(ctx context.Context) error {
 		defer close(e.probed)
 		e.jail.Probe(ctx)
 	}()
-	err := e.recover(ctx)
+	err := errors.Join(e.recover(ctx), e.exact.Start(ctx))
 	if !e.opts.Background {
 		<-e.probed
 	}
@@ -568,12 +576,15 @@ func (e *Engine) Close(ctx context.Context) error {
 	select {
 	case <-done:
 		e.endSessionProcs()
-		return nil
+		return e.exact.Close(ctx)
 	case <-ctx.Done():
 		e.endSessionProcs()
-		return fmt.Errorf("close engine: %w", ctx.Err())
+		return errors.Join(fmt.Errorf("close engine: %w", ctx.Err()), e.exact.Close(ctx))
 	}
 }
+
+// Exact returns the engine's exact process environments.
+func (e *Engine) Exact() *exact.Manager { return e.exact }
 
 // sessionDirPath is where the private state of a harness session lives.
 func (e *Engine) sessionDirPath(harnessName, sessionID string) string {

@@ -39,6 +39,15 @@
 //     is unavailable then. The host's socket directories (/tmp, /run) are
 //     hidden too, so a Unix socket of a host daemon is no way out.
 //
+// Exact processes (ExactCommand, for package exact) are confined harder
+// than harnesses: every namespace unshared (--unshare-all: the network is
+// loopback alone), the environment cleared to the launch's own
+// (--clearenv), the system paths read-only and the exact environment's
+// own directory as a private /tmp, nothing else of the host. Inside, the
+// bridge's executable (LimitArg) sets the CPU affinity and the data and
+// file size limits of the environment's resources, then executes the
+// launch; ServeRelayIfAsked serves that too.
+//
 // Availability is probed: New does not, the engine probes at start, and
 // Check probes again on every jailed turn before it is admitted. A jail
 // that cannot run (no bwrap, user namespaces refused) is an

@@ -15,12 +15,14 @@ import (
 const RelayArg = "__box-bridge-netjail-relay"
 
 // ServeRelayIfAsked runs the relay and exits when this process was started
-// as one (os.Args[1] is RelayArg); otherwise it returns at once. A main
-// that serves the bridge calls it first.
+// as one (os.Args[1] is RelayArg), or launches an exact process when it
+// was started as its launcher (LimitArg, see ServeLimitIfAsked); otherwise
+// it returns at once. A main that serves the bridge calls it first.
 func ServeRelayIfAsked() {
 	if len(os.Args) > 1 && os.Args[1] == RelayArg {
 		os.Exit(RunRelay(os.Args[2:]))
 	}
+	ServeLimitIfAsked()
 }
 
 // RunRelay is the relay inside a net jail: it listens on LISTEN (the model

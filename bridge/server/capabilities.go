@@ -26,7 +26,14 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.TypeBackendNotReady, fmt.Sprintf("%s is %s: %s", h.Name, h.State, h.Detail))
 		return
 	}
-	writeJSON(w, http.StatusOK, Capabilities(b.Adapter))
+	c := Capabilities(b.Adapter)
+	if s.opts.Engine.ExecutionCaps(r.Context()).Jail.Unavailable == "" {
+		// Exact process environments (POST /v1/exact/environments) run
+		// under the jail, whatever the harness: claimed where it can run,
+		// for the one egress it enforces.
+		c.ExactProcess = &wire.ExactProcessCaps{Egress: []string{wire.EgressBlocked}}
+	}
+	writeJSON(w, http.StatusOK, c)
 }
 
 // Capabilities is the capability document of a harness's routes: exactly
@@ -56,6 +63,9 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 //     checkpoint of an ended run's workspace and a fork of a checkpoint,
 //     each keyed and digest-bound, looked up by key, and cleaned up with
 //     confirmation (POST /v1/workspace/...).
+//   - Exact process environments are claimed by the capabilities route
+//     where the jail runs (the document is the same for every harness
+//     but for that): egress blocked only.
 //   - Agent profile materialisation, workspace file operations and
 //     confidential execution are not implemented, so not claimed.
 func Capabilities(a harness.Adapter) wire.Capabilities {

@@ -40,11 +40,26 @@ func TestCapabilities_ClaudeCode(t *testing.T) {
 		Placement:   true,
 		Branching:   wire.BranchingCaps{Checkpoint: true, Fork: true, RetrySafe: true, Lookup: true, Cleanup: true},
 		Observation: &wire.ObservationCaps{Identity: true, Lifecycle: true, Endpoint: true, Placement: true, ModelUsage: true},
+		// bubblewrap runs here (the test bed installs it).
+		ExactProcess: &wire.ExactProcessCaps{Egress: []string{wire.EgressBlocked}},
 	}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("claude-code capabilities (-want +got):\n%s", diff)
 	}
 
+	t.Run("exactProcess.egress", func(t *testing.T) {
+		// The claimed egress is served; the one not claimed is refused
+		// (TestExact_* hold the rest of the contract).
+		blocked := exactEnvRequest("caps-blocked", 60_000)
+		if code, res := postJSON[wire.ExactEnvironmentResult](t, v, "/v1/exact/environments", blocked); code != 201 {
+			t.Errorf("create with egress blocked = %d %+v, want 201", code, res)
+		}
+		strict := exactEnvRequest("caps-strict", 60_000)
+		strict.Egress = wire.ExactEgress{Mode: wire.EgressStrict, AllowDomains: []string{"example.com"}}
+		if code, res := postJSON[wire.ErrorResponse](t, v, "/v1/exact/environments", strict); code != 400 {
+			t.Errorf("create with egress strict = %d %+v, want 400", code, res)
+		}
+	})
 	t.Run("streaming.live", func(t *testing.T) {
 		resp, _ := openStream(t, v, chatBody("live-1", "slow:3:300", true))
 		f := firstDataLine(t, resp.Body)

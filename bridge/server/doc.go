@@ -16,5 +16,8 @@
 // them, copies under the data directory, keyed and digest-bound in the
 // store) and takes portable contexts (context.go: a plan with no effect,
 // and a transfer of an accepted plan into one fresh retained session whose
-// first run carries the conversation).
+// first run carries the conversation), and serves exact process
+// environments (exact.go, over package exact: keyed environments whose
+// files and bubblewrap-confined processes it writes, starts, follows,
+// kills and destroys).
 package server

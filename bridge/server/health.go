@@ -139,6 +139,8 @@ func (s *Server) root(w http.ResponseWriter, r *http.Request) {
 			// Portable context plans and transfers (POST /v1/context/...) and
 			// workspace checkpoints and forks (POST /v1/workspace/...).
 			"contextTransfer": true, "workspaceBranching": s.opts.DataDir != "",
+			// Exact process environments (POST /v1/exact/environments).
+			"exactProcess": s.opts.Engine.ExecutionCaps(r.Context()).Jail.Unavailable == "",
 			// What the bridge does with a turn's execution object (wire.ExecutionCaps).
 			"execution": s.opts.Engine.ExecutionCaps(r.Context())},
 		Backends: names, Endpoints: endpoints,

@@ -183,6 +183,17 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/workspace/forks/{id}", s.getFork)
 	s.mux.HandleFunc("POST /v1/context/plans", s.planContext)
 	s.mux.HandleFunc("POST /v1/context/transfers", s.transferContext)
+	s.mux.HandleFunc("POST /v1/exact/environments", s.createExact)
+	s.mux.HandleFunc("GET /v1/exact/environments", s.listExact)
+	s.mux.HandleFunc("GET /v1/exact/environments/{id}", s.getExact)
+	s.mux.HandleFunc("DELETE /v1/exact/environments/{id}", s.destroyExact)
+	s.mux.HandleFunc("PUT /v1/exact/environments/{id}/files", s.writeExactFile)
+	s.mux.HandleFunc("POST /v1/exact/environments/{id}/files/read", s.readExactFile)
+	s.mux.HandleFunc("POST /v1/exact/environments/{id}/processes", s.spawnExact)
+	s.mux.HandleFunc("GET /v1/exact/environments/{id}/processes", s.listExactProcesses)
+	s.mux.HandleFunc("GET /v1/exact/environments/{id}/processes/{pid}", s.exactProcess)
+	s.mux.HandleFunc("GET /v1/exact/environments/{id}/processes/{pid}/output", s.exactOutput)
+	s.mux.HandleFunc("POST /v1/exact/environments/{id}/processes/{pid}/kill", s.killExact)
 	s.mux.HandleFunc("/", s.notFound)
 	return s, nil
 }
@@ -198,7 +209,12 @@ var endpoints = []string{"GET /", "GET /health", "GET /metrics", "GET /v1/models
 	"GET /v1/profiles", "GET /v1/profiles/:id", "GET /openapi.json",
 	"POST /v1/workspace/checkpoints", "POST /v1/workspace/checkpoints/lookup", "POST /v1/workspace/checkpoints/delete",
 	"POST /v1/workspace/forks", "POST /v1/workspace/forks/lookup", "POST /v1/workspace/forks/destroy",
-	"GET /v1/workspace/forks/:id", "POST /v1/context/plans", "POST /v1/context/transfers"}
+	"GET /v1/workspace/forks/:id", "POST /v1/context/plans", "POST /v1/context/transfers",
+	"POST /v1/exact/environments", "GET /v1/exact/environments", "GET /v1/exact/environments/:id",
+	"DELETE /v1/exact/environments/:id", "PUT /v1/exact/environments/:id/files",
+	"POST /v1/exact/environments/:id/files/read", "POST /v1/exact/environments/:id/processes",
+	"GET /v1/exact/environments/:id/processes", "GET /v1/exact/environments/:id/processes/:pid",
+	"GET /v1/exact/environments/:id/processes/:pid/output", "POST /v1/exact/environments/:id/processes/:pid/kill"}
 
 // ServeHTTP bounds the request body's arrival, authenticates, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -36,10 +36,12 @@ type Capabilities struct {
 	Usage bool `json:"usage"`
 	// Confidential reports confidential (attested) execution.
 	Confidential bool `json:"confidential"`
-	// ExactProcess, InteractiveTerminal and InteractiveAgent belong to
-	// providers that provision compute; a bridge never claims them.
-	ExactProcess        *ExactProcessCaps        `json:"exactProcess,omitempty"`
-	Observation         *ObservationCaps         `json:"observation,omitempty"`
+	// ExactProcess is claimed where exact process environments (POST
+	// /v1/exact/environments) run: with the egress modes enforced.
+	ExactProcess *ExactProcessCaps `json:"exactProcess,omitempty"`
+	Observation  *ObservationCaps  `json:"observation,omitempty"`
+	// InteractiveTerminal and InteractiveAgent belong to providers that
+	// provision compute; a bridge never claims them.
 	InteractiveTerminal *InteractiveTerminalCaps `json:"interactiveTerminal,omitempty"`
 	InteractiveAgent    *InteractiveAgentCaps    `json:"interactiveAgent,omitempty"`
 }

@@ -99,10 +99,12 @@ func StatusFor(typ string) int {
 	case TypeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
 	case TypeRunIdentityConflict, TypeSessionBusy, TypeInvalidReplayCursor,
-		TypeSessionConflict, TypeTurnConflict, TypeSessionClosed:
+		TypeSessionConflict, TypeTurnConflict, TypeSessionClosed, TypeEnvironmentConflict:
 		return http.StatusConflict
 	case TypeExpiredReplayCursor:
 		return http.StatusGone
+	case TypeFileTooLarge:
+		return http.StatusUnprocessableEntity
 	case TypeRequestTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case TypeExecutorSaturated, TypeInputQueueFull:
