@@ -107,7 +107,7 @@ func (d *driver) run() {
 				}
 				return
 			}
-			d.l.committed(last)
+			d.l.committedFrames(last, batch)
 		}
 	}()
 
