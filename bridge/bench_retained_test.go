@@ -56,8 +56,9 @@ func readCanonical(r io.Reader) (n int, text string, err error) {
 }
 
 // BenchmarkRetainedDelivery runs retained turns of 10,000 text deltas
-// from the scripted harness. Each op pipes one turn of the harness to
-// /dev/null (the baseline) and admits one as a turn of one retained
+// from the scripted harness. Each op runs one turn of the harness with
+// its stdout pipe read by a plain reader (the baseline, see newPipeTurn)
+// and admits one as a turn of one retained
 // session (served by the session's long-lived process), read as canonical
 // envelopes from GET /v1/runs/:id/events and checked to add up to the
 // harness's text; the two alternate, as in BenchmarkDelivery. It reports

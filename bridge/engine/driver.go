@@ -24,9 +24,12 @@ const maxPending = 8192
 // in as many transactions as the store can take. A frame that comes after
 // a quiet spell is committed at once, and so is the turn's last batch;
 // commitBatch frames are committed without waiting for the window.
+// A commit's cost (a sync of the log) hardly depends on its size, so a
+// burst is cheapest in few commits; 16 ms late is still far below what a
+// reader of a stream notices.
 const (
-	commitWindow = 4 * time.Millisecond
-	commitBatch  = 1024
+	commitWindow = 16 * time.Millisecond
+	commitBatch  = 4096
 )
 
 // driver reads one turn's output from a harness process and stops the
@@ -73,6 +76,16 @@ type driver struct {
 	// interrupt, when set, returns the stdin line that asks the harness
 	// to stop its turn on a caller's cancel (nil: it cannot be asked).
 	interrupt func() []byte
+	// beforeCommit, when set, is called by the committer before each
+	// commit, and once before the first: the turn's own records (its
+	// process group, its native session) are written off the path of
+	// its output, and before the events that follow them.
+	beforeCommit func()
+	// holdEnd: the frames pending when the turn ends (within
+	// commitWindow of its terminal event) are not committed but left in
+	// leftover, for the caller to commit with the run's end in one
+	// transaction.
+	holdEnd bool
 
 	// stopReason is why the driver stopped the turn ("" when the
 	// harness ended it, or only lingered after its terminal event).
@@ -86,6 +99,8 @@ type driver struct {
 	heard bool
 	// gone: the process exited or its output ended.
 	gone bool
+	// leftover are the frames held for the run's end (holdEnd).
+	leftover [][]byte
 }
 
 // run drives the turn until the process is gone (or, when it stays,
@@ -99,7 +114,13 @@ func (d *driver) run() {
 	committed := make(chan struct{})
 	go func() {
 		defer close(committed)
+		if d.beforeCommit != nil {
+			d.beforeCommit()
+		}
 		for batch := range commits {
+			if d.beforeCommit != nil {
+				d.beforeCommit()
+			}
 			last, err := e.store.Append(context.Background(), d.l.id, batch)
 			if err != nil {
 				commitErr <- err
@@ -107,7 +128,7 @@ func (d *driver) run() {
 				}
 				return
 			}
-			d.l.committed(last)
+			d.l.committedFrames(last, batch)
 		}
 	}()
 
@@ -116,6 +137,7 @@ func (d *driver) run() {
 		lines, exited         = proc.lines, proc.exited
 		graceC, killC, drainC <-chan time.Time
 		lastCommit            time.Time // when pending last went to the committer
+		endedAt               time.Time // when the terminal event was handled (holdEnd)
 		windowC               <-chan time.Time
 	)
 	window := time.NewTimer(commitWindow)
@@ -148,7 +170,13 @@ func (d *driver) run() {
 	for (lines != nil || exited != nil) && !(d.stays && d.ended()) {
 		var sendC chan<- [][]byte
 		if len(pending) > 0 {
-			if wait := commitWindow - time.Since(lastCommit); wait <= 0 || len(pending) >= commitBatch {
+			since := lastCommit
+			if !endedAt.IsZero() {
+				// The process is about to exit: what is pending goes
+				// with the run's end unless the exit takes longer.
+				since = endedAt
+			}
+			if wait := commitWindow - time.Since(since); wait <= 0 || len(pending) >= commitBatch {
 				sendC = commits
 			} else if windowC == nil {
 				window.Reset(wait)
@@ -188,6 +216,9 @@ func (d *driver) run() {
 			}
 			if d.flush != nil {
 				pending = append(pending, d.flush()...)
+			}
+			if d.holdEnd && endedAt.IsZero() && d.ended() {
+				endedAt = time.Now()
 			}
 			if !d.stays && d.ended() && graceC == nil && exited != nil {
 				proc.closeStdin()
@@ -241,6 +272,9 @@ func (d *driver) run() {
 	d.gone = lines == nil || exited == nil
 	// Hand over what is left and wait until every frame is committed (or
 	// the committer failed), so the run's end comes last.
+	if len(pending) > 0 && d.holdEnd && d.stopReason != wire.TypeServerError {
+		d.leftover, pending = pending, nil
+	}
 	if len(pending) > 0 && d.stopReason != wire.TypeServerError {
 		select {
 		case commits <- pending:

@@ -196,11 +196,32 @@ type liveRun struct {
 	// far as committed was told: readers that read up to it wait for the
 	// next wake without asking the store.
 	last atomic.Int64
+	// recent are the newest committed frames, for readers that keep up.
+	recent recentFrames
 }
 
 // committed records that the run's events up to last are committed and
 // wakes its readers.
 func (l *liveRun) committed(last int64) {
+	l.recent.reset()
+	l.advance(last)
+}
+
+// committedFrames is committed for frames, the events up to last, which
+// the run's readers may take from memory (recentFrames).
+func (l *liveRun) committedFrames(last int64, frames [][]byte) {
+	l.recent.add(last, frames)
+	l.advance(last)
+}
+
+// recentLimits are the bounds of a live run's recentFrames: the store's
+// retention, and recentBytes.
+func (e *Engine) recentLimits() (events, bytes int) {
+	o := e.store.Options()
+	return int(min(o.MaxEvents, 1<<30)), int(min(o.MaxBytes, recentBytes))
+}
+
+func (l *liveRun) advance(last int64) {
 	if last > l.last.Load() {
 		l.last.Store(last)
 	}
@@ -487,6 +508,7 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (_ store.Run, crea
 	}
 	l := &liveRun{id: req.RunID, sessionID: req.SessionID, harness: harnessName, bc: newBroadcast(),
 		done: make(chan struct{}), cancel: make(chan struct{})}
+	l.recent.maxEvents, l.recent.maxBytes = e.recentLimits()
 	l.startTrace(ctx)
 	e.live[req.RunID] = l
 	e.wg.Add(1)

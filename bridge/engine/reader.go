@@ -92,6 +92,16 @@ func (r *Reader) Next(ctx context.Context) ([]store.Event, error) {
 // returns as Next does.
 func (r *Reader) NextFunc(ctx context.Context, maxBytes int, fn func(seq int64, data []byte)) error {
 	return r.next(ctx, func(after int64) (first, last int64, err error) {
+		if r.live != nil {
+			// What the run committed last is in memory: a reader that
+			// keeps up does not read back what was just written.
+			if first, frames, ok := r.live.recent.after(after, maxBytes); ok {
+				for i, f := range frames {
+					fn(first+int64(i), f)
+				}
+				return first, first + int64(len(frames)) - 1, nil
+			}
+		}
 		err = r.e.store.EachEvent(ctx, r.id, after, maxBytes, func(seq int64, data []byte) bool {
 			if first == 0 {
 				if first = seq; seq != after+1 {

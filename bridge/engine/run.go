@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,8 +19,12 @@ func (e *Engine) execute(l *liveRun, req StartRequest, started time.Time) {
 	ctx := context.Background() // the run outlives the request that started it
 	log := e.log.With("run", l.id)
 	ch := &chunker{id: "chatcmpl-" + l.id, model: req.ModelID, created: started.Unix()}
+	var held [][]byte // frames the driver left for the run's end
 	finish := func(f store.Finish, frames [][]byte) {
 		defer l.endTrace(string(f.Status), f.ErrType)
+		if len(held) > 0 {
+			frames = append(held, frames...)
+		}
 		if _, err := e.store.Finish(ctx, l.id, f, frames); err != nil {
 			log.Error("finish run", "err", err)
 		}
@@ -74,10 +79,25 @@ func (e *Engine) execute(l *liveRun, req StartRequest, started time.Time) {
 		fail(wire.TypeHarnessUnavailable, "start "+name+": "+redact(err.Error(), e.opts.Secrets))
 		return
 	}
-	if err := e.store.SetProcess(ctx, l.id, proc.pgid); err != nil {
-		log.Error("record process group", "err", err)
-	}
 	log.Debug("harness started", "pgid", proc.pgid, "bin", b.Bin)
+	// The process group and the native session are recorded by the
+	// committer, before the events that follow them: the harness's
+	// output is not held up by their writes.
+	recordedGroup := false
+	var nativeID atomic.Pointer[string]
+	record := func() {
+		if !recordedGroup {
+			recordedGroup = true
+			if err := e.store.SetProcess(ctx, l.id, proc.pgid); err != nil {
+				log.Error("record process group", "err", err)
+			}
+		}
+		if id := nativeID.Swap(nil); id != nil {
+			if err := e.store.PutNativeSession(ctx, req.SessionID, name, *id); err != nil {
+				log.Error("record native session", "err", err)
+			}
+		}
+	}
 
 	idle, deadline, limit := e.watchdogs(turnTimeout(req.Timeout, b.Timeout))
 	defer deadline.Stop()
@@ -90,15 +110,14 @@ func (e *Engine) execute(l *liveRun, req StartRequest, started time.Time) {
 	var end *harness.Event
 	var scratch [][]byte // the frames of the last line (see driver.handle)
 	d := &driver{e: e, l: l, log: log, proc: proc, idle: idle, deadline: deadline, cancel: l.cancel,
-		ended: func() bool { return end != nil },
+		ended: func() bool { return end != nil }, beforeCommit: record, holdEnd: true,
 		handle: func(line []byte) [][]byte {
 			frames := scratch[:0]
 			for _, ev := range parser.Line(line) {
 				switch ev.Kind {
 				case harness.KindSession:
-					if err := e.store.PutNativeSession(ctx, req.SessionID, name, ev.NativeSessionID); err != nil {
-						log.Error("record native session", "err", err)
-					}
+					id := ev.NativeSessionID
+					nativeID.Store(&id)
 				case harness.KindEnd:
 					if end == nil {
 						last := ev // a copy: taking ev's address would put every event on the heap
@@ -112,6 +131,8 @@ func (e *Engine) execute(l *liveRun, req StartRequest, started time.Time) {
 			return frames
 		}}
 	d.run()
+	record() // what the last line said, when no commit followed it
+	held = d.leftover
 	killGroup(proc.pgid, syscall.SIGKILL)
 	stopReason := d.stopReason
 

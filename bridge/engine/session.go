@@ -173,6 +173,7 @@ func (e *Engine) AdmitTurn(ctx context.Context, req TurnRequest) (_ store.Turn, 
 	}
 	l := &liveRun{id: req.RunID, sessionID: t.SessionID, harness: name, bc: newBroadcast(),
 		done: make(chan struct{}), cancel: make(chan struct{})}
+	l.recent.maxEvents, l.recent.maxBytes = e.recentLimits()
 	l.startTrace(ctx)
 	e.live[req.RunID] = l
 	rr := &retainedRun{adapter: ra, questions: map[string]harness.Question{}}

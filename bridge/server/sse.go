@@ -13,14 +13,17 @@ import (
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
-// streamPage is about the most event bytes one write of an event stream
-// carries.
+// streamPage is about the most event bytes one page of an event stream
+// carries: the frames read together, written and then flushed.
 const streamPage = 1 << 20
 
-// pageBufs are the buffers pages of event streams are built in, kept
-// between streams: a replay's first page would otherwise grow one from
-// nothing.
-var pageBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+// streamChunk is the size of the writes a page goes out in, from a buffer
+// of that size: the client reads the first frames of a page while the
+// rest are built, and no buffer grows with the page.
+const streamChunk = 64 << 10
+
+// pageBufs are the buffers pages of event streams are built in.
+var pageBufs = sync.Pool{New: func() any { b := make([]byte, 0, streamChunk); return &b }}
 
 // stream writes a run's events after cursor as a legacy SSE stream: a
 // `: connected` comment, `id:`/`data:` frames, `: keepalive` comments when
@@ -39,25 +42,42 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, curso
 	bp := pageBufs.Get().(*[]byte)
 	defer pageBufs.Put(bp)
 	buf := (*bp)[:0]
-	defer func() { *bp = buf[:0] }()
+	failed := false
+	// frame appends one frame to buf, built straight from the store's
+	// (or the run's) buffers, and writes buf out whenever it is full.
 	frame := func(seq int64, data []byte) {
+		if failed {
+			return
+		}
+		if len(buf)+len(data)+32 > cap(buf) && len(buf) > 0 {
+			failed = !sw.writeChunk(buf)
+			buf = buf[:0]
+		}
 		buf = append(buf, "id: "...)
 		buf = strconv.AppendInt(buf, seq, 10)
 		buf = append(buf, "\ndata: "...)
-		buf = append(buf, data...)
+		if len(buf)+len(data)+2 > cap(buf) {
+			// A frame larger than the buffer goes out from its own bytes.
+			failed = failed || !sw.writeChunk(buf) || !sw.writeChunk(data)
+			buf = buf[:0]
+		} else {
+			buf = append(buf, data...)
+		}
 		buf = append(buf, "\n\n"...)
 	}
 	for {
 		ctx, cancel := context.WithTimeout(r.Context(), s.opts.Keepalive)
-		// One write per page, its frames built straight from the store's
-		// buffers: formatting each frame with fmt and writing it alone
-		// cost more than reading it from the store.
-		buf = buf[:0]
+		// A page goes out in a few large writes and one flush: formatting
+		// each frame with fmt and writing it alone cost more than reading
+		// it from the store.
+		sw.startPage()
 		err := rd.NextFunc(ctx, streamPage, frame)
 		cancel()
 		switch {
 		case err == nil:
-			if !sw.write(buf) {
+			ok := !failed && sw.write(buf)
+			buf = buf[:0]
+			if !ok {
 				return
 			}
 		case errors.Is(err, engine.ErrEnd):
@@ -94,6 +114,7 @@ type streamWriter struct {
 	w     http.ResponseWriter
 	rc    *http.ResponseController
 	bound time.Duration
+	paged bool // startPage set the bound of the next write
 }
 
 // startStream sends the headers of an event stream.
@@ -108,13 +129,29 @@ func (s *Server) startStream(w http.ResponseWriter) *streamWriter {
 }
 
 func (sw *streamWriter) write(b []byte) bool {
-	// A writer that cannot bound its writes (none of net/http's) writes
-	// unbounded rather than not at all.
-	sw.rc.SetWriteDeadline(time.Now().Add(sw.bound))
+	if !sw.paged {
+		sw.startPage()
+	}
+	sw.paged = false
 	if _, err := sw.w.Write(b); err != nil {
 		return false
 	}
 	return sw.rc.Flush() == nil
+}
+
+// startPage bounds the writes up to the next write's flush: a page's
+// chunks and its last write are taken within one bound.
+func (sw *streamWriter) startPage() {
+	// A writer that cannot bound its writes (none of net/http's) writes
+	// unbounded rather than not at all.
+	sw.rc.SetWriteDeadline(time.Now().Add(sw.bound))
+	sw.paged = true
+}
+
+// writeChunk writes a part of a page, which the page's write flushes.
+func (sw *streamWriter) writeChunk(b []byte) bool {
+	_, err := sw.w.Write(b)
+	return err == nil
 }
 
 // end lifts the write bound off the connection, which may serve another

@@ -2,6 +2,7 @@ package claude
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"testing"
 
@@ -90,6 +91,25 @@ func FuzzParser(f *testing.F) {
 		p := Adapter{}.NewParser()
 		var evs []harness.Event
 		for _, line := range bytes.Split(data, []byte("\n")) {
+			// The one-pass scan takes a line only as the checked path
+			// reads it.
+			if kind, text, ok := scanDelta(line); ok {
+				checked, cok := checkedDelta(nil, line)
+				var want []harness.Event
+				if text != "" {
+					k := harness.KindText
+					if kind == "thinking_delta" {
+						k = harness.KindReasoning
+					}
+					want = []harness.Event{{Kind: k, Text: text}}
+				}
+				if !cok || !cmp.Equal(checked, want) {
+					t.Fatalf("scanDelta(%q) = %q %q; the checked path says %v %v", line, kind, text, checked, cok)
+				}
+			}
+			if json.Valid(line) != validScan(line) {
+				t.Fatalf("the scan of %q says valid %v, json.Valid %v", line, validScan(line), json.Valid(line))
+			}
 			evs = append(evs, p.Line(line)...)
 		}
 		checkEvents(t, evs, p.Done())
@@ -127,4 +147,15 @@ func TestFastDelta_MatchesGeneralPath(t *testing.T) {
 			t.Errorf("fastDelta(%s) = %v, want it to leave the line to the general path", line, evs)
 		}
 	}
+}
+
+// validScan reports whether deltaScan reads line as valid JSON.
+func validScan(line []byte) bool {
+	s := deltaScan{raw: line}
+	s.ws()
+	if !s.value(0, 0) {
+		return false
+	}
+	s.ws()
+	return s.i == len(line)
 }

@@ -142,6 +142,23 @@ func (p *parser) line(raw []byte) []harness.Event {
 // they stand in it, so a type spelled with escapes is left to the
 // general path too.
 func fastDelta(dst []harness.Event, raw []byte) (_ []harness.Event, ok bool) {
+	// Nearly every delta line is read in one pass; the checks below
+	// decide the ones it declines.
+	if kind, text, ok := scanDelta(raw); ok {
+		if text == "" {
+			return nil, true
+		}
+		k := harness.KindText
+		if kind == "thinking_delta" {
+			k = harness.KindReasoning
+		}
+		return append(dst, harness.Event{Kind: k, Text: text}), true
+	}
+	return checkedDelta(dst, raw)
+}
+
+// checkedDelta is fastDelta for the lines scanDelta declines.
+func checkedDelta(dst []harness.Event, raw []byte) (_ []harness.Event, ok bool) {
 	if !isString(raw, "stream_event", "type") || !isString(raw, "content_block_delta", "event", "type") {
 		return nil, false
 	}
