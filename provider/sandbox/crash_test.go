@@ -78,7 +78,7 @@ func TestProvider_BridgeCrashInBox(t *testing.T) {
 		}
 	}
 	killed := time.Now()
-	res, err := env.Box().Exec(t.Context(), vendors.ExecSpec{Command: []string{"kill", "-9", first}})
+	res, err := env.Box().Exec(t.Context(), vendors.ExecSpec{Command: []string{"sh", "-c", "kill -9 " + first}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("kill -9 %s in the box: %v %s", first, err, res.Stderr)
 	}
@@ -123,11 +123,11 @@ func TestProvider_BridgeCrashInBox(t *testing.T) {
 	}
 }
 
-// followed is what the follow child prints: the box's reference and the
-// run's, then one line per event it read.
+// followed is what the follow child prints: the box's reference (as
+// every child does) and the run's, then one line per event it read.
 type followed struct {
-	Box sandbox.Reference  `json:"box"`
-	Run provider.Reference `json:"run"`
+	Box sandbox.Reference
+	Run provider.Reference
 }
 
 type seenEvent struct {
@@ -145,7 +145,7 @@ func follow(e *sandbox.Environment) int {
 		return 1
 	}
 	out := json.NewEncoder(os.Stdout)
-	if err := out.Encode(followed{Box: e.Reference(), Run: ref}); err != nil {
+	if err := out.Encode(ref); err != nil {
 		return 1
 	}
 	s, err := e.Session(ref.ID, provider.SessionOptions{ControlRef: &ref.ControlRef})
@@ -174,8 +174,11 @@ func TestProvider_CallerDiesMidStream(t *testing.T) {
 	t.Cleanup(func() { assertNoBoxes(t, f.vendor, tag) })
 	cmd, dec := execChild(t, f, "follow", tag, 10*time.Minute)
 	var fw followed
-	if err := dec.Decode(&fw); err != nil {
-		t.Fatalf("child printed no reference: %v", err)
+	if err := dec.Decode(&fw.Box); err != nil {
+		t.Fatalf("child printed no box reference: %v", err)
+	}
+	if err := dec.Decode(&fw.Run); err != nil {
+		t.Fatalf("child printed no run reference: %v", err)
 	}
 	var before []seenEvent
 	for len(before) < 5 {
