@@ -26,6 +26,12 @@ var (
 	leakKills  = flag.Int("leak-kills", 3, "callers killed mid-Create in TestLeaks_DockerCallerKilled (200 for the full size)")
 )
 
+// faulty is an emulator's fault switch and its count.
+type faulty interface {
+	SetFaults(emukit.Faults) error
+	FaultCounts() emukit.Counts
+}
+
 // cycleLabel marks each cycle's box, so that two boxes of one create show.
 const cycleLabel = "chaos-cycle"
 
@@ -140,29 +146,30 @@ func TestLeaks_Emulators(t *testing.T) {
 	f := setup(t)
 	for _, tc := range []struct {
 		name string
-		make func(t *testing.T) (vendors.Vendor, string, func(emukit.Faults) error)
+		make func(t *testing.T) (vendors.Vendor, string, faulty)
 	}{
-		{"e2b", func(t *testing.T) (vendors.Vendor, string, func(emukit.Faults) error) {
+		{"e2b", func(t *testing.T) (vendors.Vendor, string, faulty) {
 			env := e2btest.Start(t, nil)
-			return env.Client(t), env.Template, func(f emukit.Faults) error { return env.Server.SetFaults(f) }
+			return env.Client(t), env.Template, env.Server
 		}},
-		{"daytona", func(t *testing.T) (vendors.Vendor, string, func(emukit.Faults) error) {
+		{"daytona", func(t *testing.T) (vendors.Vendor, string, faulty) {
 			emu, v := daytonaEmulator(t, f, daytonaemu.Options{})
-			return v, "box", func(f emukit.Faults) error { return emu.SetFaults(f) }
+			return v, "box", emu
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v, image, set := tc.make(t)
+			v, image, emu := tc.make(t)
 			start := time.Now()
-			st := cycles(t, v, image, *leakCycles, set)
-			t.Logf("%s: %d cycles in %v, %d creates and %d destroys failed, %d boxes left before gc (%d cycles with two), gc reaped %d, %d left",
-				tc.name, st.cycles, time.Since(start).Round(time.Second), st.createErrs, st.destroyErrs, st.leftBeforeGC, st.duplicates,
-				st.reaped, st.leftAfterGC)
+			st := cycles(t, v, image, *leakCycles, emu.SetFaults)
+			n := emu.FaultCounts()
+			t.Logf("%s: %d cycles in %v, faults injected: %d 429, %d 5xx (%d took effect); %d creates and %d destroys failed after retries, %d boxes left before gc (%d cycles with two), gc reaped %d, %d left",
+				tc.name, st.cycles, time.Since(start).Round(time.Second), n.Throttled, n.Failed, n.Lost, st.createErrs, st.destroyErrs,
+				st.leftBeforeGC, st.duplicates, st.reaped, st.leftAfterGC)
 			if st.leftAfterGC != 0 || st.duplicates != 0 {
 				t.Errorf("%d boxes left after gc, %d cycles with two boxes: want none", st.leftAfterGC, st.duplicates)
 			}
-			if st.createErrs == 0 {
-				t.Errorf("no create failed: the faults were not injected")
+			if n.Throttled+n.Failed == 0 {
+				t.Errorf("no fault was injected")
 			}
 		})
 	}
