@@ -180,17 +180,20 @@ func (c *caseCtx) rig(env *sandbox.Environment, idle time.Duration) (*rig, error
 		return nil, failErr(desc, "the box's endpoint", err)
 	}
 	u, err := url.Parse(ep.URL)
-	if err != nil || ep.Transport != nil {
-		return nil, skip("endpoint", "the box's endpoint is not plain TCP the proxy can carry")
+	if err != nil {
+		return nil, failErr(desc, "the box's endpoint URL", err)
 	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"https": "443"}[u.Scheme]
+	// A plain endpoint goes through a TCP proxy; one with a transport of
+	// its own (a vendor's gateway) gets the same cuts at the client's end.
+	target := ""
+	if ep.Transport == nil {
+		port := u.Port()
 		if port == "" {
-			port = "80"
+			port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
 		}
+		target = u.Hostname() + ":" + port
 	}
-	proxy, err := cutproxy.Start(u.Hostname()+":"+port, idle)
+	proxy, err := cutproxy.Start(target, idle)
 	if err != nil {
 		return nil, failErr(desc, "a proxy", err)
 	}
@@ -212,10 +215,14 @@ func (c *caseCtx) rig(env *sandbox.Environment, idle time.Duration) (*rig, error
 // connect makes (or makes again, for a replaced caller) the proxied
 // client and its environment.
 func (rg *rig) connect(c *caseCtx) error {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = rg.proxy.DialContext
 	ep := rg.ep
-	ep.Transport = tr
+	if ep.Transport != nil {
+		ep.Transport = rg.proxy.Transport(ep.Transport)
+	} else {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.DialContext = rg.proxy.DialContext
+		ep.Transport = tr
+	}
 	pv, err := provider.New(provider.Options{BaseURL: ep.URL, BearerToken: rg.env.Reference().Bearer, HTTPClient: ep.Client(),
 		Name: rg.name, Logger: c.log})
 	if err != nil {
@@ -411,6 +418,7 @@ type injector struct {
 	reader context.CancelCauseFunc
 	stop   chan struct{}
 	done   chan struct{}
+	first  chan struct{} // closed at the run's first event
 	events int
 }
 
@@ -422,6 +430,9 @@ func (in *injector) setReader(cancel context.CancelCauseFunc) {
 
 func (in *injector) saw(n int) {
 	in.mu.Lock()
+	if in.events == 0 && n > 0 {
+		close(in.first)
+	}
 	in.events = n
 	in.mu.Unlock()
 }
@@ -430,7 +441,7 @@ func (in *injector) saw(n int) {
 // function is called: for drop and caller up to three a run, for kill one
 // (it ends the run). The idle case's faults are the proxy's.
 func (in *injector) start() (stop func()) {
-	in.stop, in.done = make(chan struct{}), make(chan struct{})
+	in.stop, in.done, in.first = make(chan struct{}), make(chan struct{}), make(chan struct{})
 	idleBefore := in.rg.proxy.IdleCuts()
 	go func() {
 		defer close(in.done)
@@ -438,13 +449,19 @@ func (in *injector) start() (stop func()) {
 			<-in.stop
 			return
 		}
+		// The faults land in the run's stream: from its first event on.
+		select {
+		case <-in.stop:
+			return
+		case <-in.first:
+		}
 		per := 3
 		if in.kind == FaultKill {
 			per = 1
 		}
 		run := time.Duration(chaosTurnDeltas) * chaosTurnGap
 		for range per {
-			t := time.NewTimer(time.Duration(rand.Int64N(int64(run))) + 200*time.Millisecond)
+			t := time.NewTimer(time.Duration(rand.Int64N(int64(run) / int64(per))))
 			select {
 			case <-in.stop:
 				t.Stop()

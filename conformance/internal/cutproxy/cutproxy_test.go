@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -117,5 +119,67 @@ func TestProxy_ActiveSurvives(t *testing.T) {
 	}
 	if p.IdleCuts() != 0 {
 		t.Errorf("IdleCuts = %d, want 0", p.IdleCuts())
+	}
+}
+
+// TestProxy_Transport cuts responses at the client's end: Drop cuts a
+// streaming body, and the idle bound one that went silent.
+func TestProxy_Transport(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("first\n"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	tests := []struct {
+		name            string
+		idle            time.Duration
+		drop            bool
+		idleCuts, drops int64
+	}{
+		{"drop", -1, true, 0, 1},
+		{"idle", 300 * time.Millisecond, false, 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := cutproxy.Start("", tt.idle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			client := &http.Client{Transport: p.Transport(http.DefaultTransport)}
+			resp, err := client.Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			r := bufio.NewReader(resp.Body)
+			if line, err := r.ReadString('\n'); err != nil || line != "first\n" {
+				t.Fatalf("first line = %q, %v", line, err)
+			}
+			if tt.drop {
+				if n := p.Drop(); n != 1 {
+					t.Errorf("Drop() = %d, want the one response", n)
+				}
+			}
+			done := make(chan error, 1)
+			go func() { _, err := r.ReadByte(); done <- err }()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Error("read a byte from a cut response")
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the response was not cut within 10s")
+			}
+			if p.IdleCuts() != tt.idleCuts || p.Drops() != tt.drops {
+				t.Errorf("IdleCuts, Drops = %d, %d, want %d, %d", p.IdleCuts(), p.Drops(), tt.idleCuts, tt.drops)
+			}
+		})
 	}
 }
