@@ -169,6 +169,7 @@ type rig struct {
 	penv  *provider.Environment
 	clean *provider.Environment
 	name  string
+	key   string // the environment's idempotency key
 }
 
 // rig makes the clients of env's box; idle is the proxy's idle bound
@@ -198,7 +199,7 @@ func (c *caseCtx) rig(env *sandbox.Environment, idle time.Duration) (*rig, error
 		return nil, failErr(desc, "a proxy", err)
 	}
 	c.track(func(context.Context) error { return proxy.Close() })
-	rg := &rig{env: env, ep: ep, proxy: proxy, name: "conformance-chaos"}
+	rg := &rig{env: env, ep: ep, proxy: proxy, name: "conformance-chaos", key: newID("chaos-env")}
 	if err := rg.connect(c); err != nil {
 		return nil, err
 	}
@@ -231,7 +232,7 @@ func (rg *rig) connect(c *caseCtx) error {
 	c.track(pv.Close)
 	if rg.penv == nil {
 		rg.penv, err = pv.Create(c.ctx, provider.CreateRequest{Profile: c.h.Profile, Workspace: &provider.Workspace{Cwd: sandbox.Workspace},
-			IdempotencyKey: newID("chaos-env")})
+			IdempotencyKey: rg.key})
 		if err != nil {
 			return failErr(c.step("provider.Create through the proxy"), "an environment", err)
 		}
@@ -242,9 +243,10 @@ func (rg *rig) connect(c *caseCtx) error {
 
 // persisted is what a caller keeps to carry on after its death.
 type persisted struct {
-	EnvironmentID string             `json:"environmentId"`
-	Run           provider.Reference `json:"run"`
-	Cursor        string             `json:"cursor"`
+	EnvironmentID  string             `json:"environmentId"`
+	EnvironmentKey string             `json:"environmentKey"`
+	Run            provider.Reference `json:"run"`
+	Cursor         string             `json:"cursor"`
 }
 
 // turn runs one chaos turn: it dispatches the turn, injects faults of kind
@@ -258,7 +260,7 @@ func (rg *rig) turn(c *caseCtx, kind, prompt string, st *ChaosStats) error {
 		return failErr(req, "an admitted run", err)
 	}
 	st.Runs++
-	saved, _ := json.Marshal(persisted{EnvironmentID: rg.penv.ID(), Run: ref, Cursor: "0"})
+	saved, _ := json.Marshal(persisted{EnvironmentID: rg.penv.ID(), EnvironmentKey: rg.key, Run: ref, Cursor: "0"})
 
 	inj := &injector{c: c, rg: rg, kind: kind, st: st}
 	stopInj := inj.start()
@@ -329,19 +331,16 @@ func runFailed(err error) bool {
 }
 
 // replace is the caller's replacement: a new client from the persisted
-// state only.
+// state only, whose keyed create names the same environment.
 func (rg *rig) replace(c *caseCtx, p persisted) error {
 	_ = rg.pv.Close(context.WithoutCancel(c.ctx))
-	old := rg.penv
-	rg.penv = nil
+	rg.penv, rg.key = nil, p.EnvironmentKey
 	if err := rg.connect(c); err != nil {
 		return err
 	}
-	penv, err := rg.pv.Get(c.ctx, p.EnvironmentID, provider.GetOptions{Capabilities: old.Capabilities()})
-	if err != nil {
-		return failErr(c.step("provider.Get(%s) in the replacing caller", p.EnvironmentID), "the environment", err)
+	if rg.penv.ID() != p.EnvironmentID {
+		return failf(c.step("provider.Create with the persisted key %s", p.EnvironmentKey), "environment "+p.EnvironmentID, "%s", rg.penv.ID())
 	}
-	rg.penv = penv
 	return nil
 }
 
