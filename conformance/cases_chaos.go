@@ -120,7 +120,14 @@ func chaosCase(kind string) func(c *caseCtx) error {
 			return skip("local", "the chaos family paces its turns with the local model endpoint")
 		}
 		ch := c.r.o.Chaos
-		env, err := c.env()
+		// Its kills come faster than a crash loop's bound (5 within a
+		// minute): the box's supervisor counts crashes within 2 s, so a
+		// bridge that cannot start is still caught.
+		p, err := c.sandbox(func(o *sandbox.Options) { o.BridgeEnv = map[string]string{"BRIDGE_CRASH_WINDOW_MS": "2000"} })
+		if err != nil {
+			return err
+		}
+		env, err := c.create(p, c.createRequest())
 		if err != nil {
 			return err
 		}

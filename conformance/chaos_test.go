@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"flag"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 var (
 	chaosFaults = flag.Int("chaos-faults", 2, "faults each chaos case injects in TestChaos_Live")
 	chaosIdle   = flag.Duration("chaos-idle", time.Second, "idle bound of the chaos.idle proxy in TestChaos_Live")
+	chaosRun    = flag.String("chaos-run", "", "chaos cases TestChaos_Live runs, comma separated (default: all)")
 )
 
 // TestChaos_Live runs the chaos family on every target for Claude Code
@@ -24,9 +26,17 @@ func TestChaos_Live(t *testing.T) {
 	for _, tg := range targets {
 		t.Run(tg.name, func(t *testing.T) {
 			target := tg.make(t, w, boxtest.Options{Harnesses: allHarnesses})
-			rep := run(t, target, conformance.Options{Harnesses: []string{"claude-code"},
+			var cases []string
+			if *chaosRun != "" {
+				cases = strings.Split(*chaosRun, ",")
+			}
+			want, err := conformance.SelectFrom(conformance.Catalogue(true), cases)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := run(t, target, conformance.Options{Harnesses: []string{"claude-code"}, Cases: cases,
 				Chaos: &conformance.Chaos{Faults: *chaosFaults, Idle: *chaosIdle}, Parallel: 1})
-			if got, want := len(rep.Results), len(conformance.Catalogue(true)); got != want {
+			if got, want := len(rep.Results), len(want); got != want {
 				t.Errorf("%d results, want %d", got, want)
 			}
 			for _, res := range rep.Results {

@@ -99,7 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, er
 		if child != nil {
 			return fmt.Errorf("-supervise in a supervised bridge: %w", errUsage)
 		}
-		return runSupervisor(ctx, cfg, args, out, errOut, log.With("component", "supervisor"))
+		return runSupervisor(ctx, cfg, args, getenv, out, errOut, log.With("component", "supervisor"))
 	}
 	if child != nil {
 		cfg.Listener = child.Listener

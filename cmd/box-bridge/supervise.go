@@ -10,10 +10,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tangle-network/boxctl/bridge"
 	"github.com/tangle-network/boxctl/bridge/supervisor"
 	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// The supervisor's crash loop bound, from its environment.
+const (
+	EnvMaxCrashes  = "BRIDGE_MAX_CRASHES"
+	EnvCrashWindow = "BRIDGE_CRASH_WINDOW_MS"
 )
 
 // supervisedArg, first in a child's arguments, makes box-bridge take its
@@ -37,9 +44,26 @@ func overlay(getenv func(string) string, secrets map[string]string) func(string)
 // runSupervisor listens where the bridge would, takes the secrets out of
 // this process's environment, and supervises the serving bridge (this
 // executable, -supervised, with the same flags but -supervise).
-func runSupervisor(ctx context.Context, cfg bridge.Config, args []string, out, errOut io.Writer, log *slog.Logger) error {
+func runSupervisor(ctx context.Context, cfg bridge.Config, args []string, getenv func(string) string, out, errOut io.Writer, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	// The crash loop's bound: EnvMaxCrashes crashes within EnvCrashWindow
+	// milliseconds (default supervisor.DefaultMaxCrashes in
+	// supervisor.DefaultWindow).
+	var maxCrashes int
+	var window time.Duration
+	for _, v := range []struct {
+		name string
+		set  func(int)
+	}{{EnvMaxCrashes, func(n int) { maxCrashes = n }}, {EnvCrashWindow, func(n int) { window = time.Duration(n) * time.Millisecond }}} {
+		if s := getenv(v.name); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("%s=%q: want a positive integer: %w", v.name, s, errUsage)
+			}
+			v.set(n)
+		}
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -69,5 +93,5 @@ func runSupervisor(ctx context.Context, cfg bridge.Config, args []string, out, e
 	log.Info("supervising", "addr", ln.Addr().String())
 	return supervisor.Run(ctx, supervisor.Options{Listener: ln.(*net.TCPListener),
 		Command: append([]string{exe, supervisedArg}, childArgs...), Env: env, Secrets: secrets,
-		Stdout: out, Stderr: errOut, Log: log, Backends: backends})
+		Stdout: out, Stderr: errOut, Log: log, Backends: backends, MaxCrashes: maxCrashes, Window: window})
 }

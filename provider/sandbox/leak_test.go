@@ -183,7 +183,7 @@ func TestLeaks_DockerCallerKilled(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	var took []time.Duration
-	var boxes, dups int
+	var boxes, dups, late int
 	for i := range *leakKills {
 		tag := sandbox.NewRunTag()
 		cmd, _ := execChild(t, f, "exit", tag, 10*time.Minute)
@@ -205,17 +205,25 @@ func TestLeaks_DockerCallerKilled(t *testing.T) {
 		if len(left) > 1 {
 			dups++
 		}
-		if _, err := sandbox.GC(t.Context(), f.vendor, sandbox.GCOptions{Filter: filter}); err != nil {
-			t.Fatalf("gc: %v", err)
-		}
-		after, err := f.vendor.List(t.Context(), filter)
-		if err != nil {
-			t.Fatal(err)
+		// A create the engine was still carrying out when its caller died
+		// shows up after the kill: gc until none is left, under a deadline.
+		var after []vendors.Info
+		for deadline := time.Now().Add(time.Minute); ; {
+			if _, err := sandbox.GC(t.Context(), f.vendor, sandbox.GCOptions{Filter: filter}); err != nil {
+				t.Fatalf("gc: %v", err)
+			}
+			if after, err = f.vendor.List(t.Context(), filter); err != nil {
+				t.Fatal(err)
+			}
+			if len(after) == 0 || time.Now().After(deadline) {
+				break
+			}
+			late++
 		}
 		if len(after) != 0 {
-			t.Errorf("kill %d: %d boxes of run %s left after gc", i, len(after), tag)
+			t.Errorf("kill %d: %d boxes of run %s left a minute after the kill: %+v", i, len(after), tag, after)
 		}
-		if len(left) > 0 {
+		if len(left) > 0 || late > 0 {
 			took = append(took, time.Since(killed))
 		}
 	}
@@ -226,8 +234,8 @@ func TestLeaks_DockerCallerKilled(t *testing.T) {
 		}
 		return took[min(len(took)-1, int(p*float64(len(took))))].Round(time.Millisecond)
 	}
-	t.Logf("docker: %d callers killed mid-Create, %d had made a box (%d with two), kill to removal p50 %v p99 %v max %v",
-		*leakKills, len(took), dups, q(0.5), q(0.99), q(1))
+	t.Logf("docker: %d callers killed mid-Create, %d had made a box (%d with two, %d gc rounds for boxes that showed after the kill), kill to removal p50 %v p99 %v max %v",
+		*leakKills, len(took), dups, late, q(0.5), q(0.99), q(1))
 	if dups != 0 {
 		t.Errorf("%d killed creates made two boxes (%d boxes in all)", dups, boxes)
 	}
