@@ -12,7 +12,7 @@ BIN      := bin
 # test's directory: "=== ARTIFACTS TestName DIR").
 ARTIFACTS ?= $(CURDIR)/test-artifacts
 
-.PHONY: all build run test testbed testbed-down bench lint clean
+.PHONY: all build run test testbed testbed-down bench chaos lint clean
 
 all: build
 
@@ -46,6 +46,17 @@ testbed-down:
 
 bench:
 	./scripts/bench
+
+# The chaos family and the leak cycles at full size (make test runs them
+# small): CHAOS_FAULTS faults per chaos case on every target with the
+# proxy's 16 s idle bound, LEAK_CYCLES create/destroy cycles per emulator,
+# LEAK_KILLS callers killed mid-Create on Docker.
+CHAOS_FAULTS ?= 1000
+LEAK_CYCLES  ?= 1000
+LEAK_KILLS   ?= 200
+chaos: testbed
+	$(GO) test -race -timeout 12h -run '^TestChaos_Live$$' -v ./conformance -chaos-faults $(CHAOS_FAULTS) -chaos-idle 16s
+	$(GO) test -race -timeout 12h -run '^TestLeaks_' -v ./provider/sandbox -leak-cycles $(LEAK_CYCLES) -leak-kills $(LEAK_KILLS)
 
 # gofmt, go vet, and shellcheck on every shell script (scripts/lint installs
 # the Debian package when it is missing).

@@ -76,6 +76,9 @@ type Config struct {
 	ReplayTTL        time.Duration
 	IdentityTTL      time.Duration
 	LogLevel         string
+	// Listener, when set, is the socket Serve serves on instead of
+	// listening on Host:Port (a supervised bridge's, package supervisor).
+	Listener net.Listener
 }
 
 // ConfigFromEnv reads the configuration from environment variables (see

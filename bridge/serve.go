@@ -76,9 +76,11 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 		return err
 	}
 	go srv.ProbeBackends(ctx)
-	ln, err := net.Listen("tcp", net.JoinHostPort(c.Host, strconv.Itoa(c.Port)))
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+	ln := c.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", net.JoinHostPort(c.Host, strconv.Itoa(c.Port))); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
 	}
 	hs, ln := httpServer(c, srv, ln, log)
 	log.Info("listening", "addr", ln.Addr().String(), "version", buildinfo.Get().Version, "backends", c.Backends)

@@ -98,12 +98,22 @@ func Cases() []Case {
 	return out
 }
 
+// Catalogue returns the chaos family or the catalogue of Cases.
+func Catalogue(chaos bool) []Case {
+	if chaos {
+		return chaosCases()
+	}
+	return Cases()
+}
+
 // Select returns the cases of the catalogue that patterns name, in
 // catalogue order: an exact id, a group ("session"), or a path.Match
 // pattern ("control.*", "*.cancel"). No patterns selects every case; a
 // pattern that matches nothing is an error naming the known ids.
-func Select(patterns []string) ([]Case, error) {
-	all := Cases()
+func Select(patterns []string) ([]Case, error) { return SelectFrom(Cases(), patterns) }
+
+// SelectFrom is Select over the cases all.
+func SelectFrom(all []Case, patterns []string) ([]Case, error) {
 	if len(patterns) == 0 {
 		return all, nil
 	}

@@ -29,6 +29,7 @@ type caseCtx struct {
 	boxes   []string
 	notes   []string
 	request string // the last request described, for unexpected errors
+	chaos   *ChaosStats
 }
 
 // step records what the case asks next, for the evidence of an error the

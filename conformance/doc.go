@@ -34,6 +34,22 @@
 //     the cases finished in. Options.Progress sees each case start and end
 //     as it happens, from the runner's goroutines (one call at a time).
 //
+// # Chaos
+//
+// Options.Chaos runs the chaos family instead (chaos.drop, chaos.idle,
+// chaos.kill, chaos.caller, chaos.mixed; `boxctl conformance --chaos
+// --faults N`): live turns, paced by the local endpoint, while faults of
+// one kind (or mixed) are injected from each run's first event on: the
+// client's connection cut, a proxy (package internal/cutproxy) cutting
+// connections idle for its bound (16 s by default, Chaos.Idle), kill -9 of
+// the serving bridge in the box (its supervisor restarts it), and the
+// caller dropped and replaced by one that has only the persisted
+// references. The client resumes from its cursor after each cut; when the
+// run ended, its stream is checked against a clean replay of the bridge's
+// store (same ids and payloads, none lost or repeated, the run terminal
+// with its result). Each result carries its ChaosStats: faults, runs,
+// events checked, lost, duplicated, and the p50/p99 time to resume.
+//
 // # Offline runs
 //
 // StartLocal runs the local model endpoint (internal/routerstub) and a

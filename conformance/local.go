@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,8 @@ const (
 const (
 	markerStall = "[conformance:stall]"
 	markerTool  = "[conformance:tool:"
+	// markerChaos + "<ms>]" asks for a paced reply held back <ms> first.
+	markerChaos = "[conformance:chaos:"
 )
 
 // Prompts of the cases.
@@ -44,6 +47,12 @@ func toolPrompt(h Harness, command string) string {
 	return markerTool + h.Name() + "] Run exactly this shell command with your " + h.tool.Name +
 		" tool, then say that it ran: `" + command + "`"
 }
+
+// chaosMarkerRE finds the hold of a chaosPrompt.
+var chaosMarkerRE = regexp.MustCompile(`\[conformance:chaos:([0-9]+)\]`)
+
+// chaosText is the reply of a chaos turn.
+const chaosText = "Shipping containers changed trade: one box, one size, cranes that fit it, ships built around it, ports rebuilt for it, and costs that fell until distance hardly mattered."
 
 // toolMarkerRE finds the harness and the command of a toolPrompt.
 var toolMarkerRE = regexp.MustCompile(`\[conformance:tool:([a-z0-9-]+)\][^` + "`" + `]*` + "`([^`]+)`")
@@ -149,6 +158,10 @@ func pick(r routerstub.Request) routerstub.Reply {
 		return routerstub.Deltas(ToolDoneText, 2)
 	case strings.Contains(r.Prompt, markerStall):
 		return routerstub.Stall(15 * time.Minute)
+	}
+	if m := chaosMarkerRE.FindStringSubmatch(r.Prompt); m != nil {
+		ms, _ := strconv.Atoi(m[1])
+		return routerstub.Deltas(chaosText, chaosTurnDeltas).Paced(chaosTurnGap).After(time.Duration(ms) * time.Millisecond)
 	}
 	if m := toolMarkerRE.FindStringSubmatch(r.Prompt); m != nil {
 		if p, ok := profiles[m[1]]; ok {

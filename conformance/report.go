@@ -89,6 +89,8 @@ type Result struct {
 	Boxes  []string `json:"boxes,omitempty"`
 	// Notes are what the case observed beside its checks.
 	Notes []string `json:"notes,omitempty"`
+	// Chaos are a chaos case's figures.
+	Chaos *ChaosStats `json:"chaos,omitempty"`
 	// Started is when the case began; Seconds how long it took with its
 	// cleanup.
 	Started time.Time `json:"startedAt"`

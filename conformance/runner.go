@@ -113,6 +113,7 @@ func (r *resolved) runCase(ctx context.Context, cs Case, h Harness, notify func(
 	}
 	res.Boxes = c.boxIDs()
 	res.Notes = c.notesCopy()
+	res.Chaos = c.chaosStats()
 	res.Seconds = time.Since(res.Started).Seconds()
 	notify(Progress{Case: cs, Harness: h.Name(), Result: &res})
 	return res

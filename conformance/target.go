@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tangle-network/boxctl/conformance/internal/cutproxy"
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
@@ -79,6 +80,9 @@ type Options struct {
 	// Progress, when set, is called as each case starts and ends, one
 	// call at a time.
 	Progress func(Progress)
+	// Chaos, when set, runs the chaos family (chaos.*) instead of the
+	// catalogue of Cases.
+	Chaos *Chaos
 	// Logger receives debug records of the run (never a secret).
 	// Default: discard.
 	Logger *slog.Logger
@@ -133,7 +137,20 @@ func resolve(t Target, o Options) (*resolved, error) {
 	if err != nil {
 		return nil, err
 	}
-	cases, err := Select(o.Cases)
+	if o.Chaos != nil {
+		ch := *o.Chaos
+		if ch.Faults < 0 || ch.Idle < 0 {
+			return nil, errors.New("Options.Chaos: counts and durations must not be negative")
+		}
+		if ch.Faults == 0 {
+			ch.Faults = DefaultChaosFaults
+		}
+		if ch.Idle == 0 {
+			ch.Idle = cutproxy.DefaultIdle
+		}
+		o.Chaos = &ch
+	}
+	cases, err := SelectFrom(Catalogue(o.Chaos != nil), o.Cases)
 	if err != nil {
 		return nil, err
 	}

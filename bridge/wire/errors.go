@@ -31,6 +31,9 @@ const (
 	TypeBackendNotReady = "backend_not_ready"
 	// TypeServerError is a fault of the bridge itself (500).
 	TypeServerError = "server_error"
+	// TypeBridgeCrashLoop is a box whose serving bridge kept crashing and
+	// is no longer restarted (503): its supervisor answers every route.
+	TypeBridgeCrashLoop = "bridge_crash_loop"
 )
 
 // Error types that end a run's event stream (carried in an error frame).
@@ -111,7 +114,7 @@ func StatusFor(typ string) int {
 		return http.StatusTooManyRequests
 	case TypeInputQueueTimeout:
 		return http.StatusRequestTimeout
-	case TypeBackendNotReady:
+	case TypeBackendNotReady, TypeBridgeCrashLoop:
 		return http.StatusServiceUnavailable
 	case TypeNotConfigured, TypeExecutorMisconfigured, TypeCapabilityDenied:
 		return http.StatusNotImplemented

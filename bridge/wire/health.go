@@ -7,8 +7,14 @@ const (
 	BackendError       = "error"
 )
 
+// HealthCrashLoop is the Health status a box's bridge supervisor answers
+// (503) once the serving bridge kept crashing and is no longer restarted;
+// each backend is then BackendError with the reason as its detail.
+const HealthCrashLoop = "crash_loop"
+
 // Health is GET /health: status ok (200) when every backend is ready,
-// degraded (503) otherwise.
+// degraded (503) otherwise, HealthCrashLoop (503) from a supervisor that
+// gave up restarting the bridge.
 type Health struct {
 	Status   string          `json:"status"`
 	Backends []BackendHealth `json:"backends"`

@@ -4,6 +4,11 @@
 // (BRIDGE_HOST, BRIDGE_PORT, BRIDGE_BEARER, BRIDGE_DATA_DIR,
 // BRIDGE_BACKENDS, <KEY>_BIN, <KEY>_TIMEOUT_MS, TANGLE_API_KEY,
 // TANGLE_ROUTER_URL); flags override it. Run with -h for the flags.
+//
+// With -supervise it is its own supervisor (package bridge/supervisor):
+// it listens, keeps the secrets in its memory, and runs the serving bridge
+// as its child, started again after a crash. The child is this executable
+// with -supervised as its first argument.
 package main
 
 import (
@@ -19,6 +24,7 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge"
 	"github.com/tangle-network/boxctl/bridge/jail"
+	"github.com/tangle-network/boxctl/bridge/supervisor"
 	"github.com/tangle-network/boxctl/internal/buildinfo"
 	"github.com/tangle-network/boxctl/internal/tracing"
 )
@@ -48,6 +54,14 @@ func main() {
 var errUsage = errors.New("usage")
 
 func run(ctx context.Context, args []string, getenv func(string) string, out, errOut io.Writer) error {
+	var child *supervisor.Child
+	if len(args) > 0 && args[0] == supervisedArg {
+		var err error
+		if child, err = supervisor.Receive(); err != nil {
+			return err
+		}
+		args, getenv = args[1:], overlay(getenv, child.Secrets)
+	}
 	cfg, err := bridge.ConfigFromEnv(getenv)
 	if err != nil {
 		fmt.Fprintln(errOut, "box-bridge:", err)
@@ -56,6 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, er
 	fs := flag.NewFlagSet("box-bridge", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	version := fs.Bool("version", false, "print the version and exit")
+	supervise := fs.Bool("supervise", false, "run the serving bridge as a child, restarted after a crash, with the secrets held by this process")
 	secrets := cfg.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -80,6 +95,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, er
 		return errUsage
 	}
 	log := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: level}))
+	if *supervise {
+		if child != nil {
+			return fmt.Errorf("-supervise in a supervised bridge: %w", errUsage)
+		}
+		return runSupervisor(ctx, cfg, args, getenv, out, errOut, log.With("component", "supervisor"))
+	}
+	if child != nil {
+		cfg.Listener = child.Listener
+	}
 	// Spans go to OTEL_EXPORTER_OTLP_ENDPOINT when it is set (nowhere
 	// otherwise); what is buffered is sent before the process ends.
 	shutdown, err := tracing.Setup(ctx, "box-bridge", getenv)

@@ -50,6 +50,8 @@ func TestRun_Config(t *testing.T) {
 		{"bad port env", nil, map[string]string{"BRIDGE_PORT": "x"}, "usage"},
 		{"bad flag", []string{"-nope"}, nil, "usage"},
 		{"bad log level", []string{"-log-level", "loud"}, nil, "usage"},
+		{"bad crash bound", []string{"-supervise"}, map[string]string{"BRIDGE_MAX_CRASHES": "x"}, "BRIDGE_MAX_CRASHES"},
+		{"bad crash window", []string{"-supervise"}, map[string]string{"BRIDGE_CRASH_WINDOW_MS": "-1"}, "BRIDGE_CRASH_WINDOW_MS"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

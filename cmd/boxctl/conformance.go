@@ -34,6 +34,9 @@ type conformanceOptions struct {
 	repo, gitRef string
 	emulated     bool
 	list         bool
+	chaos        bool
+	faults       int
+	chaosIdle    time.Duration
 
 	// Resolved by resolve: the Router, unless routerLocal.
 	routerURL, routerKey string
@@ -91,6 +94,9 @@ conformance/report.schema.json; boxctl pins prove reads it.`,
 	f.StringVar(&o.gitRef, "git-ref", "", "ref of --repo to check out")
 	f.BoolVar(&o.emulated, "emulator", false, "the vendor's control plane is a local emulator (boxctl emulate): the report proves no harness")
 	f.BoolVar(&o.list, "list", false, "list the cases and exit")
+	f.BoolVar(&o.chaos, "chaos", false, "run the chaos family (chaos.*): live turns while faults are injected, each stream checked against the bridge's store")
+	f.IntVar(&o.faults, "faults", 0, "faults each chaos case injects (default 10)")
+	f.DurationVar(&o.chaosIdle, "chaos-idle", 0, "idle bound of the chaos.idle case's cutting proxy (default 16s)")
 	_ = cmd.RegisterFlagCompletionFunc("target", cobra.FixedCompletions(boxTargets, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("report", cobra.FixedCompletions(reportFormats, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -121,7 +127,7 @@ func (o *conformanceOptions) resolve(getenv func(string) string) error {
 	case strings.HasPrefix(o.repo, "-") || strings.HasPrefix(o.gitRef, "-"):
 		return usageErrorf("--repo and --git-ref must not start with '-'")
 	}
-	if _, err := conformance.Select(o.cases); err != nil {
+	if _, err := conformance.SelectFrom(conformance.Catalogue(o.chaos), o.cases); err != nil {
 		return usageErrorf("--run: %w", err)
 	}
 	if o.target == "e2b" && getenv(open.EnvE2BDial) != "" {

@@ -58,6 +58,13 @@ func (o *conformanceOptions) resolveImage(ctx context.Context, a *app) (image, d
 	return image, digest, nil, nil
 }
 
+func (o *conformanceOptions) chaosOptions() *conformance.Chaos {
+	if !o.chaos {
+		return nil
+	}
+	return &conformance.Chaos{Faults: o.faults, Idle: o.chaosIdle}
+}
+
 func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
 	if o.list {
 		return listCases(a)
@@ -96,7 +103,7 @@ func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
 	view := conformance.NewProgressView(a.errOut, isTerminal(a.errOut))
 	a.log.Info("running the conformance suite", "target", o.target, "image", image, "harnesses", harnesses)
 	rep, runErr := conformance.Run(ctx, t, conformance.Options{Harnesses: harnesses, Cases: o.cases, Parallel: o.parallel,
-		CaseTimeout: o.caseTimeout, ReadyTimeout: o.readyTimeout, Progress: view.Update, Logger: a.log})
+		CaseTimeout: o.caseTimeout, ReadyTimeout: o.readyTimeout, Progress: view.Update, Logger: a.log, Chaos: o.chaosOptions()})
 	view.Close()
 	if rep == nil {
 		return usageError{runErr}

@@ -42,6 +42,8 @@ type Options struct {
 	// Poll is how often Start asks GET /health until it answers 200.
 	// Default 50ms; a benchmark of the bridge's start polls finer.
 	Poll time.Duration
+	// Args are the bridge's flags (-supervise).
+	Args []string
 }
 
 // Proc is a running box-bridge process.
@@ -104,7 +106,7 @@ func start(t testing.TB, bin string, opts Options) (*Proc, error) {
 	}
 	p := &Proc{URL: "http://127.0.0.1:" + port, Bearer: opts.Bearer, DataDir: opts.DataDir,
 		logs: &logBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin)
+	p.cmd = exec.Command(bin, opts.Args...)
 	p.cmd.Env = append(slices.Clip(opts.Env), "BRIDGE_HOST=127.0.0.1", "BRIDGE_PORT="+port,
 		"BRIDGE_BEARER="+opts.Bearer, "BRIDGE_DATA_DIR="+opts.DataDir)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs

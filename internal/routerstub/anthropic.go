@@ -113,6 +113,9 @@ func anthropicAnswer(ctx context.Context, t *turn) {
 		}
 		s.event("content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": starts[i]})
 		for _, c := range p.chunks {
+			if p.kind == partText && !sleep(ctx, t.reply.gap) {
+				return
+			}
 			var d map[string]string
 			switch p.kind {
 			case partText:

@@ -121,6 +121,9 @@ func chatAnswer(ctx context.Context, t *turn) {
 		switch p.kind {
 		case partText:
 			for _, c := range p.chunks {
+				if !sleep(ctx, t.reply.gap) {
+					return
+				}
 				s.event("", chunk(&chatDelta{Content: ptr(c)}, nil))
 			}
 		case partTool:

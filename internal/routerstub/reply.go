@@ -22,6 +22,8 @@ type Reply struct {
 	stall time.Duration
 	// delay holds the whole answer back before anything is written.
 	delay time.Duration
+	// gap is the pause before each streamed text delta (Paced).
+	gap time.Duration
 }
 
 type partKind int
@@ -93,6 +95,9 @@ func Join(replies ...Reply) Reply {
 		if out.delay == 0 {
 			out.delay = r.delay
 		}
+		if out.gap == 0 {
+			out.gap = r.gap
+		}
 	}
 	return out
 }
@@ -138,6 +143,14 @@ func (r Reply) After(d time.Duration) Reply {
 	return r
 }
 
+// Paced pauses d before each text delta of a streamed answer
+// (Anthropic Messages, Chat Completions and Responses), as a model that
+// writes slowly; the answer ends early if the client goes away.
+func (r Reply) Paced(d time.Duration) Reply {
+	r.gap = d
+	return r
+}
+
 // Text returns the reply's text content, without thinking or tool calls.
 func (r Reply) Text() string {
 	var b strings.Builder
@@ -176,6 +189,9 @@ func (r Reply) String() string {
 	}
 	if r.delay > 0 {
 		fmt.Fprintf(&b, " after %s", r.delay)
+	}
+	if r.gap > 0 {
+		fmt.Fprintf(&b, " paced %s", r.gap)
 	}
 	return b.String()
 }

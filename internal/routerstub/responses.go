@@ -174,6 +174,9 @@ func responsesAnswer(ctx context.Context, t *turn) {
 		case partText:
 			rs.emit("response.content_part.added", with("content_index", 0, "part", outputText("")))
 			for _, c := range p.chunks {
+				if !sleep(ctx, t.reply.gap) {
+					return
+				}
 				rs.emit("response.output_text.delta", with("content_index", 0, "delta", c, "logprobs", []any{}))
 			}
 			rs.emit("response.output_text.done", with("content_index", 0, "text", p.full(), "logprobs", []any{}))

@@ -86,3 +86,20 @@ func (e *CloneError) Error() string {
 	}
 	return fmt.Sprintf("clone %s%s: %s", e.Repo, ref, e.Message)
 }
+
+// ErrBridgeCrashLoop is matched by a *BridgeCrashLoopError.
+var ErrBridgeCrashLoop = errors.New("bridge crash loop")
+
+// BridgeCrashLoopError is a box whose bridge kept crashing: its
+// supervisor no longer restarts it and answers every request with 503
+// (GET /health reports wire.HealthCrashLoop; a call of the environment
+// gets a *provider.BridgeError of Type wire.TypeBridgeCrashLoop).
+type BridgeCrashLoopError struct {
+	// Detail is the supervisor's reason: the crashes and the last exit.
+	Detail string
+}
+
+func (e *BridgeCrashLoopError) Error() string { return "box-bridge crash loop: " + e.Detail }
+
+// Is reports ErrBridgeCrashLoop.
+func (e *BridgeCrashLoopError) Is(target error) bool { return target == ErrBridgeCrashLoop }

@@ -189,7 +189,7 @@ func (p *Provider) boot(ctx context.Context, t *timeline, box vendors.Box, req C
 		wire.EnvDataDir: "/home/box/.box-bridge", envMaxRuns: "1",
 	})
 	pctx, end := t.start(ctx, PhaseSpawn)
-	proc, err := box.Spawn(pctx, vendors.SpawnSpec{Name: BridgeProcess, Command: []string{"box-bridge"}, Env: env, Dir: Workspace})
+	proc, err := box.Spawn(pctx, vendors.SpawnSpec{Name: BridgeProcess, Command: []string{"box-bridge", "-supervise"}, Env: env, Dir: Workspace})
 	end(err)
 	if err != nil {
 		return nil, fmt.Errorf("start bridge: %w", err)

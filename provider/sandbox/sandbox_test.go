@@ -80,6 +80,8 @@ func newFixture(env testbed.Env, image string) (*fixture, error) {
 			return routerstub.Text("side")
 		case strings.Contains(r.Prompt, promptStall):
 			return routerstub.Stall(10 * time.Minute)
+		case strings.Contains(r.Prompt, promptPaced):
+			return routerstub.Deltas(pacedText, pacedDeltas).Paced(pacedGap)
 		}
 		return routerstub.Deltas(replyText, 4)
 	})
@@ -436,6 +438,9 @@ func child(mode string) int {
 	}
 	if mode == "hang" {
 		select {} // until killed
+	}
+	if mode == "follow" {
+		return follow(e)
 	}
 	return 0
 }

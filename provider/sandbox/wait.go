@@ -36,6 +36,10 @@ func (w healthWait) WaitUntilReady(ctx context.Context, exited <-chan error) (wi
 	var last wire.BackendHealth
 	for {
 		h, err := w.probe(ctx)
+		var crash *BridgeCrashLoopError
+		if errors.As(err, &crash) {
+			return h, err
+		}
 		if err == nil {
 			last = h
 			if h.State == wire.BackendReady {
@@ -78,6 +82,9 @@ func (w healthWait) probe(ctx context.Context) (wire.BackendHealth, error) {
 		return wire.BackendHealth{}, fmt.Errorf("GET /health: %d %.200s", resp.StatusCode, body)
 	}
 	for _, b := range h.Backends {
+		if b.Name == w.Backend && h.Status == wire.HealthCrashLoop {
+			return b, &BridgeCrashLoopError{Detail: b.Detail}
+		}
 		if b.Name == w.Backend {
 			return b, nil
 		}

@@ -80,6 +80,24 @@ type Injector struct {
 	opts   InjectorOptions
 	mu     sync.Mutex
 	faults Faults
+	counts Counts
+}
+
+// Counts are the faults an Injector injected: calls refused with 429,
+// failed with a 5xx, and of those the ones that took effect first.
+type Counts struct{ Throttled, Failed, Lost int64 }
+
+// Counts returns the faults injected so far.
+func (in *Injector) Counts() Counts {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.counts
+}
+
+func (in *Injector) count(f func(*Counts)) {
+	in.mu.Lock()
+	f(&in.counts)
+	in.mu.Unlock()
 }
 
 // NewInjector returns an Injector of opts.
@@ -134,13 +152,16 @@ func (in *Injector) Serve(w http.ResponseWriter, r *http.Request, h http.Handler
 		if wait == 0 {
 			wait = time.Second
 		}
+		in.count(func(c *Counts) { c.Throttled++ })
 		in.opts.Throttled(w, r, wait)
 		return
 	}
 	if in.opts.Lost(r) && rand.Float64() < f.LostRate {
 		// The call takes effect; its answer is lost to a failing gateway.
+		in.count(func(c *Counts) { c.Lost++ })
 		h.ServeHTTP(httptest.NewRecorder(), r)
 	}
+	in.count(func(c *Counts) { c.Failed++ })
 	in.opts.Failed(w, r, st)
 }
 

@@ -42,16 +42,17 @@ func TestInjectorServe(t *testing.T) {
 		wantStatus int
 		wantHeader string // the wait a 429 asks for
 		wantRan    bool   // the handler ran
+		wantCounts Counts
 	}{
-		{"no faults", Faults{}, true, http.StatusOK, "", true},
-		{"throttled", Faults{ErrorRate: 1, Statuses: []int{429}, LostRate: 1}, true, http.StatusTooManyRequests, "1", false},
+		{"no faults", Faults{}, true, http.StatusOK, "", true, Counts{}},
+		{"throttled", Faults{ErrorRate: 1, Statuses: []int{429}, LostRate: 1}, true, http.StatusTooManyRequests, "1", false, Counts{Throttled: 1}},
 		{"throttled with a wait", Faults{ErrorRate: 1, Statuses: []int{429}, RetryAfter: 2500 * time.Millisecond}, true,
-			http.StatusTooManyRequests, "3", false},
-		{"failed", Faults{ErrorRate: 1, Statuses: []int{502}}, true, http.StatusBadGateway, "", false},
+			http.StatusTooManyRequests, "3", false, Counts{Throttled: 1}},
+		{"failed", Faults{ErrorRate: 1, Statuses: []int{502}}, true, http.StatusBadGateway, "", false, Counts{Failed: 1}},
 		{"failed after it took effect", Faults{ErrorRate: 1, Statuses: []int{503}, LostRate: 1}, true,
-			http.StatusServiceUnavailable, "", true},
+			http.StatusServiceUnavailable, "", true, Counts{Failed: 1, Lost: 1}},
 		{"failed, may not take effect", Faults{ErrorRate: 1, Statuses: []int{503}, LostRate: 1}, false,
-			http.StatusServiceUnavailable, "", false},
+			http.StatusServiceUnavailable, "", false, Counts{Failed: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,6 +76,9 @@ func TestInjectorServe(t *testing.T) {
 			if w.Code != tt.wantStatus || w.Header().Get("Retry-After") != tt.wantHeader || ran != tt.wantRan {
 				t.Errorf("status %d, Retry-After %q, ran %v; want %d, %q, %v",
 					w.Code, w.Header().Get("Retry-After"), ran, tt.wantStatus, tt.wantHeader, tt.wantRan)
+			}
+			if got := in.Counts(); got != tt.wantCounts {
+				t.Errorf("Counts() = %+v, want %+v", got, tt.wantCounts)
 			}
 		})
 	}

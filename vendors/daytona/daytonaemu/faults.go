@@ -23,6 +23,9 @@ func (s *Server) SetFaults(f Faults) error {
 	return nil
 }
 
+// FaultCounts returns the faults injected so far.
+func (s *Server) FaultCounts() emukit.Counts { return s.faults.Counts() }
+
 // throttler names the rate limit a control plane route falls under, as
 // the control plane's throttler scopes do.
 func throttler(r *http.Request) string {

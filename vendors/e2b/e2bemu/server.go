@@ -181,6 +181,9 @@ func (s *Server) SetFaults(f Faults) error {
 	return nil
 }
 
+// FaultCounts returns the faults injected so far.
+func (s *Server) FaultCounts() emukit.Counts { return s.faults.Counts() }
+
 // Backend returns the Docker box behind a sandbox, for tests that check
 // what the engine shows of it.
 func (s *Server) Backend(sandboxID string) (vendors.Box, bool) {

@@ -1,0 +1,556 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tangle-network/boxctl/conformance/internal/cutproxy"
+	"github.com/tangle-network/boxctl/provider"
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// Chaos selects the chaos family (Options.Chaos): live turns while faults
+// are injected, one kind per case and mixed, each run's stream as the
+// client saw it checked against the bridge's store.
+type Chaos struct {
+	// Faults is how many faults each case injects. Default
+	// DefaultChaosFaults.
+	Faults int
+	// Idle is the idle bound of the proxy of the chaos.idle case: it cuts
+	// a connection that carried nothing that long. Default
+	// cutproxy.DefaultIdle (16 s, as common load balancers).
+	Idle time.Duration
+}
+
+// DefaultChaosFaults is the faults per chaos case when Chaos names none.
+const DefaultChaosFaults = 10
+
+// Fault kinds of the chaos family, one case each (chaos.<kind>) and mixed.
+const (
+	FaultDrop   = "drop"   // the client's connection cut mid-stream
+	FaultIdle   = "idle"   // a proxy cuts connections idle for its bound
+	FaultKill   = "kill"   // kill -9 of the serving bridge in the box
+	FaultCaller = "caller" // the calling process killed and replaced
+	FaultMixed  = "mixed"  // drop, kill and caller at random
+)
+
+// ChaosStats are a chaos case's figures.
+type ChaosStats struct {
+	Kind string `json:"kind"`
+	// Faults were injected over Runs turns; Events is how many events of
+	// the bridge's store were checked against the client's stream.
+	Faults int `json:"faults" jsonschema:"minimum=0"`
+	Runs   int `json:"runs" jsonschema:"minimum=0"`
+	Events int `json:"events" jsonschema:"minimum=0"`
+	// Lost are stored events the client never saw; Duplicated events it
+	// saw more than once; Mismatched events whose payload differed;
+	// Unfinished runs that did not end terminal with their result.
+	Lost       int `json:"lost" jsonschema:"minimum=0"`
+	Duplicated int `json:"duplicated" jsonschema:"minimum=0"`
+	Mismatched int `json:"mismatched" jsonschema:"minimum=0"`
+	Unfinished int `json:"unfinished" jsonschema:"minimum=0"`
+	// Resumes is how many times the client resumed from its cursor;
+	// ResumeP50Ms and ResumeP99Ms the time from noticing the cut to the
+	// resumed stream's first event (or its end).
+	Resumes     int     `json:"resumes" jsonschema:"minimum=0"`
+	ResumeP50Ms float64 `json:"resumeP50Ms" jsonschema:"minimum=0"`
+	ResumeP99Ms float64 `json:"resumeP99Ms" jsonschema:"minimum=0"`
+
+	resumes []time.Duration
+}
+
+func (s *ChaosStats) finish() {
+	s.Resumes = len(s.resumes)
+	if len(s.resumes) == 0 {
+		return
+	}
+	slices.Sort(s.resumes)
+	at := func(q float64) float64 {
+		i := min(len(s.resumes)-1, int(q*float64(len(s.resumes))))
+		return float64(s.resumes[i].Microseconds()) / 1000
+	}
+	s.ResumeP50Ms, s.ResumeP99Ms = at(0.50), at(0.99)
+}
+
+func (s *ChaosStats) clean() bool {
+	return s.Lost == 0 && s.Duplicated == 0 && s.Mismatched == 0 && s.Unfinished == 0
+}
+
+func chaosCases() []Case {
+	var out []Case
+	for _, k := range []struct{ kind, desc string }{
+		{FaultDrop, "the client's connection cut mid-stream: the resumed stream is the store's, no event lost or repeated"},
+		{FaultIdle, "a proxy that cuts idle connections between client and box: no event lost or repeated, every run terminal"},
+		{FaultKill, "kill -9 of the serving bridge in the box: it restarts, runs end terminal, readers resume from their cursor"},
+		{FaultCaller, "the calling process killed and replaced: the new one reads every event from the persisted reference"},
+		{FaultMixed, "cuts, bridge kills and caller replacements at random: no event lost or repeated, every run terminal"},
+	} {
+		out = append(out, Case{ID: "chaos." + k.kind, Description: k.desc, Timeout: time.Hour, run: chaosCase(k.kind)})
+	}
+	return out
+}
+
+// chaosTurnDeltas and chaosTurnGap shape the chaos turns' replies: a
+// run that streams for about two seconds.
+const (
+	chaosTurnDeltas = 24
+	chaosTurnGap    = 80 * time.Millisecond
+)
+
+// chaosPrompt asks the local endpoint for a paced reply, held back hold
+// first (the idle case's silence).
+func chaosPrompt(hold time.Duration) string {
+	return fmt.Sprintf("%s%d] Write a long answer.", markerChaos, hold.Milliseconds())
+}
+
+func chaosCase(kind string) func(c *caseCtx) error {
+	return func(c *caseCtx) error {
+		if c.local() == nil {
+			return skip("local", "the chaos family paces its turns with the local model endpoint")
+		}
+		ch := c.r.o.Chaos
+		// Its kills come faster than a crash loop's bound (5 within a
+		// minute): the box's supervisor counts crashes within 2 s, so a
+		// bridge that cannot start is still caught.
+		p, err := c.sandbox(func(o *sandbox.Options) { o.BridgeEnv = map[string]string{"BRIDGE_CRASH_WINDOW_MS": "2000"} })
+		if err != nil {
+			return err
+		}
+		env, err := c.create(p, c.createRequest())
+		if err != nil {
+			return err
+		}
+		idle := time.Duration(-1)
+		hold := time.Duration(0)
+		if kind == FaultIdle {
+			idle = ch.Idle
+			hold = idle + idle/4 + 500*time.Millisecond
+		}
+		rg, err := c.rig(env, idle)
+		if err != nil {
+			return err
+		}
+		st := &ChaosStats{Kind: kind}
+		c.setChaos(st)
+		// A run whose faults all missed (it ended first) injects none: the
+		// runs are bounded so a case always ends.
+		for st.Faults < ch.Faults && st.Runs < 3*ch.Faults+3 {
+			if err := rg.turn(c, kind, chaosPrompt(hold), st); err != nil {
+				st.finish()
+				return err
+			}
+		}
+		st.finish()
+		c.note("%s: %d faults over %d runs, %d events checked, %d lost, %d duplicated, resume p50 %.1f ms p99 %.1f ms",
+			kind, st.Faults, st.Runs, st.Events, st.Lost, st.Duplicated, st.ResumeP50Ms, st.ResumeP99Ms)
+		if !st.clean() {
+			return failf(c.step("%d %s faults over %d runs", st.Faults, kind, st.Runs), "no event lost, repeated or changed, every run terminal",
+				"%d lost, %d duplicated, %d mismatched, %d unfinished", st.Lost, st.Duplicated, st.Mismatched, st.Unfinished)
+		}
+		if st.Faults == 0 {
+			return failf(c.step("%d %s runs", st.Runs, kind), "faults injected", "none took effect")
+		}
+		return nil
+	}
+}
+
+// rig is a chaos case's client of one box: a bridge provider whose
+// connections go through a cutting proxy, and a clean one that reads the
+// store.
+type rig struct {
+	env   *sandbox.Environment
+	ep    vendors.Endpoint
+	proxy *cutproxy.Proxy
+	pv    *provider.Provider
+	penv  *provider.Environment
+	clean *provider.Environment
+	name  string
+	key   string // the environment's idempotency key
+}
+
+// rig makes the clients of env's box; idle is the proxy's idle bound
+// (negative: none).
+func (c *caseCtx) rig(env *sandbox.Environment, idle time.Duration) (*rig, error) {
+	desc := c.step("the endpoint of box %s behind a cutting proxy", env.Reference().BoxID)
+	ep, err := env.Box().Endpoint(c.ctx, sandbox.BridgePort)
+	if err != nil {
+		return nil, failErr(desc, "the box's endpoint", err)
+	}
+	u, err := url.Parse(ep.URL)
+	if err != nil {
+		return nil, failErr(desc, "the box's endpoint URL", err)
+	}
+	// A plain endpoint goes through a TCP proxy; one with a transport of
+	// its own (a vendor's gateway) gets the same cuts at the client's end.
+	target := ""
+	if ep.Transport == nil {
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
+		}
+		target = u.Hostname() + ":" + port
+	}
+	proxy, err := cutproxy.Start(target, idle)
+	if err != nil {
+		return nil, failErr(desc, "a proxy", err)
+	}
+	c.track(func(context.Context) error { return proxy.Close() })
+	rg := &rig{env: env, ep: ep, proxy: proxy, name: "conformance-chaos", key: newID("chaos-env")}
+	if err := rg.connect(c); err != nil {
+		return nil, err
+	}
+	cl, err := c.bridge(env, provider.Options{Name: rg.name})
+	if err != nil {
+		return nil, err
+	}
+	if rg.clean, err = cl.Get(c.ctx, rg.penv.ID(), provider.GetOptions{}); err != nil {
+		return nil, failErr(c.step("provider.Get(%s) on a clean client", rg.penv.ID()), "the environment", err)
+	}
+	return rg, nil
+}
+
+// connect makes (or makes again, for a replaced caller) the proxied
+// client and its environment.
+func (rg *rig) connect(c *caseCtx) error {
+	ep := rg.ep
+	if ep.Transport != nil {
+		ep.Transport = rg.proxy.Transport(ep.Transport)
+	} else {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.DialContext = rg.proxy.DialContext
+		ep.Transport = tr
+	}
+	pv, err := provider.New(provider.Options{BaseURL: ep.URL, BearerToken: rg.env.Reference().Bearer, HTTPClient: ep.Client(),
+		Name: rg.name, Logger: c.log})
+	if err != nil {
+		return failErr(c.step("provider.New through the proxy"), "a client", err)
+	}
+	c.track(pv.Close)
+	if rg.penv == nil {
+		rg.penv, err = pv.Create(c.ctx, provider.CreateRequest{Profile: c.h.Profile, Workspace: &provider.Workspace{Cwd: sandbox.Workspace},
+			IdempotencyKey: rg.key})
+		if err != nil {
+			return failErr(c.step("provider.Create through the proxy"), "an environment", err)
+		}
+	}
+	rg.pv = pv
+	return nil
+}
+
+// persisted is what a caller keeps to carry on after its death.
+type persisted struct {
+	EnvironmentID  string             `json:"environmentId"`
+	EnvironmentKey string             `json:"environmentKey"`
+	Run            provider.Reference `json:"run"`
+	Cursor         string             `json:"cursor"`
+}
+
+// turn runs one chaos turn: it dispatches the turn, injects faults of kind
+// while reading its events (resuming from the cursor after each cut),
+// then checks what it read against a clean replay of the store.
+func (rg *rig) turn(c *caseCtx, kind, prompt string, st *ChaosStats) error {
+	exec := newID("chaos")
+	req := c.step("Dispatch(%q)", prompt)
+	ref, err := rg.penv.Dispatch(c.ctx, provider.Turn{Prompt: prompt, ExecutionID: exec, SessionID: exec})
+	if err != nil {
+		return failErr(req, "an admitted run", err)
+	}
+	st.Runs++
+	saved, _ := json.Marshal(persisted{EnvironmentID: rg.penv.ID(), EnvironmentKey: rg.key, Run: ref, Cursor: "0"})
+
+	inj := &injector{c: c, rg: rg, kind: kind, st: st}
+	stopInj := inj.start()
+	defer stopInj()
+
+	var seen []provider.Event
+	cursor := "0"
+	var cutAt time.Time
+	for {
+		rctx, cancel := context.WithCancelCause(c.ctx)
+		inj.setReader(cancel)
+		s, err := rg.penv.Session(ref.ID, provider.SessionOptions{ControlRef: &ref.ControlRef})
+		if err != nil {
+			cancel(nil)
+			return failErr(c.step("environment.Session(%s)", ref.ID), "the run's session", err)
+		}
+		var serr error
+		for ev, err := range s.Events(rctx, cursor) {
+			if err != nil {
+				serr = err
+				break
+			}
+			if !cutAt.IsZero() {
+				st.resumes = append(st.resumes, time.Since(cutAt))
+				cutAt = time.Time{}
+			}
+			seen = append(seen, ev)
+			cursor = ev.ID
+			inj.saw(len(seen))
+		}
+		replaced := errors.Is(context.Cause(rctx), errCallerKilled)
+		cancel(nil)
+		var te *provider.TransportError
+		if serr == nil || !(errors.As(serr, &te) || replaced) {
+			if serr != nil && !runFailed(serr) {
+				return failErr(c.step("Session.Events(%s) of run %s", cursor, ref.ControlRef.RunID), "the run's events", serr)
+			}
+			break
+		}
+		if c.ctx.Err() != nil {
+			return failErr(c.step("Session.Events of run %s", ref.ControlRef.RunID), "the run's events", serr)
+		}
+		if !cutAt.IsZero() {
+			// The resumed stream ended before an event: it still resumed.
+			st.resumes = append(st.resumes, time.Since(cutAt))
+		}
+		cutAt = time.Now()
+		if replaced {
+			// The new caller has only what the old one persisted.
+			var p persisted
+			_ = json.Unmarshal(saved, &p)
+			p.Cursor = cursor
+			if err := rg.replace(c, p); err != nil {
+				return err
+			}
+			ref, cursor = p.Run, p.Cursor
+		}
+	}
+	stopInj()
+	return rg.check(c, ref, seen, st)
+}
+
+// runFailed reports an error that is the run's own failure (a run the
+// bridge's restart ended): its stream ended, with its terminal event.
+func runFailed(err error) bool {
+	var be *provider.BridgeError
+	return errors.As(err, &be) && be.Status == 0
+}
+
+// replace is the caller's replacement: a new client from the persisted
+// state only, whose keyed create names the same environment.
+func (rg *rig) replace(c *caseCtx, p persisted) error {
+	_ = rg.pv.Close(context.WithoutCancel(c.ctx))
+	rg.penv, rg.key = nil, p.EnvironmentKey
+	if err := rg.connect(c); err != nil {
+		return err
+	}
+	if rg.penv.ID() != p.EnvironmentID {
+		return failf(c.step("provider.Create with the persisted key %s", p.EnvironmentKey), "environment "+p.EnvironmentID, "%s", rg.penv.ID())
+	}
+	return nil
+}
+
+// check compares the events the client saw with a clean replay of the
+// run from the store, and the run's snapshot.
+func (rg *rig) check(c *caseCtx, ref provider.Reference, seen []provider.Event, st *ChaosStats) error {
+	s, err := rg.clean.Session(ref.ID, provider.SessionOptions{ControlRef: &ref.ControlRef})
+	if err != nil {
+		return failErr(c.step("environment.Session(%s) on the clean client", ref.ID), "the run's session", err)
+	}
+	stored, err := replay(c.ctx, s, "0")
+	if err != nil && !runFailed(err) {
+		return failErr(c.step("a clean replay of run %s", ref.ControlRef.RunID), "the stored events", err)
+	}
+	status, err := s.Status(c.ctx)
+	if err != nil {
+		return failErr(c.step("Session.Status of run %s", ref.ControlRef.RunID), "the run's snapshot", err)
+	}
+	st.Events += len(stored)
+	count := map[string]int{}
+	for _, ev := range seen {
+		count[ev.ID]++
+	}
+	want := map[string]provider.Event{}
+	for _, ev := range stored {
+		want[ev.ID] = ev
+		if count[ev.ID] == 0 {
+			st.Lost++
+		}
+	}
+	for id, n := range count {
+		st.Duplicated += n - 1
+		if _, ok := want[id]; !ok {
+			st.Mismatched++
+		}
+	}
+	for _, ev := range seen {
+		if w, ok := want[ev.ID]; ok && !sameEvent(ev, w) {
+			st.Mismatched++
+		}
+	}
+	if !status.Terminal || len(stored) == 0 || len(seen) == 0 || !terminalEvent(seen[len(seen)-1]) {
+		st.Unfinished++
+	}
+	return nil
+}
+
+// sameEvent compares what the bridge sent; the result event a client makes
+// at the stream's end carries the text of its own stream only, so of it
+// only the kind and status count.
+func sameEvent(a, b provider.Event) bool {
+	if a.Raw != nil || b.Raw != nil {
+		return string(a.Raw) == string(b.Raw) && a.Type == b.Type
+	}
+	return a.Type == b.Type && a.Status == b.Status
+}
+
+func terminalEvent(ev provider.Event) bool {
+	return ev.Type == provider.EventResult || (ev.Type == provider.EventStatus &&
+		(ev.Status == provider.StatusCompleted || ev.Status == provider.StatusFailed || ev.Status == provider.StatusCancelled))
+}
+
+// errCallerKilled is the cause of a reader the caller fault ended.
+var errCallerKilled = errors.New("the caller was killed")
+
+// injector injects a case's faults while a turn's events are read.
+type injector struct {
+	c    *caseCtx
+	rg   *rig
+	kind string
+	st   *ChaosStats
+
+	mu     sync.Mutex
+	reader context.CancelCauseFunc
+	stop   chan struct{}
+	done   chan struct{}
+	first  chan struct{} // closed at the run's first event
+	events int
+}
+
+func (in *injector) setReader(cancel context.CancelCauseFunc) {
+	in.mu.Lock()
+	in.reader = cancel
+	in.mu.Unlock()
+}
+
+func (in *injector) saw(n int) {
+	in.mu.Lock()
+	if in.events == 0 && n > 0 {
+		close(in.first)
+	}
+	in.events = n
+	in.mu.Unlock()
+}
+
+// start injects faults at random moments of the run until the returned
+// function is called: for drop and caller up to three a run, for kill one
+// (it ends the run). The idle case's faults are the proxy's.
+func (in *injector) start() (stop func()) {
+	in.stop, in.done, in.first = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	idleBefore := in.rg.proxy.IdleCuts()
+	go func() {
+		defer close(in.done)
+		if in.kind == FaultIdle {
+			<-in.stop
+			return
+		}
+		// The faults land in the run's stream: from its first event on.
+		select {
+		case <-in.stop:
+			return
+		case <-in.first:
+		}
+		per := 3
+		if in.kind == FaultKill {
+			per = 1
+		}
+		run := time.Duration(chaosTurnDeltas) * chaosTurnGap
+		for range per {
+			t := time.NewTimer(time.Duration(rand.Int64N(int64(run) / int64(per))))
+			select {
+			case <-in.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			kind := in.kind
+			if kind == FaultMixed {
+				kind = []string{FaultDrop, FaultKill, FaultCaller}[rand.IntN(3)]
+			}
+			if in.inject(kind) {
+				in.st.Faults++ // read once stop returned
+			}
+			if kind == FaultKill {
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(in.stop)
+			<-in.done
+			if in.kind == FaultIdle {
+				in.st.Faults += int(in.rg.proxy.IdleCuts() - idleBefore)
+			}
+		})
+	}
+}
+
+// inject injects one fault and reports whether it took effect.
+func (in *injector) inject(kind string) bool {
+	switch kind {
+	case FaultDrop:
+		return in.rg.proxy.Drop() > 0
+	case FaultCaller:
+		in.mu.Lock()
+		r := in.reader
+		in.mu.Unlock()
+		if r == nil {
+			return false
+		}
+		r(errCallerKilled)
+		in.rg.proxy.Drop()
+		return true
+	case FaultKill:
+		ctx, cancel := context.WithTimeout(in.c.ctx, time.Minute)
+		defer cancel()
+		res, err := in.rg.env.Box().Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c", killBridgeScript}})
+		if err != nil || res.ExitCode != 0 {
+			in.c.log.Warn("kill the bridge", "err", err, "stderr", string(res.Stderr))
+			return false
+		}
+		n, _ := strconv.Atoi(string(bytes.TrimSpace(res.Stdout)))
+		return n > 0
+	}
+	return false
+}
+
+// killBridgeScript kills the serving bridge of a supervised box-bridge
+// with SIGKILL and prints how many processes it killed.
+const killBridgeScript = `n=0
+for d in /proc/[0-9]*; do
+	case "$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null)" in
+	*box-bridge" -supervised"*) kill -9 "${d#/proc/}" 2>/dev/null && n=$((n+1)) ;;
+	esac
+done
+echo $n`
+
+// setChaos records the case's figures for its result.
+func (c *caseCtx) setChaos(st *ChaosStats) {
+	c.mu.Lock()
+	c.chaos = st
+	c.mu.Unlock()
+}
+
+func (c *caseCtx) chaosStats() *ChaosStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.chaos == nil {
+		return nil
+	}
+	st := *c.chaos
+	st.resumes = nil
+	return &st
+}

@@ -1,0 +1,56 @@
+package conformance_test
+
+import (
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tangle-network/boxctl/conformance"
+	"github.com/tangle-network/boxctl/internal/boxtest"
+)
+
+var (
+	chaosFaults = flag.Int("chaos-faults", 2, "faults each chaos case injects in TestChaos_Live")
+	chaosIdle   = flag.Duration("chaos-idle", time.Second, "idle bound of the chaos.idle proxy in TestChaos_Live")
+	chaosRun    = flag.String("chaos-run", "", "chaos cases TestChaos_Live runs, comma separated (default: all)")
+)
+
+// TestChaos_Live runs the chaos family on every target for Claude Code
+// (small by default; -chaos-faults N for the full size) and checks that
+// every case passed with its figures clean: faults injected, no event lost
+// or repeated, every run terminal.
+func TestChaos_Live(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	for _, tg := range targets {
+		t.Run(tg.name, func(t *testing.T) {
+			target := tg.make(t, w, boxtest.Options{Harnesses: allHarnesses})
+			var cases []string
+			if *chaosRun != "" {
+				cases = strings.Split(*chaosRun, ",")
+			}
+			want, err := conformance.SelectFrom(conformance.Catalogue(true), cases)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := run(t, target, conformance.Options{Harnesses: []string{"claude-code"}, Cases: cases,
+				Chaos: &conformance.Chaos{Faults: *chaosFaults, Idle: *chaosIdle}, Parallel: 1})
+			if got, want := len(rep.Results), len(want); got != want {
+				t.Errorf("%d results, want %d", got, want)
+			}
+			for _, res := range rep.Results {
+				st := res.Chaos
+				if res.Outcome != conformance.Pass || st == nil {
+					t.Errorf("%s = %s:\n%s\ncleanup: %v\nnotes: %v", res.Case, res.Outcome, evidence(res), res.Cleanup, res.Notes)
+					continue
+				}
+				t.Logf("%s %-6s faults %4d runs %4d events %6d lost %d dup %d resumes %4d p50 %7.1f ms p99 %7.1f ms",
+					tg.name, st.Kind, st.Faults, st.Runs, st.Events, st.Lost, st.Duplicated, st.Resumes, st.ResumeP50Ms, st.ResumeP99Ms)
+				if st.Faults < *chaosFaults || st.Lost+st.Duplicated+st.Mismatched+st.Unfinished != 0 || st.Events == 0 {
+					t.Errorf("%s figures %+v, want at least %d faults, events checked, none lost, repeated, changed or unfinished", res.Case, *st, *chaosFaults)
+				}
+			}
+		})
+	}
+}
