@@ -99,7 +99,7 @@ func StatusFor(typ string) int {
 	case TypeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
 	case TypeRunIdentityConflict, TypeSessionBusy, TypeInvalidReplayCursor,
-		TypeSessionConflict, TypeTurnConflict, TypeSessionClosed:
+		TypeSessionConflict, TypeTurnConflict, TypeSessionClosed, TypeAlreadyClaimed:
 		return http.StatusConflict
 	case TypeExpiredReplayCursor:
 		return http.StatusGone
@@ -109,7 +109,7 @@ func StatusFor(typ string) int {
 		return http.StatusTooManyRequests
 	case TypeInputQueueTimeout:
 		return http.StatusRequestTimeout
-	case TypeBackendNotReady:
+	case TypeBackendNotReady, TypeStandby:
 		return http.StatusServiceUnavailable
 	case TypeNotConfigured, TypeExecutorMisconfigured, TypeCapabilityDenied:
 		return http.StatusNotImplemented

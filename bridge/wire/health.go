@@ -8,10 +8,12 @@ const (
 )
 
 // Health is GET /health: status ok (200) when every backend is ready,
-// degraded (503) otherwise.
+// degraded (503) otherwise; a pooled bridge says standby (HealthStandby)
+// instead of ok, with Standby set.
 type Health struct {
 	Status   string          `json:"status"`
 	Backends []BackendHealth `json:"backends"`
+	Standby  bool            `json:"standby,omitempty"`
 }
 
 // BackendHealth is the readiness of one harness. ProbedAt is Unix ms.

@@ -4,9 +4,13 @@
 // (BRIDGE_HOST, BRIDGE_PORT, BRIDGE_BEARER, BRIDGE_DATA_DIR,
 // BRIDGE_BACKENDS, <KEY>_BIN, <KEY>_TIMEOUT_MS, TANGLE_API_KEY,
 // TANGLE_ROUTER_URL); flags override it. Run with -h for the flags.
+// With --standby it waits in a warm pool, holding no secret, until a claim
+// authenticated by the pool token on its stdin hands it its bearer and
+// Router (POST /v1/claim).
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -15,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/tangle-network/boxctl/bridge"
@@ -31,7 +36,7 @@ func main() {
 		os.Exit(1)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	switch {
 	case err == nil:
@@ -47,7 +52,7 @@ func main() {
 
 var errUsage = errors.New("usage")
 
-func run(ctx context.Context, args []string, getenv func(string) string, out, errOut io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, out, errOut io.Writer) error {
 	cfg, err := bridge.ConfigFromEnv(getenv)
 	if err != nil {
 		fmt.Fprintln(errOut, "box-bridge:", err)
@@ -56,6 +61,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, er
 	fs := flag.NewFlagSet("box-bridge", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	version := fs.Bool("version", false, "print the version and exit")
+	standby := fs.Bool("standby", false, "wait in a pool until claimed with the one-time pool token read from stdin")
 	secrets := cfg.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -91,5 +97,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, er
 			log.Warn("flush spans", "err", err)
 		}
 	}()
+	if *standby {
+		token, err := readPoolToken(stdin)
+		if err != nil {
+			return err
+		}
+		return bridge.ServeStandby(ctx, cfg, token, log, nil)
+	}
 	return bridge.Serve(ctx, cfg, log, nil)
+}
+
+// readPoolToken reads the pool token, the first line of r.
+func readPoolToken(r io.Reader) (string, error) {
+	line, err := bufio.NewReader(io.LimitReader(r, 4096)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("read the pool token: %w", err)
+	}
+	token := strings.TrimSpace(line)
+	if token == "" {
+		return "", errors.New("--standby: no pool token on stdin")
+	}
+	return token, nil
 }

@@ -50,12 +50,13 @@ func TestRun_Config(t *testing.T) {
 		{"bad port env", nil, map[string]string{"BRIDGE_PORT": "x"}, "usage"},
 		{"bad flag", []string{"-nope"}, nil, "usage"},
 		{"bad log level", []string{"-log-level", "loud"}, nil, "usage"},
+		{"standby without a pool token", []string{"-standby"}, nil, "no pool token"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			getenv := func(k string) string { return tt.env[k] }
 			var out, errOut bytes.Buffer
-			err := run(context.Background(), append(tt.args, "-data-dir", t.TempDir()), getenv, &out, &errOut)
+			err := run(context.Background(), append(tt.args, "-data-dir", t.TempDir()), getenv, strings.NewReader(""), &out, &errOut)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("run(%v) = %v, want an error containing %q", tt.args, err, tt.wantErr)
 			}
