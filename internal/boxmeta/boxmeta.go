@@ -38,6 +38,9 @@ const (
 	// FormatPorts writes them), on vendors that reach any port of a box, so that the
 	// vendor refuses the others as every vendor does.
 	LabelPorts = LabelPrefix + "ports"
+	// LabelPool names the warm pool a standby box was booted for; its
+	// owner is the pool's keeper until a claim records it in a state.
+	LabelPool = LabelPrefix + "pool"
 )
 
 // Lifetime variables read by the image's init (box-init).
