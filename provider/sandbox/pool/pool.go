@@ -157,7 +157,7 @@ func New(o Options) (*Pool, error) {
 type Stats struct {
 	Ready, Booting, Waiting, Size int
 	// BreakerOpen is set while boots are paused after failures.
-	BreakerOpen bool
+	BreakerOpen                                             bool
 	Claims, Hits, Waits, Misses, Failures, Recycled, Healed int64
 }
 
