@@ -17,11 +17,16 @@ import (
 // newPool starts a keeper of size boxes of the Claude Code harness on
 // tg, removed at the end of t (no box of the pool may remain).
 func newPool(t testing.TB, f *fixture, tg target, name string, size int, wait bool) (*pool.Pool, *sandbox.Provider, string) {
+	return newPoolOpts(t, f, tg, name, pool.Options{Size: size, Wait: wait})
+}
+
+// newPoolOpts is newPool with more of the pool's options.
+func newPoolOpts(t testing.TB, f *fixture, tg target, name string, o pool.Options) (*pool.Pool, *sandbox.Provider, string) {
 	t.Helper()
 	p := f.on(t, tg, nil)
 	dir := t.TempDir()
-	pl, err := pool.New(pool.Options{Provider: p, Name: name, Harness: claude.Harness, Dir: dir, Size: size, Wait: wait,
-		MaxAge: 10 * time.Minute})
+	o.Provider, o.Name, o.Harness, o.Dir, o.MaxAge = p, name, claude.Harness, dir, 10*time.Minute
+	pl, err := pool.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

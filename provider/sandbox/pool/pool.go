@@ -134,6 +134,7 @@ type Pool struct {
 	waiting   int
 	avail     chan struct{} // closed when a box was added
 	closed    bool
+	lastErr   string
 }
 
 // New starts the keeper of a pool; it boots boxes in the background.
@@ -159,6 +160,8 @@ type Stats struct {
 	// BreakerOpen is set while boots are paused after failures.
 	BreakerOpen                                             bool
 	Claims, Hits, Waits, Misses, Failures, Recycled, Healed int64
+	// LastError is the last boot's failure ("" after a success).
+	LastError string
 }
 
 // Stats returns the keeper's snapshot; Ready counts its boxes in the
@@ -170,6 +173,7 @@ func (p *Pool) Stats() Stats {
 	s := p.m.stats()
 	s.Ready, s.Booting, s.Waiting, s.Size = ready, p.booting, p.waiting, p.o.Size
 	s.BreakerOpen = time.Now().Before(p.openUntil)
+	s.LastError = p.lastErr
 	return s
 }
 
@@ -237,7 +241,9 @@ func (p *Pool) boot() {
 	}
 	p.mu.Lock()
 	p.booting--
+	p.lastErr = ""
 	if err != nil {
+		p.lastErr = err.Error()
 		p.failures++
 		p.m.failures.Add(1)
 		if p.failures >= p.o.MaxFailures {
