@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"strings"
 	"time"
 
@@ -85,53 +82,14 @@ func runPoolUp(ctx context.Context, a *app, o *poolOptions) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		fmt.Fprintf(a.errOut, "\ndraining pool %s\n", name)
-		if err := pl.Close(context.WithoutCancel(ctx)); err != nil {
-			a.log.Warn("drain", "err", err)
-		}
-	}()
-	if o.metrics != "" {
-		l, err := net.Listen("tcp", o.metrics)
-		if err != nil {
-			return fmt.Errorf("--metrics: %w", err)
-		}
-		srv := &http.Server{Handler: pl, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(l) }()
-		defer srv.Close()
-	}
 	fmt.Fprintf(a.errOut, "keeping pool %s (%s, %s on %s); Ctrl-C drains it\n", name, o.harness, up.image, o.target)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			fmt.Fprintf(a.errOut, "\r\x1b[K%s", pl.Stats())
-		}
-	}
+	return pl.Keep(ctx, o.metrics, a.errOut)
 }
 
 func runPoolLs(a *app) error {
-	names, err := pool.Names("")
+	rows, err := pool.Summaries("")
 	if err != nil {
 		return err
 	}
-	var rows []pool.Summary
-	for _, n := range names {
-		s, err := pool.Summarize("", n)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, s)
-	}
-	return a.print(rows, func(w io.Writer) error {
-		var errs []error
-		for _, s := range rows {
-			_, err := fmt.Fprintf(w, "%s\tready %d\torphaned %d\tkeepers %s\n", s.Name, s.Ready, s.Orphaned, strings.Join(s.Keepers, ","))
-			errs = append(errs, err)
-		}
-		return errors.Join(errs...)
-	})
+	return a.print(rows, func(w io.Writer) error { return pool.WriteSummaries(w, rows) })
 }
