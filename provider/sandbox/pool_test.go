@@ -3,7 +3,10 @@ package sandbox_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +15,8 @@ import (
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/pool"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/reaper"
+	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // newPool starts a keeper of size boxes of the Claude Code harness on
@@ -158,4 +163,108 @@ func TestPool_EmptyFallsBack(t *testing.T) {
 		}
 	}
 	var _ vendors.Vendor = tg.vendor
+}
+
+// poolChild is a child process of the pool tests: "keeper" keeps the
+// pool $BOXCTL_SANDBOX_POOL in $BOXCTL_SANDBOX_POOL_DIR until killed;
+// "claimer" claims from it twice and prints each box id with its outcome.
+func poolChild(mode string, p *sandbox.Provider) int {
+	name, dir := os.Getenv("BOXCTL_SANDBOX_POOL"), os.Getenv("BOXCTL_SANDBOX_POOL_DIR")
+	if mode == "keeper" {
+		if _, err := pool.New(pool.Options{Provider: p, Name: name, Harness: claude.Harness, Dir: dir, Size: 3, Parallel: 3}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		select {} // until killed
+	}
+	for range 2 {
+		e, outcome, err := pool.ClaimFrom(context.Background(), p, dir, name, sandbox.CreateRequest{Profile: claude,
+			Env: map[string]string{"SECRET": randText()}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println(e.Box().ID(), outcome)
+		_ = e.Close(context.Background())
+	}
+	return 0
+}
+
+func poolChildCmd(t *testing.T, f *fixture, mode, name, dir string) *exec.Cmd {
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childVar+"="+mode, "BOXCTL_SANDBOX_IMAGE="+f.image, "BOXCTL_SANDBOX_ROUTER="+f.router.URL,
+		"BOXCTL_SANDBOX_KEY="+f.router.Key, "BOXCTL_SANDBOX_RUN="+sandbox.NewRunTag(), "BOXCTL_SANDBOX_POOL="+name,
+		"BOXCTL_SANDBOX_POOL_DIR="+dir)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// TestPool_TwoProcessesClaim: two processes claim from one pool kept by
+// this one at once; no box is claimed twice.
+func TestPool_TwoProcessesClaim(t *testing.T) {
+	f := setup(t)
+	tg := f.docker()
+	const size = 4
+	pl, _, dir := newPool(t, f, tg, "two-"+randText()[:6], size, false)
+	waitFull(t, pl, size)
+	outs := make([][]byte, 2)
+	var wg sync.WaitGroup
+	for i := range outs {
+		wg.Go(func() {
+			out, err := poolChildCmd(t, f, "claimer", pl.Name(), dir).Output()
+			if err != nil {
+				t.Errorf("claimer %d: %v", i, err)
+			}
+			outs[i] = out
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for _, out := range outs {
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			id, outcome, _ := strings.Cut(line, " ")
+			if seen[id] {
+				t.Errorf("box %s was claimed twice", id)
+			}
+			seen[id] = true
+			if outcome != string(pool.Hit) {
+				t.Errorf("claim of %s = %s, want a hit", id, outcome)
+			}
+			if box, err := tg.vendor.Connect(t.Context(), id); err == nil {
+				_ = box.Destroy(context.Background())
+			}
+		}
+	}
+	if len(seen) != 4 {
+		t.Errorf("%d boxes claimed, want 4", len(seen))
+	}
+}
+
+// TestPool_KeeperKilledMidRefill: a keeper killed with SIGKILL while it
+// boots its boxes leaves nothing once gc's rule (vendors/reaper: a box
+// whose owner process is gone) has run.
+func TestPool_KeeperKilledMidRefill(t *testing.T) {
+	f := setup(t)
+	tg := f.docker()
+	name := "kill-" + randText()[:6]
+	cmd := poolChildCmd(t, f, "keeper", name, t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	filter := map[string]string{boxmeta.LabelPool: name}
+	vendortest.Poll(t, 2*time.Minute, "a box of the keeper", func() bool {
+		list, err := tg.vendor.List(t.Context(), filter)
+		return err == nil && len(list) > 0
+	})
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	vendortest.Poll(t, 2*time.Minute, "no box of the killed keeper after gc", func() bool {
+		if _, err := reaper.Reap(t.Context(), tg.vendor, reaper.Options{Filter: filter}); err != nil {
+			t.Logf("reap: %v", err)
+		}
+		list, err := tg.vendor.List(t.Context(), filter)
+		return err == nil && len(list) == 0
+	})
 }
