@@ -119,21 +119,8 @@ func (s *Standby) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Standby) healthz(w http.ResponseWriter, r *http.Request) {
-	res := wire.Health{Status: wire.HealthStandby, Standby: true, Backends: []wire.BackendHealth{}}
-	for _, b := range s.o.Backends {
-		bh := s.o.Probes.cache.probe(r.Context(), b, r.URL.Query().Get("force") == "1")
-		if bh.State != wire.BackendReady {
-			res.Status = "degraded"
-		}
-		res.Backends = append(res.Backends, bh)
-	}
-	if len(s.o.Backends) == 0 {
-		res.Status = "degraded"
-	}
-	status := http.StatusOK
-	if res.Status != wire.HealthStandby {
-		status = http.StatusServiceUnavailable
-	}
+	res, status := s.o.Probes.cache.report(r.Context(), s.o.Backends, r.URL.Query().Get("force") == "1", wire.HealthStandby)
+	res.Standby = true
 	writeJSON(w, status, res)
 }
 
