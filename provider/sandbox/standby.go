@@ -100,7 +100,8 @@ func (p *Provider) Standby(ctx context.Context, s StandbySpec) (StandbyRecord, e
 	p.emit(Event{Type: EventCreated, BoxID: box.ID(), RunTag: spec.RunTag})
 	rec := StandbyRecord{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Harness: h.Name, RunTag: spec.RunTag, Token: newSecret(),
 		Created: time.Now(), Keeper: spec.Owner}
-	if err := p.bootStandby(ctx, box, h, rec.Token); err != nil {
+	ep, err := p.bootStandby(ctx, box, h, rec.Token)
+	if err != nil {
 		err = p.cleanup(ctx, box, fmt.Errorf("standby box: %w", err))
 		p.emit(Event{Type: EventDestroyed, BoxID: box.ID(), RunTag: spec.RunTag, Reason: ReasonFailure, Detail: err.Error()})
 		return StandbyRecord{}, err
@@ -110,7 +111,14 @@ func (p *Provider) Standby(ctx context.Context, s StandbySpec) (StandbyRecord, e
 	} else {
 		rec.Deadline = rec.Created.Add(spec.Lifetime)
 	}
+	p.standbys.Store(rec.BoxID, standbyConn{box: box, ep: ep})
 	return rec, nil
+}
+
+// standbyConn is how this process reaches a standby box it booted.
+type standbyConn struct {
+	box vendors.Box
+	ep  vendors.Endpoint
 }
 
 // standbyEnv is the standby bridge's configuration: nothing personal.
@@ -127,18 +135,18 @@ func (p *Provider) standbyEnv(h *pins.Harness) map[string]string {
 // bootStandby starts the standby bridge with the pool token on its stdin
 // (a file it opens, removes, then reads), waits for its /health and
 // checks the pin.
-func (p *Provider) bootStandby(ctx context.Context, box vendors.Box, h *pins.Harness, token string) error {
+func (p *Provider) bootStandby(ctx context.Context, box vendors.Box, h *pins.Harness, token string) (vendors.Endpoint, error) {
 	if err := box.Write(ctx, standbyTokenFile, []byte(token+"\n"), 0o600); err != nil {
-		return fmt.Errorf("pool token: %w", err)
+		return vendors.Endpoint{}, fmt.Errorf("pool token: %w", err)
 	}
 	cmd := []string{"sh", "-c", `exec 0<"$0" && rm -f "$0" && exec box-bridge --standby`, standbyTokenFile}
 	proc, err := box.Spawn(ctx, vendors.SpawnSpec{Name: BridgeProcess, Command: cmd, Env: p.standbyEnv(h), Dir: Workspace})
 	if err != nil {
-		return fmt.Errorf("start bridge: %w", err)
+		return vendors.Endpoint{}, fmt.Errorf("start bridge: %w", err)
 	}
 	ep, err := box.Endpoint(ctx, BridgePort)
 	if err != nil {
-		return fmt.Errorf("bridge endpoint: %w", err)
+		return vendors.Endpoint{}, fmt.Errorf("bridge endpoint: %w", err)
 	}
 	client := ep.Client()
 	defer client.CloseIdleConnections()
@@ -157,12 +165,12 @@ func (p *Provider) bootStandby(ctx context.Context, box vendors.Box, h *pins.Har
 	}()
 	health, err := healthWait{URL: ep.URL, Client: client, Backend: h.Name, Timeout: p.o.ReadyTimeout}.WaitUntilReady(ctx, exited)
 	if err != nil {
-		return fmt.Errorf("wait for bridge: %w", err)
+		return vendors.Endpoint{}, fmt.Errorf("wait for bridge: %w", err)
 	}
 	if !versionMatches(h, health.Version) {
-		return &PinMismatchError{Harness: h.Name, Pinned: h.Version, Reported: health.Version}
+		return vendors.Endpoint{}, &PinMismatchError{Harness: h.Name, Pinned: h.Version, Reported: health.Version}
 	}
-	return nil
+	return ep, nil
 }
 
 // CheckStandby reports whether a standby box still waits: its box runs
@@ -196,8 +204,23 @@ func (p *Provider) CheckStandby(ctx context.Context, rec StandbyRecord) error {
 	return nil
 }
 
+// standbyBox reaches a standby box: the one this process booted, else
+// through the vendor.
+func (p *Provider) standbyBox(ctx context.Context, rec StandbyRecord) (vendors.Box, vendors.Endpoint, error) {
+	if c, ok := p.standbys.LoadAndDelete(rec.BoxID); ok {
+		return c.(standbyConn).box, c.(standbyConn).ep, nil
+	}
+	box, err := p.o.Vendor.Connect(ctx, rec.BoxID)
+	if err != nil {
+		return nil, vendors.Endpoint{}, err
+	}
+	ep, err := box.Endpoint(ctx, BridgePort)
+	return box, ep, err
+}
+
 // DestroyStandby removes a standby box; one already gone is not an error.
 func (p *Provider) DestroyStandby(ctx context.Context, rec StandbyRecord) error {
+	p.standbys.Delete(rec.BoxID)
 	box, err := p.o.Vendor.Connect(ctx, rec.BoxID)
 	if errors.Is(err, vendors.ErrNotFound) {
 		return nil
@@ -254,11 +277,7 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 	if !rec.Deadline.IsZero() && deadline.After(rec.Deadline) {
 		return nil, fmt.Errorf("claim: %w", ErrLifetimeTooLong)
 	}
-	box, err := p.o.Vendor.Connect(ctx, rec.BoxID)
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	ep, err := box.Endpoint(ctx, BridgePort)
+	box, ep, err := p.standbyBox(ctx, rec)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
