@@ -20,8 +20,13 @@ import (
 //	BOX_LIFETIME   seconds from start (the image sets a default)
 //
 // A deadline already past exits at once with status 124, as timeout does.
+// The deadline can move earlier while the box runs: a watcher reads the
+// file BOX_DEADLINE_FILE (default /tmp/.boxctl/deadline) every second and,
+// once the Unix seconds it holds are past, ends the box as its deadline
+// would (a pooled box's bridge writes its claim's deadline there).
 var initScript = strings.NewReplacer("{{deadline}}", boxmeta.EnvDeadline, "{{lifetime}}", boxmeta.EnvLifetime,
-	"{{grace}}", boxmeta.EnvKillGrace).Replace(initTemplate)
+	"{{grace}}", boxmeta.EnvKillGrace,
+	"{{deadlinefile}}", boxmeta.EnvDeadlineFile, "{{defaultdeadlinefile}}", boxmeta.DeadlineFile).Replace(initTemplate)
 
 // initTemplate is box-init with the lifetime variables' names as
 // placeholders (package boxmeta names them).
@@ -55,6 +60,20 @@ if [ "$left" -le 0 ]; then
 	exit 124
 fi
 [ "$#" -gt 0 ] || set -- sleep infinity
+# The watcher of a moved deadline: $$ becomes timeout's pid below, and
+# SIGALRM is timeout's own expiry (SIGTERM, then SIGKILL after the grace).
+f=${{{deadlinefile}}:-{{defaultdeadlinefile}}}
+(
+	trap '' TERM
+	exec >/dev/null
+	while sleep 1 && kill -0 $$ 2>/dev/null; do
+		d=$(cat "$f" 2>/dev/null) || continue
+		is_count "$d" && [ "$d" -le "$(date +%s)" ] || continue
+		echo "box-init: the deadline in $f passed" >&2
+		kill -ALRM $$
+		exit 0
+	done
+) &
 exec timeout --kill-after="$grace" "$left" "$@"
 `
 

@@ -79,6 +79,9 @@ type Config struct {
 	// Listener, when set, is the socket Serve serves on instead of
 	// listening on Host:Port (a supervised bridge's, package supervisor).
 	Listener net.Listener
+	// DeadlineFile is where a pooled bridge writes its claim's deadline
+	// (wire.EnvDeadlineFile); "" for nowhere.
+	DeadlineFile string
 }
 
 // ConfigFromEnv reads the configuration from environment variables (see
@@ -88,6 +91,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		Host: or(getenv(wire.EnvHost), "127.0.0.1"), Port: DefaultPort, Bearer: getenv(wire.EnvBearer),
 		DataDir: or(getenv(wire.EnvDataDir), "./data"), ProfilesDir: or(getenv(wire.EnvProfilesDir), "./profiles"), Bins: map[string]string{}, Timeouts: map[string]time.Duration{},
 		RouterKey: getenv(harness.RouterKeyVar), RouterURL: getenv(wire.EnvRouterURL), LogLevel: or(getenv(wire.EnvLogLevel), "info"),
+		DeadlineFile: getenv(wire.EnvDeadlineFile),
 	}
 	var errs []error
 	intVar := func(name string, dst *int) {

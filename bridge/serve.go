@@ -43,35 +43,12 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	st, err := store.Open(ctx, c.DataDir, store.Options{MaxEvents: c.MaxEvents, MaxBytes: c.MaxBytes,
-		ReplayTTL: c.ReplayTTL, IdentityTTL: c.IdentityTTL, SessionIdle: c.SessionIdleClose})
+	st, err := openStore(ctx, c)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	secrets := []string{}
-	if c.Bearer != "" {
-		secrets = append(secrets, c.Bearer)
-	}
-	eng, err := engine.New(ctx, st, engine.Options{DataDir: c.DataDir, RouterURL: c.RouterURL, RouterKey: c.RouterKey,
-		MaxRuns: c.MaxRuns, MaxLifetime: c.MaxLifetime, IdleTimeout: c.IdleTimeout, ResultGrace: c.ResultGrace,
-		SessionIdleTimeout: c.SessionIdle, MaxSessionProcs: c.MaxSessionProcs,
-		Secrets: secrets, Logger: log, Background: true})
-	if err != nil {
-		return err
-	}
-	adapters := Adapters()
-	var backends []*engine.Backend
-	for _, key := range c.Backends {
-		a := adapters[key]
-		bin := c.Bins[key]
-		if bin == "" {
-			bin = a.DefaultBin()
-		}
-		backends = append(backends, &engine.Backend{Adapter: a, Bin: bin, Timeout: c.Timeouts[key]})
-	}
-	srv, err := server.New(server.Options{Engine: eng, Backends: backends, Bearer: c.Bearer, MaxBodyBytes: c.MaxBodyBytes,
-		BodyTimeout: c.BodyTimeout, Keepalive: c.Keepalive, DataDir: c.DataDir, ProfilesDir: c.ProfilesDir, Version: buildinfo.Get().Version, Logger: log})
+	eng, srv, err := start(ctx, c, st, log, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -89,6 +66,58 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
+	return serveLoop(ctx, hs, eng, serveErr, log)
+}
+
+func openStore(ctx context.Context, c Config) (*store.Store, error) {
+	return store.Open(ctx, c.DataDir, store.Options{MaxEvents: c.MaxEvents, MaxBytes: c.MaxBytes,
+		ReplayTTL: c.ReplayTTL, IdentityTTL: c.IdentityTTL, SessionIdle: c.SessionIdleClose})
+}
+
+// backends are the engine backends of c's keys.
+func (c Config) backends() []*engine.Backend {
+	adapters := Adapters()
+	var backends []*engine.Backend
+	for _, key := range c.Backends {
+		a := adapters[key]
+		bin := c.Bins[key]
+		if bin == "" {
+			bin = a.DefaultBin()
+		}
+		backends = append(backends, &engine.Backend{Adapter: a, Bin: bin, Timeout: c.Timeouts[key]})
+	}
+	return backends
+}
+
+// start makes the engine and the server of c over st; probes and environ
+// (the harnesses' environment) are nil for the defaults.
+func start(ctx context.Context, c Config, st *store.Store, log *slog.Logger, probes *server.Probes, environ []string) (*engine.Engine, *server.Server, error) {
+	secrets := []string{}
+	if c.Bearer != "" {
+		secrets = append(secrets, c.Bearer)
+	}
+	eng, err := engine.New(ctx, st, engine.Options{DataDir: c.DataDir, RouterURL: c.RouterURL, RouterKey: c.RouterKey,
+		MaxRuns: c.MaxRuns, MaxLifetime: c.MaxLifetime, IdleTimeout: c.IdleTimeout, ResultGrace: c.ResultGrace,
+		SessionIdleTimeout: c.SessionIdle, MaxSessionProcs: c.MaxSessionProcs, Environ: environ,
+		Secrets: secrets, Logger: log, Background: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := server.New(server.Options{Engine: eng, Backends: c.backends(), Bearer: c.Bearer, MaxBodyBytes: c.MaxBodyBytes,
+		BodyTimeout: c.BodyTimeout, Keepalive: c.Keepalive, DataDir: c.DataDir, ProfilesDir: c.ProfilesDir, Version: buildinfo.Get().Version,
+		Logger: log, Probes: probes})
+	if err != nil {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		return nil, nil, errors.Join(err, eng.Close(closeCtx))
+	}
+	return eng, srv, nil
+}
+
+// serveLoop runs a serving bridge until ctx ends or its server fails:
+// it ends the bridge when the engine fails to start, prunes retention,
+// and on shutdown ends the runs, then the server.
+func serveLoop(ctx context.Context, hs *http.Server, eng *engine.Engine, serveErr <-chan error, log *slog.Logger) error {
 	ticker := time.NewTicker(pruneEvery)
 	defer ticker.Stop()
 	started := eng.Ready()

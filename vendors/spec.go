@@ -28,7 +28,7 @@ type CreateSpec struct {
 	// UserOwner); empty means none recorded.
 	Owner string
 	// Labels are extra labels. Keys under boxmeta.LabelPrefix are
-	// reserved.
+	// reserved, but for boxmeta.LabelPool (a standby box's pool).
 	Labels map[string]string
 	// Resources are the limits asked for; zero fields mean the vendor's
 	// defaults.
@@ -149,7 +149,7 @@ func Check(v Vendor, spec CreateSpec) error {
 		errs = append(errs, fmt.Errorf("run tag %q: want 1-63 letters, digits, '_', '.', '-', starting with a letter or digit", spec.RunTag))
 	}
 	for k := range spec.Labels {
-		if strings.HasPrefix(k, boxmeta.LabelPrefix) {
+		if strings.HasPrefix(k, boxmeta.LabelPrefix) && k != boxmeta.LabelPool {
 			errs = append(errs, fmt.Errorf("label %q: keys under %s are reserved", k, boxmeta.LabelPrefix))
 		}
 	}

@@ -94,8 +94,8 @@ func (g *generator) operation(rt route) (map[string]any, error) {
 	for s, bodies := range rt.answers {
 		answers[s] = slices.Clone(bodies)
 	}
-	for _, s := range []int{401, 500} {
-		if s == 401 && rt.path == "/health" {
+	for _, s := range []int{401, 500, 503} {
+		if s != 500 && rt.path == "/health" || slices.Contains(answers[s], any(errBody)) {
 			continue
 		}
 		answers[s] = append(answers[s], errBody)

@@ -39,7 +39,8 @@ func with(answers map[int][]any, statuses ...int) map[int][]any {
 }
 
 // routes are the bridge's operations. Every route but GET /health also
-// answers 401 without the bearer and 500 on a fault of the bridge.
+// answers 401 without the bearer, 500 on a fault of the bridge and 503
+// (bridge_standby) while the bridge waits in a pool.
 func routes() []route {
 	ack := func(v any, statuses ...int) map[int][]any {
 		m := map[int][]any{}
@@ -53,6 +54,8 @@ func routes() []route {
 			answers: ack(wire.Root{}, 200)},
 		{method: "GET", path: "/health", summary: "Readiness of each registered harness", query: []string{"force"},
 			answers: ack(wire.Health{}, 200, 503)},
+		{method: "POST", path: wire.PathClaim, summary: "Claim a pooled bridge with its pool token: the bearer, Router, env and deadline in one request",
+			body: wire.Claim{}, answers: with(ack(wire.Claimed{}, 200), 400, 409, 413)},
 		{method: "GET", path: "/metrics", summary: "Prometheus metrics", answers: ack(text{}, 200)},
 		{method: "GET", path: "/v1/models", summary: "Model ids of the ready backends", answers: ack(wire.ModelList{}, 200)},
 		{method: "GET", path: "/v1/capabilities", summary: "Capability document of a model", query: []string{"model"},

@@ -95,23 +95,29 @@ func firstLine(s string) string {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	force := r.URL.Query().Get("force") == "1"
-	res := wire.Health{Status: "ok", Backends: []wire.BackendHealth{}}
-	for _, b := range s.opts.Backends {
-		bh := s.health.probe(r.Context(), b, force)
+	res, status := s.health.report(r.Context(), s.opts.Backends, r.URL.Query().Get("force") == "1", "ok")
+	writeJSON(w, status, res)
+}
+
+// report is GET /health of backends: status ok (a pooled bridge's
+// standby) and 200 when every backend is ready, degraded and 503
+// otherwise.
+func (h *healthCache) report(ctx context.Context, backends []*engine.Backend, force bool, ok string) (wire.Health, int) {
+	res := wire.Health{Status: ok, Backends: []wire.BackendHealth{}}
+	for _, b := range backends {
+		bh := h.probe(ctx, b, force)
 		if bh.State != wire.BackendReady {
 			res.Status = "degraded"
 		}
 		res.Backends = append(res.Backends, bh)
 	}
-	if len(s.opts.Backends) == 0 {
+	if len(backends) == 0 {
 		res.Status = "degraded"
 	}
-	status := http.StatusOK
-	if res.Status != "ok" {
-		status = http.StatusServiceUnavailable
+	if res.Status != ok {
+		return res, http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, res)
+	return res, http.StatusOK
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {

@@ -86,6 +86,9 @@ type Options struct {
 	Version string
 	// Logger receives request errors (default: discard).
 	Logger *slog.Logger
+	// Probes, when set, are the backend probes to answer from (those of
+	// the standby this server follows; default: new).
+	Probes *Probes
 }
 
 // Server serves the bridge protocol.
@@ -143,6 +146,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
 	s.health = newHealthCache(opts)
+	if opts.Probes != nil {
+		s.health = opts.Probes.cache
+	}
 	var err error
 	if s.profiles, err = s.loadProfiles(opts.ProfilesDir); err != nil {
 		return nil, err
@@ -194,6 +200,7 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/exact/environments/{id}/processes/{pid}", s.exactProcess)
 	s.mux.HandleFunc("GET /v1/exact/environments/{id}/processes/{pid}/output", s.exactOutput)
 	s.mux.HandleFunc("POST /v1/exact/environments/{id}/processes/{pid}/kill", s.killExact)
+	s.mux.HandleFunc("POST "+wire.PathClaim, s.claimed)
 	s.mux.HandleFunc("/", s.notFound)
 	return s, nil
 }
@@ -214,13 +221,15 @@ var endpoints = []string{"GET /", "GET /health", "GET /metrics", "GET /v1/models
 	"DELETE /v1/exact/environments/:id", "PUT /v1/exact/environments/:id/files",
 	"POST /v1/exact/environments/:id/files/read", "POST /v1/exact/environments/:id/processes",
 	"GET /v1/exact/environments/:id/processes", "GET /v1/exact/environments/:id/processes/:pid",
-	"GET /v1/exact/environments/:id/processes/:pid/output", "POST /v1/exact/environments/:id/processes/:pid/kill"}
+	"GET /v1/exact/environments/:id/processes/:pid/output", "POST /v1/exact/environments/:id/processes/:pid/kill", "POST " + wire.PathClaim}
 
 // ServeHTTP bounds the request body's arrival, authenticates, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.boundBody(w, r)
 	health := r.Method == http.MethodGet && r.URL.Path == "/health"
-	if s.opts.Bearer != "" && !health && !s.authorized(r) {
+	// A claim is answered already_claimed whatever its bearer.
+	claim := r.Method == http.MethodPost && r.URL.Path == wire.PathClaim
+	if s.opts.Bearer != "" && !health && !claim && !s.authorized(r) {
 		writeError(w, wire.TypeInvalidAuthentication, "missing or invalid bearer token")
 		return
 	}

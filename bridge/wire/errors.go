@@ -102,7 +102,7 @@ func StatusFor(typ string) int {
 	case TypeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
 	case TypeRunIdentityConflict, TypeSessionBusy, TypeInvalidReplayCursor,
-		TypeSessionConflict, TypeTurnConflict, TypeSessionClosed, TypeEnvironmentConflict:
+		TypeSessionConflict, TypeTurnConflict, TypeSessionClosed, TypeEnvironmentConflict, TypeAlreadyClaimed:
 		return http.StatusConflict
 	case TypeExpiredReplayCursor:
 		return http.StatusGone
@@ -114,7 +114,7 @@ func StatusFor(typ string) int {
 		return http.StatusTooManyRequests
 	case TypeInputQueueTimeout:
 		return http.StatusRequestTimeout
-	case TypeBackendNotReady, TypeBridgeCrashLoop:
+	case TypeBackendNotReady, TypeBridgeCrashLoop, TypeStandby:
 		return http.StatusServiceUnavailable
 	case TypeNotConfigured, TypeExecutorMisconfigured, TypeCapabilityDenied:
 		return http.StatusNotImplemented

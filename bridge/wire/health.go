@@ -13,11 +13,13 @@ const (
 const HealthCrashLoop = "crash_loop"
 
 // Health is GET /health: status ok (200) when every backend is ready,
-// degraded (503) otherwise, HealthCrashLoop (503) from a supervisor that
-// gave up restarting the bridge.
+// degraded (503) otherwise; a pooled bridge says standby (HealthStandby)
+// instead of ok, with Standby set; a supervisor that gave up restarting the
+// bridge says HealthCrashLoop (503).
 type Health struct {
 	Status   string          `json:"status"`
 	Backends []BackendHealth `json:"backends"`
+	Standby  bool            `json:"standby,omitempty"`
 }
 
 // BackendHealth is the readiness of one harness. ProbedAt is Unix ms.

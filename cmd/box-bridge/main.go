@@ -9,9 +9,14 @@
 // it listens, keeps the secrets in its memory, and runs the serving bridge
 // as its child, started again after a crash. The child is this executable
 // with -supervised as its first argument.
+//
+// With --standby it waits in a warm pool, holding no secret, until a claim
+// authenticated by the pool token on its stdin hands it its bearer and
+// Router (POST /v1/claim).
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -20,6 +25,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/tangle-network/boxctl/bridge"
@@ -37,7 +43,7 @@ func main() {
 		os.Exit(1)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	switch {
 	case err == nil:
@@ -53,7 +59,7 @@ func main() {
 
 var errUsage = errors.New("usage")
 
-func run(ctx context.Context, args []string, getenv func(string) string, out, errOut io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, out, errOut io.Writer) error {
 	var child *supervisor.Child
 	if len(args) > 0 && args[0] == supervisedArg {
 		var err error
@@ -71,6 +77,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, er
 	fs.SetOutput(errOut)
 	version := fs.Bool("version", false, "print the version and exit")
 	supervise := fs.Bool("supervise", false, "run the serving bridge as a child, restarted after a crash, with the secrets held by this process")
+	standby := fs.Bool("standby", false, "wait in a pool until claimed with the one-time pool token read from stdin")
 	secrets := cfg.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -95,6 +102,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, er
 		return errUsage
 	}
 	log := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: level}))
+	if *supervise && *standby {
+		fmt.Fprintln(errOut, "box-bridge: -standby runs unsupervised: give one of -supervise and -standby")
+		return errUsage
+	}
 	if *supervise {
 		if child != nil {
 			return fmt.Errorf("-supervise in a supervised bridge: %w", errUsage)
@@ -115,5 +126,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, er
 			log.Warn("flush spans", "err", err)
 		}
 	}()
+	if *standby {
+		token, err := readPoolToken(stdin)
+		if err != nil {
+			return err
+		}
+		return bridge.ServeStandby(ctx, cfg, token, log, nil)
+	}
 	return bridge.Serve(ctx, cfg, log, nil)
+}
+
+// readPoolToken reads the pool token, the first line of r.
+func readPoolToken(r io.Reader) (string, error) {
+	line, err := bufio.NewReader(io.LimitReader(r, 4096)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("read the pool token: %w", err)
+	}
+	token := strings.TrimSpace(line)
+	if token == "" {
+		return "", errors.New("--standby: no pool token on stdin")
+	}
+	return token, nil
 }

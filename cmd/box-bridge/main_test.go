@@ -52,12 +52,14 @@ func TestRun_Config(t *testing.T) {
 		{"bad log level", []string{"-log-level", "loud"}, nil, "usage"},
 		{"bad crash bound", []string{"-supervise"}, map[string]string{"BRIDGE_MAX_CRASHES": "x"}, "BRIDGE_MAX_CRASHES"},
 		{"bad crash window", []string{"-supervise"}, map[string]string{"BRIDGE_CRASH_WINDOW_MS": "-1"}, "BRIDGE_CRASH_WINDOW_MS"},
+		{"standby without a pool token", []string{"-standby"}, nil, "no pool token"},
+		{"standby supervised", []string{"-standby", "-supervise"}, nil, "unsupervised"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			getenv := func(k string) string { return tt.env[k] }
 			var out, errOut bytes.Buffer
-			err := run(context.Background(), append(tt.args, "-data-dir", t.TempDir()), getenv, &out, &errOut)
+			err := run(context.Background(), append(tt.args, "-data-dir", t.TempDir()), getenv, strings.NewReader(""), &out, &errOut)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("run(%v) = %v, want an error containing %q", tt.args, err, tt.wantErr)
 			}

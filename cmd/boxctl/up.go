@@ -15,6 +15,7 @@ import (
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/provider/sandbox/pool"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
 )
@@ -45,6 +46,7 @@ type upOptions struct {
 	showBearer bool
 	timings    bool
 	bridgeOTLP string
+	noPool     bool
 
 	// Resolved by resolve: the Router, unless routerLocal.
 	routerURL, routerKey string
@@ -85,6 +87,7 @@ The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.j
 	f.StringVar(&o.router, "router", "", `model Router URL (key in $`+routerKeyVar+`), or "local" for a local model endpoint (default: $`+routerURLEnv+`)`)
 	f.BoolVar(&o.showBearer, "show-bearer", false, "also print the bridge's bearer token (a secret)")
 	f.BoolVar(&o.timings, "timings", false, "also print how long each phase of the create took")
+	f.BoolVar(&o.noPool, "no-pool", false, "create the box even when a pool of the same target, harness and image has one waiting")
 	f.StringVar(&o.bridgeOTLP, "bridge-otlp", "", "OTLP/HTTP endpoint the bridge in the box exports its spans to (one the box reaches)")
 	_ = cmd.RegisterFlagCompletionFunc("target", cobra.FixedCompletions(boxTargets, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -122,20 +125,29 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 	return err
 }
 
+// lastImage defaults --image to the last build for --target.
+func (o *upOptions) lastImage(a *app) error {
+	if o.image != "" {
+		return nil
+	}
+	_, st, err := a.readState()
+	if err != nil {
+		return err
+	}
+	if st.LastBuild == nil || st.LastBuild.Target != boximage.TargetFor(o.target) {
+		return usageErrorf("no box image: pass --image REF, or build one with `boxctl build --target %s`", boximage.TargetFor(o.target))
+	}
+	o.image = st.LastBuild.Image
+	return nil
+}
+
 func runUp(ctx context.Context, a *app, o *upOptions) error {
 	s, err := a.openState()
 	if err != nil {
 		return err
 	}
-	if o.image == "" {
-		st, err := s.Load()
-		if err != nil {
-			return err
-		}
-		if st.LastBuild == nil || st.LastBuild.Target != boximage.TargetFor(o.target) {
-			return usageErrorf("no box image: pass --image REF, or build one with `boxctl build --target %s`", boximage.TargetFor(o.target))
-		}
-		o.image = st.LastBuild.Image
+	if err := o.lastImage(a); err != nil {
+		return err
 	}
 	v, closeVendor, err := a.openVendor(o.target)
 	if err != nil {
@@ -188,7 +200,16 @@ func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag,
 		req.Workspace = &sandbox.WorkspaceRepo{RepoURL: o.repo, GitRef: o.gitRef}
 	}
 	a.log.Info("creating box", "target", o.target, "image", o.image, "harness", o.harness, "lifetime", o.lifetime)
-	env, err := p.Create(ctx, req)
+	// A box waiting in the pool of this target, harness and image is
+	// claimed (boxctl pool up); else, or with --no-pool, one is created.
+	var env *sandbox.Environment
+	outcome := pool.Cold
+	if o.noPool {
+		env, err = p.Create(ctx, req)
+	} else {
+		env, outcome, err = pool.ClaimFrom(ctx, p, "", pool.DefaultName(o.target, o.harness, o.image), req)
+	}
+	a.log.Debug("box", "pool", outcome)
 	if errors.Is(err, pins.ErrUnknownHarness) {
 		return nil, usageError{err}
 	}

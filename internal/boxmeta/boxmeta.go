@@ -38,6 +38,9 @@ const (
 	// FormatPorts writes them), on vendors that reach any port of a box, so that the
 	// vendor refuses the others as every vendor does.
 	LabelPorts = LabelPrefix + "ports"
+	// LabelPool names the warm pool a standby box was booted for; its
+	// owner is the pool's keeper until a claim records it in a state.
+	LabelPool = LabelPrefix + "pool"
 )
 
 // Lifetime variables read by the image's init (box-init).
@@ -51,7 +54,15 @@ const (
 	// EnvKillGrace separates SIGTERM from SIGKILL at the deadline, in
 	// seconds.
 	EnvKillGrace = "BOX_KILL_GRACE"
+	// EnvDeadlineFile names the file box-init watches for a deadline
+	// earlier than EnvDeadline (default DeadlineFile): a pooled box's
+	// bridge writes its claim's deadline there.
+	EnvDeadlineFile = "BOX_DEADLINE_FILE"
 )
+
+// DeadlineFile is where box-init looks for a moved deadline (Unix
+// seconds) by default, checked every second.
+const DeadlineFile = "/tmp/.boxctl/deadline"
 
 // EnvHarnessRoot is set by the image to the directory that holds one
 // install prefix per harness (<root>/<harness name>); harness adapters read

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -27,6 +28,9 @@ import (
 // is safe for concurrent use.
 type Provider struct {
 	o Options
+	// standbys are the boxes this provider booted for a pool, by id, so
+	// that a claim in this process needs no vendor call to reach one.
+	standbys sync.Map
 }
 
 // New returns a Provider. It makes no vendor call.

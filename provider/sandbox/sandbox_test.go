@@ -428,6 +428,9 @@ func child(mode string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	if mode == "keeper" || mode == "claimer" {
+		return poolChild(mode, p)
+	}
 	e, err := p.Create(context.Background(), sandbox.CreateRequest{Profile: claude})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

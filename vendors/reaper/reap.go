@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/vendors"
 )
 
@@ -19,7 +20,9 @@ type Options struct {
 	// Known reports whether a box owned by a user's state (UserOwner) is
 	// still in that state. Reap asks it about every user-owned box, other
 	// users' and other states' included: answer true for an owner that is
-	// not the caller's. Nil keeps such boxes until their deadline.
+	// not the caller's. Nil keeps such boxes until their deadline. A
+	// pooled box (boxmeta.LabelPool) it knows is kept when its keeper
+	// process is gone: a claim recorded it.
 	Known func(vendors.Info) bool
 	// Now is the current time. Default: time.Now.
 	Now func() time.Time
@@ -60,7 +63,8 @@ func Reap(ctx context.Context, v vendors.Vendor, o Options) ([]Reaped, error) {
 		switch owner := b.Owner(); {
 		case !b.Deadline.IsZero() && now().After(b.Deadline):
 			reason = ReasonExpired
-		case OwnerGone(owner):
+		case OwnerGone(owner) && !(b.Labels[boxmeta.LabelPool] != "" && o.Known != nil && o.Known(b)):
+			// A pooled box a claim recorded in a state outlives its keeper.
 			reason = ReasonOwnerGone
 		case IsUserOwner(owner) && o.Known != nil && !o.Known(b):
 			reason = ReasonForgotten

@@ -189,16 +189,25 @@ func (s *Store) Update(ctx context.Context, fn func(*State) error) error {
 
 // lock takes the exclusive flock of the state's lock file (next to it:
 // the state file itself is replaced by every write).
-func (s *Store) lock(ctx context.Context) (unlock func(), err error) {
-	if err := os.MkdirAll(filepath.Dir(s.path), 0o700); err != nil {
+func (s *Store) lock(ctx context.Context) (unlock func(), err error) { return LockFile(ctx, s.path) }
+
+// LockFile takes the exclusive flock of path's lock file, path+".lock"
+// (its directory made 0700), waiting until ctx ends: the lock of a file
+// that is replaced whole, shared by the processes that change it.
+func LockFile(ctx context.Context, path string) (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
-	f, err := os.OpenFile(s.path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock state: %w", err)
 	}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
+	// The wait between tries grows from 1 ms to 20 ms: a lock held for a
+	// short update (a pool's claim) is taken soon after its release.
+	wait := time.Millisecond
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
@@ -209,14 +218,16 @@ func (s *Store) lock(ctx context.Context) (unlock func(), err error) {
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
 			f.Close()
-			return nil, fmt.Errorf("lock state %s: %w", s.path, err)
+			return nil, fmt.Errorf("lock state %s: %w", path, err)
 		}
+		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 			f.Close()
-			return nil, fmt.Errorf("lock state %s: %w", s.path, context.Cause(ctx))
-		case <-tick.C:
+			return nil, fmt.Errorf("lock state %s: %w", path, context.Cause(ctx))
+		case <-timer.C:
 		}
+		wait = min(2*wait, 20*time.Millisecond)
 	}
 }
 

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/pool"
+	"github.com/tangle-network/boxctl/vendors/docker"
+)
+
+// poolOptions are the flags of `boxctl pool`.
+type poolOptions struct {
+	target, harness, image, metrics string
+	size                            int
+	maxAge, lifetime                time.Duration
+}
+
+func newPoolCmd(a *app) *cobra.Command {
+	o := &poolOptions{target: docker.Name, harness: "claude-code", size: pool.DefaultSize, maxAge: pool.DefaultMaxAge, lifetime: time.Hour}
+	cmd := &cobra.Command{Use: "pool", Short: "Keep warm pools of boxes that boxctl up claims from"}
+	up := &cobra.Command{Use: "up", Short: "Keep a pool full until interrupted, with a live status line",
+		Long: `pool up boots --size boxes of --harness ahead, their bridges waiting unclaimed and holding
+no secret, and keeps the pool full until Ctrl-C, which destroys the boxes still waiting.
+boxctl up with the same --target, --harness and image claims from it. --metrics ADDR
+serves the keeper's Prometheus metrics on http://ADDR/metrics.`,
+		Args: boxArgs(cobra.NoArgs), RunE: func(cmd *cobra.Command, _ []string) error { return runPoolUp(cmd.Context(), a, o) }}
+	ls := &cobra.Command{Use: "ls", Short: "List the pools and their waiting boxes", Args: boxArgs(cobra.NoArgs),
+		RunE: func(*cobra.Command, []string) error { return runPoolLs(a) }}
+	rm := &cobra.Command{Use: "rm NAME", Short: "Destroy the boxes waiting in a pool", Args: boxArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, closeVendor, err := a.openVendor(o.target)
+			if err != nil {
+				return err
+			}
+			defer closeVendor()
+			n, err := pool.Drain(cmd.Context(), v, "", args[0])
+			fmt.Fprintf(a.out, "destroyed %d boxes of pool %s\n", n, args[0])
+			return err
+		}}
+	for _, c := range []*cobra.Command{up, rm} {
+		c.Flags().StringVar(&o.target, "target", o.target, "where the boxes run: "+strings.Join(boxTargets, ", "))
+	}
+	f := up.Flags()
+	f.StringVar(&o.harness, "harness", o.harness, "the harness of the pool's boxes")
+	f.StringVar(&o.image, "image", "", "box image (default: the last boxctl build for --target)")
+	f.IntVar(&o.size, "size", o.size, "boxes kept waiting")
+	f.DurationVar(&o.maxAge, "max-age", o.maxAge, "how long a box waits before it is recycled")
+	f.DurationVar(&o.lifetime, "lifetime", o.lifetime, "the longest lifetime a claim may ask, counted from the claim")
+	f.StringVar(&o.metrics, "metrics", "", "serve the keeper's metrics on this address (host:port)")
+	cmd.AddCommand(up, ls, rm)
+	return cmd
+}
+
+func runPoolUp(ctx context.Context, a *app, o *poolOptions) error {
+	if err := checkBoxTarget(o.target); err != nil {
+		return err
+	}
+	if o.size < 1 {
+		return usageErrorf("--size %d: want at least 1", o.size)
+	}
+	up := &upOptions{target: o.target, image: o.image}
+	if err := up.lastImage(a); err != nil {
+		return err
+	}
+	v, closeVendor, err := a.openVendor(o.target)
+	if err != nil {
+		return err
+	}
+	defer closeVendor()
+	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: up.image, Lifetime: o.lifetime, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	name := pool.DefaultName(o.target, o.harness, up.image)
+	pl, err := pool.New(pool.Options{Provider: p, Name: name, Harness: o.harness, Size: o.size, MaxAge: o.maxAge, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.errOut, "keeping pool %s (%s, %s on %s); Ctrl-C drains it\n", name, o.harness, up.image, o.target)
+	return pl.Keep(ctx, o.metrics, a.errOut)
+}
+
+func runPoolLs(a *app) error {
+	rows, err := pool.Summaries("")
+	if err != nil {
+		return err
+	}
+	return a.print(rows, func(w io.Writer) error { return pool.WriteSummaries(w, rows) })
+}

@@ -1,0 +1,22 @@
+// Package pool keeps warm pools of standby boxes (sandbox.Provider
+// Standby) on any vendor and claims from them.
+//
+// A Pool is the keeper of one pool: it boots standby boxes in the
+// background up to its size, recycles those older than its maximum age,
+// replaces those that vanished or whose bridge stopped answering in
+// standby, and stops booting for a while (a breaker) after boxes failed
+// to boot several times in a row. Claim takes a box and hands it the
+// request's bearer, Router, env, metadata, labels and deadline in one
+// request; an empty pool waits (a bounded queue, each claim with its own
+// deadline) or falls back to a cold create, by option, and the Outcome
+// says which happened. Close drains the pool: its unclaimed boxes are
+// destroyed.
+//
+// The pool's boxes are listed in one file (Dir/<name>.json, 0600, with
+// each box's one-time pool token), changed under the file lock of package
+// boxstate, so that claims are atomic across processes: Take, which any
+// process may call, removes the box it returns from the file before its
+// claim, and no two claimers get the same box. A box belongs to its
+// keeper's process (vendors/reaper): `boxctl gc` removes a pooled box
+// whose keeper is gone, unless a claim recorded it in a state.
+package pool

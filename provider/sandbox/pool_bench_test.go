@@ -1,0 +1,96 @@
+package sandbox_test
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/pool"
+)
+
+// BenchmarkPoolClaim measures the time from a claim to a ready
+// environment (a turn can be sent) on every target: claims from a warm
+// pool (impl=boxctl: take a standby box, one claim request, the provider
+// environment) against cold creates of the same image in the same run
+// (impl=baseline), at 1 and 10 claims at once. One op is a number of
+// rounds of conc claims, the pool refilled between rounds (untimed as far
+// as the metrics go); it reports the median and p99 claim latency in ms.
+func BenchmarkPoolClaim(b *testing.B) {
+	f := setup(b)
+	for _, tg := range f.targets(b) {
+		for _, conc := range []int{1, 10} {
+			rounds := max(30/conc, 3)
+			b.Run(tg.name+"/conc="+strconv.Itoa(conc)+"/impl=baseline", func(b *testing.B) {
+				p := f.on(b, tg, nil)
+				for b.Loop() {
+					lat := claimRounds(b, rounds, conc, nil, func(ctx context.Context) (*sandbox.Environment, error) {
+						return p.Create(ctx, sandbox.CreateRequest{Profile: claude})
+					})
+					reportLatency(b, lat)
+				}
+			})
+			b.Run(tg.name+"/conc="+strconv.Itoa(conc)+"/impl=boxctl", func(b *testing.B) {
+				pl, _, _ := newPoolOpts(b, f, tg, "bench-"+randText()[:6], pool.Options{Size: conc, Parallel: 4})
+				for b.Loop() {
+					lat := claimRounds(b, rounds, conc, func() { waitFull(b, pl, conc) }, func(ctx context.Context) (*sandbox.Environment, error) {
+						e, outcome, err := pl.Claim(ctx, sandbox.CreateRequest{Profile: claude, Env: map[string]string{"SECRET": randText()}})
+						if err == nil && outcome != pool.Hit {
+							b.Errorf("claim = %s, want a hit", outcome)
+						}
+						return e, err
+					})
+					reportLatency(b, lat)
+				}
+			})
+		}
+	}
+}
+
+// claimRounds runs rounds of conc claims at once, each round after
+// before (nil: none), and returns every claim's latency; the
+// environments are destroyed after their round.
+func claimRounds(b *testing.B, rounds, conc int, before func(), claim func(context.Context) (*sandbox.Environment, error)) []time.Duration {
+	var lat []time.Duration
+	for range rounds {
+		if before != nil {
+			before()
+		}
+		var mu sync.Mutex
+		var envs []*sandbox.Environment
+		var wg sync.WaitGroup
+		for range conc {
+			wg.Go(func() {
+				start := time.Now()
+				e, err := claim(b.Context())
+				took := time.Since(start)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				mu.Lock()
+				lat, envs = append(lat, took), append(envs, e)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		for _, e := range envs {
+			wg.Go(func() { _ = e.Destroy(context.Background()) })
+		}
+		wg.Wait()
+	}
+	return lat
+}
+
+func reportLatency(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		b.Fatal("no claim succeeded")
+	}
+	slices.Sort(lat)
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(q(0.5), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+}

@@ -1,0 +1,270 @@
+package sandbox_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/provider"
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/pool"
+	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/reaper"
+	"github.com/tangle-network/boxctl/vendors/vendortest"
+)
+
+// newPool starts a keeper of size boxes of the Claude Code harness on
+// tg, removed at the end of t (no box of the pool may remain).
+func newPool(t testing.TB, f *fixture, tg target, name string, size int, wait bool) (*pool.Pool, *sandbox.Provider, string) {
+	return newPoolOpts(t, f, tg, name, pool.Options{Size: size, Wait: wait})
+}
+
+// newPoolOpts is newPool with more of the pool's options.
+func newPoolOpts(t testing.TB, f *fixture, tg target, name string, o pool.Options) (*pool.Pool, *sandbox.Provider, string) {
+	t.Helper()
+	p := f.on(t, tg, nil)
+	dir := t.TempDir()
+	o.Provider, o.Name, o.Harness, o.Dir, o.MaxAge = p, name, claude.Harness, dir, 10*time.Minute
+	pl, err := pool.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := pl.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		list, err := tg.vendor.List(ctx, map[string]string{boxmeta.LabelPool: name})
+		if err != nil {
+			t.Errorf("list the pool's boxes: %v", err)
+		}
+		for _, b := range list {
+			t.Errorf("box %s of pool %s remains after Close", b.ID, name)
+			if box, err := tg.vendor.Connect(ctx, b.ID); err == nil {
+				_ = box.Destroy(ctx)
+			}
+		}
+	})
+	return pl, p, dir
+}
+
+// waitFull polls the keeper until size boxes wait.
+func waitFull(t testing.TB, pl *pool.Pool, size int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for pl.Stats().Ready < size {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool has %+v after 3 minutes, want %d ready", pl.Stats(), size)
+		}
+		<-tick.C
+	}
+}
+
+// TestPool_PersonalizedClaimsStayHits claims from a pool sized to the
+// demand, each claim with secret env values, labels and a model of its
+// own: every claim is a hit, no secret of a claim is in the box's
+// configuration before or after it (nor the pool token), and a turn runs
+// in a claimed box with the claim's Router key and deadline.
+func TestPool_PersonalizedClaimsStayHits(t *testing.T) {
+	f := setup(t)
+	tg := f.docker()
+	const n = 3
+	pl, _, dir := newPool(t, f, tg, "hits-"+randText()[:6], n, false)
+	waitFull(t, pl, n)
+	waiting, err := pool.List(dir, pl.Name())
+	if err != nil || len(waiting) != n {
+		t.Fatalf("pool file lists %d boxes (%v), want %d", len(waiting), err, n)
+	}
+	before := map[string]string{}
+	for _, rec := range waiting {
+		before[rec.BoxID] = tg.inspect(t, rec.BoxID)
+		if strings.Contains(before[rec.BoxID], rec.Token) {
+			t.Errorf("the pool token of %s is in its inspect data", rec.BoxID)
+		}
+	}
+	for i := range n {
+		secrets := map[string]string{}
+		for j := range 5 {
+			secrets[fmt.Sprintf("SECRET_%d", j)] = "secret-" + randText()
+		}
+		profile := claude
+		profile.Model.Default = fmt.Sprintf("claude-model-%d", i)
+		start := time.Now()
+		env, outcome, err := pl.Claim(t.Context(), sandbox.CreateRequest{Profile: profile, Env: secrets,
+			Labels: map[string]string{"claim": fmt.Sprint(i)}, Lifetime: 5 * time.Minute})
+		if err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+		t.Logf("claim %d: %s in %v", i, outcome, time.Since(start).Round(time.Microsecond))
+		t.Cleanup(func() { _ = env.Destroy(context.Background()) })
+		if outcome != pool.Hit {
+			t.Errorf("claim %d = %s, want %s", i, outcome, pool.Hit)
+		}
+		ref := env.Reference()
+		if left := time.Until(ref.Deadline); left <= 4*time.Minute || left > 5*time.Minute+2*time.Second {
+			t.Errorf("claim %d deadline is %v away, want the claim's 5m from now", i, left)
+		}
+		got, err := env.Box().Read(t.Context(), boxmeta.DeadlineFile)
+		if err != nil || strings.TrimSpace(string(got)) != fmt.Sprint(ref.Deadline.Unix()) {
+			t.Errorf("box-init's deadline file = %q, %v; want %d", got, err, ref.Deadline.Unix())
+		}
+		after := tg.inspect(t, ref.BoxID)
+		if b, ok := before[ref.BoxID]; !ok {
+			t.Errorf("claim %d got box %s, which did not wait in the pool", i, ref.BoxID)
+		} else {
+			delete(before, ref.BoxID)
+			for name, s := range secrets {
+				if strings.Contains(b, s) || strings.Contains(after, s) {
+					t.Errorf("claim %d: %s is in the box's inspect data", i, name)
+				}
+			}
+			for name, s := range map[string]string{"bearer": ref.Bearer, "router key": f.router.Key} {
+				if strings.Contains(b, s) || strings.Contains(after, s) {
+					t.Errorf("claim %d: the %s is in the box's inspect data", i, name)
+				}
+			}
+		}
+		if i == 0 {
+			text, _, err := turn(t.Context(), env, provider.Turn{Prompt: "Say hello."})
+			if err != nil || !strings.Contains(text, replyText) {
+				t.Errorf("turn in a claimed box = %q, %v", text, err)
+			}
+		}
+	}
+	if s := pl.Stats(); s.Hits != n || s.Misses != 0 {
+		t.Errorf("stats %+v, want %d hits", s, n)
+	}
+}
+
+// TestPool_EmptyFallsBack: a claim of an empty pool creates its box cold
+// without Wait, and waits for the next box with it.
+func TestPool_EmptyFallsBack(t *testing.T) {
+	f := setup(t)
+	tg := f.docker()
+	pl, _, _ := newPool(t, f, tg, "empty-"+randText()[:6], 1, true)
+	waitFull(t, pl, 1)
+	for i, want := range []pool.Outcome{pool.Hit, pool.Waited} {
+		env, outcome, err := pl.Claim(t.Context(), sandbox.CreateRequest{Profile: claude})
+		if err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+		t.Cleanup(func() { _ = env.Destroy(context.Background()) })
+		if outcome != want {
+			t.Errorf("claim %d = %s, want %s", i, outcome, want)
+		}
+	}
+	var _ vendors.Vendor = tg.vendor
+}
+
+// poolChild is a child process of the pool tests: "keeper" keeps the
+// pool $BOXCTL_SANDBOX_POOL in $BOXCTL_SANDBOX_POOL_DIR until killed;
+// "claimer" claims from it twice and prints each box id with its outcome.
+func poolChild(mode string, p *sandbox.Provider) int {
+	name, dir := os.Getenv("BOXCTL_SANDBOX_POOL"), os.Getenv("BOXCTL_SANDBOX_POOL_DIR")
+	if mode == "keeper" {
+		if _, err := pool.New(pool.Options{Provider: p, Name: name, Harness: claude.Harness, Dir: dir, Size: 3, Parallel: 3}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		select {} // until killed
+	}
+	for range 2 {
+		e, outcome, err := pool.ClaimFrom(context.Background(), p, dir, name, sandbox.CreateRequest{Profile: claude,
+			Env: map[string]string{"SECRET": randText()}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Println(e.Box().ID(), outcome)
+		_ = e.Close(context.Background())
+	}
+	return 0
+}
+
+func poolChildCmd(t *testing.T, f *fixture, mode, name, dir string) *exec.Cmd {
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childVar+"="+mode, "BOXCTL_SANDBOX_IMAGE="+f.image, "BOXCTL_SANDBOX_ROUTER="+f.router.URL,
+		"BOXCTL_SANDBOX_KEY="+f.router.Key, "BOXCTL_SANDBOX_RUN="+sandbox.NewRunTag(), "BOXCTL_SANDBOX_POOL="+name,
+		"BOXCTL_SANDBOX_POOL_DIR="+dir)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// TestPool_TwoProcessesClaim: two processes claim from one pool kept by
+// this one at once; no box is claimed twice.
+func TestPool_TwoProcessesClaim(t *testing.T) {
+	f := setup(t)
+	tg := f.docker()
+	const size = 4
+	pl, _, dir := newPool(t, f, tg, "two-"+randText()[:6], size, false)
+	waitFull(t, pl, size)
+	outs := make([][]byte, 2)
+	var wg sync.WaitGroup
+	for i := range outs {
+		wg.Go(func() {
+			out, err := poolChildCmd(t, f, "claimer", pl.Name(), dir).Output()
+			if err != nil {
+				t.Errorf("claimer %d: %v", i, err)
+			}
+			outs[i] = out
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for _, out := range outs {
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			id, outcome, _ := strings.Cut(line, " ")
+			if seen[id] {
+				t.Errorf("box %s was claimed twice", id)
+			}
+			seen[id] = true
+			if outcome != string(pool.Hit) {
+				t.Errorf("claim of %s = %s, want a hit", id, outcome)
+			}
+			if box, err := tg.vendor.Connect(t.Context(), id); err == nil {
+				_ = box.Destroy(context.Background())
+			}
+		}
+	}
+	if len(seen) != 4 {
+		t.Errorf("%d boxes claimed, want 4", len(seen))
+	}
+}
+
+// TestPool_KeeperKilledMidRefill: a keeper killed with SIGKILL while it
+// boots its boxes leaves nothing once gc's rule (vendors/reaper: a box
+// whose owner process is gone) has run.
+func TestPool_KeeperKilledMidRefill(t *testing.T) {
+	f := setup(t)
+	tg := f.docker()
+	name := "kill-" + randText()[:6]
+	cmd := poolChildCmd(t, f, "keeper", name, t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	filter := map[string]string{boxmeta.LabelPool: name}
+	vendortest.Poll(t, 2*time.Minute, "a box of the keeper", func() bool {
+		list, err := tg.vendor.List(t.Context(), filter)
+		return err == nil && len(list) > 0
+	})
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	vendortest.Poll(t, 2*time.Minute, "no box of the killed keeper after gc", func() bool {
+		if _, err := reaper.Reap(t.Context(), tg.vendor, reaper.Options{Filter: filter}); err != nil {
+			t.Logf("reap: %v", err)
+		}
+		list, err := tg.vendor.List(t.Context(), filter)
+		return err == nil && len(list) == 0
+	})
+}

@@ -1,0 +1,337 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/pins"
+	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/reaper"
+)
+
+// Standby boxes. A standby box is booted ahead of any request: the box
+// runs, its bridge waits in standby (box-bridge --standby) holding no
+// bearer, no Router and no user environment, and the harness pin was
+// checked on its /health. Claim hands it all of that in one request.
+
+// standbyTokenFile is where the pool token waits for the standby bridge,
+// which takes it as its stdin; the file is removed before the bridge
+// starts.
+const standbyTokenFile = "/tmp/.boxctl/pool-token"
+
+// StandbyRecord is what a process needs to claim a standby box: a pool
+// records it where every claimer finds it. Token is a secret.
+type StandbyRecord struct {
+	Vendor  string    `json:"vendor"`
+	BoxID   string    `json:"boxId"`
+	Harness string    `json:"harness"`
+	RunTag  string    `json:"runTag"`
+	Token   string    `json:"token"`
+	Created time.Time `json:"created"`
+	// Deadline is the box's hard end: a claim's deadline must fall
+	// before it.
+	Deadline time.Time `json:"deadline"`
+	// Keeper is the owner label of the process that keeps the box
+	// pooled; its box is gone with it.
+	Keeper string `json:"keeper"`
+}
+
+// String describes the record without its token.
+func (r StandbyRecord) String() string {
+	return fmt.Sprintf("standby box %s on %s (%s)", r.BoxID, r.Vendor, r.Harness)
+}
+
+// LogValue logs the record without its token.
+func (r StandbyRecord) LogValue() slog.Value { return slog.StringValue(r.String()) }
+
+// GoString keeps %#v from printing the token.
+func (r StandbyRecord) GoString() string { return r.String() }
+
+// Format keeps every fmt verb from printing the token.
+func (r StandbyRecord) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(r.String())) }
+
+// StandbySpec describes the standby boxes of a pool.
+type StandbySpec struct {
+	// Harness is the harness the box's bridge serves (required).
+	Harness string
+	// Pool is the pool's name, the box's boxmeta.LabelPool.
+	Pool string
+	// MaxAge is how long the box may wait unclaimed: its hard deadline
+	// is MaxAge and the provider's Lifetime from its start.
+	MaxAge time.Duration
+	// Labels are added to the box's labels.
+	Labels map[string]string
+}
+
+// Standby boots a standby box and returns its record. The box belongs to
+// the calling process (reaper.ProcessOwner): `boxctl gc` removes it once
+// that process is gone, unless a claim recorded it in a state first.
+func (p *Provider) Standby(ctx context.Context, s StandbySpec) (StandbyRecord, error) {
+	h, ok := p.o.Pins.Harness(s.Harness)
+	if !ok {
+		return StandbyRecord{}, fmt.Errorf("standby box: harness %q: %w", s.Harness, pins.ErrUnknownHarness)
+	}
+	labels := maps.Clone(s.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[boxmeta.LabelPool] = s.Pool
+	spec := p.spec(CreateRequest{Labels: labels, Lifetime: s.MaxAge + p.o.Lifetime})
+	spec.RunTag, spec.Owner = NewRunTag(), reaper.ProcessOwner()
+	if err := vendors.Check(p.o.Vendor, spec); err != nil {
+		return StandbyRecord{}, fmt.Errorf("standby box: %w", err)
+	}
+	box, err := p.o.Vendor.Create(ctx, spec)
+	if err != nil {
+		return StandbyRecord{}, fmt.Errorf("standby box: %w", err)
+	}
+	p.emit(Event{Type: EventCreated, BoxID: box.ID(), RunTag: spec.RunTag})
+	rec := StandbyRecord{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Harness: h.Name, RunTag: spec.RunTag, Token: newSecret(),
+		Created: time.Now(), Keeper: spec.Owner}
+	ep, err := p.bootStandby(ctx, box, h, rec.Token)
+	if err != nil {
+		err = p.cleanup(ctx, box, fmt.Errorf("standby box: %w", err))
+		p.emit(Event{Type: EventDestroyed, BoxID: box.ID(), RunTag: spec.RunTag, Reason: ReasonFailure, Detail: err.Error()})
+		return StandbyRecord{}, err
+	}
+	if info, err := box.Status(ctx); err == nil {
+		rec.Deadline = info.Deadline
+	} else {
+		rec.Deadline = rec.Created.Add(spec.Lifetime)
+	}
+	p.standbys.Store(rec.BoxID, standbyConn{box: box, ep: ep})
+	return rec, nil
+}
+
+// standbyConn is how this process reaches a standby box it booted.
+type standbyConn struct {
+	box vendors.Box
+	ep  vendors.Endpoint
+}
+
+// standbyEnv is the standby bridge's configuration: nothing personal.
+func (p *Provider) standbyEnv(h *pins.Harness) map[string]string {
+	env := maps.Clone(p.o.BridgeEnv)
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, map[string]string{wire.EnvHost: "0.0.0.0", wire.EnvPort: strconv.Itoa(BridgePort), wire.EnvBackends: h.Backend,
+		wire.EnvDataDir: "/home/box/.box-bridge", envMaxRuns: "1", wire.EnvDeadlineFile: boxmeta.DeadlineFile})
+	return env
+}
+
+// bootStandby starts the standby bridge with the pool token on its stdin
+// (a file it opens, removes, then reads), waits for its /health and
+// checks the pin.
+func (p *Provider) bootStandby(ctx context.Context, box vendors.Box, h *pins.Harness, token string) (vendors.Endpoint, error) {
+	if err := box.Write(ctx, standbyTokenFile, []byte(token+"\n"), 0o600); err != nil {
+		return vendors.Endpoint{}, fmt.Errorf("pool token: %w", err)
+	}
+	cmd := []string{"sh", "-c", `exec 0<"$0" && rm -f "$0" && exec box-bridge --standby`, standbyTokenFile}
+	proc, err := box.Spawn(ctx, vendors.SpawnSpec{Name: BridgeProcess, Command: cmd, Env: p.standbyEnv(h), Dir: Workspace})
+	if err != nil {
+		return vendors.Endpoint{}, fmt.Errorf("start bridge: %w", err)
+	}
+	ep, err := box.Endpoint(ctx, BridgePort)
+	if err != nil {
+		return vendors.Endpoint{}, fmt.Errorf("bridge endpoint: %w", err)
+	}
+	client := ep.Client()
+	defer client.CloseIdleConnections()
+	exited := make(chan error, 1)
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() {
+		code, err := proc.Wait(wctx)
+		switch {
+		case wctx.Err() != nil:
+		case err != nil:
+			exited <- fmt.Errorf("bridge process: %w", err)
+		default:
+			exited <- &BridgeExitError{ExitCode: code, Log: processLog(context.WithoutCancel(ctx), proc)}
+		}
+	}()
+	health, err := healthWait{URL: ep.URL, Client: client, Backend: h.Name, Timeout: p.o.ReadyTimeout}.WaitUntilReady(ctx, exited)
+	if err != nil {
+		return vendors.Endpoint{}, fmt.Errorf("wait for bridge: %w", err)
+	}
+	if !versionMatches(h, health.Version) {
+		return vendors.Endpoint{}, &PinMismatchError{Harness: h.Name, Pinned: h.Version, Reported: health.Version}
+	}
+	return ep, nil
+}
+
+// CheckStandby reports whether a standby box still waits: its box runs
+// and its bridge answers /health in standby with its backend ready.
+func (p *Provider) CheckStandby(ctx context.Context, rec StandbyRecord) error {
+	box, err := p.o.Vendor.Connect(ctx, rec.BoxID)
+	if err != nil {
+		return err
+	}
+	ep, err := box.Endpoint(ctx, BridgePort)
+	if err != nil {
+		return err
+	}
+	client := ep.Client()
+	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ep.URL+"/health", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var h wire.Health
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&h); err != nil || !h.Standby || h.Status != wire.HealthStandby {
+		return fmt.Errorf("standby box %s: /health answered %d, not standby", rec.BoxID, resp.StatusCode)
+	}
+	return nil
+}
+
+// standbyBox reaches a standby box: the one this process booted, else
+// through the vendor.
+func (p *Provider) standbyBox(ctx context.Context, rec StandbyRecord) (vendors.Box, vendors.Endpoint, error) {
+	if c, ok := p.standbys.LoadAndDelete(rec.BoxID); ok {
+		return c.(standbyConn).box, c.(standbyConn).ep, nil
+	}
+	box, err := p.o.Vendor.Connect(ctx, rec.BoxID)
+	if err != nil {
+		return nil, vendors.Endpoint{}, err
+	}
+	ep, err := box.Endpoint(ctx, BridgePort)
+	return box, ep, err
+}
+
+// DestroyStandby removes a standby box; one already gone is not an error.
+func (p *Provider) DestroyStandby(ctx context.Context, rec StandbyRecord) error {
+	p.standbys.Delete(rec.BoxID)
+	box, err := p.o.Vendor.Connect(ctx, rec.BoxID)
+	if errors.Is(err, vendors.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = box.Destroy(ctx)
+	p.emit(Event{Type: EventDestroyed, BoxID: rec.BoxID, RunTag: rec.RunTag, Reason: ReasonUser})
+	return err
+}
+
+// ErrClaimRefused is matched by a *ClaimError.
+var ErrClaimRefused = errors.New("standby box refused the claim")
+
+// ClaimError is a standby bridge that refused a claim.
+type ClaimError struct {
+	BoxID  string
+	Status int
+	// Type is the bridge's error type (wire.TypeAlreadyClaimed, ...).
+	Type string
+}
+
+func (e *ClaimError) Error() string {
+	return fmt.Sprintf("claim of standby box %s: %d %s", e.BoxID, e.Status, e.Type)
+}
+
+// Is reports ErrClaimRefused.
+func (e *ClaimError) Is(target error) bool { return target == ErrClaimRefused }
+
+// ErrLifetimeTooLong is a claim whose lifetime ends after the standby
+// box's hard deadline.
+var ErrLifetimeTooLong = errors.New("the lifetime ends after the standby box's deadline")
+
+// Claim makes the environment of req in a standby box: one request over
+// the box's endpoint hands its bridge a fresh bearer, the Router, req's
+// env, metadata and labels, and the deadline (from now, req's lifetime or
+// Options.Lifetime), which the box then ends at; req's workspace is
+// cloned after that. rec must have been taken
+// out of its pool by the caller, so that no other claims it.
+func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateRequest) (*Environment, error) {
+	h, _, err := p.check(req)
+	if err != nil {
+		return nil, err
+	}
+	if h.Name != rec.Harness {
+		return nil, fmt.Errorf("claim: standby box %s serves %s, not %s", rec.BoxID, rec.Harness, h.Name)
+	}
+	life := p.o.Lifetime
+	if req.Lifetime != 0 {
+		life = req.Lifetime
+	}
+	deadline := time.Now().Add(life)
+	if !rec.Deadline.IsZero() && deadline.After(rec.Deadline) {
+		return nil, fmt.Errorf("claim: %w", ErrLifetimeTooLong)
+	}
+	box, ep, err := p.standbyBox(ctx, rec)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	secs, _ := strconv.ParseInt(boxmeta.FormatDeadline(deadline), 10, 64)
+	claim := wire.Claim{Bearer: newSecret(), RouterURL: p.o.Router.URL, RouterKey: p.o.Router.Key, Env: req.Env,
+		Metadata: req.Metadata, Labels: req.Labels, Deadline: secs}
+	if err := postClaim(ctx, ep, rec, claim); err != nil {
+		return nil, err
+	}
+	// A workspace is cloned after the handover, as a cold create clones
+	// after the bridge is ready.
+	if w := req.Workspace; w != nil {
+		if err := p.clone(ctx, box, w); err != nil {
+			return nil, err
+		}
+	}
+	ref := Reference{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Endpoint: ep.URL, Bearer: claim.Bearer, Harness: h.Name,
+		Profile: req.Profile, Env: req.Env, Metadata: req.Metadata, RunTag: rec.RunTag, Deadline: time.Unix(secs, 0),
+		EnvironmentKey: "box-" + strings.ToLower(newSecret()[:24])}
+	e, err := p.attach(ctx, box, ep, ref, h)
+	if err != nil {
+		return nil, err
+	}
+	p.emit(Event{Type: EventReady, BoxID: box.ID(), RunTag: rec.RunTag})
+	return e, nil
+}
+
+func postClaim(ctx context.Context, ep vendors.Endpoint, rec StandbyRecord, claim wire.Claim) error {
+	body, err := json.Marshal(claim)
+	if err != nil {
+		return fmt.Errorf("claim: %w", err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL+wire.PathClaim, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("claim: %w", err)
+	}
+	hreq.Header.Set("Authorization", "Bearer "+rec.Token)
+	hreq.Header.Set("Content-Type", "application/json")
+	client := ep.Client()
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(hreq)
+	if err != nil {
+		// The transport's error names the URL, never the body.
+		return fmt.Errorf("claim of standby box %s: %w", rec.BoxID, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode != http.StatusOK {
+		var e wire.ErrorResponse
+		_ = json.Unmarshal(raw, &e)
+		return &ClaimError{BoxID: rec.BoxID, Status: resp.StatusCode, Type: e.Error.Type}
+	}
+	return nil
+}
+
+// Lifetime is the lifetime of a box whose request sets none.
+func (p *Provider) Lifetime() time.Duration { return p.o.Lifetime }
