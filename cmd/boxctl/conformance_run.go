@@ -6,56 +6,27 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"text/tabwriter"
 
-	"github.com/tangle-network/boxctl/boximage"
 	"github.com/tangle-network/boxctl/conformance"
 	"github.com/tangle-network/boxctl/provider/sandbox"
-	"github.com/tangle-network/boxctl/vendors/docker"
 )
 
-// image finds the image, its digest and the record's harnesses.
-func (o *conformanceOptions) resolveImage(ctx context.Context, a *app) (image, digest string, harnesses []string, err error) {
-	switch {
-	case o.buildRecord != "":
-		f, err := os.Open(o.buildRecord)
-		if err != nil {
-			return "", "", nil, usageErrorf("--build-record: %w", err)
-		}
-		defer f.Close()
-		rec, err := boximage.ReadRecord(f)
-		if err != nil {
-			return "", "", nil, usageErrorf("--build-record %s: %w", o.buildRecord, err)
-		}
-		if err := rec.CheckVendor(o.target); err != nil {
-			return "", "", nil, usageErrorf("--build-record %s %w", o.buildRecord, err)
-		}
-		return rec.Reference, rec.Digest, rec.Harnesses, nil
-	case o.image != "":
-		image = o.image
-	default:
+// resolveImage finds the image, its digest and the record's harnesses.
+func (o *conformanceOptions) resolveImage(ctx context.Context, a *app) (conformance.Image, error) {
+	src := conformance.ImageSource{BuildRecord: o.buildRecord, Image: o.image, Vendor: o.target}
+	if o.buildRecord == "" && o.image == "" {
 		_, st, err := a.readState()
 		if err != nil {
-			return "", "", nil, err
+			return conformance.Image{}, err
 		}
-		if st.LastBuild == nil || st.LastBuild.Target != boximage.TargetFor(o.target) {
-			return "", "", nil, usageErrorf("no box image: pass --image REF or --build-record FILE, or build one with `boxctl build --target %s`", boximage.TargetFor(o.target))
-		}
-		image, digest = st.LastBuild.Image, st.LastBuild.Digest
+		src.Last = st.LastBuild
 	}
-	if _, d, ok := strings.Cut(image, "@"); ok && digest == "" {
-		digest = d
+	img, err := conformance.ResolveImage(ctx, src, a.log)
+	if err != nil {
+		return img, usageError{err}
 	}
-	if digest == "" && o.target == docker.Name {
-		// "" when the engine does not know the image: the vendor pulls
-		// it, and the report names no digest.
-		var err error
-		if digest, err = boximage.LocalDigest(ctx, "", image); err != nil {
-			a.log.Debug("image digest unknown", "image", image, "err", err)
-		}
-	}
-	return image, digest, nil, nil
+	return img, nil
 }
 
 func (o *conformanceOptions) chaosOptions() *conformance.Chaos {
@@ -69,20 +40,20 @@ func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
 	if o.list {
 		return listCases(a)
 	}
-	image, digest, recHarnesses, err := o.resolveImage(ctx, a)
+	img, err := o.resolveImage(ctx, a)
 	if err != nil {
 		return err
 	}
 	harnesses := o.harnesses
 	if len(harnesses) == 0 {
-		harnesses = recHarnesses
+		harnesses = img.Harnesses
 	}
 	v, closeVendor, err := a.openVendor(o.target)
 	if err != nil {
 		return err
 	}
 	defer closeVendor()
-	t := conformance.Target{Vendor: v, Image: image, ImageDigest: digest, Emulated: o.emulated,
+	t := conformance.Target{Vendor: v, Image: img.Reference, ImageDigest: img.Digest, Emulated: o.emulated,
 		Router: sandbox.Router{URL: o.routerURL, Key: o.routerKey}}
 	if o.repo != "" {
 		t.Repo = &conformance.Repo{URL: o.repo, GitRef: o.gitRef}
@@ -101,7 +72,7 @@ func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
 		a.log.Info("local model endpoint started", "url", l.Router.URL)
 	}
 	view := conformance.NewProgressView(a.errOut, isTerminal(a.errOut))
-	a.log.Info("running the conformance suite", "target", o.target, "image", image, "harnesses", harnesses)
+	a.log.Info("running the conformance suite", "target", o.target, "image", img.Reference, "harnesses", harnesses)
 	rep, runErr := conformance.Run(ctx, t, conformance.Options{Harnesses: harnesses, Cases: o.cases, Parallel: o.parallel,
 		CaseTimeout: o.caseTimeout, ReadyTimeout: o.readyTimeout, Progress: view.Update, Logger: a.log, Chaos: o.chaosOptions()})
 	view.Close()
