@@ -107,6 +107,11 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	if len(s.opts.Backends) == 0 {
 		res.Status = "degraded"
 	}
+	select {
+	case <-s.opts.Engine.Ready(): // the previous incarnation's runs are ended
+		res.Idle = s.idle(r.Context())
+	default:
+	}
 	status := http.StatusOK
 	if res.Status != "ok" {
 		status = http.StatusServiceUnavailable

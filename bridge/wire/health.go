@@ -12,6 +12,8 @@ const (
 type Health struct {
 	Status   string          `json:"status"`
 	Backends []BackendHealth `json:"backends"`
+	// Idle is how long the bridge has had no turn (Idle).
+	Idle *Idle `json:"idle,omitempty"`
 }
 
 // BackendHealth is the readiness of one harness. ProbedAt is Unix ms.
