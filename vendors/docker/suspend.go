@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -294,8 +295,10 @@ func (v *Vendor) Fork(ctx context.Context, id string, n int) (_ []string, err er
 	} else if !l.Suspended || (c.State != nil && c.State.Running) {
 		return nil, &vendors.NotSuspendableError{Vendor: Name, ID: c.ID, Reason: "only a suspended box forks"}
 	}
+	begin := time.Now()
 	commit, err := v.cli.ContainerCommit(ctx, c.ID, container.CommitOptions{Pause: false,
 		Comment: "fork of box " + short(c.ID)})
+	commitTook := time.Since(begin)
 	if err != nil {
 		return nil, fmt.Errorf("docker: fork box %s: commit: %w", short(c.ID), v.mapErr(err, c.ID))
 	}
@@ -315,23 +318,39 @@ func (v *Vendor) Fork(ctx context.Context, id string, n int) (_ []string, err er
 		_, _ = v.cli.ImageRemove(cctx, commit.ID, image.RemoveOptions{PruneChildren: true})
 	}()
 	runTag := c.Config.Labels[boxmeta.LabelRunTag]
-	for range n {
-		cfg := *c.Config
-		cfg.Image = commit.ID
-		cfg.Labels = maps.Clone(c.Config.Labels)
-		cfg.Labels[boxmeta.LabelForkOf] = c.ID
-		delete(cfg.Labels, boxmeta.LabelCreate)
-		cfg.Hostname = ""
-		name := "boxctl-" + runTag + "-" + strconv.FormatUint(rand.Uint64()&0xffffffffff, 36)
-		created, cerr := v.cli.ContainerCreate(ctx, &cfg, c.HostConfig, nil, nil, name)
-		if cerr != nil {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			_ = v.cli.ContainerRemove(cctx, name, container.RemoveOptions{Force: true})
-			cancel()
-			return nil, fmt.Errorf("docker: fork box %s: create: %w", short(c.ID), v.mapErr(cerr, ""))
-		}
-		made = append(made, created.ID)
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			cfg := *c.Config
+			cfg.Image = commit.ID
+			cfg.Labels = maps.Clone(c.Config.Labels)
+			cfg.Labels[boxmeta.LabelForkOf] = c.ID
+			delete(cfg.Labels, boxmeta.LabelCreate)
+			cfg.Hostname = ""
+			name := "boxctl-" + runTag + "-" + strconv.FormatUint(rand.Uint64()&0xffffffffff, 36)
+			created, cerr := v.cli.ContainerCreate(ctx, &cfg, c.HostConfig, nil, nil, name)
+			if cerr != nil {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+				_ = v.cli.ContainerRemove(cctx, name, container.RemoveOptions{Force: true})
+				cancel()
+				errs[i] = fmt.Errorf("docker: fork box %s: create: %w", short(c.ID), v.mapErr(cerr, ""))
+				return
+			}
+			ids[i] = created.ID
+		})
 	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != "" {
+			made = append(made, id)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	v.opts.logger.Debug("docker box forked", "id", short(c.ID), "forks", n, "commit", commitTook, "took", time.Since(begin))
 	return made, nil
 }
 
