@@ -12,13 +12,13 @@ import (
 
 // newSuspendCmds returns `boxctl suspend` and `boxctl resume` (its Router from the environment, as up's).
 func newSuspendCmds(a *app) (cmds []*cobra.Command) {
-	for use, short := range map[string]string{"suspend": "Stop a box between turns, keeping its workspace and sessions", "resume": "Start a suspended box again, with a fresh bearer"} {
-		cmds = append(cmds, &cobra.Command{Use: use + " <box>", Short: short, Args: boxArgs(cobra.ExactArgs(1)), RunE: func(cmd *cobra.Command, args []string) error {
+	for use, c := range map[string][2]string{"suspend": {"suspended", "Stop a box between turns, keeping its workspace and sessions"}, "resume": {"resumed", "Start a suspended box again, with a fresh bearer"}} {
+		cmds = append(cmds, &cobra.Command{Use: use + " <box>", Short: c[1], Args: boxArgs(cobra.ExactArgs(1)), RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := boxstate.Verb(cmd.Context(), a.openState, use, args[0], a.openVendor, os.Getenv, a.log)
 			if err != nil {
 				return err
 			}
-			return a.print(map[string]string{"id": id, "state": use + "d"}, func(w io.Writer) error { _, err := fmt.Fprintf(w, "%sd %s\n", use, shortID(id)); return err })
+			return a.print(map[string]string{"id": id, "state": c[0]}, func(w io.Writer) error { _, err := fmt.Fprintf(w, "%s %s\n", c[0], shortID(id)); return err })
 		}})
 	}
 	return cmds
