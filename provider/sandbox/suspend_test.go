@@ -178,7 +178,9 @@ func TestProvider_LiveSuspendResume(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	rec := &events{}
-	p := f.provider(t, suspendable(f, rec, nil))
+	// The active budget covers every cycle's running time (a 100-cycle
+	// run takes more than the default 10 minutes of it).
+	p := f.provider(t, suspendable(f, rec, func(o *sandbox.Options) { o.Lifetime = 2 * time.Hour }))
 	env := create(t, p, sandbox.CreateRequest{Profile: claude})
 	ctx := t.Context()
 	if _, err := env.Box().Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c",
