@@ -330,7 +330,10 @@ func (v *Vendor) Fork(ctx context.Context, id string, n int) (_ []string, err er
 			delete(cfg.Labels, boxmeta.LabelCreate)
 			cfg.Hostname = ""
 			name := "boxctl-" + runTag + "-" + strconv.FormatUint(rand.Uint64()&0xffffffffff, 36)
-			created, cerr := v.cli.ContainerCreate(ctx, &cfg, c.HostConfig, nil, nil, name)
+			// The client normalizes the host config in place: a copy each.
+			hc := *c.HostConfig
+			hc.CapAdd, hc.CapDrop = slices.Clone(hc.CapAdd), slices.Clone(hc.CapDrop)
+			created, cerr := v.cli.ContainerCreate(ctx, &cfg, &hc, nil, nil, name)
 			if cerr != nil {
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 				_ = v.cli.ContainerRemove(cctx, name, container.RemoveOptions{Force: true})
