@@ -42,6 +42,10 @@ type CreateSpec struct {
 	// Runtime is an OCI runtime to run the box with (e.g. "runsc");
 	// empty means the vendor's default.
 	Runtime string
+	// Retention makes the box suspendable (Suspender): Lifetime becomes
+	// its active budget, and a suspended box is kept this long after each
+	// suspend. Zero means not suspendable.
+	Retention time.Duration
 }
 
 // Resources are a box's limits.
@@ -89,6 +93,8 @@ const (
 	FieldEnv     Field = "env"
 	FieldPorts   Field = "ports"
 	FieldRuntime Field = "runtime"
+	// FieldRetention is CreateSpec.Retention: a suspendable box.
+	FieldRetention Field = "retention"
 )
 
 // Fields is a set of create fields.
@@ -120,11 +126,15 @@ func (s CreateSpec) Set() []Field {
 	add(FieldEnv, len(s.Env) > 0)
 	add(FieldPorts, len(s.Ports) > 0)
 	add(FieldRuntime, s.Runtime != "")
+	add(FieldRetention, s.Retention != 0)
 	return fs
 }
 
 // MaxLifetime is the longest lifetime any box may ask for.
 const MaxLifetime = 7 * 24 * time.Hour
+
+// MaxRetention is the longest a suspended box may be kept.
+const MaxRetention = 30 * 24 * time.Hour
 
 var runTagPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
@@ -152,6 +162,9 @@ func Check(v Vendor, spec CreateSpec) error {
 		if strings.HasPrefix(k, boxmeta.LabelPrefix) && k != boxmeta.LabelPool {
 			errs = append(errs, fmt.Errorf("label %q: keys under %s are reserved", k, boxmeta.LabelPrefix))
 		}
+	}
+	if spec.Retention < 0 || spec.Retention > MaxRetention {
+		errs = append(errs, fmt.Errorf("retention %v: want up to %v", spec.Retention, MaxRetention))
 	}
 	if r := spec.Resources; r.CPUs < 0 || r.MemoryBytes < 0 || r.Pids < 0 || r.DiskBytes < 0 {
 		errs = append(errs, errors.New("resources must not be negative"))

@@ -96,6 +96,11 @@ func firstLine(s string) string {
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	res, status := s.health.report(r.Context(), s.opts.Backends, r.URL.Query().Get("force") == "1", "ok")
+	select {
+	case <-s.opts.Engine.Ready(): // the previous incarnation's runs are ended
+		res.Idle = s.idle(r.Context())
+	default:
+	}
 	writeJSON(w, status, res)
 }
 

@@ -100,6 +100,8 @@ type Server struct {
 	profiles []profileEntry
 	queue    inputQueue
 	counts   contextCounts
+	clock    idleClock // the last turn activity (idle.go)
+	started  time.Time
 }
 
 // New returns a server.
@@ -144,7 +146,7 @@ func New(opts Options) (*Server, error) {
 		}
 		opts.DataDir = abs
 	}
-	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), started: time.Now()}
 	s.health = newHealthCache(opts)
 	if opts.Probes != nil {
 		s.health = opts.Probes.cache
@@ -243,6 +245,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	defer s.clock.track(r)()
 	ctx := tracing.Extract(r.Context(), r.Header)
 	if !trace.SpanContextFromContext(ctx).IsRemote() && r.URL.Path == "/health" {
 		s.mux.ServeHTTP(w, r) // an untraced readiness poll makes no span

@@ -20,6 +20,8 @@ type Health struct {
 	Status   string          `json:"status"`
 	Backends []BackendHealth `json:"backends"`
 	Standby  bool            `json:"standby,omitempty"`
+	// Idle is how long the bridge has had no turn (Idle).
+	Idle *Idle `json:"idle,omitempty"`
 }
 
 // BackendHealth is the readiness of one harness. ProbedAt is Unix ms.

@@ -42,6 +42,7 @@ type upOptions struct {
 	repo       string
 	gitRef     string
 	lifetime   time.Duration
+	retention  time.Duration
 	router     string
 	showBearer bool
 	timings    bool
@@ -84,6 +85,7 @@ The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.j
 	f.StringVar(&o.repo, "repo", "", "git repository to clone into the box's workspace")
 	f.StringVar(&o.gitRef, "git-ref", "", "branch, tag or commit of --repo to check out")
 	f.DurationVar(&o.lifetime, "lifetime", o.lifetime, "how long the box lives; it ends by itself then")
+	f.DurationVar(&o.retention, "retention", 0, "make the box suspendable: --lifetime is then its running time, and a suspended box is kept this long")
 	f.StringVar(&o.router, "router", "", `model Router URL (key in $`+routerKeyVar+`), or "local" for a local model endpoint (default: $`+routerURLEnv+`)`)
 	f.BoolVar(&o.showBearer, "show-bearer", false, "also print the bridge's bearer token (a secret)")
 	f.BoolVar(&o.timings, "timings", false, "also print how long each phase of the create took")
@@ -189,7 +191,7 @@ func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag,
 	if o.bridgeOTLP != "" {
 		bridgeEnv = map[string]string{tracing.EndpointEnv: o.bridgeOTLP}
 	}
-	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: o.image, Router: router, Lifetime: o.lifetime,
+	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: o.image, Router: router, Lifetime: o.lifetime, Retention: o.retention,
 		RunTag: tag, Owner: owner, Logger: a.log, OnEvent: onEvent, BridgeEnv: bridgeEnv})
 	if err != nil {
 		return nil, err

@@ -72,6 +72,9 @@ type Environment struct {
 	mu   sync.Mutex
 	busy bool
 	last *provider.Reference // the latest dispatched run
+
+	suspended *SuspendedRef      // set by Suspend (suspend.go)
+	stopIdle  context.CancelFunc // ends the idle watch, when one runs
 }
 
 // Timings returns the phases of the Create that made this environment,
@@ -228,6 +231,7 @@ func (e *Environment) Destroy(ctx context.Context) (err error) {
 	ctx, span := tracer.Start(ctx, "sandbox.destroy", trace.WithAttributes(
 		attribute.String("boxctl.box_id", e.box.ID()), attribute.String("boxctl.reason", ReasonUser)))
 	defer func() { tracing.End(span, err) }()
+	e.endIdleWatch()
 	cancelErr := e.Environment.Destroy(ctx)
 	_ = e.pv.Close(ctx)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultDestroyTimeout)
@@ -246,7 +250,10 @@ func (e *Environment) Destroy(ctx context.Context) (err error) {
 
 // Close releases the environment's connections and leaves the box
 // running (reconnect with Provider.Connect).
-func (e *Environment) Close(ctx context.Context) error { return e.pv.Close(ctx) }
+func (e *Environment) Close(ctx context.Context) error {
+	e.endIdleWatch()
+	return e.pv.Close(ctx)
+}
 
 // BridgeLog returns what the bridge process printed so far.
 func (e *Environment) BridgeLog(ctx context.Context) (stdout, stderr []byte, err error) {

@@ -135,6 +135,17 @@ type Options struct {
 	// interaction event to answer (provider.NewInteractionCommand) instead
 	// of the turn running unattended. Default: one-shot turns.
 	Interactive bool
+	// Retention makes every box suspendable (Environment.Suspend): its
+	// Lifetime becomes an active budget that suspended time does not use,
+	// and a suspended box is kept this long after each suspend (then gc
+	// and, where it can, the vendor remove it). Zero: boxes are not
+	// suspendable, unless IdleSuspend is set (then
+	// vendors.DefaultRetention).
+	Retention time.Duration
+	// IdleSuspend, when set, suspends a box whose bridge has had no turn
+	// (no live run, no attached stream) for this long; health polls and
+	// other reads do not count. The environment's Suspended reports it.
+	IdleSuspend time.Duration
 	// OnEvent, when set, receives each lifecycle event of this provider's
 	// boxes (created, ready, turn started and ended, destroyed with its
 	// reason), synchronously on the goroutine that caused it: it must not
@@ -160,7 +171,7 @@ func (o Options) normalized() (Options, error) {
 			errs = append(errs, fmt.Errorf("BridgeEnv may not set %s", k))
 		}
 	}
-	if o.Lifetime < 0 || o.ReadyTimeout < 0 || o.CloneTimeout < 0 {
+	if o.Lifetime < 0 || o.ReadyTimeout < 0 || o.CloneTimeout < 0 || o.Retention < 0 || o.IdleSuspend < 0 {
 		errs = append(errs, errors.New("durations must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -175,6 +186,9 @@ func (o Options) normalized() (Options, error) {
 	}
 	if o.Lifetime == 0 {
 		o.Lifetime = DefaultLifetime
+	}
+	if o.IdleSuspend > 0 && o.Retention == 0 {
+		o.Retention = vendors.DefaultRetention
 	}
 	if o.RunTag == "" {
 		o.RunTag = NewRunTag()

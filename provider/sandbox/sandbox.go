@@ -84,7 +84,7 @@ func (p *Provider) spec(req CreateRequest) vendors.CreateSpec {
 		maps.Copy(labels, req.Labels)
 	}
 	return vendors.CreateSpec{Image: p.o.Image, Lifetime: life, RunTag: p.o.RunTag, Owner: p.o.Owner,
-		Labels: labels, Resources: p.o.Resources, Ports: []int{BridgePort}}
+		Labels: labels, Resources: p.o.Resources, Ports: []int{BridgePort}, Retention: p.o.Retention}
 }
 
 // check refuses what would fail later, before any vendor call.
@@ -164,6 +164,7 @@ func (p *Provider) Create(ctx context.Context, req CreateRequest) (_ *Environmen
 		return nil, err
 	}
 	env.phases = t.phases
+	env.watchIdle()
 	log.Debug("environment ready", "took", time.Since(start))
 	p.emit(Event{Type: EventReady, BoxID: box.ID(), RunTag: spec.RunTag})
 	return env, nil
@@ -184,6 +185,36 @@ func (p *Provider) cleanup(ctx context.Context, box vendors.Box, cause error) er
 }
 
 func (p *Provider) boot(ctx context.Context, t *timeline, box vendors.Box, req CreateRequest, h *pins.Harness, spec vendors.CreateSpec) (*Environment, error) {
+	ep, bearer, err := p.startBridge(ctx, t, box, h)
+	if err != nil {
+		return nil, err
+	}
+	if w := req.Workspace; w != nil {
+		pctx, end := t.start(ctx, PhaseClone)
+		err := p.clone(pctx, box, w)
+		end(err)
+		if err != nil {
+			return nil, err
+		}
+	}
+	pctx, end := t.start(ctx, PhaseStatus)
+	info, err := box.Status(pctx)
+	end(err)
+	if err != nil {
+		return nil, fmt.Errorf("box status: %w", err)
+	}
+	ref := Reference{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Endpoint: ep.URL, Bearer: bearer, Harness: h.Name,
+		Profile: req.Profile, Env: req.Env, Metadata: req.Metadata, RunTag: spec.RunTag, Deadline: info.Deadline,
+		EnvironmentKey: "box-" + strings.ToLower(newSecret()[:24])}
+	pctx, end = t.start(ctx, PhaseAttach)
+	e, err := p.attach(pctx, box, ep, ref, h)
+	end(err)
+	return e, err
+}
+
+// startBridge starts the bridge in box with a new bearer, waits until its
+// backend is ready and checks its version against the pin.
+func (p *Provider) startBridge(ctx context.Context, t *timeline, box vendors.Box, h *pins.Harness) (vendors.Endpoint, string, error) {
 	bearer := newSecret()
 	env := map[string]string{}
 	maps.Copy(env, p.o.BridgeEnv)
@@ -196,13 +227,13 @@ func (p *Provider) boot(ctx context.Context, t *timeline, box vendors.Box, req C
 	proc, err := box.Spawn(pctx, vendors.SpawnSpec{Name: BridgeProcess, Command: []string{"box-bridge", "-supervise"}, Env: env, Dir: Workspace})
 	end(err)
 	if err != nil {
-		return nil, fmt.Errorf("start bridge: %w", err)
+		return vendors.Endpoint{}, "", fmt.Errorf("start bridge: %w", err)
 	}
 	pctx, end = t.start(ctx, PhaseEndpoint)
 	ep, err := box.Endpoint(pctx, BridgePort)
 	end(err)
 	if err != nil {
-		return nil, fmt.Errorf("bridge endpoint: %w", err)
+		return vendors.Endpoint{}, "", fmt.Errorf("bridge endpoint: %w", err)
 	}
 	client := ep.Client()
 	exited := make(chan error, 1)
@@ -223,37 +254,17 @@ func (p *Provider) boot(ctx context.Context, t *timeline, box vendors.Box, req C
 	client.CloseIdleConnections()
 	end(err)
 	if err != nil {
-		return nil, fmt.Errorf("wait for bridge: %w", err)
+		return vendors.Endpoint{}, "", fmt.Errorf("wait for bridge: %w", err)
 	}
 	stopWatch()
 	_, end = t.start(ctx, PhasePins, attribute.String("boxctl.harness_version", health.Version))
 	if !versionMatches(h, health.Version) {
 		err := &PinMismatchError{Harness: h.Name, Pinned: h.Version, Reported: health.Version}
 		end(err)
-		return nil, err
+		return vendors.Endpoint{}, "", err
 	}
 	end(nil)
-	if w := req.Workspace; w != nil {
-		pctx, end = t.start(ctx, PhaseClone)
-		err := p.clone(pctx, box, w)
-		end(err)
-		if err != nil {
-			return nil, err
-		}
-	}
-	pctx, end = t.start(ctx, PhaseStatus)
-	info, err := box.Status(pctx)
-	end(err)
-	if err != nil {
-		return nil, fmt.Errorf("box status: %w", err)
-	}
-	ref := Reference{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Endpoint: ep.URL, Bearer: bearer, Harness: h.Name,
-		Profile: req.Profile, Env: req.Env, Metadata: req.Metadata, RunTag: spec.RunTag, Deadline: info.Deadline,
-		EnvironmentKey: "box-" + strings.ToLower(newSecret()[:24])}
-	pctx, end = t.start(ctx, PhaseAttach)
-	e, err := p.attach(pctx, box, ep, ref, h)
-	end(err)
-	return e, err
+	return ep, bearer, nil
 }
 
 // attach makes the provider environment of a booted box.

@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/docker/go-connections/nat"
 
+	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/boxproc"
 	"github.com/tangle-network/boxctl/vendors"
 )
@@ -49,7 +50,7 @@ func (b *Box) Status(ctx context.Context) (vendors.Info, error) {
 		labels, img = c.Config.Labels, c.Config.Image
 	}
 	created, _ := time.Parse(time.RFC3339Nano, c.Created)
-	return info(c.ID, img, st, labels, created), nil
+	return b.v.withLifetime(ctx, info(c.ID, img, st, labels, created)), nil
 }
 
 // Endpoint returns the 127.0.0.1 address the engine published port on.
@@ -77,8 +78,15 @@ func (b *Box) Endpoint(ctx context.Context, port int) (vendors.Endpoint, error) 
 // Destroy removes the container and everything in it; a box already gone
 // is not an error.
 func (b *Box) Destroy(ctx context.Context) error {
+	forkImage := ""
+	if c, err := b.v.cli.ContainerInspect(ctx, b.id); err == nil && c.Config != nil && c.Config.Labels[boxmeta.LabelForkOf] != "" {
+		forkImage = c.Image
+	}
 	err := b.v.cli.ContainerRemove(ctx, b.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	switch {
+	case err == nil && forkImage != "":
+		b.v.removeForkImage(ctx, forkImage)
+		return nil
 	case err == nil, cerrdefs.IsNotFound(err):
 		return nil
 	case cerrdefs.IsConflict(err) || strings.Contains(err.Error(), "already in progress"):

@@ -142,7 +142,7 @@ func (v *Vendor) Name() string { return Name }
 // storage drivers do not bound it uniformly).
 func (v *Vendor) Supports() vendors.Fields {
 	return vendors.NewFields(vendors.FieldOwner, vendors.FieldLabels, vendors.FieldCPUs, vendors.FieldMemory,
-		vendors.FieldPids, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRuntime)
+		vendors.FieldPids, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRuntime, vendors.FieldRetention)
 }
 
 // localEngine refuses an engine on another machine: boxes publish their
@@ -290,6 +290,9 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 			return nil, err
 		}
 	}
+	if err := v.suspendable(ctx, spec, cfg, host); err != nil {
+		return nil, err
+	}
 	name := "boxctl-" + spec.RunTag + "-" + strconv.FormatUint(rand.Uint64()&0xffffffffff, 36)
 	created, err := v.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
 	if cerrdefs.IsNotFound(err) && v.opts.pull {
@@ -313,6 +316,12 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	v.opts.logger.Debug("docker box created", "id", created.ID[:12], "run", spec.RunTag, "deadline", deadline)
 	fail := func(err error) (vendors.Box, error) {
 		return nil, vendors.Discard(ctx, Name, created.ID, b.Destroy, err)
+	}
+	if spec.Retention > 0 {
+		d, _ := boxmeta.ParseDeadline(deadline)
+		if err := v.writeLifetime(ctx, created.ID, lifetime{Deadline: d}); err != nil {
+			return fail(err)
+		}
 	}
 	if err := v.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		return fail(fmt.Errorf("docker: start box: %w", v.mapErr(err, created.ID)))
@@ -393,7 +402,7 @@ func (v *Vendor) List(ctx context.Context, filter map[string]string) ([]vendors.
 	}
 	out := make([]vendors.Info, 0, len(cs))
 	for _, c := range cs {
-		out = append(out, info(c.ID, c.Image, stateOf(c.State), c.Labels, time.Unix(c.Created, 0)))
+		out = append(out, v.withLifetime(ctx, info(c.ID, c.Image, stateOf(c.State), c.Labels, time.Unix(c.Created, 0))))
 	}
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/boxmeta"
@@ -62,7 +63,7 @@ func (v *Vendor) Name() string { return Name }
 // environment (envVars) and ports. CPU and memory are the template's
 // (ImportRequest.Resources), not a sandbox's.
 func (v *Vendor) Supports() vendors.Fields {
-	return vendors.NewFields(vendors.FieldOwner, vendors.FieldLabels, vendors.FieldEnv, vendors.FieldPorts)
+	return vendors.NewFields(vendors.FieldOwner, vendors.FieldLabels, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRetention)
 }
 
 // Create makes a sandbox from the template spec.Image with the lifetime as
@@ -80,6 +81,9 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		return nil, err
 	}
 	labels, token, env := tag.Labels, tag.Token, tag.Env
+	if spec.Retention > 0 { // suspendable (suspend.go)
+		labels[boxmeta.LabelRetention] = strconv.FormatInt(int64(spec.Retention/time.Second), 10)
+	}
 	no := false
 	req := newSandbox{TemplateID: spec.Image, Timeout: secondsOf(spec.Lifetime),
 		Network: &networkConfig{AllowPublicTraffic: &no}, Metadata: labels, EnvVars: env}
@@ -201,6 +205,14 @@ func info(d sandboxDetail) vendors.Info {
 		Created: d.StartedAt, Deadline: d.EndAt}
 	if i.Labels == nil {
 		i.Labels = map[string]string{}
+	}
+	if secs, err := strconv.ParseInt(i.Labels[boxmeta.LabelRetention], 10, 64); err == nil && secs > 0 {
+		// Suspendable (suspend.go): the timeout is the active budget; a
+		// paused sandbox is kept its retention past the end it had.
+		if st == vendors.StateStopped {
+			i.State, i.Deadline = vendors.StateSuspended, d.EndAt.Add(time.Duration(secs)*time.Second)
+		}
+		return i
 	}
 	if t, err := boxmeta.ParseDeadline(i.Labels[boxmeta.LabelDeadline]); err == nil && (d.EndAt.IsZero() || t.Before(d.EndAt)) {
 		i.Deadline = t

@@ -1,0 +1,353 @@
+package sandbox_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tangle-network/boxctl/provider"
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// suspendCycles is the number of suspend/resume cycles of
+// TestProvider_LiveSuspendResume: BOXCTL_SUSPEND_CYCLES, default 3 (the
+// bench runs 100).
+func suspendCycles(t *testing.T) int {
+	if v := os.Getenv("BOXCTL_SUSPEND_CYCLES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("BOXCTL_SUSPEND_CYCLES=%q: want a positive count", v)
+		}
+		return n
+	}
+	return 3
+}
+
+// events records the provider's lifecycle events.
+type events struct {
+	mu  sync.Mutex
+	all []sandbox.Event
+}
+
+func (r *events) add(ev sandbox.Event) { r.mu.Lock(); r.all = append(r.all, ev); r.mu.Unlock() }
+
+func (r *events) count(typ sandbox.EventType, reason string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, ev := range r.all {
+		if ev.Type == typ && (reason == "" || ev.Reason == reason) {
+			n++
+		}
+	}
+	return n
+}
+
+func suspendable(f *fixture, rec *events, edit func(*sandbox.Options)) func(*sandbox.Options) {
+	return func(o *sandbox.Options) {
+		o.Retention = time.Hour
+		o.OnEvent = rec.add
+		// Replay is kept an hour after a run, so every earlier run replays
+		// after each resume.
+		o.BridgeEnv = map[string]string{"BRIDGE_REPLAY_RETENTION_MS": "3600000"}
+		if edit != nil {
+			edit(o)
+		}
+	}
+}
+
+// sessionTurn dispatches one turn of session ses and reads its events to
+// its end; it returns the turn's reference and its event ids and types.
+func sessionTurn(t *testing.T, env *sandbox.Environment, ses, prompt string) (provider.Reference, []string) {
+	t.Helper()
+	ref, err := env.Dispatch(t.Context(), provider.Turn{Prompt: prompt, SessionID: ses, TurnID: "turn-" + prompt, ExecutionID: "exec-" + prompt})
+	if err != nil {
+		t.Fatalf("Dispatch %q: %v", prompt, err)
+	}
+	return ref, replay(t, env, ref)
+}
+
+// replay reads the events of run ref from the start.
+func replay(t *testing.T, env *sandbox.Environment, ref provider.Reference) []string {
+	t.Helper()
+	s, err := env.Session(ref.ID, provider.SessionOptions{ControlRef: &ref.ControlRef})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for ev, err := range s.Events(t.Context(), "0") {
+		if err != nil {
+			t.Fatalf("events of %s: %v", ref.ControlRef.RunID, err)
+		}
+		out = append(out, ev.ID+" "+ev.Type)
+	}
+	if len(out) == 0 {
+		t.Fatalf("run %s has no events", ref.ControlRef.RunID)
+	}
+	return out
+}
+
+// rawReplay reads the stored frames of run id from the bridge's replay
+// route, from the start: every frame as it is stored, its id with it.
+func rawReplay(t *testing.T, ref sandbox.Reference, runID string) []string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, ref.Endpoint+"/v1/runs/"+runID+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+ref.Bearer)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("replay of run %s: %d", runID, resp.StatusCode)
+	}
+	var out []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		if line := sc.Text(); line != "" && !strings.HasPrefix(line, ":") {
+			out = append(out, line)
+		}
+	}
+	if err := sc.Err(); err != nil || len(out) == 0 {
+		t.Fatalf("replay of run %s: %d lines, %v", runID, len(out), err)
+	}
+	return out
+}
+
+// mainRequest returns the body of the model request of the turn whose
+// prompt holds marker.
+func (f *fixture) mainRequest(t *testing.T, marker string) string {
+	t.Helper()
+	for _, r := range slices.Backward(f.stub.Requests()) {
+		if !r.Side && strings.Contains(r.Prompt, marker) {
+			return string(r.Body)
+		}
+	}
+	t.Fatalf("the model endpoint saw no request for %q", marker)
+	return ""
+}
+
+func hashWorkspace(t *testing.T, b vendors.Box) string {
+	t.Helper()
+	res, err := b.Exec(t.Context(), vendors.ExecSpec{Command: []string{"sh", "-c",
+		"cd " + sandbox.Workspace + " && find . -type f | sort | xargs -r sha256sum | sha256sum"}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("hash the workspace: %v %s", err, res.Stderr)
+	}
+	return strings.TrimSpace(string(res.Stdout))
+}
+
+// bearerWorks reports whether bearer opens the bridge at endpoint.
+func bearerWorks(t *testing.T, endpoint, bearer string) bool {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, endpoint+"/v1/sessions", nil)
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func boxRunning(t *testing.T, b vendors.Box) vendors.State {
+	t.Helper()
+	st, err := b.Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.State
+}
+
+// TestProvider_LiveSuspendResume runs suspend/resume cycles with a turn of
+// one session between each: the workspace is byte-identical after every
+// resume, every earlier run replays its events unchanged, the old bearer
+// opens nothing, and the model sees every earlier turn in each request.
+func TestProvider_LiveSuspendResume(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	rec := &events{}
+	// The active budget covers every cycle's running time (a 100-cycle
+	// run takes more than the default 10 minutes of it).
+	p := f.provider(t, suspendable(f, rec, func(o *sandbox.Options) { o.Lifetime = 2 * time.Hour }))
+	env := create(t, p, sandbox.CreateRequest{Profile: claude})
+	ctx := t.Context()
+	if _, err := env.Box().Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c",
+		"head -c 65536 /dev/urandom > blob && mkdir -p sub && echo kept > sub/file"}, Dir: sandbox.Workspace}); err != nil {
+		t.Fatal(err)
+	}
+	hash := hashWorkspace(t, env.Box())
+	const ses = "suspend-ses"
+	mark := func(i int) string { return fmt.Sprintf("turn-marker-%03d", i) }
+	type run struct {
+		ref    provider.Reference
+		events []string
+	}
+	var runs []run
+	cycles := suspendCycles(t)
+	var suspendTook, resumeTook []time.Duration
+	for i := range cycles {
+		ref, _ := sessionTurn(t, env, ses, mark(i))
+		runs = append(runs, run{ref, rawReplay(t, env.Reference(), ref.ControlRef.RunID)})
+		if i > 0 {
+			body := f.mainRequest(t, mark(i))
+			for j := range i {
+				if !strings.Contains(body, mark(j)) {
+					t.Fatalf("cycle %d: the model's request lacks the earlier turn %q: the session forgot it", i, mark(j))
+				}
+			}
+		}
+		old := env.Reference()
+		start := time.Now()
+		sref, err := env.Suspend(ctx, sandbox.SuspendOptions{})
+		if err != nil {
+			t.Fatalf("cycle %d: Suspend: %v", i, err)
+		}
+		suspendTook = append(suspendTook, time.Since(start))
+		if st := boxRunning(t, env.Box()); st != vendors.StateSuspended {
+			t.Fatalf("cycle %d: box is %s after Suspend, want suspended (not running)", i, st)
+		}
+		if sref.Bearer != "" || strings.Contains(fmt.Sprint(sref), old.Bearer) {
+			t.Fatal("the suspended reference carries the bearer")
+		}
+		start = time.Now()
+		env, err = p.Resume(ctx, sref)
+		if err != nil {
+			t.Fatalf("cycle %d: Resume: %v", i, err)
+		}
+		resumeTook = append(resumeTook, time.Since(start))
+		now := env.Reference()
+		if now.Bearer == old.Bearer || bearerWorks(t, now.Endpoint, old.Bearer) || !bearerWorks(t, now.Endpoint, now.Bearer) {
+			t.Fatalf("cycle %d: after Resume the old bearer still opens the bridge, or the new one does not", i)
+		}
+		if got := hashWorkspace(t, env.Box()); got != hash {
+			t.Fatalf("cycle %d: workspace hash %s after resume, want %s", i, got, hash)
+		}
+		for _, r := range runs {
+			if got := rawReplay(t, now, r.ref.ControlRef.RunID); !slices.Equal(got, r.events) {
+				t.Fatalf("cycle %d: run %s replays %d events, want the %d it had:\n%v\n%v", i, r.ref.ControlRef.RunID, len(got), len(r.events), got, r.events)
+			}
+		}
+	}
+	if n, m := rec.count(sandbox.EventSuspended, sandbox.ReasonUser), rec.count(sandbox.EventResumed, ""); n != cycles || m != cycles {
+		t.Errorf("events: %d suspended, %d resumed, want %d each", n, m, cycles)
+	}
+	t.Logf("%d cycles: suspend p50 %v, resume to ready p50 %v", cycles, p50(suspendTook), p50(resumeTook))
+	// The last resumed environment is the one to destroy.
+	t.Cleanup(func() { _ = env.Destroy(context.WithoutCancel(ctx)) })
+}
+
+func p50(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// TestProvider_LiveSuspendBusy refuses a suspend while a turn is live.
+func TestProvider_LiveSuspendBusy(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	p := f.provider(t, suspendable(f, &events{}, nil))
+	env := create(t, p, sandbox.CreateRequest{Profile: claude})
+	if _, err := env.Dispatch(t.Context(), provider.Turn{Prompt: promptStall}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := env.Suspend(t.Context(), sandbox.SuspendOptions{})
+	var ce *provider.ConflictError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Suspend during a live turn = %v, want a *provider.ConflictError", err)
+	}
+	if st := boxRunning(t, env.Box()); st != vendors.StateRunning {
+		t.Errorf("box is %s after a refused suspend, want running", st)
+	}
+	if _, err := env.Suspend(t.Context(), sandbox.SuspendOptions{CancelLive: true}); err != nil {
+		t.Fatalf("Suspend with CancelLive: %v", err)
+	}
+}
+
+// TestProvider_LiveIdleSuspend: a box polled for its health every 200ms
+// still suspends once it had no turn for IdleSuspend.
+func TestProvider_LiveIdleSuspend(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	rec := &events{}
+	p := f.provider(t, suspendable(f, rec, func(o *sandbox.Options) { o.IdleSuspend = 3 * time.Second }))
+	env := create(t, p, sandbox.CreateRequest{Profile: claude})
+	sessionTurn(t, env, "idle-ses", "idle-turn")
+	endpoint := env.Reference().Endpoint
+	polls := 0
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, ok := env.Suspended(); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the box did not suspend within 2m of idleness (%d health polls)", polls)
+		}
+		if resp, err := http.Get(endpoint + "/health"); err == nil {
+			resp.Body.Close()
+			polls++
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-time.After(200 * time.Millisecond): // the passive traffic's pace
+		}
+	}
+	if polls < 10 {
+		t.Errorf("only %d health polls before the idle suspend: the test shows nothing", polls)
+	}
+	if st := boxRunning(t, env.Box()); st != vendors.StateSuspended {
+		t.Errorf("box is %s after the idle suspend, want suspended", st)
+	}
+	if n := rec.count(sandbox.EventSuspended, sandbox.ReasonIdle); n != 1 {
+		t.Errorf("%d idle suspended events, want 1", n)
+	}
+}
+
+// TestProvider_LiveFork makes two boxes of a suspended box's disk: each
+// has its own bearer and continues the session on its own.
+func TestProvider_LiveFork(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	p := f.provider(t, suspendable(f, &events{}, nil))
+	env := create(t, p, sandbox.CreateRequest{Profile: claude})
+	const ses = "fork-ses"
+	sessionTurn(t, env, ses, "fork-origin-marker")
+	forks, self, err := env.Fork(t.Context(), 2)
+	for _, e := range append(slices.Clone(forks), self) {
+		if e != nil {
+			t.Cleanup(func() { _ = e.Destroy(context.WithoutCancel(t.Context())) })
+		}
+	}
+	if err != nil {
+		t.Fatalf("Fork: %v", err)
+	}
+	bearers := map[string]bool{self.Reference().Bearer: true}
+	for i, fe := range forks {
+		bearers[fe.Reference().Bearer] = true
+		if fe.Box().ID() == self.Box().ID() {
+			t.Fatalf("fork %d is the source box", i)
+		}
+		marker := fmt.Sprintf("fork-%d-marker", i)
+		sessionTurn(t, fe, ses, marker)
+		body := f.mainRequest(t, marker)
+		if !strings.Contains(body, "fork-origin-marker") || (i == 1 && strings.Contains(body, "fork-0-marker")) {
+			t.Errorf("fork %d's turn: the model's request lacks the origin turn, or holds the other fork's", i)
+		}
+	}
+	if len(bearers) != 3 {
+		t.Errorf("%d distinct bearers among the source and 2 forks, want 3", len(bearers))
+	}
+}
