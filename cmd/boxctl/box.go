@@ -47,16 +47,6 @@ func (a *app) readState() (*boxstate.Store, *boxstate.State, error) {
 	return s, st, err
 }
 
-// openStateVendor reads the state and connects to the vendor of target;
-// the caller calls closeVendor.
-func (a *app) openStateVendor(target string) (s *boxstate.Store, st *boxstate.State, v vendors.Vendor, closeVendor func(), err error) {
-	if s, st, err = a.readState(); err != nil {
-		return nil, nil, nil, nil, err
-	}
-	v, closeVendor, err = a.openVendor(target)
-	return s, st, v, closeVendor, err
-}
-
 // shortID is the 12-character form of a box id that listings print.
 func shortID(id string) string { return boxstate.ShortID(id) }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -110,17 +109,4 @@ func (e emulator) run(ctx context.Context, a *app, c emulateFlags) error {
 	// Stopping removes every sandbox's container, which ends their
 	// streams, so the server then drains at once.
 	return errors.Join(err, stop())
-}
-
-// namedImages reads the NAME=IMAGE values of a repeated flag.
-func namedImages(flag string, kvs []string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, kv := range kvs {
-		name, img, ok := strings.Cut(kv, "=")
-		if !ok || name == "" || img == "" {
-			return nil, usageErrorf("%s %q: want NAME=IMAGE", flag, kv)
-		}
-		out[name] = img
-	}
-	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
+	"github.com/tangle-network/boxctl/vendors/emukit"
 	"github.com/tangle-network/boxctl/vendors/open"
 )
 
@@ -43,8 +44,8 @@ or 503), creates slow, or sandboxes vanish mid-run.`,
 		},
 		start: func(c emulateFlags, key string, log *slog.Logger) ([][2]string, func() error, error) {
 			var err error
-			if o.Snapshots, err = namedImages("--snapshot", snapshots); err != nil {
-				return nil, nil, err
+			if o.Snapshots, err = emukit.NamedImages("--snapshot", snapshots); err != nil {
+				return nil, nil, usageError{err}
 			}
 			if o.MaxLifetime <= 0 {
 				return nil, nil, usageErrorf("--max-lifetime %v: want a positive duration", o.MaxLifetime)

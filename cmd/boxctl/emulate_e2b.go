@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tangle-network/boxctl/vendors/e2b/e2bemu"
+	"github.com/tangle-network/boxctl/vendors/emukit"
 	"github.com/tangle-network/boxctl/vendors/open"
 )
 
@@ -41,8 +42,8 @@ printed. Fault switches make a share of control plane calls fail (429 or
 		},
 		start: func(c emulateFlags, key string, log *slog.Logger) ([][2]string, func() error, error) {
 			var err error
-			if o.Templates, err = namedImages("--template", templates); err != nil {
-				return nil, nil, err
+			if o.Templates, err = emukit.NamedImages("--template", templates); err != nil {
+				return nil, nil, usageError{err}
 			}
 			o.APIKey, o.Addr, o.DockerHost, o.Network, o.Faults, o.Log = key, c.addr, c.dockerHost, c.network, c.faults, log
 			emu, err := e2bemu.New(o)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/open"
 )
 
 // execOptions are the flags and arguments of `boxctl exec`.
@@ -79,7 +80,7 @@ func runExec(ctx context.Context, a *app, o *execOptions) error {
 	return nil
 }
 
-// openBox connects to the box arg names (boxstate.State.ResolveVendor), on the
+// openBox connects to the box arg names (boxstate.State.Locate), on the
 // vendor of its record, else of target. The caller calls closeBox when
 // done with the box.
 func (a *app) openBox(ctx context.Context, target, arg string) (box vendors.Box, closeBox func(), err error) {
@@ -87,20 +88,15 @@ func (a *app) openBox(ctx context.Context, target, arg string) (box vendors.Box,
 	if err != nil {
 		return nil, nil, err
 	}
-	if rec, err := st.Resolve(arg); err == nil {
-		target = rec.Target
-	}
-	v, closeVendor, err := a.openVendor(target)
-	if err != nil {
-		return nil, nil, err
-	}
-	id, _, err := st.ResolveVendor(ctx, v, arg)
+	vs := open.NewSet(open.Options{Logger: a.log})
+	closeBox = func() { _ = vs.Close() }
+	v, id, _, err := st.Locate(ctx, vs.Opener(), target, arg)
 	if err == nil {
 		box, err = v.Connect(ctx, id)
 	}
 	if err != nil {
-		closeVendor()
+		closeBox()
 		return nil, nil, err
 	}
-	return box, closeVendor, nil
+	return box, closeBox, nil
 }

@@ -36,7 +36,11 @@ names that no longer exists is listed as gone (boxctl gc forgets it).`,
 }
 
 func runLs(ctx context.Context, a *app, o *lsOptions) error {
-	s, st, v, closeVendor, err := a.openStateVendor(o.target)
+	s, st, err := a.readState()
+	if err != nil {
+		return err
+	}
+	v, closeVendor, err := a.openVendor(o.target)
 	if err != nil {
 		return err
 	}

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/open"
 )
@@ -17,12 +15,6 @@ import (
 type rmOptions struct {
 	target string
 	boxes  []string
-}
-
-// rmResult is one box `rm` removed.
-type rmResult struct {
-	ID string `json:"id"`
-	boxstate.Removed
 }
 
 func newRmCmd(a *app, runF func(context.Context, *rmOptions) error) *cobra.Command {
@@ -52,36 +44,7 @@ func runRm(ctx context.Context, a *app, o *rmOptions) error {
 	// the vendor of boxes the state does not know.
 	vs := open.NewSet(open.Options{Logger: a.log})
 	defer func() { _ = vs.Close() }()
-	var (
-		done []rmResult
-		errs []error
-	)
-	for _, arg := range o.boxes {
-		target := o.target
-		if rec, err := st.Resolve(arg); err == nil && rec.Target != "" {
-			target = rec.Target
-		}
-		v, err := vs.Vendor(target)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		id, rec, err := st.ResolveVendor(ctx, v, arg)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		removed, err := s.Remove(ctx, v, id, rec)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if !removed.Destroyed {
-			continue
-		}
-		res := rmResult{ID: id, Removed: removed}
-		a.log.Debug("box removed", "box", shortID(id))
-		done = append(done, res)
-	}
+	done, rmErr := s.RemoveArgs(ctx, st, vs.Opener(), o.target, o.boxes)
 	if err := a.print(done, func(w io.Writer) error {
 		for _, r := range done {
 			if _, err := fmt.Fprintf(w, "removed %s\n", shortID(r.ID)); err != nil {
@@ -92,5 +55,5 @@ func runRm(ctx context.Context, a *app, o *rmOptions) error {
 	}); err != nil {
 		return err
 	}
-	return errors.Join(errs...)
+	return rmErr
 }

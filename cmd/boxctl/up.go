@@ -128,19 +128,15 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 }
 
 // lastImage defaults --image to the last build for --target.
-func (o *upOptions) lastImage(a *app) error {
+func (o *upOptions) lastImage(a *app) (err error) {
 	if o.image != "" {
 		return nil
 	}
 	_, st, err := a.readState()
-	if err != nil {
-		return err
+	if err == nil {
+		o.image, err = st.LastImage(boximage.TargetFor(o.target))
 	}
-	if st.LastBuild == nil || st.LastBuild.Target != boximage.TargetFor(o.target) {
-		return usageErrorf("no box image: pass --image REF, or build one with `boxctl build --target %s`", boximage.TargetFor(o.target))
-	}
-	o.image = st.LastBuild.Image
-	return nil
+	return err
 }
 
 func runUp(ctx context.Context, a *app, o *upOptions) error {
@@ -206,7 +202,7 @@ func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag,
 	// claimed (boxctl pool up); else, or with --no-pool, one is created.
 	var env *sandbox.Environment
 	outcome := pool.Cold
-	if o.noPool {
+	if o.noPool || o.retention > 0 { // a pooled box is not suspendable
 		env, err = p.Create(ctx, req)
 	} else {
 		env, outcome, err = pool.ClaimFrom(ctx, p, "", pool.DefaultName(o.target, o.harness, o.image), req)

@@ -128,3 +128,15 @@ func TestInjectorDelay(t *testing.T) {
 		}
 	})
 }
+
+func TestNamedImages(t *testing.T) {
+	got, err := NamedImages("--template", []string{"base=reg/img:1", "other=reg/o@sha256:ab"})
+	if err != nil || len(got) != 2 || got["base"] != "reg/img:1" || got["other"] != "reg/o@sha256:ab" {
+		t.Fatalf("NamedImages = %v, %v", got, err)
+	}
+	for _, bad := range []string{"noimage", "=img", "name="} {
+		if _, err := NamedImages("--template", []string{bad}); err == nil || !strings.Contains(err.Error(), "want NAME=IMAGE") {
+			t.Errorf("NamedImages(%q) = %v, want a NAME=IMAGE error", bad, err)
+		}
+	}
+}

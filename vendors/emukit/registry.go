@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -167,4 +168,18 @@ func (g *Registry) Close() error {
 	}
 	wg.Wait()
 	return errors.Join(errors.Join(errs...), g.engine.Close(), g.docker.Close())
+}
+
+// NamedImages reads the NAME=IMAGE values of a repeated flag (an
+// emulator's templates or snapshots to start with).
+func NamedImages(flag string, kvs []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range kvs {
+		name, img, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || img == "" {
+			return nil, fmt.Errorf("%s %q: want NAME=IMAGE", flag, kv)
+		}
+		out[name] = img
+	}
+	return out, nil
 }
