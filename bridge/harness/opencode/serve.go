@@ -120,7 +120,11 @@ type conversation struct {
 	// prompt is a turn's request held until the session exists.
 	prompt   *harness.Turn
 	prompted bool
-	turns    int
+	// busy marks that the session went busy after the running turn's
+	// prompt: the server's events before that (an aborted turn's last
+	// ones) are not the turn's.
+	busy  bool
+	turns int
 }
 
 // relayLine encodes a request line of the relay.
@@ -157,7 +161,7 @@ func (c *conversation) TurnInput(t harness.Turn) ([]byte, error) {
 		return nil, err
 	}
 	c.turns++
-	c.prompted = false
+	c.prompted, c.busy = false, false
 	c.prompt = &t
 	return c.flush(), nil
 }
@@ -182,14 +186,20 @@ func (c *conversation) flush() []byte {
 
 // serveLine is the part of a relay line a conversation reads.
 type serveLine struct {
-	Type   string          `json:"type"`
-	ID     string          `json:"id"`
-	Status int             `json:"status"`
-	Body   json.RawMessage `json:"body"`
+	Type       string          `json:"type"`
+	ID         string          `json:"id"`
+	Status     int             `json:"status"`
+	Body       json.RawMessage `json:"body"`
+	Properties struct {
+		Status struct {
+			Type string `json:"type"`
+		} `json:"status"`
+	} `json:"properties"`
 }
 
 // Reply takes the created session's id from its answer and writes the
-// held prompt. Server events before the turn's prompt are not the turn's.
+// held prompt. Server events are the turn's from the session's going busy
+// after its prompt on: those before are an earlier turn's.
 func (c *conversation) Reply(line []byte) ([]byte, bool) {
 	var l serveLine
 	if json.Unmarshal(line, &l) != nil {
@@ -210,8 +220,12 @@ func (c *conversation) Reply(line []byte) ([]byte, bool) {
 		return nil, false
 	case ServedModelType:
 		return nil, true
+	case "session.status":
+		if c.prompted && l.Properties.Status.Type == "busy" {
+			c.busy = true
+		}
 	}
-	return nil, c.prompted
+	return nil, c.prompted && c.busy
 }
 
 // Interrupt aborts the session's running turn; nil before its prompt was
