@@ -68,7 +68,7 @@ func (Adapter) SessionCommand(t harness.Turn) (harness.Command, error) {
 		{Path: plugin, Data: servedModelPlugin},
 		{Path: config, Data: serveConfigJSON(t.RouterURL, provider, model, plugin)},
 	}
-	return harness.Command{Path: exe, Args: []string{RelayArg, t.Bin}, Env: Env(t, config), Dir: t.Cwd,
+	return harness.Command{Path: exe, Args: []string{RelayArg, t.Bin}, Runs: []string{t.Bin}, Env: Env(t, config), Dir: t.Cwd,
 		Stdin: []byte{}, HoldStdin: true, Files: files}, nil
 }
 
