@@ -86,6 +86,9 @@ type Command struct {
 	// terminal event was parsed or the process exited, for harnesses that
 	// read commands from stdin and quit at its end (Pi's rpc mode).
 	HoldStdin bool
+	// Runs are other executables the process starts (a relay's harness):
+	// a jail shows them as it shows Path.
+	Runs []string
 	// Files are written before the process starts: configuration the
 	// adapter generated for this turn (see WriteFiles).
 	Files []File

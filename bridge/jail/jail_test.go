@@ -297,3 +297,47 @@ func TestJailer_Caps(t *testing.T) {
 		t.Errorf("Caps() without bwrap = %+v, want only off, with a reason", c)
 	}
 }
+
+// TestPrepared_runs shows a command's other executables (Runs) in a
+// file-system jail, as its own: their directories are bound read-only.
+func TestPrepared_runs(t *testing.T) {
+	f := newFixture(t)
+	j := newJailer(t, f, "")
+	tool := filepath.Join(f.outside, "tools", "harness")
+	if err := os.MkdirAll(filepath.Dir(tool), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := j.Prepare(jail.Request{Mode: wire.JailFS}, f.project, f.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := func(cmd harness.Command) bool {
+		dir := filepath.Dir(tool)
+		for i := 0; i+2 < len(cmd.Args); i++ {
+			if cmd.Args[i] == "--ro-bind" && cmd.Args[i+1] == dir && cmd.Args[i+2] == dir {
+				return true
+			}
+		}
+		return false
+	}
+	for _, runs := range [][]string{nil, {tool}} {
+		cmd, cleanup, err := p.Wrap(harness.Command{Path: exe, Runs: runs, Dir: f.project})
+		if err != nil {
+			t.Fatalf("Wrap(runs %q) = %v", runs, err)
+		}
+		cleanup()
+		if got := bound(cmd); got != (runs != nil) {
+			t.Errorf("Wrap(runs %q): %s bound = %v", runs, filepath.Dir(tool), got)
+		}
+	}
+	if _, _, err := p.Wrap(harness.Command{Path: exe, Runs: []string{filepath.Join(f.outside, "missing")}}); err == nil {
+		t.Error("Wrap with a missing run = nil error")
+	}
+}

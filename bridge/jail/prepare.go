@@ -162,15 +162,27 @@ func (p *Prepared) Wrap(cmd harness.Command) (_ harness.Command, cleanup func(),
 		}
 		cleanup = fw.close
 	}
+	bins := []string{bin}
+	for _, r := range cmd.Runs {
+		rb, err := exec.LookPath(r)
+		if err != nil {
+			return cmd, nil, err
+		}
+		if rb, err = filepath.Abs(rb); err != nil {
+			return cmd, nil, err
+		}
+		bins = append(bins, rb)
+	}
 	out := cmd
 	out.Path = bwrap
-	out.Args = p.args(bin, cmd, fw)
+	out.Args = p.args(bins, cmd, fw)
 	return out, cleanup, nil
 }
 
 // args are bwrap's arguments; mounts apply in order, the last one over a
 // path wins.
-func (p *Prepared) args(bin string, cmd harness.Command, fw *forwarder) []string {
+func (p *Prepared) args(bins []string, cmd harness.Command, fw *forwarder) []string {
+	bin := bins[0]
 	mode, net := p.req.Mode, p.req.Net
 	a := namespaceArgs(net)
 	switch mode {
@@ -195,9 +207,11 @@ func (p *Prepared) args(bin string, cmd harness.Command, fw *forwarder) []string
 	}
 	// What the harness needs that the view above hides: its binary, the
 	// relay, its project and state directories.
-	for _, d := range p.binDirs(bin) {
-		if !p.visible(d) {
-			a = append(a, "--ro-bind", d, d)
+	for _, b := range bins {
+		for _, d := range p.binDirs(b) {
+			if !p.visible(d) {
+				a = append(a, "--ro-bind", d, d)
+			}
 		}
 	}
 	relay := p.j.opts.Relay

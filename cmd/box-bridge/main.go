@@ -29,6 +29,7 @@ import (
 	"syscall"
 
 	"github.com/tangle-network/boxctl/bridge"
+	"github.com/tangle-network/boxctl/bridge/harness/opencode"
 	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/supervisor"
 	"github.com/tangle-network/boxctl/internal/buildinfo"
@@ -38,6 +39,7 @@ import (
 func main() {
 	// A net-jailed turn's relay is this executable (package bridge/jail).
 	jail.ServeRelayIfAsked()
+	opencode.ServeRelayIfAsked()
 	if err := protectSecrets(); err != nil {
 		fmt.Fprintln(os.Stderr, "box-bridge: protect secrets:", err)
 		os.Exit(1)

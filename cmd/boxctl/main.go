@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/tangle-network/boxctl/boximage"
+	"github.com/tangle-network/boxctl/bridge/harness/opencode"
 	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/internal/tracing"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
@@ -20,6 +21,7 @@ import (
 func main() {
 	// `boxctl bridge` serves net-jailed turns through this executable.
 	jail.ServeRelayIfAsked()
+	opencode.ServeRelayIfAsked()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// Spans go to OTEL_EXPORTER_OTLP_ENDPOINT when it is set, nowhere
 	// otherwise.

@@ -49,10 +49,25 @@
 // opencode installs nothing. Outside a box image opencode installs the SDK
 // itself, once, from the registry.
 //
-// Interactions: the bridge claims none for opencode. `opencode run` never
-// waits for an answer: a permission that asks is rejected at once ("auto-
-// rejecting" on stderr, a tool_use in state error), or approved with
-// --auto. opencode asks only as a server, `opencode serve` (permission.asked
-// events, answered by POST /permission/{requestID}/reply) or `opencode acp`
-// (session/request_permission), which a retained adapter would drive.
+// Retained turns: `opencode run` never waits for an answer (a permission
+// that asks is rejected at once), so a retained session runs `opencode
+// serve` instead, through a stdio relay that is the bridge's own
+// executable (RelayArg, RunRelay; a main that serves the bridge calls
+// ServeRelayIfAsked). The relay starts the server on a free loopback port
+// with a random password of its own (OPENCODE_SERVER_PASSWORD, basic
+// auth), prints each /event frame and each of the server's stdout lines
+// (the served-model plugin's) as a line, and turns each request line on
+// its stdin ({id, method, path, body}) into an HTTP call whose answer it
+// prints ({"type":"boxctl.relay.response", id, status, body}). The
+// process's conversation creates the session (POST /session) or continues
+// Turn.NativeSessionID, and starts each turn with POST
+// /session/{id}/prompt_async; the turn's lines are the server's events
+// from the session's going busy on (an aborted turn's last events come
+// before). The parser reads completed parts of message.part.updated as
+// the matching `run` lines; session.idle ends the turn, session.error ends
+// it with an error. The served configuration asks before bash, edit and
+// webfetch: each permission.asked becomes a permission interaction naming
+// the permission as the tool, its patterns (the command) in the title and
+// its metadata as the input; allow replies "once", refuse "reject" with
+// the answer's message. An interrupt is POST /session/{id}/abort.
 package opencode

@@ -2,6 +2,8 @@ package opencode
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
 	"github.com/tangle-network/boxctl/bridge/wire"
@@ -14,8 +16,10 @@ type parser struct {
 	texts       int
 	nextTool    int
 	calls       map[string]bool
-	usage       wire.Usage
-	measured    bool
+	// parts are the server parts already passed on.
+	parts    map[string]bool
+	usage    wire.Usage
+	measured bool
 	// served is the last served model reported.
 	served string
 }
@@ -24,7 +28,7 @@ type parser struct {
 // {"type":"boxctl.served_model","model":"..."}.
 const ServedModelType = "boxctl.served_model"
 
-func newParser() *parser { return &parser{calls: map[string]bool{}} }
+func newParser() *parser { return &parser{calls: map[string]bool{}, parts: map[string]bool{}} }
 
 func (p *parser) Done() bool { return p.done }
 
@@ -33,16 +37,31 @@ type line struct {
 	SessionID string `json:"sessionID"`
 	Model     string `json:"model"`
 	Part      part   `json:"part"`
-	Error     *struct {
-		Name string `json:"name"`
-		Data struct {
-			Message    string `json:"message"`
-			StatusCode int    `json:"statusCode"`
-		} `json:"data"`
-	} `json:"error"`
+	// Properties, ID, Status, Failure and Body are those of a relayed
+	// server's lines (see RunRelay).
+	Properties *serveProps     `json:"properties"`
+	ID         string          `json:"id"`
+	Status     int             `json:"status"`
+	Failure    string          `json:"failure"`
+	Body       json.RawMessage `json:"body"`
+	Error      *lineError      `json:"error"`
+}
+
+type lineError struct {
+	Name string `json:"name"`
+	Data struct {
+		Message    string `json:"message"`
+		StatusCode int    `json:"statusCode"`
+	} `json:"data"`
 }
 
 type part struct {
+	ID        string `json:"id"`
+	SessionID string `json:"sessionID"`
+	Synthetic bool   `json:"synthetic"`
+	Time      *struct {
+		End *int64 `json:"end"`
+	} `json:"time"`
 	Type   string `json:"type"`
 	Text   string `json:"text"`
 	Tool   string `json:"tool"`
@@ -71,6 +90,11 @@ func (p *parser) Line(raw []byte) []harness.Event {
 	var l line
 	if err := json.Unmarshal(raw, &l); err != nil || p.done {
 		return nil
+	}
+	if l.Properties != nil || l.Type == ResponseType {
+		if !p.serve(&l) {
+			return nil
+		}
 	}
 	var out []harness.Event
 	if l.SessionID != "" && !p.sessionSeen {
@@ -206,4 +230,79 @@ func sum(acc *int64, v int64) *int64 {
 		n += *acc
 	}
 	return &n
+}
+
+// serveProps are the properties of a server event the parser reads.
+type serveProps struct {
+	SessionID string `json:"sessionID"`
+	Part      *part  `json:"part"`
+	Error     *struct {
+		Name string `json:"name"`
+		Data struct {
+			Message string `json:"message"`
+		} `json:"data"`
+	} `json:"error"`
+}
+
+// serve rewrites a relayed server line as the `opencode run` line it
+// stands for, and reports whether there is one: a part once it is
+// complete (text and reasoning at their end, a tool call at its result,
+// a step's finish), an error, the idle session that ends a turn, or an
+// error answer to one of the turn's requests.
+func (p *parser) serve(l *line) bool {
+	if l.Type == ResponseType {
+		if l.Status/100 == 2 || strings.HasPrefix(l.ID, idReplyPrefix) || strings.HasPrefix(l.ID, idAbortPrefix) {
+			// A reply to a request answered meanwhile is not the turn's end.
+			return false
+		}
+		msg := l.Failure
+		if msg == "" {
+			msg = fmt.Sprintf("opencode server answered %d: %s", l.Status, string(l.Body))
+		}
+		*l = line{Type: "error", Error: &lineError{Name: "ServerError"}}
+		l.Error.Data.Message = msg
+		return true
+	}
+	pr := l.Properties
+	switch l.Type {
+	case "message.part.updated":
+		pt := pr.Part
+		if pt == nil || pt.Synthetic {
+			return false
+		}
+		*l = line{SessionID: pt.SessionID, Part: *pt}
+		switch pt.Type {
+		case "text", "reasoning":
+			if pt.Time == nil || pt.Time.End == nil || p.parts[pt.ID] {
+				return false
+			}
+			p.parts[pt.ID] = true
+			l.Type = pt.Type
+		case "tool":
+			l.Type = "tool_use"
+		case "step-finish":
+			if p.parts[pt.ID] {
+				return false
+			}
+			p.parts[pt.ID] = true
+			l.Type = "step_finish"
+		default:
+			return false
+		}
+		return true
+	case "session.error":
+		*l = line{Type: "error", SessionID: pr.SessionID, Error: &lineError{Name: "SessionError"}}
+		if pr.Error != nil {
+			l.Error.Name, l.Error.Data.Message = pr.Error.Name, pr.Error.Data.Message
+		}
+		return true
+	case "session.idle":
+		if p.done {
+			return false
+		}
+		*l = line{Type: "step_finish", SessionID: pr.SessionID}
+		l.Part.Reason = "stop"
+		return true
+	}
+	return false
 }

@@ -13,6 +13,7 @@ package bridgetest
 import (
 	"testing"
 
+	"github.com/tangle-network/boxctl/bridge/harness/opencode"
 	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 )
@@ -23,6 +24,7 @@ import (
 // relay is its own executable) serves as one instead.
 func Main(m *testing.M) {
 	jail.ServeRelayIfAsked()
+	opencode.ServeRelayIfAsked()
 	boxbridgetest.Main(m)
 }
 
