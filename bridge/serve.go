@@ -126,6 +126,9 @@ func serveLoop(ctx context.Context, hs *http.Server, eng *engine.Engine, serveEr
 		case <-started:
 			started = nil
 			if err := eng.WaitReady(ctx); err != nil {
+				if ctx.Err() != nil {
+					continue // shutting down: the ctx.Done case ends the bridge
+				}
 				log.Error("start", "err", err)
 				closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 				defer cancel()

@@ -52,6 +52,9 @@ func main() {
 	case errors.Is(err, flag.ErrHelp):
 		os.Exit(0)
 	case errors.Is(err, errUsage):
+		if err != errUsage { // a usage error that says what is wrong
+			fmt.Fprintln(os.Stderr, "box-bridge:", err)
+		}
 		os.Exit(2)
 	default:
 		fmt.Fprintln(os.Stderr, "box-bridge:", err)
@@ -105,8 +108,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	log := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: level}))
 	if *supervise && *standby {
-		fmt.Fprintln(errOut, "box-bridge: -standby runs unsupervised: give one of -supervise and -standby")
-		return errUsage
+		return fmt.Errorf("-standby runs unsupervised: give one of -supervise and -standby: %w", errUsage)
 	}
 	if *supervise {
 		if child != nil {
