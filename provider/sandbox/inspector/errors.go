@@ -42,6 +42,9 @@ const (
 	// TypeBusy: the box runs a turn, so it takes no other and is not
 	// suspended (409).
 	TypeBusy = "session_busy"
+	// TypeNotSuspendable: the box cannot be suspended or resumed (made
+	// without a retention, or on a vendor that does not suspend) (409).
+	TypeNotSuspendable = "not_suspendable"
 	// TypeNoRouter: a resume needs the model Router's environment
 	// (TANGLE_ROUTER_URL, TANGLE_API_KEY), which the server lacks (503).
 	TypeNoRouter = "no_router"
@@ -93,6 +96,8 @@ func apiError(err error) *Error {
 		return errorf(http.StatusGone, TypeBoxGone, err.Error())
 	case errors.As(err, &conflict) && conflict.Type == wire.TypeSessionBusy:
 		return errorf(http.StatusConflict, TypeBusy, err.Error())
+	case errors.Is(err, vendors.ErrNotSuspendable):
+		return errorf(http.StatusConflict, TypeNotSuspendable, err.Error())
 	case errors.As(err, &noRouter):
 		return errorf(http.StatusServiceUnavailable, TypeNoRouter, err.Error())
 	case errors.As(err, &conflict), errors.As(err, &mismatch):

@@ -526,6 +526,7 @@ func TestAPIError(t *testing.T) {
 		{&provider.ConflictError{Op: "environment.Stream", Type: "session_busy", Message: "busy"}, 409, TypeBusy},
 		{fmt.Errorf("suspend: %w", &provider.ConflictError{Op: "environment.Suspend", Type: "session_busy", Message: "1 live run"}), 409, TypeBusy},
 		{&provider.ConflictError{Op: "environment.Run", Type: "other", Message: "m"}, 409, TypeConflict},
+		{fmt.Errorf("suspend: %w", &vendors.NotSuspendableError{Vendor: "docker", ID: "b", Reason: "no retention"}), 409, TypeNotSuspendable},
 		{fmt.Errorf("resume: %w", &sandbox.MissingRouterEnvError{Vars: []string{sandbox.RouterURLEnv}}), 503, TypeNoRouter},
 		{&provider.IdentityMismatchError{Op: "environment.Run", Reason: "r"}, 409, TypeConflict},
 		{&provider.NotFoundError{Op: "session.Status"}, 404, TypeNotFound},
