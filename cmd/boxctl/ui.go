@@ -12,18 +12,22 @@ import (
 )
 
 // uiOptions are the flags of `boxctl ui`.
-type uiOptions struct{ addr, jaegerURL string }
+type uiOptions struct {
+	addr, jaegerURL string
+	poolMetrics     []string
+}
 
 func newUICmd(a *app, runF func(context.Context, *uiOptions) error) *cobra.Command {
 	o := &uiOptions{addr: "127.0.0.1:0"}
 	cmd := &cobra.Command{Use: "ui", Short: "Serve a local web inspector of the boxes",
 		Long: `ui serves a web page of the boxes the state knows, on every vendor (turns streamed,
 replayed, sent, cancelled, permission prompts, the bridge's log, events, traces,
-destroy) on loopback unless --addr says otherwise. Open the URL it prints once.`,
+suspend, resume, destroy; the pools) on loopback unless --addr says otherwise. Open the URL it prints once.`,
 		Example: `  boxctl ui --addr 127.0.0.1:7681 --jaeger-url http://127.0.0.1:16686`,
 		Args:    boxArgs(cobra.NoArgs), RunE: verbRunE(a, o, func([]string) error { return nil }, runF, runUI)}
 	cmd.Flags().StringVar(&o.addr, "addr", o.addr, "address to listen on (port 0: any free one)")
 	cmd.Flags().StringVar(&o.jaegerURL, "jaeger-url", "", "Jaeger query API whose spans the trace view shows")
+	cmd.Flags().StringSliceVar(&o.poolMetrics, "pool-metrics", nil, "pool keepers' --metrics addresses whose size, claims and hits the pool page shows")
 	return cmd
 }
 
@@ -34,7 +38,8 @@ func runUI(ctx context.Context, a *app, o *uiOptions) error {
 	}
 	vs := open.NewSet(open.Options{Logger: a.log})
 	defer func() { _ = vs.Close() }()
-	srv, err := inspector.New(inspector.Options{Store: s, Logger: a.log, JaegerURL: o.jaegerURL, Vendor: vs.Opener()})
+	srv, err := inspector.New(inspector.Options{Store: s, Logger: a.log, JaegerURL: o.jaegerURL, Vendor: vs.Opener(),
+		KeeperMetrics: o.poolMetrics})
 	if err != nil {
 		return usageError{err}
 	}

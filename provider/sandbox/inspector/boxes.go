@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/vendors"
@@ -20,6 +21,12 @@ type Box struct {
 	boxstate.Row
 	Target  string `json:"target"`
 	LiveRun string `json:"liveRun,omitempty"`
+	// Pool is the warm pool the box was claimed from (its
+	// boxmeta.LabelPool), if any.
+	Pool string `json:"pool,omitempty"`
+	// Suspended reports that the state's record holds a suspended box's
+	// reference (no bearer: `boxctl resume` makes a new one).
+	Suspended bool `json:"suspended,omitempty"`
 }
 
 // TargetError is a vendor whose boxes could not be listed.
@@ -149,10 +156,19 @@ func (s *Server) boxes(ctx context.Context) (Boxes, error) {
 			out.Errors = append(out.Errors, TargetError{Target: target, Message: err.Error()})
 			continue
 		}
+		pools := map[string]string{}
+		for _, info := range infos {
+			pools[info.ID] = info.Labels[boxmeta.LabelPool]
+		}
 		for _, row := range st.Rows(target, s.o.Store.Owner(), infos) {
-			if row.InState {
-				out.Boxes = append(out.Boxes, Box{Row: row, Target: target, LiveRun: s.liveRun(row.ID)})
+			if !row.InState {
+				continue
 			}
+			b := Box{Row: row, Target: target, LiveRun: s.liveRun(row.ID), Pool: pools[row.ID]}
+			if rec := st.Find(row.ID); rec != nil && rec.Reference != nil && rec.Reference.Bearer == "" && row.State != boxstate.StateGone {
+				b.Suspended = true
+			}
+			out.Boxes = append(out.Boxes, b)
 		}
 	}
 	slices.SortStableFunc(out.Boxes, func(a, b Box) int { return cmp.Compare(b.Created.UnixNano(), a.Created.UnixNano()) })

@@ -76,8 +76,9 @@ func script(r routerstub.Request) routerstub.Reply {
 
 // liveBox makes a real Claude Code box on the test bed's Docker engine,
 // recorded in store as `boxctl up` records one, its model endpoint the
-// local stub; the box is destroyed when the test ends.
-func liveBox(t *testing.T, v *docker.Vendor, store *boxstate.Store) (boxstate.Record, *routerstub.Server) {
+// local stub (router, which a resume takes again); the box is destroyed
+// when the test ends.
+func liveBox(t *testing.T, v *docker.Vendor, store *boxstate.Store) (boxstate.Record, *routerstub.Server, sandbox.Router) {
 	t.Helper()
 	img := boxtest.Image(t, boxtest.Options{})
 	host, err := v.HostAddress(t.Context())
@@ -102,7 +103,8 @@ func liveBox(t *testing.T, v *docker.Vendor, store *boxstate.Store) (boxstate.Re
 	rec := boxstate.Record{Target: docker.Name, Image: img, RunTag: sandbox.NewRunTag(), Created: now.UTC(), Deadline: now.Add(15 * time.Minute).UTC()}
 	rec, err = store.Create(t.Context(), v, rec, func(ctx context.Context, tag string) (sandbox.Reference, error) {
 		p, err := sandbox.New(sandbox.Options{Vendor: v, Image: img, Router: router, Lifetime: 15 * time.Minute, RunTag: tag,
-			Owner: store.Owner(), OnEvent: store.Record})
+			Retention: time.Hour,
+			Owner:     store.Owner(), OnEvent: store.Record})
 		if err != nil {
 			return sandbox.Reference{}, err
 		}
@@ -137,14 +139,16 @@ func liveBox(t *testing.T, v *docker.Vendor, store *boxstate.Store) (boxstate.Re
 	if err := box.Write(t.Context(), probePath, []byte(probeScript), 0o644); err != nil {
 		t.Fatalf("write the probe in the box: %v", err)
 	}
-	return rec, stub
+	return rec, stub, router
 }
 
 // TestInspector_InBrowser drives the inspector of a real Docker box from
 // Debian's Chromium: the page lists the box, a turn's text streams in and
 // its trace is read back from Jaeger, a permission prompt is answered in
 // the page (and the tool ran), the lifecycle events show the turns, an
-// earlier run replays, a stalled turn is cancelled, and a destroyed box is
+// earlier run replays, a stalled turn refuses a suspend (session_busy) and
+// is cancelled, the box is suspended and resumed from the page and takes a
+// turn after, and a destroyed box is
 // gone from the list; a request without the token is refused. It logs the page's load
 // and the first streamed event's time, and keeps a screenshot of the box
 // page as an artifact.
@@ -161,10 +165,11 @@ func TestInspector_InBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, stub := liveBox(t, v, store)
+	rec, stub, router := liveBox(t, v, store)
+	routerEnv := map[string]string{sandbox.RouterURLEnv: router.URL, sandbox.RouterKeyEnv: router.Key}
 
 	srv, err := inspector.New(inspector.Options{Store: store, JaegerURL: env.JaegerURL,
-		Vendor: func(string) (vendors.Vendor, error) { return v, nil }})
+		Vendor: func(string) (vendors.Vendor, error) { return v, nil }, Getenv: func(k string) string { return routerEnv[k] }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,9 +264,11 @@ func TestInspector_InBrowser(t *testing.T) {
 	if !toolResult {
 		t.Error("the model endpoint got no tool result: the permission was not answered")
 	}
+	// The turn's end event is recorded as its stream ends: the poll reloads
+	// the box's runs and events until both ends are shown.
 	get(b, "wait for the lifecycle events", chromedp.Poll[bool](
-		`[...document.querySelectorAll("#events td")].filter(td => td.textContent === "turn.ended").length >= 2`,
-		chromedp.WithPollingTimeout(30*time.Second)))
+		`(refresh("/api/boxes/" + encodeURIComponent(inspector.box)), [...document.querySelectorAll("#events td")].filter(td => td.textContent === "turn.ended").length >= 2)`,
+		chromedp.WithPollingTimeout(30*time.Second), chromedp.WithPollingInterval(500*time.Millisecond)))
 	b.do("show the bridge's log", chromedp.Click(chromedp.CSS("#load-logs")), chromedp.WaitVisible(chromedp.CSS("#log-stderr")))
 	b.noErrors("permission")
 
@@ -285,12 +292,41 @@ func TestInspector_InBrowser(t *testing.T) {
 	b.do("send a stalling turn", chromedp.SetValue(chromedp.CSS("#prompt"), stallPrompt), chromedp.Click(chromedp.CSS("#send")))
 	get(b, "wait for the run", chromedp.Poll[bool](`!document.getElementById("cancel").disabled && window.inspector.firstEventAt > 0`,
 		chromedp.WithPollingTimeout(2*time.Minute)))
+	// A box running a turn is not suspended: the page shows the typed refusal.
+	b.do("suspend the busy box", chromedp.Click(chromedp.CSS("#suspend")))
+	get(b, "wait for the busy refusal", chromedp.Poll[bool](fmt.Sprintf(`document.getElementById("errors").textContent.includes(%q)`,
+		inspector.TypeBusy), chromedp.WithPollingTimeout(time.Minute)))
+	b.do("clear the errors", chromedp.Evaluate[chromedp.Void](`clearErrors()`))
+	get(b, "wait for the run again", chromedp.Poll[bool](`!document.getElementById("cancel").disabled && !document.getElementById("suspend").disabled`,
+		chromedp.WithPollingTimeout(time.Minute)))
 	b.do("cancel it", chromedp.Click(chromedp.CSS("#cancel")))
 	get(b, "wait for the cancelled end", chromedp.Poll[bool](ended, chromedp.WithPollingTimeout(2*time.Minute)))
 	if st := get(b, "read the status", chromedp.Text(chromedp.CSS("#turn-status"))); !strings.Contains(st, provider.StatusCancelled) {
 		t.Errorf("the cancelled turn's status reads %q, want %s", st, provider.StatusCancelled)
 	}
 	b.noErrors("cancel")
+
+	// Suspended from the page, resumed, and a turn still works.
+	tag := `document.querySelector("#box-title .tag").textContent`
+	start = time.Now()
+	b.do("suspend the box", chromedp.Click(chromedp.CSS("#suspend")))
+	get(b, "wait for the suspended state", chromedp.Poll[bool](tag+` === "suspended"`, chromedp.WithPollingTimeout(2*time.Minute)))
+	suspendWall := time.Since(start)
+	b.noErrors("suspend")
+	if st, err := store.Load(); err != nil || st.Find(rec.ID) == nil || st.Find(rec.ID).Reference.Bearer != "" {
+		t.Errorf("after the suspend the state's record is %+v (%v), want it without a bearer", st.Find(rec.ID), err)
+	}
+	start = time.Now()
+	b.do("resume the box", chromedp.Click(chromedp.CSS("#resume")))
+	get(b, "wait for the running state", chromedp.Poll[bool](tag+` === "running"`, chromedp.WithPollingTimeout(3*time.Minute)))
+	t.Logf("suspend from the page: %v; resume: %v (wall, click to the state shown)", suspendWall.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	b.noErrors("resume")
+	b.do("send a turn after the resume", chromedp.SetValue(chromedp.CSS("#prompt"), "Say hello again."), chromedp.Click(chromedp.CSS("#send")))
+	get(b, "wait for the turn's end", chromedp.Poll[bool](ended, chromedp.WithPollingTimeout(3*time.Minute)))
+	if text := get(b, "read the turn's text", chromedp.Text(chromedp.CSS("#turn-text"))); text != replyText {
+		t.Errorf("after the resume the page streamed %q, want %q", text, replyText)
+	}
+	b.noErrors("turn after the resume")
 
 	// Destroyed, and gone from the list.
 	b.do("destroy the box", chromedp.Click(chromedp.CSS("#destroy")), chromedp.Click(chromedp.CSS("#destroy-confirm")),
@@ -377,7 +413,7 @@ func get[T any](b browser, what string, a chromedp.Action[T]) T {
 
 // TestInspector_ErrorsInBrowser checks that the page shows what fails: a
 // vendor that cannot be opened in the list, a box gone from its vendor on
-// the box page, and a refused turn.
+// the box page, and a refused turn; and the pool page lists a pool.
 func TestInspector_ErrorsInBrowser(t *testing.T) {
 	env := testbed.RequireChromium(t)
 	store, err := boxstate.Open(boxstate.Options{Path: filepath.Join(t.TempDir(), "boxes.json")})
@@ -398,7 +434,11 @@ func TestInspector_ErrorsInBrowser(t *testing.T) {
 	}
 	v := inspector.ListVendor([]vendors.Info{{ID: "box-here-0001", Vendor: docker.Name, State: vendors.StateRunning, Created: now,
 		Deadline: now.Add(time.Hour), Labels: map[string]string{boxmeta.LabelRunTag: "run-a", boxmeta.LabelOwner: store.Owner()}}})
-	srv, err := inspector.New(inspector.Options{Store: store, Vendor: func(target string) (vendors.Vendor, error) {
+	pools := t.TempDir()
+	if err := os.WriteFile(filepath.Join(pools, "docker-claude-code-0a1b2c3d.json"), []byte(`{"version":1,"boxes":[]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := inspector.New(inspector.Options{Store: store, PoolDir: pools, Vendor: func(target string) (vendors.Vendor, error) {
 		if target == "e2b" {
 			return nil, errors.New("--target e2b needs E2B_API_KEY")
 		}
@@ -424,6 +464,17 @@ func TestInspector_ErrorsInBrowser(t *testing.T) {
 	b.do("send an empty turn", chromedp.Click(chromedp.CSS("#send")))
 	get(b, "wait for the refusal", chromedp.Poll[bool](fmt.Sprintf(`document.getElementById("errors").textContent.includes(%q)`,
 		inspector.TypeInvalidRequest), chromedp.WithPollingTimeout(30*time.Second)))
+
+	// The pool page: the pool's file, and what its figures come from.
+	b.do("open the pool page", chromedp.Click(chromedp.CSS("#pools-link")),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-pool="docker-claude-code-0a1b2c3d"]`)))
+	if ready := get(b, "read the pool's ready boxes", chromedp.Text(chromedp.CSS(`tr[data-pool="docker-claude-code-0a1b2c3d"] td.ready`))); ready != "0" {
+		t.Errorf("the pool page shows %q ready, want 0", ready)
+	}
+	if shown := get(b, "read what is shown", chromedp.Text(chromedp.CSS("#pools-shown"))); shown != inspector.PoolsShown {
+		t.Errorf("the pool page says %q, want inspector.PoolsShown", shown)
+	}
+	b.noErrors("pools")
 }
 
 // traceTo exports this process's spans to the test bed's OTLP receiver

@@ -2,11 +2,15 @@
 // ui`): an HTTP server, its page and scripts embedded, over the boxes the
 // user's state (boxstate) knows on every vendor.
 //
-// The page lists the boxes with their state, deadline, harness and run
-// tag; a box's page sends a turn and streams it live, replays the box's
+// The page lists the boxes with their state, deadline, harness, run tag
+// and pool; a box's page sends a turn and streams it live, replays the box's
 // earlier runs from the bridge's store, cancels a run, answers its
 // permission interactions (allow or deny), shows the bridge's log, the
-// box's lifecycle events and a turn's trace, and destroys the box. The
+// box's lifecycle events and a turn's trace, suspends and resumes the box
+// (through boxstate.Verb, as `boxctl suspend` and `resume`), and destroys
+// it. The pool page lists the pools' files (pool.Summaries) and, for the
+// keepers whose metrics address it was given, their size, claims and
+// hits. The
 // server drives each box through the sandbox provider from the reference
 // the state keeps: the box's bearer stays in this process and never
 // reaches the browser, whose event streams the server relays.

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/provider"
+	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/vendors"
 )
@@ -34,8 +36,18 @@ const (
 	TypeBoxGone = "box_gone"
 	// TypeExpired: the bridge no longer retains what was asked (410).
 	TypeExpired = "expired"
-	// TypeConflict: the box runs another turn, or a run does not bind (409).
+	// TypeConflict: a run does not bind, or the box is not in the state
+	// the request needs (409).
 	TypeConflict = "conflict"
+	// TypeBusy: the box runs a turn, so it takes no other and is not
+	// suspended (409).
+	TypeBusy = "session_busy"
+	// TypeNotSuspendable: the box cannot be suspended or resumed (made
+	// without a retention, or on a vendor that does not suspend) (409).
+	TypeNotSuspendable = "not_suspendable"
+	// TypeNoRouter: a resume needs the model Router's environment
+	// (TANGLE_ROUTER_URL, TANGLE_API_KEY), which the server lacks (503).
+	TypeNoRouter = "no_router"
 	// TypeUnavailable: the server is shutting down (503).
 	TypeUnavailable = "unavailable"
 	// TypeUpstream: the vendor, the bridge or the trace store failed (502).
@@ -71,6 +83,7 @@ func apiError(err error) *Error {
 		notFound *provider.NotFoundError
 		expired  *provider.ExpiredCursorError
 		mismatch *provider.IdentityMismatchError
+		noRouter *sandbox.MissingRouterEnvError
 	)
 	switch {
 	case errors.As(err, &ae):
@@ -81,6 +94,12 @@ func apiError(err error) *Error {
 		return errorf(http.StatusBadRequest, TypeInvalidRequest, err.Error())
 	case errors.Is(err, vendors.ErrNotFound):
 		return errorf(http.StatusGone, TypeBoxGone, err.Error())
+	case errors.As(err, &conflict) && conflict.Type == wire.TypeSessionBusy:
+		return errorf(http.StatusConflict, TypeBusy, err.Error())
+	case errors.Is(err, vendors.ErrNotSuspendable):
+		return errorf(http.StatusConflict, TypeNotSuspendable, err.Error())
+	case errors.As(err, &noRouter):
+		return errorf(http.StatusServiceUnavailable, TypeNoRouter, err.Error())
 	case errors.As(err, &conflict), errors.As(err, &mismatch):
 		return errorf(http.StatusConflict, TypeConflict, err.Error())
 	case errors.As(err, &notFound):

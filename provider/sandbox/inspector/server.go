@@ -4,11 +4,14 @@ import (
 	"context"
 	"embed"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,8 +47,19 @@ type Options struct {
 	// JaegerService is the service searched for a run's trace. Default:
 	// DefaultJaegerService.
 	JaegerService string
-	// HTTPClient queries Jaeger. Default: a client with a 10 s timeout.
+	// HTTPClient queries Jaeger and the pools' keepers. Default: a client
+	// with a 10 s timeout.
 	HTTPClient *http.Client
+	// Getenv reads the model Router's environment a resume needs
+	// (sandbox.RouterFromEnv). Default: os.Getenv.
+	Getenv func(string) string
+	// PoolDir holds the pools' files the pool page lists. Default:
+	// pool.DefaultDir.
+	PoolDir string
+	// KeeperMetrics are the --metrics addresses (host:port, or /metrics
+	// URLs) of pool keepers whose size, claims and hits the pool page
+	// shows. Default: none; the page shows what the pools' files hold.
+	KeeperMetrics []string
 }
 
 func (o Options) normalized() (Options, error) {
@@ -66,6 +80,16 @@ func (o Options) normalized() (Options, error) {
 	}
 	if o.JaegerService == "" {
 		o.JaegerService = DefaultJaegerService
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	for i, a := range o.KeeperMetrics {
+		u, err := metricsURL(a)
+		if err != nil {
+			return o, fmt.Errorf("inspector: Options.KeeperMetrics: %w", err)
+		}
+		o.KeeperMetrics[i] = u
 	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
@@ -98,6 +122,7 @@ type Server struct {
 
 // New returns a server of o's state.
 func New(o Options) (*Server, error) {
+	o.KeeperMetrics = slices.Clone(o.KeeperMetrics)
 	o, err := o.normalized()
 	if err != nil {
 		return nil, err
@@ -129,6 +154,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/boxes/{box}/logs", s.logs)
 	mux.HandleFunc("GET /api/boxes/{box}/events", s.events)
 	mux.HandleFunc("POST /api/boxes/{box}/destroy", s.destroy)
+	mux.HandleFunc("POST /api/boxes/{box}/suspend", s.lifecycle("suspend", "suspended"))
+	mux.HandleFunc("POST /api/boxes/{box}/resume", s.lifecycle("resume", "resumed"))
+	mux.HandleFunc("GET /api/pools", s.pools)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		for _, m := range []string{http.MethodGet, http.MethodPost} {
 			other := r.Clone(r.Context())

@@ -24,7 +24,9 @@ import (
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/provider/sandbox/pool"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/reaper"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -61,7 +63,7 @@ type fixture struct {
 	ts    *httptest.Server
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, opts ...func(*Options)) *fixture {
 	t.Helper()
 	store, err := boxstate.Open(boxstate.Options{Path: filepath.Join(t.TempDir(), "boxes.json")})
 	if err != nil {
@@ -73,23 +75,32 @@ func newFixture(t *testing.T) *fixture {
 	}
 	if err := store.Update(t.Context(), func(st *boxstate.State) error {
 		st.Boxes = append(st.Boxes, rec("box-live-0001", "docker", "run-a"), rec("box-gone-0002", "docker", "run-b"),
-			rec("box-e2b-0003", "e2b", "run-c"))
+			rec("box-e2b-0003", "e2b", "run-c"), rec("box-asleep-0004", "docker", "run-d"))
+		// A suspended box's record keeps no bearer.
+		st.Boxes[3].Reference.Bearer, st.Boxes[3].Created = "", created.Add(-time.Minute)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	v := listVendor{infos: []vendors.Info{
 		{ID: "box-live-0001", Vendor: "docker", State: vendors.StateRunning, Image: "img", Created: created, Deadline: deadline,
-			Labels: map[string]string{boxmeta.LabelRunTag: "run-a", boxmeta.LabelOwner: store.Owner()}},
+			Labels: map[string]string{boxmeta.LabelRunTag: "run-a", boxmeta.LabelOwner: store.Owner(), boxmeta.LabelPool: "docker-claude-code-0a1b2c3d"}},
+		{ID: "box-asleep-0004", Vendor: "docker", State: vendors.StateSuspended, Image: "img", Created: created.Add(-time.Minute), Deadline: deadline,
+			Labels: map[string]string{boxmeta.LabelRunTag: "run-d", boxmeta.LabelOwner: store.Owner()}},
 		{ID: "someone-else", Vendor: "docker", State: vendors.StateRunning, Created: created,
 			Labels: map[string]string{boxmeta.LabelRunTag: "run-x", boxmeta.LabelOwner: "other"}},
 	}}
-	srv, err := New(Options{Store: store, Vendor: func(target string) (vendors.Vendor, error) {
-		if target == "e2b" {
-			return nil, errors.New("--target e2b needs E2B_API_KEY")
-		}
-		return v, nil
-	}})
+	o := Options{Store: store, PoolDir: t.TempDir(), Getenv: func(string) string { return "" },
+		Vendor: func(target string) (vendors.Vendor, error) {
+			if target == "e2b" {
+				return nil, errors.New("--target e2b needs E2B_API_KEY")
+			}
+			return v, nil
+		}}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	srv, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,26 +249,43 @@ func TestServer_StateChangingChecks(t *testing.T) {
 		{name: "both right", origin: origin, token: csrf, status: http.StatusBadRequest, typ: TypeInvalidRequest},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodPost, f.ts.URL+"/api/boxes/box-live-0001/turns", strings.NewReader(`{"prompt":""}`))
-			if tt.origin != "" {
-				req.Header.Set("Origin", tt.origin)
-			}
-			if tt.token != "" {
-				req.Header.Set(CSRFHeader, tt.token)
-			}
-			if tt.host != "" {
-				req.Host = tt.host
-			}
-			resp, err := c.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			if got := errType(t, tt.name, resp, tt.status); got != tt.typ {
-				t.Errorf("%s: type %q, want %q", tt.name, got, tt.typ)
-			}
-		})
+		for _, route := range []string{"turns", "suspend", "resume"} {
+			t.Run(tt.name+"/"+route, func(t *testing.T) {
+				f.checkGuard(t, c, route, tt.origin, tt.token, tt.host, tt.status, tt.typ)
+			})
+		}
+	}
+}
+
+// checkGuard POSTs to route of the listed box with origin, CSRF token
+// and host, and wants the answer status and error type; past the guard,
+// the turn's empty prompt is refused and the listing vendor's box cannot
+// be connected for a suspend (410), nor resumed without a Router (503).
+func (f *fixture) checkGuard(t *testing.T, c *http.Client, route, origin, token, host string, status int, typ string) {
+	t.Helper()
+	if status == http.StatusBadRequest && route != "turns" {
+		status, typ = http.StatusGone, TypeBoxGone
+		if route == "resume" {
+			status, typ = http.StatusServiceUnavailable, TypeNoRouter
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, f.ts.URL+"/api/boxes/box-live-0001/"+route, strings.NewReader(`{"prompt":""}`))
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	if token != "" {
+		req.Header.Set(CSRFHeader, token)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if got := errType(t, "POST "+route, resp, status); got != typ {
+		t.Errorf("POST %s: type %q, want %q", route, got, typ)
 	}
 }
 
@@ -304,6 +332,13 @@ func TestServer_Validation(t *testing.T) {
 		{"bad trace run id", func() *http.Response { return get(box + "/runs/-bad/trace") }, 400, TypeInvalidRequest},
 		{"box not in the state", func() *http.Response { return get("/api/boxes/nobox/logs") }, 404, TypeNotFound},
 		{"destroy a box not in the state", func() *http.Response { return post("/api/boxes/nobox/destroy", `{}`) }, 404, TypeNotFound},
+		{"suspend a box not in the state", func() *http.Response { return post("/api/boxes/nobox/suspend", `{}`) }, 404, TypeNotFound},
+		{"resume a box not in the state", func() *http.Response { return post("/api/boxes/nobox/resume", `{}`) }, 404, TypeNotFound},
+		{"suspend a box gone from its vendor", func() *http.Response { return post("/api/boxes/box-gone-0002/suspend", `{}`) }, 410, TypeBoxGone},
+		{"suspend on a vendor that cannot open", func() *http.Response { return post("/api/boxes/box-e2b-0003/suspend", `{}`) }, 502, TypeUpstream},
+		{"resume without a Router", func() *http.Response { return post("/api/boxes/box-live-0001/resume", `{}`) }, 503, TypeNoRouter},
+		{"suspend by GET", func() *http.Response { return get("/api/boxes/box-live-0001/suspend") }, 405, TypeMethodNotAllowed},
+		{"pools by POST", func() *http.Response { return post("/api/pools", `{}`) }, 405, TypeMethodNotAllowed},
 		{"box gone from its vendor", func() *http.Response { return get("/api/boxes/box-gone-0002/logs") }, 410, TypeBoxGone},
 		{"vendor that cannot open", func() *http.Response { return get("/api/boxes/box-e2b-0003/logs") }, 502, TypeUpstream},
 		{"no route", func() *http.Response { return get("/api/nothing") }, 404, TypeNotFound},
@@ -345,8 +380,79 @@ func TestServer_Boxes(t *testing.T) {
 
 	var box Box
 	f.getJSON(t, c, "/api/boxes/box-live-0001", http.StatusOK, &box)
-	if box.ID != "box-live-0001" || box.State != "running" || box.Harness != "claude-code" || box.RunTag != "run-a" {
+	if box.ID != "box-live-0001" || box.State != "running" || box.Harness != "claude-code" || box.RunTag != "run-a" ||
+		box.Pool != "docker-claude-code-0a1b2c3d" || box.Suspended {
 		t.Errorf("GET /api/boxes/box-live-0001 = %+v", box)
+	}
+}
+
+// TestServer_Pools lists a pool's file (one box of a running keeper, one
+// of a keeper that is gone) with the figures of its keeper's /metrics, a
+// keeper's pool without a file, and a keeper that cannot be read.
+func TestServer_Pools(t *testing.T) {
+	dir := t.TempDir()
+	self := reaper.ProcessOwner()
+	parts := strings.Split(self, ":")
+	parts[2] = "999999999" // no such process: its keeper is gone
+	gone := strings.Join(parts, ":")
+	file := fmt.Sprintf(`{"version":1,"boxes":[
+	 {"vendor":"docker","boxId":"b1","harness":"claude-code","runTag":"r1","token":"pool-secret-1","keeper":%q},
+	 {"vendor":"docker","boxId":"b2","harness":"claude-code","runTag":"r2","token":"pool-secret-2","keeper":%q}]}`, self, gone)
+	if err := os.WriteFile(filepath.Join(dir, "docker-claude-code-0a1b2c3d.json"), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	keeper := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, `# TYPE boxctl_pool_claims_total counter
+boxctl_pool_claims_total{pool="docker-claude-code-0a1b2c3d"} 7
+# TYPE boxctl_pool_hits_total counter
+boxctl_pool_hits_total{pool="docker-claude-code-0a1b2c3d"} 5
+# TYPE boxctl_pool_misses_total counter
+boxctl_pool_misses_total{pool="docker-claude-code-0a1b2c3d"} 2
+# TYPE boxctl_pool_size gauge
+boxctl_pool_size{pool="docker-claude-code-0a1b2c3d"} 3
+boxctl_pool_size{pool="e2b-codex-00000000"} 1
+# TYPE boxctl_pool_breaker_open gauge
+boxctl_pool_breaker_open{pool="e2b-codex-00000000"} 1
+`)
+	}))
+	t.Cleanup(keeper.Close)
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	f := newFixture(t, func(o *Options) {
+		o.PoolDir = dir
+		o.KeeperMetrics = []string{strings.TrimPrefix(keeper.URL, "http://"), down.URL}
+	})
+	c, _ := f.login(t)
+	var got Pools
+	f.getJSON(t, c, "/api/pools", http.StatusOK, &got)
+	src := keeper.URL + "/metrics"
+	want := []Pool{
+		{Summary: pool.Summary{Name: "docker-claude-code-0a1b2c3d", Ready: 1, Orphaned: 1, Keepers: []string{self}},
+			Keeper: &KeeperStats{Source: src, Size: 3, Claims: 7, Hits: 5, Misses: 2}},
+		{Summary: pool.Summary{Name: "e2b-codex-00000000", Keepers: []string{}},
+			Keeper: &KeeperStats{Source: src, Size: 1, BreakerOpen: true}},
+	}
+	if diff := cmp.Diff(want, got.Pools); diff != "" {
+		t.Errorf("pools (-want +got):\n%s", diff)
+	}
+	if len(got.Errors) != 1 || got.Errors[0].Source != down.URL+"/metrics" || got.Shown != PoolsShown {
+		t.Errorf("errors %+v, shown %q: want the closed keeper's error and PoolsShown", got.Errors, got.Shown)
+	}
+	raw, err := c.Get(f.ts.URL + "/api/pools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Body.Close()
+	if b, _ := io.ReadAll(raw.Body); bytes.Contains(b, []byte("pool-secret")) {
+		t.Error("the pool listing carries a pool token")
+	}
+
+	if _, err := New(Options{Store: f.store, Vendor: f.srv.o.Vendor, KeeperMetrics: []string{"ftp://x"}}); err == nil {
+		t.Error("New with an ftp:// keeper metrics URL: no error")
 	}
 }
 
@@ -417,7 +523,11 @@ func TestAPIError(t *testing.T) {
 		{errorf(http.StatusTeapot, "x", "m"), http.StatusTeapot, "x"},
 		{fmt.Errorf("wrapped: %w", &boxstate.NoBoxError{Arg: "b"}), 404, TypeNotFound},
 		{fmt.Errorf("connect: %w", vendors.ErrNotFound), 410, TypeBoxGone},
-		{&provider.ConflictError{Op: "environment.Stream", Type: "session_busy", Message: "busy"}, 409, TypeConflict},
+		{&provider.ConflictError{Op: "environment.Stream", Type: "session_busy", Message: "busy"}, 409, TypeBusy},
+		{fmt.Errorf("suspend: %w", &provider.ConflictError{Op: "environment.Suspend", Type: "session_busy", Message: "1 live run"}), 409, TypeBusy},
+		{&provider.ConflictError{Op: "environment.Run", Type: "other", Message: "m"}, 409, TypeConflict},
+		{fmt.Errorf("suspend: %w", &vendors.NotSuspendableError{Vendor: "docker", ID: "b", Reason: "no retention"}), 409, TypeNotSuspendable},
+		{fmt.Errorf("resume: %w", &sandbox.MissingRouterEnvError{Vars: []string{sandbox.RouterURLEnv}}), 503, TypeNoRouter},
 		{&provider.IdentityMismatchError{Op: "environment.Run", Reason: "r"}, 409, TypeConflict},
 		{&provider.NotFoundError{Op: "session.Status"}, 404, TypeNotFound},
 		{&provider.ExpiredCursorError{Op: "session.Events"}, 410, TypeExpired},

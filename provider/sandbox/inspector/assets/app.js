@@ -63,6 +63,7 @@ async function route() {
   closeStream();
   const m = location.hash.match(/^#\/box\/([^/]+)$/);
   if (m) return showBox(decodeURIComponent(m[1]));
+  if (location.hash === "#/pools") return showPools();
   return showList();
 }
 
@@ -142,6 +143,10 @@ async function showBox(id) {
         el("div", { class: "card" }, el("h2", {}, "Bridge log"),
           el("button", { id: "load-logs", onclick: () => loadLogs(base) }, "Show log"),
           el("pre", { id: "log-stdout", hidden: true }), el("pre", { id: "log-stderr", hidden: true })),
+        el("div", { class: "card" }, el("h2", {}, "Suspend"),
+          el("p", { class: "muted" }, "A suspended box keeps its workspace and sessions; a resume starts it with a new bearer."),
+          el("button", { id: "suspend", disabled: box.state === "suspended", onclick: () => lifecycle(base, id, "suspend") }, "Suspend box"), " ",
+          el("button", { id: "resume", disabled: box.state !== "suspended", onclick: () => lifecycle(base, id, "resume") }, "Resume box")),
         el("div", { class: "card" }, el("h2", {}, "Destroy"),
           el("button", { id: "destroy", class: "danger", onclick: () => { document.getElementById("destroy-confirm").hidden = false; } }, "Destroy box…"), " ",
           el("button", { id: "destroy-confirm", class: "danger", hidden: true, onclick: () => destroy(base, id) }, "Yes, destroy it")))));
@@ -334,6 +339,50 @@ async function destroy(base, id) {
     showError(e);
     document.getElementById("destroy-confirm").disabled = false;
   }
+}
+
+// lifecycle suspends or resumes the box (verb), then shows it again.
+async function lifecycle(base, id, verb) {
+  const btns = ["suspend", "resume"].map((b) => document.getElementById(b));
+  btns.forEach((b) => { b.disabled = true; });
+  notice(verb === "suspend" ? "suspending box " + short(id) + "…" : "resuming box " + short(id) + "…");
+  try {
+    const r = await api("POST", base + "/" + verb);
+    notice(r.state + " box " + short(id));
+    if (inspector.box === id) await showBox(id);
+  } catch (e) {
+    notice("");
+    showError(e);
+    if (inspector.box === id) await showBox(id);
+  }
+}
+
+async function showPools() {
+  const main = document.getElementById("main");
+  inspector.box = null;
+  let data;
+  try {
+    data = await api("GET", "/api/pools");
+  } catch (e) {
+    showError(e);
+    main.replaceChildren(el("p", { class: "muted" }, "The pools could not be listed."));
+    return;
+  }
+  for (const me of data.errors) showError({ type: "keeper " + me.source, message: me.message });
+  const k = (p, f) => (p.keeper ? String(p.keeper[f]) : "–");
+  const rows = data.pools.map((p) => el("tr", { "data-pool": p.name },
+    el("td", { class: "mono" }, p.name), el("td", { class: "ready" }, p.ready), el("td", {}, p.orphaned),
+    el("td", { class: "mono" }, p.keepers.join(", ")),
+    el("td", { class: "size" }, k(p, "size")), el("td", {}, k(p, "booting")), el("td", {}, k(p, "waitingClaims")),
+    el("td", { class: "claims" }, k(p, "claims")), el("td", { class: "hits" }, k(p, "hits")), el("td", {}, k(p, "misses")),
+    el("td", {}, p.keeper ? (p.keeper.breakerOpen ? "boots paused" : "") : "")));
+  main.replaceChildren(
+    el("h1", {}, `Pools (${data.pools.length})`),
+    el("p", { id: "pools-shown", class: "muted" }, data.shown),
+    data.pools.length === 0 ? el("p", { id: "no-pools", class: "muted" }, "No pool: `boxctl pool` keeps one.") :
+      el("table", { id: "pools" },
+        el("thead", {}, el("tr", {}, ["pool", "ready", "orphaned", "keepers", "size", "booting", "waiting claims", "claims", "hits", "cold", ""].map((h) => el("th", {}, h)))),
+        el("tbody", {}, rows)));
 }
 
 async function main() {
