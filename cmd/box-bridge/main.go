@@ -29,17 +29,14 @@ import (
 	"syscall"
 
 	"github.com/tangle-network/boxctl/bridge"
-	"github.com/tangle-network/boxctl/bridge/harness/opencode"
-	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/supervisor"
 	"github.com/tangle-network/boxctl/internal/buildinfo"
 	"github.com/tangle-network/boxctl/internal/tracing"
 )
 
 func main() {
-	// A net-jailed turn's relay is this executable (package bridge/jail).
-	jail.ServeRelayIfAsked()
-	opencode.ServeRelayIfAsked()
+	// Relays and launchers the bridge starts are this executable.
+	bridge.ServeHelpersIfAsked()
 	if err := protectSecrets(); err != nil {
 		fmt.Fprintln(os.Stderr, "box-bridge: protect secrets:", err)
 		os.Exit(1)

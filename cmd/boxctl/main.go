@@ -11,17 +11,15 @@ import (
 	"syscall"
 
 	"github.com/tangle-network/boxctl/boximage"
-	"github.com/tangle-network/boxctl/bridge/harness/opencode"
-	"github.com/tangle-network/boxctl/bridge/jail"
+	"github.com/tangle-network/boxctl/bridge"
 	"github.com/tangle-network/boxctl/internal/tracing"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/vendors/open"
 )
 
 func main() {
-	// `boxctl bridge` serves net-jailed turns through this executable.
-	jail.ServeRelayIfAsked()
-	opencode.ServeRelayIfAsked()
+	// `boxctl bridge` runs its relays and launchers through this executable.
+	bridge.ServeHelpersIfAsked()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// Spans go to OTEL_EXPORTER_OTLP_ENDPOINT when it is set, nowhere
 	// otherwise.
