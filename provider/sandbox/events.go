@@ -13,6 +13,9 @@ type EventType string
 const (
 	// EventCreated: the vendor made the box (the bridge is not up yet).
 	EventCreated EventType = "created"
+	// EventClaimed: a pooled box was claimed; its standby bridge took
+	// the claim's secrets (Provider.Claim).
+	EventClaimed EventType = "claimed"
 	// EventReady: the bridge answers and the environment is attached.
 	EventReady EventType = "ready"
 	// EventTurnStarted: a turn was sent to the box.

@@ -16,8 +16,12 @@ var tracer = tracing.Tracer("provider/sandbox")
 // The phases of a Create, in order; each is a span named "create." plus
 // the phase, a child of the "sandbox.create" span.
 const (
-	PhaseChecks   = "checks"
-	PhaseVendor   = "vendor.create"
+	PhaseChecks = "checks"
+	PhaseVendor = "vendor.create"
+	// PhaseClaim stands for the vendor create, the spawn, the endpoint,
+	// the health wait and the pin check of a box claimed from a pool
+	// (Provider.Claim): the handover of its secrets to its standby bridge.
+	PhaseClaim    = "pool.claim"
 	PhaseSpawn    = "spawn"
 	PhaseEndpoint = "endpoint"
 	PhaseHealth   = "health"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -108,6 +109,13 @@ func TestPool_PersonalizedClaimsStayHits(t *testing.T) {
 		t.Cleanup(func() { _ = env.Destroy(context.Background()) })
 		if outcome != pool.Hit {
 			t.Errorf("claim %d = %s, want %s", i, outcome, pool.Hit)
+		}
+		var phases []string
+		for _, ph := range env.Timings() {
+			phases = append(phases, ph.Name)
+		}
+		if want := []string{sandbox.PhaseChecks, sandbox.PhaseClaim, sandbox.PhaseAttach}; !slices.Equal(phases, want) {
+			t.Errorf("claim %d phases %v, want %v", i, phases, want)
 		}
 		ref := env.Reference()
 		if left := time.Until(ref.Deadline); left <= 4*time.Minute || left > 5*time.Minute+2*time.Second {

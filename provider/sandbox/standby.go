@@ -14,8 +14,12 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/internal/tracing"
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/reaper"
@@ -261,13 +265,20 @@ var ErrLifetimeTooLong = errors.New("the lifetime ends after the standby box's d
 // Options.Lifetime), which the box then ends at; req's workspace is
 // cloned after that. rec must have been taken
 // out of its pool by the caller, so that no other claims it.
-func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateRequest) (*Environment, error) {
+func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateRequest) (_ *Environment, err error) {
+	ctx, span := tracer.Start(ctx, "sandbox.claim", trace.WithAttributes(
+		attribute.String("boxctl.vendor", p.o.Vendor.Name()), attribute.String("boxctl.harness", req.Profile.Harness),
+		attribute.String("boxctl.box_id", rec.BoxID), attribute.String("boxctl.run_tag", rec.RunTag)))
+	defer func() { tracing.End(span, err) }()
+	t := &timeline{}
+	_, end := t.start(ctx, PhaseChecks)
 	h, _, err := p.check(req)
+	if err == nil && h.Name != rec.Harness {
+		err = fmt.Errorf("claim: standby box %s serves %s, not %s", rec.BoxID, rec.Harness, h.Name)
+	}
+	end(err)
 	if err != nil {
 		return nil, err
-	}
-	if h.Name != rec.Harness {
-		return nil, fmt.Errorf("claim: standby box %s serves %s, not %s", rec.BoxID, rec.Harness, h.Name)
 	}
 	life := p.o.Lifetime
 	if req.Lifetime != 0 {
@@ -277,30 +288,42 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 	if !rec.Deadline.IsZero() && deadline.After(rec.Deadline) {
 		return nil, fmt.Errorf("claim: %w", ErrLifetimeTooLong)
 	}
-	box, ep, err := p.standbyBox(ctx, rec)
+	pctx, end := t.start(ctx, PhaseClaim)
+	box, ep, err := p.standbyBox(pctx, rec)
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		err = fmt.Errorf("claim: %w", err)
+		end(err)
+		return nil, err
 	}
 	secs, _ := strconv.ParseInt(boxmeta.FormatDeadline(deadline), 10, 64)
 	claim := wire.Claim{Bearer: newSecret(), RouterURL: p.o.Router.URL, RouterKey: p.o.Router.Key, Env: req.Env,
 		Metadata: req.Metadata, Labels: req.Labels, Deadline: secs}
-	if err := postClaim(ctx, ep, rec, claim); err != nil {
+	err = postClaim(pctx, ep, rec, claim)
+	end(err)
+	if err != nil {
 		return nil, err
 	}
+	p.emit(Event{Type: EventClaimed, BoxID: box.ID(), RunTag: rec.RunTag})
 	// A workspace is cloned after the handover, as a cold create clones
 	// after the bridge is ready.
 	if w := req.Workspace; w != nil {
-		if err := p.clone(ctx, box, w); err != nil {
+		pctx, end := t.start(ctx, PhaseClone)
+		err := p.clone(pctx, box, w)
+		end(err)
+		if err != nil {
 			return nil, err
 		}
 	}
 	ref := Reference{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Endpoint: ep.URL, Bearer: claim.Bearer, Harness: h.Name,
 		Profile: req.Profile, Env: req.Env, Metadata: req.Metadata, RunTag: rec.RunTag, Deadline: time.Unix(secs, 0),
 		EnvironmentKey: "box-" + strings.ToLower(newSecret()[:24])}
-	e, err := p.attach(ctx, box, ep, ref, h)
+	pctx, end = t.start(ctx, PhaseAttach)
+	e, err := p.attach(pctx, box, ep, ref, h)
+	end(err)
 	if err != nil {
 		return nil, err
 	}
+	e.phases = t.phases
 	p.emit(Event{Type: EventReady, BoxID: box.ID(), RunTag: rec.RunTag})
 	return e, nil
 }
