@@ -317,7 +317,16 @@ func TestBox_ReadGrowing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.Signal(context.WithoutCancel(t.Context()), syscall.SIGKILL) })
+	// The process ends, and its supervisor has written its exit, before
+	// the box's directory is removed.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = p.Signal(ctx, syscall.SIGKILL)
+		if _, err := p.Wait(ctx); err != nil {
+			t.Errorf("Wait after SIGKILL: %v", err)
+		}
+	})
 	const line = "0123456789\n"
 	for range 3 {
 		out, _, err := p.Logs(t.Context())
