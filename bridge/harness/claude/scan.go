@@ -234,21 +234,13 @@ func (s *deltaScan) field(level int, key span, plain bool, depth int) bool {
 		return plainString(&s.typ)
 	case level == levelTop && name == "event":
 		seen(&s.seenEvent)
-		if s.raw[s.i] != '{' {
-			s.declined = true
-			return s.value(levelOther, depth+1)
-		}
-		return s.object(levelEvent, depth+1)
+		return s.nested(levelEvent, depth+1)
 	case level == levelEvent && name == "type":
 		seen(&s.seenEventType)
 		return plainString(&s.eventType)
 	case level == levelEvent && name == "delta":
 		seen(&s.seenDelta)
-		if s.raw[s.i] != '{' {
-			s.declined = true
-			return s.value(levelOther, depth+1)
-		}
-		return s.object(levelDelta, depth+1)
+		return s.nested(levelDelta, depth+1)
 	case level == levelDelta && name == "type":
 		seen(&s.seenDType)
 		return plainString(&s.deltaType)
@@ -371,4 +363,14 @@ func (s *deltaScan) number() bool {
 		}
 	}
 	return true
+}
+
+// nested reads the object value of a field at level; any other value
+// declines the line (the checked path reads it) and is skipped.
+func (s *deltaScan) nested(level, depth int) bool {
+	if s.raw[s.i] != '{' {
+		s.declined = true
+		return s.value(levelOther, depth)
+	}
+	return s.object(level, depth)
 }
