@@ -196,5 +196,15 @@ func (s *Store) Finish(ctx context.Context, id string, f Finish, events [][]byte
 		return Run{}, fmt.Errorf("finish run %s: %w", id, err)
 	}
 	s.stats.events.Add(int64(len(events)))
+	s.checkpoint(ctx)
 	return out, nil
+}
+
+// checkpoint moves what the WAL holds into the database file once a run
+// ended: its replay then reads the file's pages (mapped, on the readers)
+// instead of looking each page up in the WAL. It is passive (it waits for
+// no reader) and best effort: a checkpoint that fails leaves the WAL to
+// SQLite's own automatic checkpoints, and the run is committed anyway.
+func (s *Store) checkpoint(ctx context.Context) {
+	_, _ = s.w.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`)
 }

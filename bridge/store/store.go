@@ -118,7 +118,10 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 	}
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
-	r, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)")
+	// Readers map the file and keep a larger page cache: a replay reads
+	// a run's segments, which span overflow pages, without copying each
+	// page through SQLite's read calls.
+	r, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)&_pragma=mmap_size(268435456)&_pragma=cache_size(-16384)")
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open store: %w", err)
