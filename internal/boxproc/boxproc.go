@@ -337,3 +337,9 @@ func (c *pipeCloser) Close() error {
 	c.onClose()
 	return c.PipeReader.Close()
 }
+
+// EndEarlierScript is a shell script that ends every process a box's
+// earlier run left (its Spawn records and running Execs) and removes their
+// records, so Spawn's names are free again: run at the resume of a box
+// whose vendor kept its processes across a suspend.
+const EndEarlierScript = `for f in ` + Dir + `/*/pid; do [ -f "$f" ] && kill -9 -- "-$(cat "$f")" "$(cat "$f")" 2>/dev/null; done; rm -rf ` + Dir + ` ` + ExecDir + `; true`

@@ -177,10 +177,21 @@ func boxRunning(t *testing.T, b vendors.Box) vendors.State {
 func TestProvider_LiveSuspendResume(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
+	// Daytona's preview URL answers the raw replay route 401 with the
+	// bridge's bearer alone: the cycles run on Docker.
+	for _, tg := range []target{f.docker()} {
+		t.Run(tg.name, func(t *testing.T) {
+			t.Parallel()
+			suspendResume(t, f, tg)
+		})
+	}
+}
+
+func suspendResume(t *testing.T, f *fixture, tg target) {
 	rec := &events{}
 	// The active budget covers every cycle's running time (a 100-cycle
 	// run takes more than the default 10 minutes of it).
-	p := f.provider(t, suspendable(f, rec, func(o *sandbox.Options) { o.Lifetime = 2 * time.Hour }))
+	p := f.on(t, tg, suspendable(f, rec, func(o *sandbox.Options) { o.Lifetime = 2 * time.Hour }))
 	env := create(t, p, sandbox.CreateRequest{Profile: claude})
 	ctx := t.Context()
 	if _, err := env.Box().Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c",
@@ -243,7 +254,7 @@ func TestProvider_LiveSuspendResume(t *testing.T) {
 	if n, m := rec.count(sandbox.EventSuspended, sandbox.ReasonUser), rec.count(sandbox.EventResumed, ""); n != cycles || m != cycles {
 		t.Errorf("events: %d suspended, %d resumed, want %d each", n, m, cycles)
 	}
-	t.Logf("%d cycles: suspend p50 %v, resume to ready p50 %v", cycles, p50(suspendTook), p50(resumeTook))
+	t.Logf("%s: %d cycles: suspend p50 %v, resume to ready p50 %v", tg.name, cycles, p50(suspendTook), p50(resumeTook))
 	// The last resumed environment is the one to destroy.
 	t.Cleanup(func() { _ = env.Destroy(context.WithoutCancel(ctx)) })
 }
@@ -258,7 +269,22 @@ func p50(ds []time.Duration) time.Duration {
 func TestProvider_LiveSuspendBusy(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	p := f.provider(t, suspendable(f, &events{}, nil))
+	for _, tg := range suspendTargets(t, f) {
+		t.Run(tg.name, func(t *testing.T) {
+			t.Parallel()
+			suspendBusy(t, f, tg)
+		})
+	}
+}
+
+// suspendTargets are the vendors the suspend tests run on: Docker and
+// Daytona's emulator.
+func suspendTargets(t *testing.T, f *fixture) []target {
+	return []target{f.docker(), daytonaTarget(t, f)}
+}
+
+func suspendBusy(t *testing.T, f *fixture, tg target) {
+	p := f.on(t, tg, suspendable(f, &events{}, nil))
 	env := create(t, p, sandbox.CreateRequest{Profile: claude})
 	if _, err := env.Dispatch(t.Context(), provider.Turn{Prompt: promptStall}); err != nil {
 		t.Fatal(err)

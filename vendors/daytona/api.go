@@ -51,6 +51,7 @@ type sandbox struct {
 	AutoStopInterval   float64           `json:"autoStopInterval"`
 	AutoDeleteInterval float64           `json:"autoDeleteInterval"`
 	CreatedAt          string            `json:"createdAt"`
+	UpdatedAt          string            `json:"updatedAt"`
 	ToolboxProxyURL    string            `json:"toolboxProxyUrl"`
 }
 

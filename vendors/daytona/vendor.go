@@ -34,6 +34,7 @@ var (
 	_ vendors.Vendor        = (*Vendor)(nil)
 	_ vendors.ImageImporter = (*Vendor)(nil)
 	_ vendors.ImageRegistry = (*Vendor)(nil)
+	_ vendors.Suspender     = (*Vendor)(nil)
 )
 
 // New returns a client of the Daytona control plane that authenticates
@@ -74,10 +75,11 @@ func (v *Vendor) Name() string { return Name }
 
 // Supports reports the owner, labels, CPU, memory and disk (in whole cores
 // and GiB, rounded up), environment and ports. Pids limits and OCI
-// runtimes are Daytona's to choose.
+// runtimes are Daytona's to choose. A retention makes a suspendable box
+// (Suspender).
 func (v *Vendor) Supports() vendors.Fields {
 	return vendors.NewFields(vendors.FieldOwner, vendors.FieldLabels, vendors.FieldCPUs, vendors.FieldMemory,
-		vendors.FieldDisk, vendors.FieldEnv, vendors.FieldPorts)
+		vendors.FieldDisk, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRetention)
 }
 
 // Create makes a sandbox from the snapshot spec.Image and waits until it
@@ -105,6 +107,7 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		AutoStopInterval:   int(math.Ceil(spec.Lifetime.Minutes())),
 		AutoDeleteInterval: 0,
 	}
+	retained(&req, spec.Retention)
 	start := time.Now()
 	sb, err := v.create(ctx, req)
 	if err != nil {
@@ -220,6 +223,12 @@ func info(sb sandbox) vendors.Info {
 	}
 	if d, err := boxmeta.ParseDeadline(sb.Labels[boxmeta.LabelDeadline]); err == nil {
 		i.Deadline = d
+	}
+	if retain, ok := retentionOf(sb); ok && (sb.State == StateStopped || sb.State == StateArchived) {
+		i.State = vendors.StateSuspended
+		if at, err := time.Parse(time.RFC3339Nano, sb.UpdatedAt); err == nil {
+			i.Deadline = at.Add(retain)
+		}
 	}
 	return i
 }

@@ -101,8 +101,7 @@ func (v *Vendor) Resume(ctx context.Context, id string) (vendors.Box, error) {
 	}
 	// A pause keeps processes; a resumed box starts none of its earlier
 	// run (the bridge stopped before the pause; anything else ends now).
-	script := `for f in ` + boxproc.Dir + `/*/pid; do [ -f "$f" ] && kill -9 -- "-$(cat "$f")" "$(cat "$f")" 2>/dev/null; done; rm -rf ` + boxproc.Dir + ` ` + boxproc.ExecDir + `; true`
-	res, err := b.Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c", script}})
+	res, err := b.Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c", boxproc.EndEarlierScript}})
 	if err == nil && res.ExitCode != 0 {
 		err = fmt.Errorf("exited %d: %s", res.ExitCode, bytes.TrimSpace(res.Stderr))
 	}
