@@ -1,7 +1,9 @@
 package vendors
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 
 	"github.com/tangle-network/boxctl/internal/boxproc"
 )
@@ -54,4 +56,18 @@ func (p Procs) Read(ctx context.Context, path string) ([]byte, error) {
 // into place.
 func (p Procs) Write(ctx context.Context, path string, data []byte, mode uint32) error {
 	return p.layer.Write(ctx, path, data, mode)
+}
+
+// EndEarlier ends every process b's earlier run left (boxproc's records
+// and running Execs) and frees their names: a resume runs it on a box
+// whose vendor kept its processes across a suspend.
+func EndEarlier(ctx context.Context, b Box) error {
+	res, err := b.Exec(ctx, ExecSpec{Command: []string{"sh", "-c", boxproc.EndEarlierScript}})
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exited %d: %s", res.ExitCode, bytes.TrimSpace(res.Stderr))
+	}
+	if err != nil {
+		return fmt.Errorf("end the earlier processes: %w", err)
+	}
+	return nil
 }

@@ -1,7 +1,6 @@
 package daytona
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/boxmeta"
-	"github.com/tangle-network/boxctl/internal/boxproc"
 	"github.com/tangle-network/boxctl/internal/vendorhttp"
 	"github.com/tangle-network/boxctl/vendors"
 )
@@ -59,7 +57,8 @@ func retentionOf(sb sandbox) (time.Duration, bool) {
 	return time.Duration(secs) * time.Second, true
 }
 
-// suspendable returns the live sandbox id and its retention.
+// suspendable returns sandbox id, which must be a live box of ours made
+// with a retention, and that retention.
 func (v *Vendor) suspendable(ctx context.Context, op, id string) (sandbox, time.Duration, error) {
 	sb, err := v.getSandbox(ctx, id)
 	if err != nil {
@@ -142,12 +141,8 @@ func (v *Vendor) Resume(ctx context.Context, id string) (vendors.Box, error) {
 	}
 	// A stopped sandbox may keep its processes (the emulator freezes
 	// them); a resumed box runs none of its earlier run.
-	res, err := b.Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c", boxproc.EndEarlierScript}})
-	if err == nil && res.ExitCode != 0 {
-		err = fmt.Errorf("exited %d: %s", res.ExitCode, bytes.TrimSpace(res.Stderr))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("daytona: resume: end the earlier processes: %w", err)
+	if err := vendors.EndEarlier(ctx, b); err != nil {
+		return nil, fmt.Errorf("daytona: resume: %w", err)
 	}
 	v.opts.log.Debug("daytona sandbox resumed", "id", id, "took", time.Since(start))
 	return b, nil

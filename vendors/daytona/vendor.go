@@ -224,7 +224,7 @@ func info(sb sandbox) vendors.Info {
 	if d, err := boxmeta.ParseDeadline(sb.Labels[boxmeta.LabelDeadline]); err == nil {
 		i.Deadline = d
 	}
-	if retain, ok := retentionOf(sb); ok && (sb.State == StateStopped || sb.State == StateArchived) {
+	if retain, ok := retentionOf(sb); ok && stoppedState(sb.State) {
 		i.State = vendors.StateSuspended
 		if at, err := time.Parse(time.RFC3339Nano, sb.UpdatedAt); err == nil {
 			i.Deadline = at.Add(retain)

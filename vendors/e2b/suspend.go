@@ -1,7 +1,6 @@
 package e2b
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/boxmeta"
-	"github.com/tangle-network/boxctl/internal/boxproc"
 	"github.com/tangle-network/boxctl/internal/vendorhttp"
 	"github.com/tangle-network/boxctl/vendors"
 )
@@ -101,12 +99,8 @@ func (v *Vendor) Resume(ctx context.Context, id string) (vendors.Box, error) {
 	}
 	// A pause keeps processes; a resumed box starts none of its earlier
 	// run (the bridge stopped before the pause; anything else ends now).
-	res, err := b.Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c", boxproc.EndEarlierScript}})
-	if err == nil && res.ExitCode != 0 {
-		err = fmt.Errorf("exited %d: %s", res.ExitCode, bytes.TrimSpace(res.Stderr))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("e2b: resume: end the earlier processes: %w", err)
+	if err := vendors.EndEarlier(ctx, b); err != nil {
+		return nil, fmt.Errorf("e2b: resume: %w", err)
 	}
 	return b, nil
 }
