@@ -196,15 +196,28 @@ func (s *Store) Finish(ctx context.Context, id string, f Finish, events [][]byte
 		return Run{}, fmt.Errorf("finish run %s: %w", id, err)
 	}
 	s.stats.events.Add(int64(len(events)))
-	s.checkpoint(ctx)
+	select {
+	case s.ckpt <- struct{}{}:
+	default: // one is asked for already; it covers this run too
+	}
 	return out, nil
 }
 
-// checkpoint moves what the WAL holds into the database file once a run
-// ended: its replay then reads the file's pages (mapped, on the readers)
-// instead of looking each page up in the WAL. It is passive (it waits for
-// no reader) and best effort: a checkpoint that fails leaves the WAL to
-// SQLite's own automatic checkpoints, and the run is committed anyway.
-func (s *Store) checkpoint(ctx context.Context) {
-	_, _ = s.w.ExecContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`)
+// checkpointer moves what the WAL holds into the database file once a
+// run ended, so that its replay reads the file's pages (mapped, on the
+// readers) instead of looking each page up in the WAL. It runs beside
+// the run's delivery: Finish returns (and the run's last events go out)
+// without waiting for it. Each checkpoint is passive (it waits for no
+// reader) and best effort: one that fails leaves the WAL to SQLite's own
+// automatic checkpoints, and the run is committed anyway.
+func (s *Store) checkpointer() {
+	defer close(s.ckptDone)
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-s.ckpt:
+			_, _ = s.w.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+		}
+	}
 }

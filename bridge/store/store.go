@@ -93,6 +93,13 @@ type Store struct {
 	// run update on w, the event read on r.
 	appendRun, appendSegment, appendUpdate, readEvents *sql.Stmt
 
+	// A finished run's checkpoint runs beside the run's delivery, not in
+	// it: Finish asks (ckpt, one pending ask at most) and the
+	// checkpointer goroutine does it; Close stops it (quit) and waits
+	// for it (ckptDone).
+	ckpt, quit, ckptDone chan struct{}
+	closeOnce            sync.Once
+
 	stats stats
 }
 
@@ -127,7 +134,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	r.SetMaxOpenConns(8)
-	s := &Store{opts: opts.withDefaults(), w: w, r: r}
+	s := &Store{opts: opts.withDefaults(), w: w, r: r,
+		ckpt: make(chan struct{}, 1), quit: make(chan struct{}), ckptDone: make(chan struct{})}
+	go s.checkpointer()
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -182,6 +191,8 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 
 // Close closes the database.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.quit) })
+	<-s.ckptDone
 	var errs []error
 	for _, st := range []*sql.Stmt{s.appendRun, s.appendSegment, s.appendUpdate, s.readEvents} {
 		if st != nil {

@@ -346,3 +346,34 @@ func TestStore_Checkpoint(t *testing.T) {
 		t.Errorf("database file = %d bytes after the checkpoint (%d before), want the 256 KiB event in it", after, before)
 	}
 }
+
+// TestStore_FinishCheckpoints: a finished run's events reach the database
+// file on their own, by the checkpoint Finish asks for beside its return.
+func TestStore_FinishCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	if _, _, err := s.CreateRun(ctx, Run{ID: "r", Digest: "d", Harness: "h", Model: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	size := func() int64 {
+		fi, err := os.Stat(filepath.Join(dir, FileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	before := size()
+	if _, err := s.Finish(ctx, "r", Finish{Status: StatusDone}, [][]byte{bytes.Repeat([]byte("x"), 256<<10)}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for size() < before+256<<10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("database file = %d bytes 10 s after the run finished (%d before), want the 256 KiB event in it", size(), before)
+		}
+		<-tick.C
+	}
+}
