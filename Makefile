@@ -12,7 +12,7 @@ BIN      := bin
 # test's directory: "=== ARTIFACTS TestName DIR").
 ARTIFACTS ?= $(CURDIR)/test-artifacts
 
-.PHONY: all build run test testbed testbed-down bench chaos lint clean
+.PHONY: all build run test testbed testbed-down bench chaos soak lint clean
 
 all: build
 
@@ -57,6 +57,17 @@ LEAK_KILLS   ?= 200
 chaos: testbed
 	$(GO) test -race -timeout 12h -run '^TestChaos_Live$$' -v ./conformance -chaos-faults $(CHAOS_FAULTS) -chaos-idle 16s
 	$(GO) test -race -timeout 12h -run '^TestLeaks_' -v ./provider/sandbox -leak-cycles $(LEAK_CYCLES) -leak-kills $(LEAK_KILLS)
+
+# The many-cycle proofs of suspend and pools at full size (make test runs
+# them small): SUSPEND_CYCLES suspend/resume cycles with a turn between
+# each on every suspending vendor, POOL_CLAIMS personalized claims from a
+# pool sized to them and as many claims of two processes from one pool.
+SUSPEND_CYCLES ?= 100
+POOL_CLAIMS    ?= 200
+soak: testbed
+	BOXCTL_SUSPEND_CYCLES=$(SUSPEND_CYCLES) $(GO) test -race -timeout 6h -v ./provider/sandbox \
+		-run '^(TestProvider_LiveSuspendResume|TestPool_PersonalizedClaimsStayHits|TestPool_TwoProcessesClaim)$$' \
+		-pool-claims $(POOL_CLAIMS) -pool-shared-claims $(POOL_CLAIMS)
 
 # gofmt, go vet, and shellcheck on every shell script (scripts/lint installs
 # the Debian package when it is missing).

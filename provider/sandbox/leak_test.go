@@ -5,7 +5,6 @@ import (
 	"flag"
 	"math/rand/v2"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -227,13 +226,7 @@ func TestLeaks_DockerCallerKilled(t *testing.T) {
 			took = append(took, time.Since(killed))
 		}
 	}
-	slices.Sort(took)
-	q := func(p float64) time.Duration {
-		if len(took) == 0 {
-			return 0
-		}
-		return took[min(len(took)-1, int(p*float64(len(took))))].Round(time.Millisecond)
-	}
+	q := func(p float64) time.Duration { return quantile(took, p).Round(time.Millisecond) }
 	t.Logf("docker: %d callers killed mid-Create, %d had made a box (%d with two, %d gc rounds for boxes that showed after the kill), kill to removal p50 %v p99 %v max %v",
 		*leakKills, len(took), dups, late, q(0.5), q(0.99), q(1))
 	if dups != 0 {

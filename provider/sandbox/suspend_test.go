@@ -20,8 +20,8 @@ import (
 )
 
 // suspendCycles is the number of suspend/resume cycles of
-// TestProvider_LiveSuspendResume: BOXCTL_SUSPEND_CYCLES, default 3 (the
-// bench runs 100).
+// TestProvider_LiveSuspendResume: BOXCTL_SUSPEND_CYCLES, default 3 (make
+// soak runs 100).
 func suspendCycles(t *testing.T) int {
 	if v := os.Getenv("BOXCTL_SUSPEND_CYCLES"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -259,10 +259,17 @@ func suspendResume(t *testing.T, f *fixture, tg target) {
 	t.Cleanup(func() { _ = env.Destroy(context.WithoutCancel(ctx)) })
 }
 
-func p50(ds []time.Duration) time.Duration {
+func p50(ds []time.Duration) time.Duration { return quantile(ds, 0.5) }
+
+// quantile is the p-quantile of ds (the nearest rank at or above it), 0
+// for none.
+func quantile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
-	return s[len(s)/2]
+	return s[min(len(s)-1, int(p*float64(len(s))))]
 }
 
 // TestProvider_LiveSuspendBusy refuses a suspend while a turn is live.
