@@ -19,4 +19,15 @@
 // claim, and no two claimers get the same box. A box belongs to its
 // keeper's process (vendors/reaper): `boxctl gc` removes a pooled box
 // whose keeper is gone, unless a claim recorded it in a state.
+//
+// A request's repository (sandbox.WorkspaceRepo) is cloned after the
+// handover, as a cold create clones it, and one pool serves every
+// repository. Pools keyed by repository and ref, whose boxes hold a
+// checkout that a claim refreshes with a fetch, would fetch faster than a
+// clone (BenchmarkRepoAtClaim in package sandbox measures both), but a
+// checkout is the claim's own: a private repository's code, and the
+// credentials to fetch it, would be in a pooled box before its claim,
+// which holds nothing personal; and each repository and ref would split
+// the pool's boxes, so a request for a repository without its own pool
+// would miss.
 package pool
