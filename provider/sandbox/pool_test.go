@@ -203,6 +203,46 @@ func checkClaim(t *testing.T, f *fixture, tg target, env *sandbox.Environment, i
 	}
 }
 
+// TestPool_ClaimClonesRepository: a claim with a repository is still a
+// hit; the box clones the repository after the handover, checks out the
+// ref, and the credentials in the repository's URL are in no inspect
+// data of the box.
+func TestPool_ClaimClonesRepository(t *testing.T) {
+	f := setup(t)
+	tg := f.docker()
+	url, head := serveRepo(t, f, repoShape{files: 12, fileBytes: 512, commits: 2, churn: 6})
+	pl, _, _ := newPool(t, f, tg, "repo-"+randText()[:6], 1, false)
+	waitFull(t, pl, 1)
+	token := "repo-token-" + randText()
+	withCreds := strings.Replace(url, "http://", "http://agent:"+token+"@", 1)
+	env, outcome, err := pl.Claim(t.Context(), sandbox.CreateRequest{Profile: claude,
+		Workspace: &sandbox.WorkspaceRepo{RepoURL: withCreds, GitRef: head}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Destroy(context.Background()) })
+	if outcome != pool.Hit {
+		t.Errorf("claim = %s, want %s", outcome, pool.Hit)
+	}
+	var phases []string
+	for _, ph := range env.Timings() {
+		phases = append(phases, ph.Name)
+	}
+	if want := []string{sandbox.PhaseChecks, sandbox.PhaseClaim, sandbox.PhaseClone, sandbox.PhaseAttach}; !slices.Equal(phases, want) {
+		t.Errorf("phases %v, want %v", phases, want)
+	}
+	res, err := env.Box().Exec(t.Context(), vendors.ExecSpec{Command: []string{"sh", "-c", "git rev-parse HEAD && ls src | wc -l"}, Dir: sandbox.Workspace})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("git in the workspace: %v %+v", err, res)
+	}
+	if got := strings.Fields(string(res.Stdout)); len(got) != 2 || got[0] != head || got[1] == "0" {
+		t.Errorf("workspace HEAD and directories = %q, want %s and the repository's files", res.Stdout, head)
+	}
+	if strings.Contains(tg.inspect(t, env.Box().ID()), token) {
+		t.Error("the repository's credentials are in the box's inspect data")
+	}
+}
+
 // TestPool_EmptyFallsBack: a claim of an empty pool creates its box cold
 // without Wait, and waits for the next box with it.
 func TestPool_EmptyFallsBack(t *testing.T) {

@@ -18,15 +18,13 @@ import (
 	"github.com/tangle-network/boxctl/vendors"
 )
 
-// The benchmark repository: repoFiles files of about repoFileBytes each,
-// repoCommits commits of history (each after the first changes
-// repoChurn files), and one newer commit the claim asks for.
-const (
-	repoFiles     = 3000
-	repoFileBytes = 4 << 10
-	repoCommits   = 20
-	repoChurn     = 150
-)
+// repoShape is the shape of a test repository: files files of about
+// fileBytes each, commits commits of history (each after the first
+// changes about churn files), and one newer commit that changes a few.
+type repoShape struct{ files, fileBytes, commits, churn int }
+
+// benchRepo is BenchmarkRepoAtClaim's repository, about 12 MB of files.
+var benchRepo = repoShape{files: 3000, fileBytes: 4 << 10, commits: 20, churn: 150}
 
 // BenchmarkRepoAtClaim compares the two ways a claimed box can get its
 // repository, in a Docker box from a repository served over git's smart
@@ -37,7 +35,7 @@ const (
 // fetch-ratio is fetch-ms over clone-ms. Each op runs both.
 func BenchmarkRepoAtClaim(b *testing.B) {
 	f := setup(b)
-	url, head := serveRepo(b, f)
+	url, head := serveRepo(b, f, benchRepo)
 	p := f.on(b, f.docker(), nil)
 	env, err := p.Create(b.Context(), sandbox.CreateRequest{Profile: claude})
 	if err != nil {
@@ -68,10 +66,10 @@ func BenchmarkRepoAtClaim(b *testing.B) {
 	b.ReportMetric(ms(fetch)/ms(clone), "fetch-ratio")
 }
 
-// serveRepo makes the benchmark repository and serves it over git's smart
+// serveRepo makes a repository of shape and serves it over git's smart
 // HTTP (git http-backend) on an address the fixture's boxes reach. It
 // returns the repository's URL and the id of its newest commit.
-func serveRepo(b *testing.B, f *fixture) (url, head string) {
+func serveRepo(b testing.TB, f *fixture, shape repoShape) (url, head string) {
 	b.Helper()
 	root := b.TempDir()
 	repo := filepath.Join(root, "bench.git")
@@ -85,7 +83,7 @@ func serveRepo(b *testing.B, f *fixture) (url, head string) {
 		return strings.TrimSpace(string(out))
 	}
 	git(nil, "init", "-q", "--bare", "-b", "main", repo)
-	git(fastImport(), "--git-dir", repo, "fast-import", "--quiet")
+	git(shape.fastImport(), "--git-dir", repo, "fast-import", "--quiet")
 	git(nil, "--git-dir", repo, "repack", "-a", "-d", "-q")
 	head = git(nil, "--git-dir", repo, "rev-parse", "main")
 	host, err := f.vendor.HostAddress(b.Context())
@@ -107,23 +105,23 @@ func serveRepo(b *testing.B, f *fixture) (url, head string) {
 	return "http://" + l.Addr().String() + "/bench.git", head
 }
 
-// fastImport is a git fast-import stream of the benchmark repository on
-// branch main: repoCommits commits of history, then the newest one.
-func fastImport() []byte {
+// fastImport is a git fast-import stream of the repository on branch
+// main: its commits of history, then the newest one.
+func (shape repoShape) fastImport() []byte {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const letters = "abcdefghijklmnopqrstuvwxyz     \n"
 	content := func() []byte {
-		out := make([]byte, repoFileBytes)
+		out := make([]byte, shape.fileBytes)
 		for i := range out {
 			out[i] = letters[rng.IntN(len(letters))]
 		}
 		return out
 	}
 	var s bytes.Buffer
-	for c := range repoCommits + 1 {
+	for c := range shape.commits + 1 {
 		fmt.Fprintf(&s, "commit refs/heads/main\ncommitter bench <bench@example.invalid> %d +0000\ndata 9\ncommit %02d\n", 1700000000+c, c)
-		n, churn := repoFiles, repoChurn
-		if c == repoCommits {
+		n, churn := shape.files, shape.churn
+		if c == shape.commits {
 			churn = 20 // the newest commit changes a few files
 		}
 		for i := range n {
