@@ -20,7 +20,12 @@ import (
 // (lifetimeFile, written just before the pause), and the retention of a
 // paused sandbox counts from the end its timeout had when it paused: List
 // reports endAt plus the retention as its deadline, which gc enforces.
-// Fork is refused: the emulator serves no fork route.
+// Fork is refused for now. E2B's route for it is a snapshot
+// (spec/openapi.yml: POST /sandboxes/{sandboxID}/snapshots, body
+// {"name"?}, 201 with SnapshotInfo {"snapshotID", "names"}; GET /snapshots
+// lists them): the sandbox pauses briefly and runs on, and the snapshot is
+// a template that POST /v2/sandboxes takes as its templateID, once per
+// fork. The emulator does not serve that route yet.
 const lifetimeFile = "/tmp/.boxctl/lifetime"
 
 var _ vendors.Suspender = (*Vendor)(nil)
