@@ -40,7 +40,7 @@ type snap struct {
 }
 
 // snapshotRepo is the repository of the committed images, tagged
-// <templateID>-<tag>, so no prune of dangling images takes them.
+// <templateID>-<tag>-<random>, so no prune of dangling images takes them.
 const snapshotRepo = "e2bemu-snapshot"
 
 // validTag is a tag E2B and the engine both take.
@@ -98,7 +98,7 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 	}
 	tplID := t.id
 	s.mu.Unlock()
-	ref := snapshotRepo + ":" + tplID + "-" + tag
+	ref := snapshotRepo + ":" + tplID + "-" + tag + "-" + randomString(6, lowerDigits)
 	begin := time.Now()
 	_, err := s.cli.ContainerCommit(r.Context(), sb.box.ID(), container.CommitOptions{Reference: ref, Pause: true,
 		Comment: "snapshot of sandbox " + id})
@@ -108,6 +108,9 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
+	if old := t.snaps[tag]; old != nil {
+		t.retired = append(t.retired, old.image) // sandboxes of it may run
+	}
 	t.snaps[tag] = &snap{image: ref, sandboxID: id, created: time.Now().UTC()}
 	s.templates[tplID] = t
 	if name != "" {
@@ -201,9 +204,10 @@ func (s *Server) handleDeleteTemplate(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// snapImages are the images committed for t.
+// snapImages are the images committed for t, those a later snapshot of
+// the same name and tag replaced too.
 func snapImages(t *template) []string {
-	out := make([]string, 0, len(t.snaps))
+	out := slices.Clone(t.retired)
 	for _, sn := range t.snaps {
 		out = append(out, sn.image)
 	}

@@ -5,7 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
 	"github.com/tangle-network/boxctl/internal/dockerclient"
@@ -51,11 +52,30 @@ func TestServer_Snapshots(t *testing.T) {
 	if named.SnapshotID != "fork-base:default" || len(named.Names) != 1 || named.Names[0] != "fork-base" {
 		t.Errorf("named snapshot = %+v, want fork-base:default named fork-base", named)
 	}
+	if again := snapshot(`{"name":"fork-base"}`); again.SnapshotID != named.SnapshotID {
+		t.Errorf("a second snapshot named fork-base = %+v, want %s again", again, named.SnapshotID)
+	}
+	a := do(t, c, "POST", api+"/v2/sandboxes", key, `{"templateID":"fork-base","timeout":60}`)
+	var byName struct{ SandboxID, TemplateID string }
+	if err := json.Unmarshal([]byte(a.body), &byName); a.status != 201 || err != nil || byName.TemplateID == "" {
+		t.Fatalf("create from fork-base = %d %q, want 201", a.status, a.body)
+	}
+	if a := do(t, c, "DELETE", api+"/sandboxes/"+byName.SandboxID, key, ""); a.status != 204 {
+		t.Fatalf("kill %s = %d %q", byName.SandboxID, a.status, a.body)
+	}
+	cli, err := dockerclient.New(testbed.Require(t).DockerHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if imgs := snapshotImages(t, cli, byName.TemplateID); len(imgs) != 2 {
+		t.Errorf("images of fork-base = %v, want one of each snapshot", imgs)
+	}
 	if st, err := src.Status(ctx); err != nil || st.State != vendors.StateRunning {
 		t.Errorf("source is %+v, %v after its snapshots, want running", st, err)
 	}
 
-	a := do(t, c, "GET", api+"/snapshots?sandboxID="+src.ID(), key, "")
+	a = do(t, c, "GET", api+"/snapshots?sandboxID="+src.ID(), key, "")
 	var list []info
 	if err := json.Unmarshal([]byte(a.body), &list); a.status != 200 || err != nil || len(list) != 2 {
 		t.Fatalf("GET /snapshots = %d %q, want both snapshots", a.status, a.body)
@@ -116,24 +136,26 @@ func TestServer_Snapshots(t *testing.T) {
 	if a := do(t, c, "DELETE", api+"/templates/"+unnamed.SnapshotID, key, ""); a.status != 204 {
 		t.Fatalf("delete the unused snapshot = %d %q, want 204", a.status, a.body)
 	}
-	cli, err := dockerclient.New(testbed.Require(t).DockerHost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	if ref := "e2bemu-snapshot:" + tplID + "-default"; imageExists(t, cli, ref) {
-		t.Errorf("image %s is left after its template's delete", ref)
+	for _, id := range []string{tplID, byName.TemplateID} {
+		if left := snapshotImages(t, cli, id); len(left) != 0 {
+			t.Errorf("images %v are left after their template's delete", left)
+		}
 	}
 	if a := do(t, c, "GET", api+"/snapshots", key, ""); a.status != 200 || strings.TrimSpace(a.body) != "[]" {
 		t.Errorf("GET /snapshots after the deletes = %d %q, want none", a.status, a.body)
 	}
 }
 
-func imageExists(t *testing.T, cli *client.Client, ref string) bool {
+// snapshotImages returns the emulator's images of template tplID.
+func snapshotImages(t *testing.T, cli *client.Client, tplID string) []string {
 	t.Helper()
-	_, err := cli.ImageInspect(t.Context(), ref)
-	if err != nil && !cerrdefs.IsNotFound(err) {
+	imgs, err := cli.ImageList(t.Context(), image.ListOptions{Filters: filters.NewArgs(filters.Arg("reference", "e2bemu-snapshot:"+tplID+"-*"))})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return err == nil
+	var out []string
+	for _, img := range imgs {
+		out = append(out, img.RepoTags...)
+	}
+	return out
 }

@@ -25,6 +25,7 @@ type template struct {
 	image    string // of the tag looked up, in a copy from Server.template
 	ready    bool
 	snaps    map[string]*snap // by tag; nil unless a snapshot template
+	retired  []string         // images of snaps replaced by later ones
 }
 
 type build struct {
