@@ -102,8 +102,10 @@ func boxCycle(b *testing.B, f *fixture, timeSuspend bool) {
 // BenchmarkFork10 measures a fork of a suspended Claude Code box into 10
 // ready environments on Docker (impl=boxctl: commit the disk, create 10
 // boxes of it, resume each with its own bridge and bearer) against 10
-// cold creates through the provider, in parallel (impl=baseline).
-// Destroying the boxes is not timed.
+// cold creates through the provider, in parallel (impl=baseline), and the
+// same fork on E2B's emulator (vendor=e2b/impl=boxctl: a snapshot of the
+// source, 10 sandboxes of it, each paused, then resumed with its own
+// bridge and bearer). Destroying the boxes is not timed.
 func BenchmarkFork10(b *testing.B) {
 	const n = 10
 	f := setup(b)
@@ -139,32 +141,37 @@ func BenchmarkFork10(b *testing.B) {
 			b.StartTimer()
 		}
 	})
-	b.Run("impl=boxctl", func(b *testing.B) {
-		p := f.provider(b, suspendable(f, &events{}, nil))
-		e, err := p.Create(b.Context(), sandbox.CreateRequest{Profile: claude})
+	b.Run("impl=boxctl", func(b *testing.B) { forkBench(b, f, f.docker(), n) })
+	b.Run("vendor=e2b/impl=boxctl", func(b *testing.B) { forkBench(b, f, e2bTarget(b, f), n) })
+}
+
+// forkBench times p.Fork of a suspended box that ran a turn into n ready
+// environments on tg.
+func forkBench(b *testing.B, f *fixture, tg target, n int) {
+	p := f.on(b, tg, suspendable(f, &events{}, nil))
+	e, err := p.Create(b.Context(), sandbox.CreateRequest{Profile: claude})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = e.Destroy(context.Background()) }()
+	if _, _, err := turn(b.Context(), e, provider.Turn{Prompt: "fork bench turn"}); err != nil {
+		b.Fatal(err)
+	}
+	ref, err := e.Suspend(b.Context(), sandbox.SuspendOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		forks, err := p.Fork(b.Context(), ref, n)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer func() { _ = e.Destroy(context.Background()) }()
-		if _, _, err := turn(b.Context(), e, provider.Turn{Prompt: "fork bench turn"}); err != nil {
-			b.Fatal(err)
+		b.StopTimer()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		for _, fe := range forks {
+			_ = fe.Destroy(ctx)
 		}
-		ref, err := e.Suspend(b.Context(), sandbox.SuspendOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for b.Loop() {
-			forks, err := p.Fork(b.Context(), ref, n)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			for _, fe := range forks {
-				_ = fe.Destroy(ctx)
-			}
-			cancel()
-			b.StartTimer()
-		}
-	})
+		cancel()
+		b.StartTimer()
+	}
 }

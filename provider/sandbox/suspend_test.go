@@ -349,15 +349,38 @@ func TestProvider_LiveIdleSuspend(t *testing.T) {
 	}
 }
 
-// TestProvider_LiveFork makes two boxes of a suspended box's disk: each
-// has its own bearer and continues the session on its own.
+// TestProvider_LiveFork makes two boxes of a suspended box's disk, on
+// each vendor that forks (forkTargets): each has its own bearer and the
+// source's workspace, byte-identical, and continues the session on its
+// own, as the source does.
 func TestProvider_LiveFork(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	p := f.provider(t, suspendable(f, &events{}, nil))
+	for _, tg := range forkTargets(t, f) {
+		t.Run(tg.name, func(t *testing.T) {
+			t.Parallel()
+			liveFork(t, f, tg)
+		})
+	}
+}
+
+// forkTargets are the vendors the fork tests run on: Docker and E2B's
+// emulator (Daytona refuses a fork).
+func forkTargets(t *testing.T, f *fixture) []target {
+	return []target{f.docker(), e2bTarget(t, f)}
+}
+
+func liveFork(t *testing.T, f *fixture, tg target) {
+	p := f.on(t, tg, suspendable(f, &events{}, nil))
 	env := create(t, p, sandbox.CreateRequest{Profile: claude})
-	const ses = "fork-ses"
-	sessionTurn(t, env, ses, "fork-origin-marker")
+	if _, err := env.Box().Exec(t.Context(), vendors.ExecSpec{Command: []string{"sh", "-c",
+		"head -c 65536 /dev/urandom > blob && mkdir -p sub && echo kept > sub/file"}, Dir: sandbox.Workspace}); err != nil {
+		t.Fatal(err)
+	}
+	hash := hashWorkspace(t, env.Box())
+	ses := "fork-ses-" + tg.name
+	origin := "fork-origin-marker-" + tg.name
+	sessionTurn(t, env, ses, origin)
 	forks, self, err := env.Fork(t.Context(), 2)
 	for _, e := range append(slices.Clone(forks), self) {
 		if e != nil {
@@ -368,19 +391,27 @@ func TestProvider_LiveFork(t *testing.T) {
 		t.Fatalf("Fork: %v", err)
 	}
 	bearers := map[string]bool{self.Reference().Bearer: true}
+	marker := func(i int) string { return fmt.Sprintf("fork-%d-marker-%s", i, tg.name) }
 	for i, fe := range forks {
 		bearers[fe.Reference().Bearer] = true
 		if fe.Box().ID() == self.Box().ID() {
 			t.Fatalf("fork %d is the source box", i)
 		}
-		marker := fmt.Sprintf("fork-%d-marker", i)
-		sessionTurn(t, fe, ses, marker)
-		body := f.mainRequest(t, marker)
-		if !strings.Contains(body, "fork-origin-marker") || (i == 1 && strings.Contains(body, "fork-0-marker")) {
+		if got := hashWorkspace(t, fe.Box()); got != hash {
+			t.Errorf("fork %d's workspace hash %s, want the source's %s", i, got, hash)
+		}
+		sessionTurn(t, fe, ses, marker(i))
+		body := f.mainRequest(t, marker(i))
+		if !strings.Contains(body, origin) || (i == 1 && strings.Contains(body, marker(0))) {
 			t.Errorf("fork %d's turn: the model's request lacks the origin turn, or holds the other fork's", i)
 		}
 	}
 	if len(bearers) != 3 {
 		t.Errorf("%d distinct bearers among the source and 2 forks, want 3", len(bearers))
+	}
+	const after = "fork-source-after-marker"
+	sessionTurn(t, self, ses, after+"-"+tg.name)
+	if body := f.mainRequest(t, after+"-"+tg.name); !strings.Contains(body, origin) || strings.Contains(body, marker(0)) || strings.Contains(body, marker(1)) {
+		t.Error("the source's turn after the fork: the model's request lacks the origin turn, or holds a fork's")
 	}
 }

@@ -29,14 +29,15 @@ type Box struct {
 	accessToken  string // envd's X-Access-Token (secure sandboxes)
 	trafficToken string // e2b-traffic-access-token for exposed ports
 
-	mu     sync.Mutex
-	labels map[string]string // nil until known
+	mu       sync.Mutex
+	labels   map[string]string // nil until known
+	template string            // the sandbox's template, "" until known
 }
 
 var _ vendors.Box = (*Box)(nil)
 
 func (v *Vendor) newBox(sb sandbox) *Box {
-	b := (&Box{v: v, id: sb.SandboxID, domain: v.o.domain, accessToken: sb.EnvdAccessToken}).withProcs()
+	b := (&Box{v: v, id: sb.SandboxID, domain: v.o.domain, accessToken: sb.EnvdAccessToken, template: sb.TemplateID}).withProcs()
 	if sb.Domain != nil && *sb.Domain != "" {
 		b.domain = *sb.Domain
 	}
@@ -49,7 +50,7 @@ func (v *Vendor) newBox(sb sandbox) *Box {
 func (b *Box) setDetail(d sandboxDetail) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.labels = d.Metadata
+	b.labels, b.template = d.Metadata, d.TemplateID
 	if b.labels == nil {
 		b.labels = map[string]string{}
 	}
@@ -68,10 +69,17 @@ func (b *Box) Status(ctx context.Context) (vendors.Info, error) {
 	return info(d), nil
 }
 
-// Destroy kills the sandbox; one already gone is not an error.
+// Destroy kills the sandbox; one already gone is not an error. A fork's
+// snapshot (suspend.go) goes with the last sandbox of it.
 func (b *Box) Destroy(ctx context.Context) error {
+	snap := b.forkSnapshot()
 	err := b.v.killSandbox(ctx, b.id)
 	if err == nil || isStatus(err, http.StatusNotFound) {
+		if snap != "" {
+			// Refused while another fork of it lives: the last one's
+			// destroy deletes it.
+			b.v.deleteTemplate(ctx, snap)
+		}
 		return nil
 	}
 	return b.v.mapErr("destroy", b.id, err)
@@ -99,6 +107,18 @@ func (b *Box) Endpoint(ctx context.Context, port int) (vendors.Endpoint, error) 
 		ep.Header = http.Header{"E2b-Traffic-Access-Token": {b.trafficToken}}
 	}
 	return ep, nil
+}
+
+// forkSnapshot returns the template of a fork, the snapshot Fork made it
+// of; "" for any other sandbox, or one whose labels are not known (every
+// box from Create, Connect and Resume knows them).
+func (b *Box) forkSnapshot() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.labels[boxmeta.LabelForkOf] == "" {
+		return ""
+	}
+	return b.template
 }
 
 func (b *Box) knownLabels(ctx context.Context) (map[string]string, error) {

@@ -2,14 +2,19 @@ package e2b_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/e2btest"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/e2b"
+	"github.com/tangle-network/boxctl/vendors/e2b/e2bemu"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
@@ -67,9 +72,6 @@ func TestVendor_SuspendResume(t *testing.T) {
 	if st, err := resumed.Status(ctx); err != nil || st.State != vendors.StateRunning || time.Until(st.Deadline) > info.BudgetLeft+2*time.Second {
 		t.Errorf("Status after resume = %s until %v (%v), want running with at most %v left", st.State, st.Deadline, err, info.BudgetLeft)
 	}
-	if _, err := v.Fork(ctx, box.ID(), 1); !errors.Is(err, vendors.ErrNotSuspendable) {
-		t.Errorf("Fork = %v, want a typed refusal", err)
-	}
 	if _, err := v.Suspend(ctx, box.ID()); err != nil {
 		t.Fatal(err)
 	}
@@ -77,5 +79,149 @@ func TestVendor_SuspendResume(t *testing.T) {
 		Now: func() time.Time { return time.Now().Add(2 * time.Hour) }})
 	if err != nil || len(reaped) != 1 || reaped[0].Err != nil {
 		t.Fatalf("gc two hours later = %+v, %v; want the paused box reaped", reaped, err)
+	}
+}
+
+// snapshots returns the snapshot IDs the emulator lists of sandbox sid.
+func snapshots(t *testing.T, env *e2btest.Env, sid string) []string {
+	t.Helper()
+	req := httptest.NewRequest("GET", "http://api."+env.Server.Domain()+"/snapshots?sandboxID="+sid, nil)
+	req.Header.Set("X-API-Key", e2btest.APIKey)
+	w := httptest.NewRecorder()
+	env.Server.ServeHTTP(w, req)
+	var list []struct{ SnapshotID string }
+	if err := json.Unmarshal(w.Body.Bytes(), &list); w.Code != 200 || err != nil {
+		t.Fatalf("GET /snapshots = %d %s", w.Code, w.Body)
+	}
+	out := []string{}
+	for _, s := range list {
+		out = append(out, s.SnapshotID)
+	}
+	return out
+}
+
+// TestVendor_Fork forks a paused sandbox into two on the emulator: each
+// is paused, labelled as a fork, resumes with the source's files and
+// what was left of its budget, and goes on on its own; the source stays
+// paused, and the snapshot goes with the last fork.
+func TestVendor_Fork(t *testing.T) {
+	env := e2btest.Shared(t)
+	v := env.Client(t)
+	ctx := t.Context()
+	tag := vendortest.RunTag(t)
+	src, err := v.Create(ctx, vendors.CreateSpec{Image: env.Template, RunTag: tag, Lifetime: 5 * time.Minute, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.Destroy(context.WithoutCancel(ctx)) })
+	run := func(b vendors.Box, script string) string {
+		t.Helper()
+		res, err := b.Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c", script}})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("%s: %v %s", script, err, res.Stderr)
+		}
+		return strings.TrimSpace(string(res.Stdout))
+	}
+	const hash = "cd /tmp/ws && find . -type f | sort | xargs -r sha256sum | sha256sum"
+	run(src, "mkdir -p /tmp/ws && head -c 65536 /dev/urandom > /tmp/ws/blob && echo kept > /tmp/ws/f")
+	before := run(src, hash)
+	if _, err := v.Fork(ctx, src.ID(), 1); !errors.Is(err, vendors.ErrNotSuspendable) {
+		t.Errorf("Fork of a running box = %v, want a typed refusal", err)
+	}
+	info, err := v.Suspend(ctx, src.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Fork(ctx, src.ID(), 0); err == nil {
+		t.Error("Fork of 0 boxes succeeded")
+	}
+	ids, err := v.Fork(ctx, src.ID(), 2)
+	for _, id := range ids {
+		t.Cleanup(func() {
+			if b, err := v.Connect(context.WithoutCancel(ctx), id); err == nil {
+				_ = b.Destroy(context.WithoutCancel(ctx))
+			}
+		})
+	}
+	if err != nil || len(ids) != 2 || ids[0] == ids[1] {
+		t.Fatalf("Fork = %v, %v; want two new boxes", ids, err)
+	}
+	if st, err := src.Status(ctx); err != nil || st.State != vendors.StateSuspended {
+		t.Errorf("source after the fork = %s (%v), want suspended", st.State, err)
+	}
+	if got := snapshots(t, env, src.ID()); len(got) != 1 {
+		t.Errorf("snapshots of the source = %v, want the fork's one", got)
+	}
+	list, err := v.List(ctx, map[string]string{boxmeta.LabelForkOf: src.ID()})
+	if err != nil || len(list) != 2 {
+		t.Fatalf("List of the forks = %d, %v; want 2", len(list), err)
+	}
+	if a, b := list[0].Labels[boxmeta.LabelCreate], list[1].Labels[boxmeta.LabelCreate]; a == "" || a == b {
+		t.Errorf("the forks' create tokens %q and %q, want one of its own each", a, b)
+	}
+	forks := make([]vendors.Box, 2)
+	for i, id := range ids {
+		if list[i].State != vendors.StateSuspended {
+			t.Errorf("fork %s is %s before its resume, want suspended", list[i].ID, list[i].State)
+		}
+		if forks[i], err = v.Resume(ctx, id); err != nil {
+			t.Fatalf("Resume fork %d: %v", i, err)
+		}
+		if got := run(forks[i], hash); got != before {
+			t.Errorf("fork %d's files hash %s, want the source's %s", i, got, before)
+		}
+		st, err := forks[i].Status(ctx)
+		if err != nil || st.State != vendors.StateRunning || time.Until(st.Deadline) > info.BudgetLeft+2*time.Second ||
+			time.Until(st.Deadline) < info.BudgetLeft-time.Minute {
+			t.Errorf("fork %d after resume = %s until %v (%v), want running with about %v left", i, st.State, st.Deadline, err, info.BudgetLeft)
+		}
+		if st.Labels[boxmeta.LabelForkOf] != src.ID() ||
+			st.Labels[boxmeta.LabelRunTag] != tag {
+			t.Errorf("fork %d labels %v: want the source's run tag and its id as fork-of", i, st.Labels)
+		}
+	}
+	run(forks[0], "echo mine > /tmp/ws/f")
+	if got := run(forks[1], "cat /tmp/ws/f"); got != "kept" {
+		t.Errorf("fork 1 reads %q after fork 0 wrote its file, want its own %q", got, "kept")
+	}
+	for i, f := range forks {
+		if err := f.Destroy(ctx); err != nil {
+			t.Fatalf("Destroy fork %d: %v", i, err)
+		}
+	}
+	if got := snapshots(t, env, src.ID()); len(got) != 0 {
+		t.Errorf("snapshots after the forks were destroyed = %v, want none", got)
+	}
+}
+
+// TestVendor_ForkFails forks past the plan's sandbox limit: Fork fails
+// with nothing of it left, the snapshot deleted, the source paused.
+func TestVendor_ForkFails(t *testing.T) {
+	img := boxtest.Pushed(t, boxtest.Options{})
+	env := e2btest.Start(t, func(o *e2bemu.Options) { o.Templates, o.MaxSandboxes = map[string]string{"box": img}, 2 })
+	v := env.Client(t, e2b.WithRetry(1, time.Millisecond, time.Millisecond))
+	ctx := t.Context()
+	tag := vendortest.RunTag(t)
+	src, err := v.Create(ctx, vendors.CreateSpec{Image: env.Template, RunTag: tag, Lifetime: 5 * time.Minute, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.Destroy(context.WithoutCancel(ctx)) })
+	if _, err := v.Suspend(ctx, src.ID()); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := v.Fork(ctx, src.ID(), 2)
+	var rl *vendors.RateLimitError
+	if !errors.As(err, &rl) || ids != nil {
+		t.Errorf("Fork over the plan's limit = %v, %v; want a *vendors.RateLimitError and no ids", ids, err)
+	}
+	if left, err := v.List(ctx, map[string]string{boxmeta.LabelForkOf: src.ID()}); err != nil || len(left) != 0 {
+		t.Errorf("forks left after the failed Fork: %d (%v), want none", len(left), err)
+	}
+	if got := snapshots(t, env, src.ID()); len(got) != 0 {
+		t.Errorf("snapshots left after the failed Fork: %v", got)
+	}
+	if st, err := src.Status(ctx); err != nil || st.State != vendors.StateSuspended {
+		t.Errorf("source after the failed fork = %s (%v), want suspended", st.State, err)
 	}
 }

@@ -38,6 +38,7 @@ func (s *Server) routeAPI() {
 	m.HandleFunc("POST /sandboxes/{sandboxID}/resume", s.handleConnect)
 	s.routeNotEmulated()
 	s.routeTemplates()
+	s.routeSnapshots()
 }
 
 // serveAPI checks X-API-Key, injects faults and serves the control plane.
@@ -93,9 +94,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("Timeout cannot be greater than %d hours", int(s.opts.MaxTimeout/time.Hour)))
 		return
 	}
-	tpl, ok := s.template(req.TemplateID)
-	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("template '%s' not found", req.TemplateID))
+	tpl, err := s.template(req.TemplateID)
+	if err != nil {
+		writeError(w, http.StatusNotFound, err.Error())
 		return
 	}
 	if !tpl.ready {
@@ -284,7 +285,10 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 		s.notFound(w, r.PathValue("sandboxID"))
 		return
 	}
+	// A pause waits for a snapshot being taken, as E2B's does.
+	sb.snapMu.Lock()
 	paused, err := s.pause(r.Context(), sb)
+	sb.snapMu.Unlock()
 	switch {
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, "Failed to pause sandbox: "+err.Error())

@@ -16,7 +16,10 @@
 // request's user, with cwd, env, stdin, signals, and a pty that is a real
 // terminal), files over /files (multipart with several files, octet-stream,
 // gzip) and the filesystem service (stat, list with depth, make dir, move,
-// remove, watches) run as the request's user in the container. The user is
+// remove, watches) run as the request's user in the container; snapshots
+// of a running sandbox (its container committed to an image, a template
+// POST /v2/sandboxes takes: see snapshot.go), listed by GET /snapshots and
+// deleted with their template (DELETE /templates/{templateID}). The user is
 // the one a request names (Authorization Basic "<user>:"), else the
 // image's own, as envd 0.4 and later do. Routes of the spec it does not
 // emulate answer 501 with error_code NotEmulatedCode, naming the feature.

@@ -69,13 +69,12 @@ func (s *Server) metrics(ctx context.Context, sb *sandbox) (map[string]any, erro
 // the feature they serve.
 var notEmulated = map[string][]string{
 	"sandbox forks":          {"POST /sandboxes/{sandboxID}/fork"},
-	"snapshots":              {"POST /sandboxes/{sandboxID}/snapshots", "GET /snapshots"},
 	"network updates":        {"PUT /sandboxes/{sandboxID}/network"},
 	"sandbox logs":           {"GET /sandboxes/{sandboxID}/logs", "GET /v2/sandboxes/{sandboxID}/logs"},
 	"team and fleet metrics": {"GET /sandboxes/metrics", "GET /teams", "GET /teams/{teamID}/metrics", "GET /teams/{teamID}/metrics/max"},
 	"secrets":                {"GET /secrets", "POST /secrets", "GET /secrets/{secretID}", "POST /secrets/{secretID}", "DELETE /secrets/{secretID}"},
 	"volumes":                {"GET /volumes", "POST /volumes", "GET /volumes/{volumeID}", "DELETE /volumes/{volumeID}"},
-	"template management": {"GET /templates", "GET /v2/templates", "GET /templates/{templateID}", "DELETE /templates/{templateID}",
+	"template management": {"GET /templates", "GET /v2/templates", "GET /templates/{templateID}",
 		"PATCH /templates/{templateID}", "PATCH /v2/templates/{templateID}", "GET /templates/{templateID}/builds/{buildID}/logs",
 		"GET /templates/{templateID}/files/{hash}", "GET /templates/{templateID}/tags",
 		"POST /templates/tags", "DELETE /templates/tags"},

@@ -28,6 +28,7 @@ type sandbox struct {
 	procs                 *procTable
 	user                  string // the image's user: envd's default
 
+	snapMu   sync.Mutex // held while a snapshot is taken
 	homesMu  sync.Mutex
 	homes    map[string]string   // home directories by user
 	watchers map[string]*watcher // by watcher id

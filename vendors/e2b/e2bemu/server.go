@@ -229,6 +229,7 @@ func (s *Server) Close() error {
 		s.kill(id, "emulator closed")
 	}
 	s.wg.Wait()
+	s.removeImages(context.Background(), s.snapshotImages())
 	var err error
 	if s.ln != nil {
 		err = s.ln.Close()

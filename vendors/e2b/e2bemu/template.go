@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -17,11 +18,14 @@ import (
 // pull succeeds and error otherwise. A ready template's sandboxes run
 // fromImage.
 
-// template is a template sandboxes can be made from.
+// template is a template sandboxes can be made from: a build's image, or
+// a snapshot's images by tag (snapshot.go).
 type template struct {
 	id, name string
-	image    string
+	image    string // of the tag looked up, in a copy from Server.template
 	ready    bool
+	snaps    map[string]*snap // by tag; nil unless a snapshot template
+	retired  []string         // images of snaps replaced by later ones
 }
 
 type build struct {
@@ -64,16 +68,42 @@ func (s *Server) routeTemplates() {
 	s.api.HandleFunc("GET /templates/{templateID}/builds/{buildID}/status", s.buildStatus)
 }
 
-// template returns a template by ID or name.
-func (s *Server) template(idOrName string) (*template, bool) {
+// template returns a copy of a template by ID or name, with an optional
+// ":tag" (default "default"), its image the tag's.
+func (s *Server) template(ref string) (*template, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, ok := s.templates[idOrName]
-	if !ok {
-		return nil, false
+	t, tag := s.resolveLocked(ref)
+	if t == nil {
+		return nil, fmt.Errorf("template '%s' not found", ref)
 	}
 	c := *t
-	return &c, true
+	if t.snaps != nil {
+		sn, ok := t.snaps[tag]
+		if !ok {
+			return nil, fmt.Errorf("tag '%s' does not exist for template '%s'", tag, strings.TrimSuffix(ref, ":"+tag))
+		}
+		c.image = sn.image
+	} else if tag != defaultTag {
+		return nil, fmt.Errorf("tag '%s' does not exist for template '%s'", tag, strings.TrimSuffix(ref, ":"+tag))
+	}
+	return &c, nil
+}
+
+// defaultTag is the tag of a reference that names none.
+const defaultTag = "default"
+
+// resolveLocked finds the template of a reference, ID or name with an
+// optional ":tag", and the tag; s.mu is held.
+func (s *Server) resolveLocked(ref string) (*template, string) {
+	if t, ok := s.templates[ref]; ok {
+		return t, defaultTag
+	}
+	name, tag, ok := strings.Cut(ref, ":")
+	if !ok || tag == "" {
+		return nil, ""
+	}
+	return s.templates[name], tag
 }
 
 // Build reports a build's fromImage and status, for tests.

@@ -259,12 +259,46 @@ await step('Sandbox.connect a running sandbox without a timeout', async () => {
   return eq(r.stdout, 'ok\n');
 });
 
+let snap;
+await step('createSnapshot of a running sandbox', async () => {
+  snap = await sbx.createSnapshot();
+  const info = await sbx.getInfo();
+  return [/^[a-z0-9]+:default$/.test(snap.snapshotId) && snap.names.length === 0 && info.state === 'running', { snap, state: info.state }];
+});
+
+await step('Sandbox.listSnapshots of a sandbox', async () => {
+  const items = await Sandbox.listSnapshots({ sandboxId: sbx.sandboxId }).nextItems();
+  return [items.length === 1 && items[0].snapshotId === snap?.snapshotId, items];
+});
+
+let fromSnap;
+await step('Sandbox.create from a snapshot has its disk', async () => {
+  fromSnap = await Sandbox.create(snap.snapshotId, { timeoutMs: 60_000 });
+  const r = await fromSnap.commands.run('cat /tmp/sdk/kept.txt');
+  const info = await fromSnap.getInfo();
+  return [r.stdout === 'kept\n' && info.templateId === snap.snapshotId.split(':')[0], { stdout: r.stdout, templateId: info.templateId }];
+});
+
+await step('Sandbox.deleteSnapshot: refused while in use, then true, then false', async () => {
+  let refused;
+  try {
+    await Sandbox.deleteSnapshot(snap.snapshotId);
+    refused = 'deleted while a sandbox of it runs';
+  } catch (e) {
+    refused = /running sandboxes using it/.test(e.message) ? true : `${e.name}: ${e.message}`;
+  }
+  await fromSnap?.kill();
+  const deleted = await Sandbox.deleteSnapshot(snap.snapshotId);
+  const again = await Sandbox.deleteSnapshot(snap.snapshotId);
+  return [refused === true && deleted === true && again === false, { refused, deleted, again }];
+});
+
 await step('not emulated: a typed 501 naming the feature', async () => {
   try {
-    await sbx.createSnapshot();
-    return [false, 'createSnapshot succeeded'];
+    await Sandbox.fork(sbx.sandboxId, { count: 1 });
+    return [false, 'fork succeeded'];
   } catch (e) {
-    return [/501/.test(e.message) && /snapshots/.test(e.message) && /not emulated/.test(e.message), `${e.name}: ${e.message}`];
+    return [/501/.test(e.message) && /forks/.test(e.message) && /not emulated/.test(e.message), `${e.name}: ${e.message}`];
   }
 });
 
