@@ -11,12 +11,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // suspendCycles is the number of suspend/resume cycles of
@@ -376,4 +379,127 @@ func TestProvider_LiveFork(t *testing.T) {
 	if len(bearers) != 3 {
 		t.Errorf("%d distinct bearers among the source and 2 forks, want 3", len(bearers))
 	}
+}
+
+// TestProvider_LiveGCIdleSuspend: a box made with IdleSuspend and left by
+// its caller, as `boxctl up` leaves it, is suspended by SuspendIdle (what
+// `boxctl gc` runs) once its bridge had no turn for that long, though its
+// /health is polled every second: not while a turn is live, and not
+// before the threshold after the turn's end. It is the suspend `boxctl
+// suspend` makes: the box resumes and its session continues.
+func TestProvider_LiveGCIdleSuspend(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	rec := &events{}
+	const after = 3 * time.Second
+	p := f.provider(t, suspendable(f, rec, func(o *sandbox.Options) { o.IdleSuspend = after }))
+	env := create(t, p, sandbox.CreateRequest{Profile: claude})
+	ctx := t.Context()
+	const ses = "gc-idle-ses"
+	sessionTurn(t, env, ses, "gc-idle-origin")
+	stall := promptStall + " " + randText()
+	live, err := env.Dispatch(ctx, provider.Turn{Prompt: stall})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := env.Reference()
+	// The caller goes: no process watches the box any more.
+	if err := env.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var polls atomic.Int64
+	pollCtx, stopPolls := context.WithCancel(ctx)
+	defer stopPolls()
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-pollCtx.Done():
+				return
+			case <-tick.C:
+			}
+			if resp, err := http.Get(ref.Endpoint + "/health"); err == nil {
+				resp.Body.Close()
+				polls.Add(1)
+			}
+		}
+	}()
+	gc := func() []sandbox.IdleSuspended {
+		t.Helper()
+		got, err := sandbox.SuspendIdle(ctx, f.vendor, sandbox.IdleOptions{Filter: map[string]string{boxmeta.LabelRunTag: p.RunTag()}, OnEvent: rec.add})
+		if err != nil {
+			t.Fatalf("SuspendIdle: %v", err)
+		}
+		return got
+	}
+	vendortest.Poll(t, time.Minute, "the stalled turn to reach the model", func() bool { return f.sawPrompt(stall) })
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	pace := func() {
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-tick.C:
+		}
+	}
+	// Twice the threshold with a live turn: gc leaves the box running.
+	for end := time.Now().Add(2 * after); time.Now().Before(end); pace() {
+		if got := gc(); len(got) != 0 {
+			t.Fatalf("gc suspended the box during a live turn: %+v", got)
+		}
+	}
+	if st := boxRunning(t, env.Box()); st != vendors.StateRunning {
+		t.Fatalf("box is %s during a live turn, want running", st)
+	}
+	other, err := p.Connect(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := other.Session(live.ID, provider.SessionOptions{ControlRef: &live.ControlRef})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled := time.Now()
+	if st, err := s.Cancel(ctx); err != nil || !st.Terminal {
+		t.Fatalf("Cancel = %+v, %v; want the turn ended", st, err)
+	}
+	_ = other.Close(ctx)
+	var got []sandbox.IdleSuspended
+	for deadline := time.Now().Add(2 * time.Minute); len(got) == 0; pace() {
+		if time.Now().After(deadline) {
+			t.Fatal("gc did not suspend the box within 2m of idleness")
+		}
+		got = gc()
+	}
+	took := time.Since(cancelled)
+	stopPolls()
+	if len(got) != 1 || got[0].Box.ID != env.Box().ID() || got[0].Err != nil || got[0].Idle < after || got[0].After != after {
+		t.Fatalf("gc = %+v, want the box suspended once idle %v", got, after)
+	}
+	if took < after {
+		t.Errorf("gc suspended the box %v after its turn's end, before its threshold %v", took, after)
+	}
+	if n := polls.Load(); n < int64(2*after/time.Second) {
+		t.Errorf("only %d health polls before the idle suspend: the test shows nothing", n)
+	}
+	if st := boxRunning(t, env.Box()); st != vendors.StateSuspended {
+		t.Errorf("box is %s after gc's idle suspend, want suspended", st)
+	}
+	if n := rec.count(sandbox.EventSuspended, sandbox.ReasonIdle); n != 1 {
+		t.Errorf("%d idle suspended events, want 1", n)
+	}
+	if again := gc(); len(again) != 0 {
+		t.Errorf("a second gc suspended %+v again", again)
+	}
+	resumed, err := p.Resume(ctx, sandbox.NewSuspendedRef(ref, got[0].Suspended))
+	if err != nil {
+		t.Fatalf("Resume after gc's idle suspend: %v", err)
+	}
+	defer resumed.Close(context.WithoutCancel(ctx))
+	sessionTurn(t, resumed, ses, "gc-idle-resumed")
+	if body := f.mainRequest(t, "gc-idle-resumed"); !strings.Contains(body, "gc-idle-origin") {
+		t.Error("the turn after the resume: the model's request lacks the earlier turn: the session forgot it")
+	}
+	t.Logf("suspended by gc %v after the turn's end (threshold %v), %d health polls", took.Round(time.Millisecond), after, polls.Load())
 }
