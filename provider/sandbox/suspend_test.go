@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -100,16 +101,43 @@ func replay(t *testing.T, env *sandbox.Environment, ref provider.Reference) []st
 	return out
 }
 
-// rawReplay reads the stored frames of run id from the bridge's replay
-// route, from the start: every frame as it is stored, its id with it.
-func rawReplay(t *testing.T, ref sandbox.Reference, runID string) []string {
+// bridgeGet sends GET path with bearer to the bridge of box b as the
+// vendor's Endpoint client does (with a proxy's token, where the vendor
+// has one): the bridge's bearer alone does not pass Daytona's preview URL.
+func bridgeGet(t *testing.T, b vendors.Box, path, bearer string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, ref.Endpoint+"/v1/runs/"+runID+"/events", nil)
-	req.Header.Set("Authorization", "Bearer "+ref.Bearer)
-	resp, err := http.DefaultClient.Do(req)
+	ep, err := b.Endpoint(t.Context(), sandbox.BridgePort)
 	if err != nil {
 		t.Fatal(err)
 	}
+	client := ep.Client()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, ep.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body = closingBody{resp.Body, client}
+	return resp
+}
+
+// closingBody closes its client's connections with the body.
+type closingBody struct {
+	io.ReadCloser
+	client *http.Client
+}
+
+func (b closingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.client.CloseIdleConnections()
+	return err
+}
+
+// rawReplay reads the stored frames of run id from the bridge's replay
+// route, from the start: every frame as it is stored, its id with it.
+func rawReplay(t *testing.T, env *sandbox.Environment, runID string) []string {
+	t.Helper()
+	resp := bridgeGet(t, env.Box(), "/v1/runs/"+runID+"/events", env.Reference().Bearer)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("replay of run %s: %d", runID, resp.StatusCode)
@@ -151,15 +179,10 @@ func hashWorkspace(t *testing.T, b vendors.Box) string {
 	return strings.TrimSpace(string(res.Stdout))
 }
 
-// bearerWorks reports whether bearer opens the bridge at endpoint.
-func bearerWorks(t *testing.T, endpoint, bearer string) bool {
+// bearerWorks reports whether bearer opens the bridge of box b.
+func bearerWorks(t *testing.T, b vendors.Box, bearer string) bool {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, endpoint+"/v1/sessions", nil)
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := bridgeGet(t, b, "/v1/sessions", bearer)
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
 }
@@ -180,9 +203,7 @@ func boxRunning(t *testing.T, b vendors.Box) vendors.State {
 func TestProvider_LiveSuspendResume(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	// Daytona's preview URL answers the raw replay route 401 with the
-	// bridge's bearer alone: the cycles run on Docker.
-	for _, tg := range []target{f.docker()} {
+	for _, tg := range suspendTargets(t, f) {
 		t.Run(tg.name, func(t *testing.T) {
 			t.Parallel()
 			suspendResume(t, f, tg)
@@ -213,7 +234,7 @@ func suspendResume(t *testing.T, f *fixture, tg target) {
 	var suspendTook, resumeTook []time.Duration
 	for i := range cycles {
 		ref, _ := sessionTurn(t, env, ses, mark(i))
-		runs = append(runs, run{ref, rawReplay(t, env.Reference(), ref.ControlRef.RunID)})
+		runs = append(runs, run{ref, rawReplay(t, env, ref.ControlRef.RunID)})
 		if i > 0 {
 			body := f.mainRequest(t, mark(i))
 			for j := range i {
@@ -242,14 +263,14 @@ func suspendResume(t *testing.T, f *fixture, tg target) {
 		}
 		resumeTook = append(resumeTook, time.Since(start))
 		now := env.Reference()
-		if now.Bearer == old.Bearer || bearerWorks(t, now.Endpoint, old.Bearer) || !bearerWorks(t, now.Endpoint, now.Bearer) {
+		if now.Bearer == old.Bearer || bearerWorks(t, env.Box(), old.Bearer) || !bearerWorks(t, env.Box(), now.Bearer) {
 			t.Fatalf("cycle %d: after Resume the old bearer still opens the bridge, or the new one does not", i)
 		}
 		if got := hashWorkspace(t, env.Box()); got != hash {
 			t.Fatalf("cycle %d: workspace hash %s after resume, want %s", i, got, hash)
 		}
 		for _, r := range runs {
-			if got := rawReplay(t, now, r.ref.ControlRef.RunID); !slices.Equal(got, r.events) {
+			if got := rawReplay(t, env, r.ref.ControlRef.RunID); !slices.Equal(got, r.events) {
 				t.Fatalf("cycle %d: run %s replays %d events, want the %d it had:\n%v\n%v", i, r.ref.ControlRef.RunID, len(got), len(r.events), got, r.events)
 			}
 		}
