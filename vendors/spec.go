@@ -28,7 +28,8 @@ type CreateSpec struct {
 	// UserOwner); empty means none recorded.
 	Owner string
 	// Labels are extra labels. Keys under boxmeta.LabelPrefix are
-	// reserved, but for boxmeta.LabelPool (a standby box's pool).
+	// reserved, but for boxmeta.LabelPool (a standby box's pool) and
+	// boxmeta.LabelIdleSuspend (its idle threshold).
 	Labels map[string]string
 	// Resources are the limits asked for; zero fields mean the vendor's
 	// defaults.
@@ -159,8 +160,15 @@ func Check(v Vendor, spec CreateSpec) error {
 		errs = append(errs, fmt.Errorf("run tag %q: want 1-63 letters, digits, '_', '.', '-', starting with a letter or digit", spec.RunTag))
 	}
 	for k := range spec.Labels {
-		if strings.HasPrefix(k, boxmeta.LabelPrefix) && k != boxmeta.LabelPool {
+		if strings.HasPrefix(k, boxmeta.LabelPrefix) && k != boxmeta.LabelPool && k != boxmeta.LabelIdleSuspend {
 			errs = append(errs, fmt.Errorf("label %q: keys under %s are reserved", k, boxmeta.LabelPrefix))
+		}
+	}
+	if v, ok := spec.Labels[boxmeta.LabelIdleSuspend]; ok {
+		if _, err := boxmeta.ParseIdle(v); err != nil {
+			errs = append(errs, err)
+		} else if spec.Retention == 0 {
+			errs = append(errs, errors.New("an idle threshold needs a retention: only a suspendable box suspends when idle"))
 		}
 	}
 	if spec.Retention < 0 || spec.Retention > MaxRetention {

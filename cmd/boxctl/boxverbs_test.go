@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -16,6 +17,7 @@ func TestBoxVerbs_Flags(t *testing.T) {
 		follow bool
 		dryRun bool
 		target string
+		every  time.Duration
 	}
 	check := func(t *testing.T, args []string, got parsed, called bool, err error, want parsed, wantErr string) {
 		t.Helper()
@@ -53,6 +55,8 @@ func TestBoxVerbs_Flags(t *testing.T) {
 		{args: []string{"ls", "x"}, wantErr: "unknown command"},
 		{args: []string{"gc", "--dry-run"}, want: parsed{dryRun: true, target: "docker"}},
 		{args: []string{"gc", "--target", "nope"}, wantErr: `--target "nope"`},
+		{args: []string{"gc", "--every", "1m"}, want: parsed{target: "docker", every: time.Minute}},
+		{args: []string{"gc", "--every", "10ms"}, wantErr: "--every 10ms: want at least 1s"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -88,7 +92,7 @@ func TestBoxVerbs_Flags(t *testing.T) {
 				var o *gcOptions
 				o, called, err = parseCmd(t, newGCCmd, tt.args...)
 				if o != nil {
-					got = parsed{dryRun: o.dryRun, target: o.target}
+					got = parsed{dryRun: o.dryRun, target: o.target, every: o.every}
 				}
 			}
 			check(t, tt.args, got, called, err, tt.want, tt.wantErr)

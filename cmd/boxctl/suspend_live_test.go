@@ -1,15 +1,31 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
+
+// routerReplying serves a model Router that answers every turn with reply,
+// named in the environment as up and resume read it.
+func routerReplying(t *testing.T, v localrouter.HostAddresser, reply string) {
+	key := localrouter.NewKey()
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, Script: routerstub.ScriptFunc(func(routerstub.Request) routerstub.Reply { return routerstub.Text(reply) })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(routerKeyVar, key)
+	t.Setenv(routerURLEnv, serveRouterStub(t, v, stub))
+}
 
 // TestBoxVerbs_SuspendResume: up --retention makes a suspendable box;
 // suspend stops it, resume starts it with a new bearer, and the next turn
@@ -19,14 +35,8 @@ func TestBoxVerbs_SuspendResume(t *testing.T) {
 	img := boxtest.Image(t, boxtest.Options{})
 	useState(t)
 	cleanupState(t, v)
-	key := localrouter.NewKey()
 	const reply = "Still here after the resume."
-	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, Script: routerstub.ScriptFunc(func(routerstub.Request) routerstub.Reply { return routerstub.Text(reply) })})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(routerKeyVar, key)
-	t.Setenv(routerURLEnv, serveRouterStub(t, v, stub))
+	routerReplying(t, v, reply)
 	r := boxctl(t, t.Context(), nil, "up", "--image", img, "--retention", "1h", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("up: exit %d: %v", r.code, r.err)
@@ -54,6 +64,63 @@ func TestBoxVerbs_SuspendResume(t *testing.T) {
 	}
 	if after := mustState(t).Find(up.ID).Reference.Bearer; after == before || after == "" {
 		t.Error("the state's bearer did not change with the resume")
+	}
+	if r := boxctl(t, t.Context(), nil, "turn", "last", "again"); r.code != 0 || !strings.Contains(r.stdout, reply) {
+		t.Fatalf("turn after resume: exit %d (%v), stdout %q", r.code, r.err, r.stdout)
+	}
+	if r := boxctl(t, t.Context(), nil, "rm", "last"); r.code != 0 {
+		t.Fatalf("rm: exit %d: %v", r.code, r.err)
+	}
+}
+
+// TestBoxVerbs_GCIdleSuspend: up --idle-suspend leaves a box no process
+// watches; gc --every suspends it once it had no turn that long and
+// records it as suspend does, so resume starts it again and the next turn
+// runs. Ctrl-C (the end of its context) ends gc --every cleanly.
+func TestBoxVerbs_GCIdleSuspend(t *testing.T) {
+	v := liveVendor(t)
+	img := boxtest.Image(t, boxtest.Options{})
+	useState(t)
+	cleanupState(t, v)
+	const reply = "Awake again after the idle suspend."
+	routerReplying(t, v, reply)
+	r := boxctl(t, t.Context(), nil, "up", "--image", img, "--idle-suspend", "3s", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("up: exit %d: %v", r.code, r.err)
+	}
+	var up upResult
+	if err := json.Unmarshal([]byte(r.stdout), &up); err != nil {
+		t.Fatal(err)
+	}
+	if r := boxctl(t, t.Context(), nil, "turn", "last", "hello"); r.code != 0 {
+		t.Fatalf("turn: exit %d: %v", r.code, r.err)
+	}
+	box, err := v.Connect(t.Context(), up.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := box.Status(t.Context()); err != nil || st.Labels[boxmeta.LabelIdleSuspend] != "3s" || st.Labels[boxmeta.LabelRetention] == "" {
+		t.Fatalf("box labels %v (%v): want its idle threshold and a retention", st.Labels, err)
+	}
+	gcCtx, stop := context.WithCancel(t.Context())
+	defer stop()
+	done := make(chan cmdResult, 1)
+	go func() { done <- boxctl(t, gcCtx, nil, "gc", "--every", "1s", "-o", "json") }()
+	vendortest.Poll(t, 2*time.Minute, "gc to suspend the idle box", func() bool {
+		st, err := box.Status(t.Context())
+		return err == nil && st.State == vendors.StateSuspended
+	})
+	// The record changes right after the suspend, in the same round.
+	vendortest.Poll(t, time.Minute, "the state to record the suspend", func() bool {
+		rec := mustState(t).Find(up.ID)
+		return rec != nil && rec.Reference.Bearer == ""
+	})
+	stop()
+	if r := <-done; r.code != 0 || !strings.Contains(r.stdout, `"suspended"`) || !strings.Contains(r.stdout, up.ID) {
+		t.Fatalf("gc --every: exit %d (%v), stdout %q; want exit 0 after Ctrl-C, having suspended %s", r.code, r.err, r.stdout, up.ID)
+	}
+	if r := boxctl(t, t.Context(), nil, "resume", "last"); r.code != 0 || !strings.Contains(r.stdout, "resumed") {
+		t.Fatalf("resume: exit %d: %v %q", r.code, r.err, r.stdout)
 	}
 	if r := boxctl(t, t.Context(), nil, "turn", "last", "again"); r.code != 0 || !strings.Contains(r.stdout, reply) {
 		t.Fatalf("turn after resume: exit %d (%v), stdout %q", r.code, r.err, r.stdout)

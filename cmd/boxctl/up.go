@@ -43,6 +43,7 @@ type upOptions struct {
 	gitRef     string
 	lifetime   time.Duration
 	retention  time.Duration
+	idle       time.Duration
 	router     string
 	showBearer bool
 	timings    bool
@@ -86,6 +87,7 @@ The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.j
 	f.StringVar(&o.gitRef, "git-ref", "", "branch, tag or commit of --repo to check out")
 	f.DurationVar(&o.lifetime, "lifetime", o.lifetime, "how long the box lives; it ends by itself then")
 	f.DurationVar(&o.retention, "retention", 0, "make the box suspendable: --lifetime is then its running time, and a suspended box is kept this long")
+	f.DurationVar(&o.idle, "idle-suspend", 0, "have boxctl gc suspend the box once it had no turn this long (it is suspendable: --retention defaults to 168h)")
 	f.StringVar(&o.router, "router", "", `model Router URL (key in $`+routerKeyVar+`), or "local" for a local model endpoint (default: $`+routerURLEnv+`)`)
 	f.BoolVar(&o.showBearer, "show-bearer", false, "also print the bridge's bearer token (a secret)")
 	f.BoolVar(&o.timings, "timings", false, "also print how long each phase of the create took")
@@ -188,7 +190,7 @@ func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag,
 		bridgeEnv = map[string]string{tracing.EndpointEnv: o.bridgeOTLP}
 	}
 	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: o.image, Router: router, Lifetime: o.lifetime, Retention: o.retention,
-		RunTag: tag, Owner: owner, Logger: a.log, OnEvent: onEvent, BridgeEnv: bridgeEnv})
+		IdleSuspend: o.idle, RunTag: tag, Owner: owner, Logger: a.log, OnEvent: onEvent, BridgeEnv: bridgeEnv})
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +204,7 @@ func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag,
 	// claimed (boxctl pool up); else, or with --no-pool, one is created.
 	var env *sandbox.Environment
 	outcome := pool.Cold
-	if o.noPool || o.retention > 0 { // a pooled box is not suspendable
+	if o.noPool || o.retention > 0 || o.idle > 0 { // a pooled box is not suspendable
 		env, err = p.Create(ctx, req)
 	} else {
 		env, outcome, err = pool.ClaimFrom(ctx, p, "", pool.DefaultName(o.target, o.harness, o.image), req)

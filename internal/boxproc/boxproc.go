@@ -341,5 +341,8 @@ func (c *pipeCloser) Close() error {
 // EndEarlierScript is a shell script that ends every process a box's
 // earlier run left (its Spawn records and running Execs) and removes their
 // records, so Spawn's names are free again: run at the resume of a box
-// whose vendor kept its processes across a suspend.
-const EndEarlierScript = `for f in ` + Dir + `/*/pid; do [ -f "$f" ] && kill -9 -- "-$(cat "$f")" "$(cat "$f")" 2>/dev/null; done; rm -rf ` + Dir + ` ` + ExecDir + `; true`
+// whose vendor kept its processes across a suspend. The record of the
+// Exec that runs it (a directory whose pid is the script's parent, as
+// Daytona's Exec keeps its output there) is kept.
+const EndEarlierScript = `for f in ` + Dir + `/*/pid; do [ -f "$f" ] && kill -9 -- "-$(cat "$f")" "$(cat "$f")" 2>/dev/null; done; rm -rf ` + Dir +
+	`; for e in ` + ExecDir + `/*; do [ "$(cat "$e/pid" 2>/dev/null)" = "$PPID" ] || rm -rf "$e"; done; true`

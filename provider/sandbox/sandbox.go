@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/tracing"
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/provider"
@@ -77,11 +78,13 @@ func (p *Provider) spec(req CreateRequest) vendors.CreateSpec {
 		life = req.Lifetime
 	}
 	labels := maps.Clone(p.o.Labels)
-	if len(req.Labels) > 0 {
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		maps.Copy(labels, req.Labels)
+	if labels == nil && (len(req.Labels) > 0 || p.o.IdleSuspend > 0) {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, req.Labels)
+	if p.o.IdleSuspend > 0 {
+		// gc reads it to suspend the box when no process watches it.
+		labels[boxmeta.LabelIdleSuspend] = boxmeta.FormatIdle(p.o.IdleSuspend)
 	}
 	return vendors.CreateSpec{Image: p.o.Image, Lifetime: life, RunTag: p.o.RunTag, Owner: p.o.Owner,
 		Labels: labels, Resources: p.o.Resources, Ports: []int{BridgePort}, Retention: p.o.Retention}

@@ -94,6 +94,8 @@ func (p *Provider) Standby(ctx context.Context, s StandbySpec) (StandbyRecord, e
 	labels[boxmeta.LabelPool] = s.Pool
 	spec := p.spec(CreateRequest{Labels: labels, Lifetime: s.MaxAge + p.o.Lifetime})
 	spec.RunTag, spec.Owner = NewRunTag(), reaper.ProcessOwner()
+	// A standby box waits without turns by design: gc never suspends it.
+	delete(spec.Labels, boxmeta.LabelIdleSuspend)
 	if err := vendors.Check(p.o.Vendor, spec); err != nil {
 		return StandbyRecord{}, fmt.Errorf("standby box: %w", err)
 	}

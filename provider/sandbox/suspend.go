@@ -46,6 +46,14 @@ type SuspendedRef struct {
 	RetainUntil time.Time     `json:"retainUntil"`
 }
 
+// NewSuspendedRef is the reference of box ref once its suspend left
+// info: without the bearer and the endpoint (the bridge that had them is
+// gone), the retention as its deadline.
+func NewSuspendedRef(ref Reference, info vendors.SuspendInfo) SuspendedRef {
+	ref.Bearer, ref.Endpoint, ref.Deadline = "", "", info.RetainUntil
+	return SuspendedRef{Reference: ref, SuspendedAt: info.SuspendedAt, BudgetLeft: info.BudgetLeft, RetainUntil: info.RetainUntil}
+}
+
 // String describes the reference.
 func (r SuspendedRef) String() string {
 	return fmt.Sprintf("suspended box %s on %s (%s, %s of its budget left, kept until %s)", r.BoxID, r.Vendor, r.Harness,
@@ -124,32 +132,18 @@ func (e *Environment) Suspend(ctx context.Context, o SuspendOptions) (_ Suspende
 	if err := e.acquire(ctx, op); err != nil {
 		return SuspendedRef{}, err
 	}
-	ep, err := e.box.Endpoint(ctx, BridgePort)
-	if err != nil {
+	if _, err := turnBoundary(ctx, e.box, op); err != nil {
 		e.release()
-		return SuspendedRef{}, fmt.Errorf("suspend: %w", err)
-	}
-	client := ep.Client()
-	idle, err := bridgeIdle(ctx, client, ep.URL)
-	client.CloseIdleConnections()
-	if err != nil {
-		e.release()
-		return SuspendedRef{}, fmt.Errorf("suspend: %w", err)
-	}
-	if idle.LiveRuns > 0 {
-		e.release()
-		return SuspendedRef{}, &provider.ConflictError{Op: op, Type: wire.TypeSessionBusy,
-			Message: fmt.Sprintf("the box has %d live run(s): suspend only between turns", idle.LiveRuns)}
+		return SuspendedRef{}, err
 	}
 	// From here the environment takes no more turns (busy stays set).
-	e.stopBridge(ctx)
+	stopBridge(ctx, e.box)
 	_ = e.pv.Close(ctx)
 	info, err := s.Suspend(ctx, e.box.ID())
 	if err != nil {
 		return SuspendedRef{}, fmt.Errorf("suspend: %w", err)
 	}
-	ref := SuspendedRef{Reference: e.ref, SuspendedAt: info.SuspendedAt, BudgetLeft: info.BudgetLeft, RetainUntil: info.RetainUntil}
-	ref.Bearer, ref.Endpoint, ref.Deadline = "", "", info.RetainUntil
+	ref := NewSuspendedRef(e.ref, info)
 	reason := o.reason
 	if reason == "" {
 		reason = ReasonUser
@@ -162,10 +156,31 @@ func (e *Environment) Suspend(ctx context.Context, o SuspendOptions) (_ Suspende
 	return ref, nil
 }
 
-// stopBridge ends the bridge process with SIGTERM and waits a while for
+// turnBoundary reads the idle clock of box's bridge and refuses a box
+// with a live run (a *provider.ConflictError of op): the check before
+// every suspend.
+func turnBoundary(ctx context.Context, box vendors.Box, op string) (wire.Idle, error) {
+	ep, err := box.Endpoint(ctx, BridgePort)
+	if err != nil {
+		return wire.Idle{}, fmt.Errorf("suspend: %w", err)
+	}
+	client := ep.Client()
+	defer client.CloseIdleConnections()
+	idle, err := bridgeIdle(ctx, client, ep.URL)
+	if err != nil {
+		return idle, fmt.Errorf("suspend: %w", err)
+	}
+	if idle.LiveRuns > 0 {
+		return idle, &provider.ConflictError{Op: op, Type: wire.TypeSessionBusy,
+			Message: fmt.Sprintf("the box has %d live run(s): suspend only between turns", idle.LiveRuns)}
+	}
+	return idle, nil
+}
+
+// stopBridge ends box's bridge process with SIGTERM and waits a while for
 // it (its shutdown closes the store); the box's stop ends it anyway.
-func (e *Environment) stopBridge(ctx context.Context) {
-	proc, err := e.box.Process(ctx, BridgeProcess)
+func stopBridge(ctx context.Context, box vendors.Box) {
+	proc, err := box.Process(ctx, BridgeProcess)
 	if err != nil {
 		return
 	}
@@ -363,6 +378,9 @@ func (e *Environment) watchIdle() {
 			case <-tick.C:
 			}
 			idle, err := bridgeIdle(ctx, client, ep.URL)
+			if err != nil && e.suspendedElsewhere(ctx) {
+				return
+			}
 			if err != nil || time.Duration(idle.IdleMS)*time.Millisecond < after {
 				continue
 			}
@@ -373,6 +391,25 @@ func (e *Environment) watchIdle() {
 			}
 		}
 	}()
+}
+
+// suspendedElsewhere reports whether the box was suspended by another
+// process (`boxctl gc`, SuspendIdle) and, if so, records it as Suspended
+// reports it: what the suspend left is read from the box (its deadline is
+// the retention's end; when it stopped and the budget it kept are not
+// known here).
+func (e *Environment) suspendedElsewhere(ctx context.Context) bool {
+	info, err := e.box.Status(ctx)
+	if err != nil || info.State != vendors.StateSuspended {
+		return false
+	}
+	ref := NewSuspendedRef(e.ref, vendors.SuspendInfo{RetainUntil: info.Deadline})
+	e.mu.Lock()
+	if e.suspended == nil {
+		e.suspended = &ref
+	}
+	e.mu.Unlock()
+	return true
 }
 
 // endIdleWatch stops the idle clock's watch, if one runs.

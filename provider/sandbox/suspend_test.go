@@ -5,18 +5,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // suspendCycles is the number of suspend/resume cycles of
@@ -97,16 +101,43 @@ func replay(t *testing.T, env *sandbox.Environment, ref provider.Reference) []st
 	return out
 }
 
-// rawReplay reads the stored frames of run id from the bridge's replay
-// route, from the start: every frame as it is stored, its id with it.
-func rawReplay(t *testing.T, ref sandbox.Reference, runID string) []string {
+// bridgeGet sends GET path with bearer to the bridge of box b as the
+// vendor's Endpoint client does (with a proxy's token, where the vendor
+// has one): the bridge's bearer alone does not pass Daytona's preview URL.
+func bridgeGet(t *testing.T, b vendors.Box, path, bearer string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, ref.Endpoint+"/v1/runs/"+runID+"/events", nil)
-	req.Header.Set("Authorization", "Bearer "+ref.Bearer)
-	resp, err := http.DefaultClient.Do(req)
+	ep, err := b.Endpoint(t.Context(), sandbox.BridgePort)
 	if err != nil {
 		t.Fatal(err)
 	}
+	client := ep.Client()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, ep.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body = closingBody{resp.Body, client}
+	return resp
+}
+
+// closingBody closes its client's connections with the body.
+type closingBody struct {
+	io.ReadCloser
+	client *http.Client
+}
+
+func (b closingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.client.CloseIdleConnections()
+	return err
+}
+
+// rawReplay reads the stored frames of run id from the bridge's replay
+// route, from the start: every frame as it is stored, its id with it.
+func rawReplay(t *testing.T, env *sandbox.Environment, runID string) []string {
+	t.Helper()
+	resp := bridgeGet(t, env.Box(), "/v1/runs/"+runID+"/events", env.Reference().Bearer)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("replay of run %s: %d", runID, resp.StatusCode)
@@ -148,15 +179,10 @@ func hashWorkspace(t *testing.T, b vendors.Box) string {
 	return strings.TrimSpace(string(res.Stdout))
 }
 
-// bearerWorks reports whether bearer opens the bridge at endpoint.
-func bearerWorks(t *testing.T, endpoint, bearer string) bool {
+// bearerWorks reports whether bearer opens the bridge of box b.
+func bearerWorks(t *testing.T, b vendors.Box, bearer string) bool {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, endpoint+"/v1/sessions", nil)
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := bridgeGet(t, b, "/v1/sessions", bearer)
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
 }
@@ -177,9 +203,7 @@ func boxRunning(t *testing.T, b vendors.Box) vendors.State {
 func TestProvider_LiveSuspendResume(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	// Daytona's preview URL answers the raw replay route 401 with the
-	// bridge's bearer alone: the cycles run on Docker.
-	for _, tg := range []target{f.docker()} {
+	for _, tg := range suspendTargets(t, f) {
 		t.Run(tg.name, func(t *testing.T) {
 			t.Parallel()
 			suspendResume(t, f, tg)
@@ -210,7 +234,7 @@ func suspendResume(t *testing.T, f *fixture, tg target) {
 	var suspendTook, resumeTook []time.Duration
 	for i := range cycles {
 		ref, _ := sessionTurn(t, env, ses, mark(i))
-		runs = append(runs, run{ref, rawReplay(t, env.Reference(), ref.ControlRef.RunID)})
+		runs = append(runs, run{ref, rawReplay(t, env, ref.ControlRef.RunID)})
 		if i > 0 {
 			body := f.mainRequest(t, mark(i))
 			for j := range i {
@@ -239,14 +263,14 @@ func suspendResume(t *testing.T, f *fixture, tg target) {
 		}
 		resumeTook = append(resumeTook, time.Since(start))
 		now := env.Reference()
-		if now.Bearer == old.Bearer || bearerWorks(t, now.Endpoint, old.Bearer) || !bearerWorks(t, now.Endpoint, now.Bearer) {
+		if now.Bearer == old.Bearer || bearerWorks(t, env.Box(), old.Bearer) || !bearerWorks(t, env.Box(), now.Bearer) {
 			t.Fatalf("cycle %d: after Resume the old bearer still opens the bridge, or the new one does not", i)
 		}
 		if got := hashWorkspace(t, env.Box()); got != hash {
 			t.Fatalf("cycle %d: workspace hash %s after resume, want %s", i, got, hash)
 		}
 		for _, r := range runs {
-			if got := rawReplay(t, now, r.ref.ControlRef.RunID); !slices.Equal(got, r.events) {
+			if got := rawReplay(t, env, r.ref.ControlRef.RunID); !slices.Equal(got, r.events) {
 				t.Fatalf("cycle %d: run %s replays %d events, want the %d it had:\n%v\n%v", i, r.ref.ControlRef.RunID, len(got), len(r.events), got, r.events)
 			}
 		}
@@ -414,4 +438,127 @@ func liveFork(t *testing.T, f *fixture, tg target) {
 	if body := f.mainRequest(t, after+"-"+tg.name); !strings.Contains(body, origin) || strings.Contains(body, marker(0)) || strings.Contains(body, marker(1)) {
 		t.Error("the source's turn after the fork: the model's request lacks the origin turn, or holds a fork's")
 	}
+}
+
+// TestProvider_LiveGCIdleSuspend: a box made with IdleSuspend and left by
+// its caller, as `boxctl up` leaves it, is suspended by SuspendIdle (what
+// `boxctl gc` runs) once its bridge had no turn for that long, though its
+// /health is polled every second: not while a turn is live, and not
+// before the threshold after the turn's end. It is the suspend `boxctl
+// suspend` makes: the box resumes and its session continues.
+func TestProvider_LiveGCIdleSuspend(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	rec := &events{}
+	const after = 3 * time.Second
+	p := f.provider(t, suspendable(f, rec, func(o *sandbox.Options) { o.IdleSuspend = after }))
+	env := create(t, p, sandbox.CreateRequest{Profile: claude})
+	ctx := t.Context()
+	const ses = "gc-idle-ses"
+	sessionTurn(t, env, ses, "gc-idle-origin")
+	stall := promptStall + " " + randText()
+	live, err := env.Dispatch(ctx, provider.Turn{Prompt: stall})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := env.Reference()
+	// The caller goes: no process watches the box any more.
+	if err := env.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var polls atomic.Int64
+	pollCtx, stopPolls := context.WithCancel(ctx)
+	defer stopPolls()
+	go func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-pollCtx.Done():
+				return
+			case <-tick.C:
+			}
+			if resp, err := http.Get(ref.Endpoint + "/health"); err == nil {
+				resp.Body.Close()
+				polls.Add(1)
+			}
+		}
+	}()
+	gc := func() []sandbox.IdleSuspended {
+		t.Helper()
+		got, err := sandbox.SuspendIdle(ctx, f.vendor, sandbox.IdleOptions{Filter: map[string]string{boxmeta.LabelRunTag: p.RunTag()}, OnEvent: rec.add})
+		if err != nil {
+			t.Fatalf("SuspendIdle: %v", err)
+		}
+		return got
+	}
+	vendortest.Poll(t, time.Minute, "the stalled turn to reach the model", func() bool { return f.sawPrompt(stall) })
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	pace := func() {
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-tick.C:
+		}
+	}
+	// Twice the threshold with a live turn: gc leaves the box running.
+	for end := time.Now().Add(2 * after); time.Now().Before(end); pace() {
+		if got := gc(); len(got) != 0 {
+			t.Fatalf("gc suspended the box during a live turn: %+v", got)
+		}
+	}
+	if st := boxRunning(t, env.Box()); st != vendors.StateRunning {
+		t.Fatalf("box is %s during a live turn, want running", st)
+	}
+	other, err := p.Connect(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := other.Session(live.ID, provider.SessionOptions{ControlRef: &live.ControlRef})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled := time.Now()
+	if st, err := s.Cancel(ctx); err != nil || !st.Terminal {
+		t.Fatalf("Cancel = %+v, %v; want the turn ended", st, err)
+	}
+	_ = other.Close(ctx)
+	var got []sandbox.IdleSuspended
+	for deadline := time.Now().Add(2 * time.Minute); len(got) == 0; pace() {
+		if time.Now().After(deadline) {
+			t.Fatal("gc did not suspend the box within 2m of idleness")
+		}
+		got = gc()
+	}
+	took := time.Since(cancelled)
+	stopPolls()
+	if len(got) != 1 || got[0].Box.ID != env.Box().ID() || got[0].Err != nil || got[0].Idle < after || got[0].After != after {
+		t.Fatalf("gc = %+v, want the box suspended once idle %v", got, after)
+	}
+	if took < after {
+		t.Errorf("gc suspended the box %v after its turn's end, before its threshold %v", took, after)
+	}
+	if n := polls.Load(); n < int64(2*after/time.Second) {
+		t.Errorf("only %d health polls before the idle suspend: the test shows nothing", n)
+	}
+	if st := boxRunning(t, env.Box()); st != vendors.StateSuspended {
+		t.Errorf("box is %s after gc's idle suspend, want suspended", st)
+	}
+	if n := rec.count(sandbox.EventSuspended, sandbox.ReasonIdle); n != 1 {
+		t.Errorf("%d idle suspended events, want 1", n)
+	}
+	if again := gc(); len(again) != 0 {
+		t.Errorf("a second gc suspended %+v again", again)
+	}
+	resumed, err := p.Resume(ctx, sandbox.NewSuspendedRef(ref, got[0].Suspended))
+	if err != nil {
+		t.Fatalf("Resume after gc's idle suspend: %v", err)
+	}
+	defer resumed.Close(context.WithoutCancel(ctx))
+	sessionTurn(t, resumed, ses, "gc-idle-resumed")
+	if body := f.mainRequest(t, "gc-idle-resumed"); !strings.Contains(body, "gc-idle-origin") {
+		t.Error("the turn after the resume: the model's request lacks the earlier turn: the session forgot it")
+	}
+	t.Logf("suspended by gc %v after the turn's end (threshold %v), %d health polls", took.Round(time.Millisecond), after, polls.Load())
 }

@@ -297,3 +297,29 @@ kill -"$1" "$p" 2>/dev/null || ! kill -0 "$p" 2>/dev/null`, pidFile, strconv.Ito
 	}
 	return nil
 }
+
+// entrypointSession is the toolbox's session of the image's entrypoint,
+// which cannot be deleted.
+const entrypointSession = "entrypoint"
+
+// endSessions deletes every toolbox session of the box but the
+// entrypoint's (each ends what it started), so Spawn's names are free
+// again: a resume runs it, since a stopped sandbox may keep its sessions.
+func (b *Box) endSessions(ctx context.Context) error {
+	var all []struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := b.call(ctx, "end sessions", vendorhttp.Call{Method: http.MethodGet, Path: "/process/session", Out: &all}); err != nil {
+		return err
+	}
+	for _, s := range all {
+		if s.SessionID == entrypointSession {
+			continue
+		}
+		err := b.call(ctx, "end sessions", vendorhttp.Call{Method: http.MethodDelete, Path: "/process/session/" + url.PathEscape(s.SessionID)})
+		if err != nil && status(err) != http.StatusNotFound {
+			return err
+		}
+	}
+	return nil
+}

@@ -139,9 +139,12 @@ func (v *Vendor) Resume(ctx context.Context, id string) (vendors.Box, error) {
 	if err := b.waitStarted(ctx, next); err != nil {
 		return nil, fmt.Errorf("daytona: resume: %w", err)
 	}
-	// A stopped sandbox may keep its processes (the emulator freezes
-	// them); a resumed box runs none of its earlier run.
+	// A stopped sandbox may keep its processes and its sessions (the
+	// emulator freezes them); a resumed box runs none of its earlier run.
 	if err := vendors.EndEarlier(ctx, b); err != nil {
+		return nil, fmt.Errorf("daytona: resume: %w", err)
+	}
+	if err := b.endSessions(ctx); err != nil {
 		return nil, fmt.Errorf("daytona: resume: %w", err)
 	}
 	v.opts.log.Debug("daytona sandbox resumed", "id", id, "took", time.Since(start))

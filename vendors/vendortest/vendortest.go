@@ -131,6 +131,7 @@ func testSpec(t *testing.T, c Config) {
 		{"no image", func(s *vendors.CreateSpec) { s.Image = "" }, isSpec},
 		{"bad run tag", func(s *vendors.CreateSpec) { s.RunTag = "has space" }, isSpec},
 		{"reserved label", func(s *vendors.CreateSpec) { s.Labels = map[string]string{boxmeta.LabelRunTag: "x"} }, isSpec},
+		{"idle threshold without retention", func(s *vendors.CreateSpec) { s.Labels = map[string]string{boxmeta.LabelIdleSuspend: "1m0s"} }, isSpec},
 		{"port out of range", func(s *vendors.CreateSpec) { s.Ports = []int{70000} }, isSpec},
 	}
 	if unsupported != "" {

@@ -2,6 +2,8 @@ package boxstate
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -25,6 +27,26 @@ type Collected struct {
 	Removed []Entry `json:"removed"`
 	// Forgotten are the state's records of boxes that are gone.
 	Forgotten []Entry `json:"forgotten"`
+	// Suspended are the boxes suspended because their bridge was idle
+	// past their threshold (sandbox.SuspendIdle; with DryRun: to
+	// suspend).
+	Suspended []Entry `json:"suspended"`
+}
+
+// Err joins the errors of the boxes Collect could not remove or suspend.
+func (c Collected) Err() error {
+	var errs []error
+	for _, r := range c.Removed {
+		if r.Error != "" {
+			errs = append(errs, fmt.Errorf("box %s not removed: %s", ShortID(r.ID), r.Error))
+		}
+	}
+	for _, r := range c.Suspended {
+		if r.Error != "" {
+			errs = append(errs, fmt.Errorf("box %s not suspended: %s", ShortID(r.ID), r.Error))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Reasons a record is forgotten.
@@ -40,7 +62,9 @@ const (
 // It works under the state's lock, so that a Create meanwhile cannot
 // record a box this Collect judged unknown; with dryRun it reads the
 // state without the lock and changes nothing. Each box it destroyed has
-// its destroyed event recorded (Record).
+// its destroyed event recorded (Record). Then it suspends the boxes idle
+// past their threshold (sandbox.SuspendIdle), and records each as
+// `boxctl suspend` does (Suspend).
 func (s *Store) Collect(ctx context.Context, v vendors.Vendor, target string, dryRun bool) (Collected, error) {
 	var (
 		res  Collected
@@ -73,7 +97,41 @@ func (s *Store) Collect(ctx context.Context, v vendors.Vendor, target string, dr
 			}
 		}
 	}
-	return res, nil
+	res.Suspended, err = s.suspendIdle(ctx, v, dryRun)
+	return res, err
+}
+
+// suspendIdle is Collect's idle suspend: outside the state's lock (each
+// suspend takes a while), then each suspended box's record keeps its
+// reference without the bearer and its retention as deadline.
+func (s *Store) suspendIdle(ctx context.Context, v vendors.Vendor, dryRun bool) ([]Entry, error) {
+	idle, err := sandbox.SuspendIdle(ctx, v, sandbox.IdleOptions{DryRun: dryRun, OnEvent: s.Record, Logger: s.log})
+	if err != nil {
+		return []Entry{}, err
+	}
+	out := make([]Entry, 0, len(idle))
+	done := map[string]vendors.SuspendInfo{}
+	for _, r := range idle {
+		e := Entry{ID: r.Box.ID, RunTag: r.Box.RunTag(), Reason: fmt.Sprintf("idle for %v (its threshold %v)", r.Idle.Truncate(time.Second), r.After)}
+		if r.Err != nil {
+			e.Error = r.Err.Error()
+		} else if !dryRun {
+			done[r.Box.ID] = r.Suspended
+		}
+		out = append(out, e)
+	}
+	if len(done) == 0 {
+		return out, nil
+	}
+	return out, s.Update(ctx, func(st *State) error {
+		for id, info := range done {
+			if r := st.Find(id); r != nil && r.Reference != nil {
+				ref := sandbox.NewSuspendedRef(*r.Reference, info).Reference
+				r.Reference, r.Deadline = &ref, ref.Deadline
+			}
+		}
+		return nil
+	})
 }
 
 func (s *Store) collect(ctx context.Context, v vendors.Vendor, st *State, target string, dryRun bool) (Collected, []*localrouter.Process, error) {
@@ -141,4 +199,33 @@ func (s *Store) collect(ctx context.Context, v vendors.Vendor, st *State, target
 	}
 	st.Remove(drop)
 	return res, stop, nil
+}
+
+// CollectEvery runs Collect and hands its result to report, then again
+// every period until ctx ends (`boxctl gc --every`); a period of 0 runs
+// it once. Run once, its error (Collect's, report's, or a box's:
+// Collected.Err) is returned; with a period, each round's error is logged
+// and the rounds go on, and the end of ctx ends them with nil.
+func (s *Store) CollectEvery(ctx context.Context, v vendors.Vendor, target string, dryRun bool, period time.Duration, report func(Collected) error) error {
+	for {
+		res, err := s.Collect(ctx, v, target, dryRun)
+		if err == nil {
+			err = errors.Join(report(res), res.Err())
+		}
+		switch {
+		case period <= 0:
+			return err
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			s.log.Warn("gc round failed; the next one runs as planned", "err", err, "next", period)
+		}
+		t := time.NewTimer(period)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
 }

@@ -189,3 +189,38 @@ func TestStore_Remove(t *testing.T) {
 		t.Errorf("events = %+v, want two destroyed by the user, the first with its run tag", evs)
 	}
 }
+
+// TestStore_CollectEvery: with a period it collects round after round,
+// goes on past a failed report, and ends with nil when its context ends;
+// without one it collects once and returns the report's error.
+func TestStore_CollectEvery(t *testing.T) {
+	v, _ := liveVendor(t)
+	s, err := Open(Options{Path: filepath.Join(t.TempDir(), "boxes.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := errors.New("the report failed")
+	rounds := 0
+	if err := s.CollectEvery(t.Context(), v, "docker", true, 0, func(Collected) error { rounds++; return failed }); !errors.Is(err, failed) || rounds != 1 {
+		t.Fatalf("CollectEvery(once) = %v after %d rounds, want the report's error after 1", err, rounds)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	rounds = 0
+	start := time.Now()
+	err = s.CollectEvery(ctx, v, "docker", true, time.Second, func(res Collected) error {
+		if !res.DryRun {
+			t.Error("a dry run's round is not one")
+		}
+		if rounds++; rounds == 3 {
+			cancel()
+		}
+		return failed
+	})
+	if err != nil || rounds != 3 {
+		t.Fatalf("CollectEvery(every 1s) = %v after %d rounds, want nil after 3", err, rounds)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("3 rounds a second apart took %v", took)
+	}
+}

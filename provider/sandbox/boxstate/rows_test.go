@@ -83,3 +83,48 @@ func TestWriteRows(t *testing.T) {
 		})
 	}
 }
+
+func TestWriteCollected(t *testing.T) {
+	res := Collected{
+		Removed:   []Entry{{ID: "aaaaaaaaaaaa01", RunTag: "run-r", Reason: reaper.ReasonExpired}, {ID: "bbbbbbbbbbbb02", RunTag: "run-x", Reason: reaper.ReasonOwnerGone, Error: "busy"}},
+		Forgotten: []Entry{{RunTag: "run-p", Reason: ReasonNeverCreate}},
+		Suspended: []Entry{{ID: "cccccccccccc03", RunTag: "run-i", Reason: "idle for 3s (its threshold 3s)"}, {ID: "dddddddddddd04", RunTag: "run-j", Reason: "idle for 9s (its threshold 5s)", Error: "stuck"}},
+	}
+	for _, tc := range []struct {
+		dryRun bool
+		want   string
+	}{
+		{false, `removed aaaaaaaaaaaa (run run-r): past its deadline
+could not remove bbbbbbbbbbbb (run run-x, its owner is gone): busy
+forgot a box being created (run run-p): its ` + "`boxctl up`" + ` never finished, and its lifetime is over
+suspended cccccccccccc (run run-i): idle for 3s (its threshold 3s)
+could not suspend dddddddddddd (run run-j, idle for 9s (its threshold 5s)): stuck
+`},
+		{true, `would remove aaaaaaaaaaaa (run run-r): past its deadline
+could not remove bbbbbbbbbbbb (run run-x, its owner is gone): busy
+would forget a box being created (run run-p): its ` + "`boxctl up`" + ` never finished, and its lifetime is over
+would suspend cccccccccccc (run run-i): idle for 3s (its threshold 3s)
+could not suspend dddddddddddd (run run-j, idle for 9s (its threshold 5s)): stuck
+`},
+	} {
+		res.DryRun = tc.dryRun
+		var b strings.Builder
+		if err := WriteCollected(&b, res); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.want, b.String()); diff != "" {
+			t.Errorf("WriteCollected(dry run %v) (-want +got):\n%s", tc.dryRun, diff)
+		}
+	}
+	err := res.Err()
+	if err == nil || !strings.Contains(err.Error(), "box bbbbbbbbbbbb not removed: busy") || !strings.Contains(err.Error(), "box dddddddddddd not suspended: stuck") {
+		t.Errorf("Err() = %v, want the failed remove and the failed suspend", err)
+	}
+	if err := (Collected{Removed: res.Removed[:1], Suspended: res.Suspended[:1]}).Err(); err != nil {
+		t.Errorf("Err() of a collect without failures = %v", err)
+	}
+	var b strings.Builder
+	if err := WriteCollected(&b, Collected{}); err != nil || b.String() != "nothing to collect\n" {
+		t.Errorf("WriteCollected(nothing) = %q, %v", b.String(), err)
+	}
+}

@@ -62,22 +62,16 @@ func deadlineText(d, now time.Time) string {
 // WriteCollected writes what Collect did (or, with DryRun, would do) as
 // text, a line a box or record.
 func WriteCollected(w io.Writer, res Collected) error {
-	verb, forgot := "removed", "forgot"
+	verb, forgot, suspend := "removed", "forgot", "suspended"
 	if res.DryRun {
-		verb, forgot = "would remove", "would forget"
+		verb, forgot, suspend = "would remove", "would forget", "would suspend"
 	}
-	if len(res.Removed) == 0 && len(res.Forgotten) == 0 {
+	if len(res.Removed) == 0 && len(res.Forgotten) == 0 && len(res.Suspended) == 0 {
 		_, err := fmt.Fprintln(w, "nothing to collect")
 		return err
 	}
-	for _, r := range res.Removed {
-		line := fmt.Sprintf("%s %s (run %s): %s", verb, ShortID(r.ID), r.RunTag, r.Reason)
-		if r.Error != "" {
-			line = fmt.Sprintf("could not remove %s (run %s, %s): %s", ShortID(r.ID), r.RunTag, r.Reason, r.Error)
-		}
-		if _, err := fmt.Fprintln(w, line); err != nil {
-			return err
-		}
+	if err := writeEntries(w, res.Removed, verb, "remove"); err != nil {
+		return err
 	}
 	for _, r := range res.Forgotten {
 		id := ShortID(r.ID)
@@ -85,6 +79,21 @@ func WriteCollected(w io.Writer, res Collected) error {
 			id = "a box being created"
 		}
 		if _, err := fmt.Fprintf(w, "%s %s (run %s): %s\n", forgot, id, r.RunTag, r.Reason); err != nil {
+			return err
+		}
+	}
+	return writeEntries(w, res.Suspended, suspend, "suspend")
+}
+
+// writeEntries writes a line a box: done (the verb of what Collect did),
+// or that it could not do what.
+func writeEntries(w io.Writer, es []Entry, done, what string) error {
+	for _, r := range es {
+		line := fmt.Sprintf("%s %s (run %s): %s", done, ShortID(r.ID), r.RunTag, r.Reason)
+		if r.Error != "" {
+			line = fmt.Sprintf("could not %s %s (run %s, %s): %s", what, ShortID(r.ID), r.RunTag, r.Reason, r.Error)
+		}
+		if _, err := fmt.Fprintln(w, line); err != nil {
 			return err
 		}
 	}
