@@ -214,8 +214,13 @@ func TestProvider_LiveSuspendResume(t *testing.T) {
 func suspendResume(t *testing.T, f *fixture, tg target) {
 	rec := &events{}
 	// The active budget covers every cycle's running time (a 100-cycle
-	// run takes more than the default 10 minutes of it).
-	p := f.on(t, tg, suspendable(f, rec, func(o *sandbox.Options) { o.Lifetime = 2 * time.Hour }))
+	// run takes more than the default 10 minutes of it), within what the
+	// vendor allows (the E2B emulator's sandboxes run at most 30 minutes).
+	life := 2 * time.Hour
+	if tg.name == "e2b" {
+		life = 25 * time.Minute
+	}
+	p := f.on(t, tg, suspendable(f, rec, func(o *sandbox.Options) { o.Lifetime = life }))
 	env := create(t, p, sandbox.CreateRequest{Profile: claude})
 	ctx := t.Context()
 	if _, err := env.Box().Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c",
@@ -309,9 +314,9 @@ func TestProvider_LiveSuspendBusy(t *testing.T) {
 }
 
 // suspendTargets are the vendors the suspend tests run on: Docker and
-// Daytona's emulator.
+// the Daytona and E2B emulators.
 func suspendTargets(t *testing.T, f *fixture) []target {
-	return []target{f.docker(), daytonaTarget(t, f)}
+	return []target{f.docker(), daytonaTarget(t, f), e2bTarget(t, f)}
 }
 
 func suspendBusy(t *testing.T, f *fixture, tg target) {
