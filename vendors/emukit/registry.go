@@ -115,13 +115,37 @@ func (g *Registry) Box(sandboxID string) (vendors.Box, bool) {
 }
 
 // Freeze pauses the container of a sandbox: its processes and memory
-// stay as they are until Thaw.
+// stay as they are until Thaw. The engine's freezer gives up on a busy
+// container now and then (a process in an uninterruptible wait): a pause
+// that failed is tried again until ctx ends, and the container is left
+// running (not half frozen) if it never succeeds.
 func (g *Registry) Freeze(ctx context.Context, sandboxID string) error {
 	box, ok := g.Box(sandboxID)
 	if !ok {
 		return fmt.Errorf("sandbox %s has no container", sandboxID)
 	}
-	return g.engine.ContainerPause(ctx, box.ID())
+	wait := 50 * time.Millisecond
+	for {
+		err := g.engine.ContainerPause(ctx, box.ID())
+		if err == nil {
+			return nil
+		}
+		if c, ierr := g.engine.ContainerInspect(ctx, box.ID()); ierr == nil && c.State != nil {
+			switch {
+			case c.State.Paused:
+				return nil
+			case !c.State.Running:
+				return fmt.Errorf("freeze sandbox %s: its container is %s: %w", sandboxID, c.State.Status, err)
+			}
+		}
+		g.log.Debug("emulator: pause failed, again", "sandbox", sandboxID, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("freeze sandbox %s: %w", sandboxID, err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 // Thaw resumes the frozen container of a sandbox.

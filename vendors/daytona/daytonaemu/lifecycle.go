@@ -187,7 +187,15 @@ func (s *Server) stop(sb *sandbox, why string) {
 			return
 		}
 		if err := s.boxes.Freeze(ctx, sb.ID); err != nil {
+			// As Daytona reports a stop that failed: the sandbox is in
+			// error, with the reason.
 			s.opts.Log.Warn("daytona emulator: freeze a stopped sandbox", "id", sb.ID, "err", err)
+			s.mu.Lock()
+			if sb.State == stateStopped {
+				sb.State, sb.ErrorReason, sb.UpdatedAt = stateError, "Failed to stop sandbox: "+err.Error(), time.Now().UTC()
+				s.notify(sb, stateStopped)
+			}
+			s.mu.Unlock()
 		}
 	}()
 }
