@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -239,5 +240,27 @@ func TestVendor_ForkFails(t *testing.T) {
 	}
 	if st, err := src.Status(ctx); err != nil || st.State != vendors.StateSuspended {
 		t.Errorf("source after the failed fork = %s (%v), want suspended", st.State, err)
+	}
+
+	// When the destroy of the fork made fails too, the error names it.
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/sandboxes/") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"code":500,"message":"kill refused"}`))
+			return
+		}
+		env.Server.ServeHTTP(w, r)
+	}))
+	t.Cleanup(refuse.Close)
+	rv := env.Client(t, e2b.WithRetry(1, time.Millisecond, time.Millisecond), e2b.WithDial(refuse.Listener.Addr().String()))
+	_, err = rv.Fork(ctx, src.ID(), 2)
+	var ce *vendors.CleanupError
+	if !errors.As(err, &ce) || !errors.As(err, &rl) || ce.BoxID == src.ID() || ce.BoxID == other.ID() ||
+		!slices.Contains(env.Server.Sandboxes(), ce.BoxID) {
+		t.Fatalf("Fork whose cleanup fails = %v; want a *vendors.CleanupError naming the fork left, of a *vendors.RateLimitError", err)
+	}
+	if !env.Server.Vanish(ce.BoxID) {
+		t.Errorf("fork %s named by the CleanupError is not there", ce.BoxID)
 	}
 }
