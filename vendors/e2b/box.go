@@ -69,17 +69,10 @@ func (b *Box) Status(ctx context.Context) (vendors.Info, error) {
 	return info(d), nil
 }
 
-// Destroy kills the sandbox; one already gone is not an error. A fork's
-// snapshot (suspend.go) goes with the last sandbox of it.
+// Destroy kills the sandbox; one already gone is not an error.
 func (b *Box) Destroy(ctx context.Context) error {
-	snap := b.forkSnapshot()
 	err := b.v.killSandbox(ctx, b.id)
 	if err == nil || isStatus(err, http.StatusNotFound) {
-		if snap != "" {
-			// Refused while another fork of it lives: the last one's
-			// destroy deletes it.
-			b.v.deleteTemplate(ctx, snap)
-		}
 		return nil
 	}
 	return b.v.mapErr("destroy", b.id, err)
@@ -107,18 +100,6 @@ func (b *Box) Endpoint(ctx context.Context, port int) (vendors.Endpoint, error) 
 		ep.Header = http.Header{"E2b-Traffic-Access-Token": {b.trafficToken}}
 	}
 	return ep, nil
-}
-
-// forkSnapshot returns the template of a fork, the snapshot Fork made it
-// of; "" for any other sandbox, or one whose labels are not known (every
-// box from Create, Connect and Resume knows them).
-func (b *Box) forkSnapshot() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.labels[boxmeta.LabelForkOf] == "" {
-		return ""
-	}
-	return b.template
 }
 
 func (b *Box) knownLabels(ctx context.Context) (map[string]string, error) {

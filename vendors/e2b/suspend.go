@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,8 +22,7 @@ import (
 // (lifetimeFile, written just before the pause), and the retention of a
 // paused sandbox counts from the end its timeout had when it paused: List
 // reports endAt plus the retention as its deadline, which gc enforces.
-// Fork snapshots the suspended sandbox and makes each fork of the
-// snapshot (see Fork).
+// Fork forks the suspended sandbox with one call (see Fork).
 const lifetimeFile = "/tmp/.boxctl/lifetime"
 
 var _ vendors.Suspender = (*Vendor)(nil)
@@ -111,24 +108,26 @@ func (v *Vendor) Resume(ctx context.Context, id string) (vendors.Box, error) {
 }
 
 // forkTimeout is the timeout of a sandbox while Fork works on it: the
-// source while it runs for its snapshot, each fork until it pauses. Should
+// source while it runs for the fork, each fork until it pauses. Should
 // Fork be cut short, they end no later.
 const forkTimeout = 5 * time.Minute
 
+// maxForks is the most forks one fork call makes (SandboxForkRequest).
+const maxForks = 100
+
 // Fork makes n paused sandboxes of the paused sandbox id's memory and
-// disk, through E2B's snapshots (spec/openapi.yml): a snapshot is of a
-// live sandbox only, so the source runs for it (connect resumes it) and
-// pauses again; the snapshot (POST /sandboxes/{id}/snapshots) is a
-// template, and each fork a sandbox of it (POST /v2/sandboxes), with the
-// source's metadata (its labels, LabelForkOf added), paused at once.
-// Each fork holds the source's lifetime file, so its Resume gives it what
-// was left of the source's budget. E2B refuses to delete a template while
-// sandboxes of it live or are paused: the snapshot goes with the last of
-// the forks (Box.Destroy), or at once when Fork fails. See
-// vendors.Suspender.
+// disk with E2B's fork (POST /sandboxes/{id}/fork, spec/openapi.yml): a
+// fork is of a running sandbox, so the source runs for it (connect
+// resumes it) and pauses again; the one call checkpoints it and starts n
+// sandboxes of that checkpoint, each fork's outcome an entry of its own,
+// and each fork made is paused at once. A fork has the source's metadata
+// (E2B gives it the snapshot's: no label of its own, so no
+// boxmeta.LabelForkOf) and holds the source's lifetime file, so its
+// Resume gives it what was left of the source's budget. Should a fork
+// fail, those made are destroyed. See vendors.Suspender.
 func (v *Vendor) Fork(ctx context.Context, id string, n int) (_ []string, err error) {
-	if n < 1 {
-		return nil, fmt.Errorf("e2b: fork: want at least one box, not %d", n)
+	if n < 1 || n > maxForks {
+		return nil, fmt.Errorf("e2b: fork: want 1 to %d boxes, not %d", maxForks, n)
 	}
 	d, _, err := v.retention(ctx, id)
 	if err != nil {
@@ -138,12 +137,20 @@ func (v *Vendor) Fork(ctx context.Context, id string, n int) (_ []string, err er
 		return nil, &vendors.NotSuspendableError{Vendor: Name, ID: id, Reason: "only a suspended box forks"}
 	}
 	begin := time.Now()
-	snapID, err := v.snapshotPaused(ctx, id)
-	if err != nil {
-		return nil, err
+	if _, err := v.connectSandbox(ctx, id, forkTimeout); err != nil {
+		return nil, v.mapErr("fork", id, err)
 	}
-	snapTook := time.Since(begin)
-	made := make([]string, n)
+	results, ferr := v.forkSandbox(ctx, id, n)
+	forkTook := time.Since(begin)
+	if perr := v.pause(ctx, id); perr != nil {
+		ferr = errors.Join(ferr, v.mapErr("fork: pause the source again", id, perr))
+	}
+	made := make([]string, 0, n)
+	for _, r := range results {
+		if r.Sandbox != nil && r.Sandbox.SandboxID != "" {
+			made = append(made, r.Sandbox.SandboxID)
+		}
+	}
 	defer func() {
 		if err == nil {
 			return
@@ -151,81 +158,77 @@ func (v *Vendor) Fork(ctx context.Context, id string, n int) (_ []string, err er
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		for _, m := range made {
-			if m == "" {
-				continue
-			}
 			if derr := v.killSandbox(cctx, m); derr != nil && !isStatus(derr, http.StatusNotFound) {
 				err = &vendors.CleanupError{Vendor: Name, BoxID: m, Err: errors.Join(err, v.mapErr("fork", m, derr))}
 				return
 			}
 		}
-		v.deleteTemplate(cctx, snapID)
 	}()
-	labels := maps.Clone(d.Metadata)
-	labels[boxmeta.LabelForkOf] = id
-	errs := make([]error, n)
+	if ferr != nil {
+		return nil, fmt.Errorf("e2b: fork sandbox %s: %w", id, ferr)
+	}
+	errs := make([]error, len(results))
 	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { made[i], errs[i] = v.forkOne(ctx, snapID, labels) })
+	for i, r := range results {
+		if r.Sandbox == nil || r.Sandbox.SandboxID == "" {
+			errs[i] = v.mapErr("fork", "", r.err(id))
+			continue
+		}
+		wg.Go(func() { errs[i] = v.pauseFork(ctx, *r.Sandbox) })
 	}
 	wg.Wait()
+	if len(results) != n {
+		errs = append(errs, fmt.Errorf("e2b: fork: %d results for %d forks", len(results), n))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("e2b: fork sandbox %s: %w", id, err)
 	}
-	v.o.log.Debug("e2b sandbox forked", "id", id, "forks", n, "snapshot", snapTook, "took", time.Since(begin))
+	v.o.log.Debug("e2b sandbox forked", "id", id, "forks", n, "fork", forkTook, "took", time.Since(begin))
 	return made, nil
 }
 
-// snapshotPaused resumes paused sandbox id, snapshots it and pauses it
-// again; it returns the snapshot's ID, a template.
-func (v *Vendor) snapshotPaused(ctx context.Context, id string) (string, error) {
-	if _, err := v.connectSandbox(ctx, id, forkTimeout); err != nil {
-		return "", v.mapErr("fork", id, err)
-	}
-	var snap struct {
-		SnapshotID string   `json:"snapshotID"`
-		Names      []string `json:"names"`
-	}
-	_, serr := v.api.Do(ctx, vendorhttp.Call{Method: http.MethodPost, Path: sandboxPath(id, "/snapshots"),
-		Body: map[string]any{}, Want: http.StatusCreated, Out: &snap})
-	if serr == nil && snap.SnapshotID == "" {
-		serr = errors.New("the snapshot has no ID")
-	}
-	if serr != nil {
-		serr = v.mapErr("fork", id, serr)
-	}
-	if perr := v.pause(ctx, id); perr != nil {
-		if serr == nil {
-			v.deleteTemplate(context.WithoutCancel(ctx), snap.SnapshotID)
-		}
-		return "", errors.Join(serr, v.mapErr("fork: pause the source again", id, perr))
-	}
-	return snap.SnapshotID, serr
+// forkResult is SandboxForkResult: a fork made, or why not.
+type forkResult struct {
+	Sandbox *sandbox `json:"sandbox"`
+	Error   *struct {
+		Code      int    `json:"code"`
+		ErrorCode string `json:"error_code"`
+		Message   string `json:"message"`
+	} `json:"error"`
 }
 
-// forkOne makes one paused sandbox of template snapID with labels (a
-// create token of its own added), and returns its id; on an error the id
-// is of a sandbox left to remove, or "".
-func (v *Vendor) forkOne(ctx context.Context, snapID string, labels map[string]string) (string, error) {
-	token := vendors.CreateToken()
-	labels = maps.Clone(labels)
-	labels[boxmeta.LabelCreate] = token
-	no := false
-	req := newSandbox{TemplateID: snapID, Timeout: secondsOf(forkTimeout),
-		Network: &networkConfig{AllowPublicTraffic: &no}, Metadata: labels}
-	sb, err := v.createOnce(ctx, req, token)
-	if err != nil {
-		return "", err
+// err is the error of a fork that was not made, as an answer of the
+// fork call of sandbox id with its status would be.
+func (r forkResult) err(id string) error {
+	ae := &vendorhttp.APIError{Vendor: Name, Method: http.MethodPost, Path: sandboxPath(id, "/fork"),
+		Status: http.StatusInternalServerError, Message: "the fork has neither a sandbox nor an error"}
+	if r.Error != nil {
+		ae.Status, ae.Code, ae.Message = r.Error.Code, r.Error.ErrorCode, r.Error.Message
 	}
-	b := v.newBox(sb)
-	b.labels = labels
-	if err := b.waitReady(ctx, v.o.readyTimeout); err != nil {
-		return sb.SandboxID, err
+	return ae
+}
+
+// forkSandbox forks running sandbox id into n (POST
+// /sandboxes/{id}/fork), each fork with forkTimeout.
+func (v *Vendor) forkSandbox(ctx context.Context, id string, n int) ([]forkResult, error) {
+	var out []forkResult
+	body := map[string]int{"timeout": secondsOf(forkTimeout), "count": n}
+	if _, err := v.api.Do(ctx, vendorhttp.Call{Method: http.MethodPost, Path: sandboxPath(id, "/fork"), Body: body,
+		Want: http.StatusCreated, Out: &out}); err != nil {
+		return nil, v.mapErr("fork", id, err)
+	}
+	return out, nil
+}
+
+// pauseFork waits for a fork's envd and pauses the fork.
+func (v *Vendor) pauseFork(ctx context.Context, sb sandbox) error {
+	if err := v.newBox(sb).waitReady(ctx, v.o.readyTimeout); err != nil {
+		return err
 	}
 	if err := v.pause(ctx, sb.SandboxID); err != nil {
-		return sb.SandboxID, v.mapErr("fork", sb.SandboxID, err)
+		return v.mapErr("fork", sb.SandboxID, err)
 	}
-	return sb.SandboxID, nil
+	return nil
 }
 
 // pause pauses sandbox id; one paused already is not an error.
@@ -236,16 +239,4 @@ func (v *Vendor) pause(ctx context.Context, id string) error {
 		return nil
 	}
 	return err
-}
-
-// deleteTemplate deletes template ref (DELETE /templates/{templateID}),
-// reporting whether it is gone. E2B refuses it (400) while a sandbox of
-// the template runs or is paused.
-func (v *Vendor) deleteTemplate(ctx context.Context, ref string) bool {
-	_, err := v.api.Do(ctx, vendorhttp.Call{Method: http.MethodDelete, Path: "/templates/" + url.PathEscape(ref), Want: http.StatusNoContent})
-	if err != nil && !isStatus(err, http.StatusNotFound) {
-		v.o.log.Debug("e2b: template not deleted", "template", ref, "err", err)
-		return false
-	}
-	return true
 }

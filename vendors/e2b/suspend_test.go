@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,10 +103,11 @@ func snapshots(t *testing.T, env *e2btest.Env, sid string) []string {
 	return out
 }
 
-// TestVendor_Fork forks a paused sandbox into two on the emulator: each
-// is paused, labelled as a fork, resumes with the source's files and
+// TestVendor_Fork forks a paused sandbox into two on the emulator with
+// one fork call: each is paused, has the source's labels (E2B's forks
+// have their snapshot's metadata), resumes with the source's files and
 // what was left of its budget, and goes on on its own; the source stays
-// paused, and the snapshot goes with the last fork.
+// paused, and no snapshot template is made.
 func TestVendor_Fork(t *testing.T) {
 	env := e2btest.Shared(t)
 	v := env.Client(t)
@@ -149,20 +153,25 @@ func TestVendor_Fork(t *testing.T) {
 	if st, err := src.Status(ctx); err != nil || st.State != vendors.StateSuspended {
 		t.Errorf("source after the fork = %s (%v), want suspended", st.State, err)
 	}
-	if got := snapshots(t, env, src.ID()); len(got) != 1 {
-		t.Errorf("snapshots of the source = %v, want the fork's one", got)
+	if got := snapshots(t, env, src.ID()); len(got) != 0 {
+		t.Errorf("snapshots of the source = %v, want none: a fork makes no template", got)
 	}
-	list, err := v.List(ctx, map[string]string{boxmeta.LabelForkOf: src.ID()})
-	if err != nil || len(list) != 2 {
-		t.Fatalf("List of the forks = %d, %v; want 2", len(list), err)
+	srcInfo, err := src.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if a, b := list[0].Labels[boxmeta.LabelCreate], list[1].Labels[boxmeta.LabelCreate]; a == "" || a == b {
-		t.Errorf("the forks' create tokens %q and %q, want one of its own each", a, b)
+	list, err := v.List(ctx, map[string]string{boxmeta.LabelRunTag: tag})
+	if err != nil || len(list) != 3 {
+		t.Fatalf("List of the run = %d, %v; want the source and its 2 forks", len(list), err)
+	}
+	listed := map[string]vendors.Info{}
+	for _, in := range list {
+		listed[in.ID] = in
 	}
 	forks := make([]vendors.Box, 2)
 	for i, id := range ids {
-		if list[i].State != vendors.StateSuspended {
-			t.Errorf("fork %s is %s before its resume, want suspended", list[i].ID, list[i].State)
+		if in, ok := listed[id]; !ok || in.State != vendors.StateSuspended || !maps.Equal(in.Labels, srcInfo.Labels) {
+			t.Errorf("fork %s listed %v as %+v, want suspended with the source's labels %v", id, ok, in, srcInfo.Labels)
 		}
 		if forks[i], err = v.Resume(ctx, id); err != nil {
 			t.Fatalf("Resume fork %d: %v", i, err)
@@ -175,9 +184,8 @@ func TestVendor_Fork(t *testing.T) {
 			time.Until(st.Deadline) < info.BudgetLeft-time.Minute {
 			t.Errorf("fork %d after resume = %s until %v (%v), want running with about %v left", i, st.State, st.Deadline, err, info.BudgetLeft)
 		}
-		if st.Labels[boxmeta.LabelForkOf] != src.ID() ||
-			st.Labels[boxmeta.LabelRunTag] != tag {
-			t.Errorf("fork %d labels %v: want the source's run tag and its id as fork-of", i, st.Labels)
+		if st.Labels[boxmeta.LabelRunTag] != tag {
+			t.Errorf("fork %d labels %v: want the source's run tag", i, st.Labels)
 		}
 	}
 	run(forks[0], "echo mine > /tmp/ws/f")
@@ -192,13 +200,17 @@ func TestVendor_Fork(t *testing.T) {
 	if got := snapshots(t, env, src.ID()); len(got) != 0 {
 		t.Errorf("snapshots after the forks were destroyed = %v, want none", got)
 	}
+	if left := env.Server.Sandboxes(); slices.Contains(left, ids[0]) || slices.Contains(left, ids[1]) {
+		t.Errorf("sandboxes after the forks were destroyed = %v, want neither fork", left)
+	}
 }
 
-// TestVendor_ForkFails forks past the plan's sandbox limit: Fork fails
-// with nothing of it left, the snapshot deleted, the source paused.
+// TestVendor_ForkFails forks past the plan's sandbox limit, one fork of
+// two made and one refused: Fork fails with nothing of it left (the fork
+// made destroyed), no snapshot, the source paused.
 func TestVendor_ForkFails(t *testing.T) {
 	img := boxtest.Pushed(t, boxtest.Options{})
-	env := e2btest.Start(t, func(o *e2bemu.Options) { o.Templates, o.MaxSandboxes = map[string]string{"box": img}, 2 })
+	env := e2btest.Start(t, func(o *e2bemu.Options) { o.Templates, o.MaxSandboxes = map[string]string{"box": img}, 3 })
 	v := env.Client(t, e2b.WithRetry(1, time.Millisecond, time.Millisecond))
 	ctx := t.Context()
 	tag := vendortest.RunTag(t)
@@ -207,6 +219,11 @@ func TestVendor_ForkFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = src.Destroy(context.WithoutCancel(ctx)) })
+	other, err := v.Create(ctx, vendors.CreateSpec{Image: env.Template, RunTag: tag, Lifetime: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Destroy(context.WithoutCancel(ctx)) })
 	if _, err := v.Suspend(ctx, src.ID()); err != nil {
 		t.Fatal(err)
 	}
@@ -215,13 +232,35 @@ func TestVendor_ForkFails(t *testing.T) {
 	if !errors.As(err, &rl) || ids != nil {
 		t.Errorf("Fork over the plan's limit = %v, %v; want a *vendors.RateLimitError and no ids", ids, err)
 	}
-	if left, err := v.List(ctx, map[string]string{boxmeta.LabelForkOf: src.ID()}); err != nil || len(left) != 0 {
-		t.Errorf("forks left after the failed Fork: %d (%v), want none", len(left), err)
+	if left := env.Server.Sandboxes(); len(left) != 2 || !slices.Contains(left, src.ID()) || !slices.Contains(left, other.ID()) {
+		t.Errorf("sandboxes after the failed Fork = %v, want only %s and %s", left, src.ID(), other.ID())
 	}
 	if got := snapshots(t, env, src.ID()); len(got) != 0 {
 		t.Errorf("snapshots left after the failed Fork: %v", got)
 	}
 	if st, err := src.Status(ctx); err != nil || st.State != vendors.StateSuspended {
 		t.Errorf("source after the failed fork = %s (%v), want suspended", st.State, err)
+	}
+
+	// When the destroy of the fork made fails too, the error names it.
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/sandboxes/") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"code":500,"message":"kill refused"}`))
+			return
+		}
+		env.Server.ServeHTTP(w, r)
+	}))
+	t.Cleanup(refuse.Close)
+	rv := env.Client(t, e2b.WithRetry(1, time.Millisecond, time.Millisecond), e2b.WithDial(refuse.Listener.Addr().String()))
+	_, err = rv.Fork(ctx, src.ID(), 2)
+	var ce *vendors.CleanupError
+	if !errors.As(err, &ce) || !errors.As(err, &rl) || ce.BoxID == src.ID() || ce.BoxID == other.ID() ||
+		!slices.Contains(env.Server.Sandboxes(), ce.BoxID) {
+		t.Fatalf("Fork whose cleanup fails = %v; want a *vendors.CleanupError naming the fork left, of a *vendors.RateLimitError", err)
+	}
+	if !env.Server.Vanish(ce.BoxID) {
+		t.Errorf("fork %s named by the CleanupError is not there", ce.BoxID)
 	}
 }

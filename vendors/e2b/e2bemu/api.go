@@ -39,6 +39,7 @@ func (s *Server) routeAPI() {
 	s.routeNotEmulated()
 	s.routeTemplates()
 	s.routeSnapshots()
+	s.routeForks()
 }
 
 // serveAPI checks X-API-Key, injects faults and serves the control plane.
@@ -103,16 +104,11 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("template '%s' has no successful build", req.TemplateID))
 		return
 	}
-	s.mu.Lock()
-	if s.opts.MaxSandboxes > 0 && s.running() >= s.opts.MaxSandboxes {
-		s.mu.Unlock()
-		writeError(w, http.StatusTooManyRequests, fmt.Sprintf(
-			"You have reached the maximum number of concurrent E2B sandboxes (%d). If you need more, please contact us at 'https://e2b.dev/docs/getting-help'", s.opts.MaxSandboxes))
+	if !s.reserve() {
+		writeError(w, http.StatusTooManyRequests, s.limitMessage())
 		return
 	}
-	s.pending++
-	s.mu.Unlock()
-	defer func() { s.mu.Lock(); s.pending--; s.mu.Unlock() }()
+	defer s.unreserve()
 	if !s.faults.Delay(r.Context()) {
 		return
 	}

@@ -19,7 +19,9 @@
 // remove, watches) run as the request's user in the container; snapshots
 // of a running sandbox (its container committed to an image, a template
 // POST /v2/sandboxes takes: see snapshot.go), listed by GET /snapshots and
-// deleted with their template (DELETE /templates/{templateID}). The user is
+// deleted with their template (DELETE /templates/{templateID}); forks of a
+// running sandbox (POST /sandboxes/{id}/fork: one commit, count sandboxes
+// of it, each fork's outcome an entry of its own: see fork.go). The user is
 // the one a request names (Authorization Basic "<user>:"), else the
 // image's own, as envd 0.4 and later do. Routes of the spec it does not
 // emulate answer 501 with error_code NotEmulatedCode, naming the feature.

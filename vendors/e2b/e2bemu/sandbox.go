@@ -27,6 +27,7 @@ type sandbox struct {
 	cancel                context.CancelFunc
 	procs                 *procTable
 	user                  string // the image's user: envd's default
+	forkImage             string // the fork's image it holds (fork.go), or ""
 
 	snapMu   sync.Mutex // held while a snapshot is taken
 	homesMu  sync.Mutex
@@ -88,6 +89,10 @@ func (s *Server) createSandbox(ctx context.Context, req newSandbox, tpl *templat
 		sb.trafficToken = randomString(32, hexDigits)
 	}
 	s.mu.Lock()
+	if tpl.forked {
+		sb.forkImage = tpl.image
+		s.forkImages[tpl.image]++
+	}
 	s.sandboxes[id] = sb
 	s.setTimeoutLocked(sb, now.Add(timeout))
 	s.mu.Unlock()
@@ -139,12 +144,34 @@ func (s *Server) kill(id, why string) bool {
 	if err := s.boxes.Remove(ctx, id); err != nil {
 		s.log.Warn("remove a sandbox's container", "sandbox", id, "err", err)
 	}
+	if sb.forkImage != "" {
+		s.releaseImage(sb.forkImage)
+	}
 	s.log.Info("sandbox ended", "sandbox", id, "why", why)
 	return true
 }
 
 // running reports the count of sandboxes and creates in flight.
 func (s *Server) running() int { return len(s.sandboxes) + s.pending }
+
+// reserve holds a slot of MaxSandboxes for a create, reporting false when
+// none is free; unreserve gives it back once the sandbox is made or not.
+func (s *Server) reserve() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opts.MaxSandboxes > 0 && s.running() >= s.opts.MaxSandboxes {
+		return false
+	}
+	s.pending++
+	return true
+}
+
+func (s *Server) unreserve() { s.mu.Lock(); s.pending--; s.mu.Unlock() }
+
+// limitMessage is the message of a create refused by MaxSandboxes.
+func (s *Server) limitMessage() string {
+	return fmt.Sprintf("You have reached the maximum number of concurrent E2B sandboxes (%d). If you need more, please contact us at 'https://e2b.dev/docs/getting-help'", s.opts.MaxSandboxes)
+}
 
 // detail is SandboxDetail (and, without the token, ListedSandbox).
 func (s *Server) detail(sb *sandbox, withToken bool) map[string]any {

@@ -33,7 +33,7 @@ var sdkScenario []byte
 var sdkFaults []byte
 
 // sdkSteps is how many steps sdk-scenario.mjs runs.
-const sdkSteps = 34
+const sdkSteps = 35
 
 // TestSDK_Scenario runs the official SDK (npm e2b, pinned in
 // internal/jssdk) through its documented calls against the emulator, with

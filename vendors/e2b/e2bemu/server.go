@@ -95,6 +95,9 @@ type Server struct {
 	pending   int // creates in flight, for MaxSandboxes
 	builds    map[string]*build
 	templates map[string]*template // by ID and by name
+	// forkImages counts the users of each fork's image: its sandboxes
+	// and the fork call starting them (fork.go).
+	forkImages map[string]int
 }
 
 // New returns an emulator on the Docker engine of opts. Close it.
@@ -126,7 +129,7 @@ func New(opts Options) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{opts: opts, log: opts.Log, boxes: boxes, cli: boxes.Engine(), faults: faults, runTag: "e2bemu-" + randomString(10, lowerDigits),
 		ctx: ctx, cancel: cancel, api: http.NewServeMux(), envd: http.NewServeMux(),
-		sandboxes: map[string]*sandbox{}, builds: map[string]*build{}, templates: map[string]*template{}}
+		sandboxes: map[string]*sandbox{}, builds: map[string]*build{}, templates: map[string]*template{}, forkImages: map[string]int{}}
 	for id, img := range opts.Templates {
 		s.templates[id] = &template{id: id, image: img, ready: true}
 	}

@@ -26,6 +26,7 @@ type template struct {
 	ready    bool
 	snaps    map[string]*snap // by tag; nil unless a snapshot template
 	retired  []string         // images of snaps replaced by later ones
+	forked   bool             // image is a fork's, held by each sandbox of it (fork.go)
 }
 
 type build struct {

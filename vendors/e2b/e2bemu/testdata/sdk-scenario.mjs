@@ -293,12 +293,31 @@ await step('Sandbox.deleteSnapshot: refused while in use, then true, then false'
   return [refused === true && deleted === true && again === false, { refused, deleted, again }];
 });
 
+await step('Sandbox.fork: forks with the disk, the source running on', async () => {
+  const before = await sbx.getInfo();
+  const forks = await sbx.fork({ count: 2, timeoutMs: 60_000 });
+  const made = forks.filter((f) => f instanceof Sandbox);
+  try {
+    const ids = new Set(made.map((f) => f.sandboxId));
+    const reads = await Promise.all(made.map((f) => f.commands.run('cat /tmp/sdk/kept.txt')));
+    const infos = await Promise.all(made.map((f) => f.getInfo()));
+    const after = await sbx.getInfo();
+    const ok = made.length === 2 && ids.size === 2 && !ids.has(sbx.sandboxId) &&
+      reads.every((r) => r.stdout === 'kept\n') &&
+      infos.every((i) => i.state === 'running' && i.templateId === before.templateId && i.metadata.run === run) &&
+      after.state === 'running' && after.endAt.getTime() === before.endAt.getTime();
+    return [ok, { forks: forks.map((f) => (f instanceof Error ? `${f.name}: ${f.message}` : f.sandboxId)), before, after }];
+  } finally {
+    await Promise.all(made.map((f) => f.kill()));
+  }
+});
+
 await step('not emulated: a typed 501 naming the feature', async () => {
   try {
-    await Sandbox.fork(sbx.sandboxId, { count: 1 });
-    return [false, 'fork succeeded'];
+    await sbx.updateNetwork({ allowInternetAccess: false });
+    return [false, 'network update succeeded'];
   } catch (e) {
-    return [/501/.test(e.message) && /forks/.test(e.message) && /not emulated/.test(e.message), `${e.name}: ${e.message}`];
+    return [/501/.test(e.message) && /network updates/.test(e.message) && /not emulated/.test(e.message), `${e.name}: ${e.message}`];
   }
 });
 
