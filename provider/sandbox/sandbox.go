@@ -150,6 +150,12 @@ func (p *Provider) Create(ctx context.Context, req CreateRequest) (_ *Environmen
 	span.SetAttributes(attribute.String("boxctl.run_tag", spec.RunTag))
 	log := p.o.Logger.With("vendor", p.o.Vendor.Name(), "run", spec.RunTag)
 	start := time.Now()
+	if env, ok, err := p.claimVendorStandby(ctx, t, req, h, spec); ok || err != nil {
+		if err == nil {
+			log.Debug("environment claimed from the vendor's pool", "box", env.Box().ID(), "took", time.Since(start))
+		}
+		return env, err
+	}
 	vctx, end := t.start(ctx, PhaseVendor)
 	box, err := p.o.Vendor.Create(vctx, spec)
 	end(err)

@@ -297,14 +297,26 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 		end(err)
 		return nil, err
 	}
-	secs, _ := strconv.ParseInt(boxmeta.FormatDeadline(deadline), 10, 64)
-	claim := wire.Claim{Bearer: newSecret(), RouterURL: p.o.Router.URL, RouterKey: p.o.Router.Key, Env: req.Env,
-		Metadata: req.Metadata, Labels: req.Labels, Deadline: secs}
+	claim := p.newClaim(req, deadline)
 	err = postClaim(pctx, ep, rec, claim)
 	end(err)
 	if err != nil {
 		return nil, err
 	}
+	return p.afterClaim(ctx, t, box, ep, rec, req, h, claim)
+}
+
+// newClaim is the handover of req's environment, ending at deadline, with
+// a fresh bearer.
+func (p *Provider) newClaim(req CreateRequest, deadline time.Time) wire.Claim {
+	secs, _ := strconv.ParseInt(boxmeta.FormatDeadline(deadline), 10, 64)
+	return wire.Claim{Bearer: newSecret(), RouterURL: p.o.Router.URL, RouterKey: p.o.Router.Key, Env: req.Env,
+		Metadata: req.Metadata, Labels: req.Labels, Deadline: secs}
+}
+
+// afterClaim makes the environment of a box whose bridge took claim: the
+// workspace is cloned, then the provider environment attached.
+func (p *Provider) afterClaim(ctx context.Context, t *timeline, box vendors.Box, ep vendors.Endpoint, rec StandbyRecord, req CreateRequest, h *pins.Harness, claim wire.Claim) (*Environment, error) {
 	p.emit(Event{Type: EventClaimed, BoxID: box.ID(), RunTag: rec.RunTag})
 	// A workspace is cloned after the handover, as a cold create clones
 	// after the bridge is ready.
@@ -317,9 +329,9 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 		}
 	}
 	ref := Reference{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Endpoint: ep.URL, Bearer: claim.Bearer, Harness: h.Name,
-		Profile: req.Profile, Env: req.Env, Metadata: req.Metadata, RunTag: rec.RunTag, Deadline: time.Unix(secs, 0),
+		Profile: req.Profile, Env: req.Env, Metadata: req.Metadata, RunTag: rec.RunTag, Deadline: time.Unix(claim.Deadline, 0),
 		EnvironmentKey: "box-" + strings.ToLower(newSecret()[:24])}
-	pctx, end = t.start(ctx, PhaseAttach)
+	pctx, end := t.start(ctx, PhaseAttach)
 	e, err := p.attach(pctx, box, ep, ref, h)
 	end(err)
 	if err != nil {
@@ -328,6 +340,82 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 	e.phases = t.phases
 	p.emit(Event{Type: EventReady, BoxID: box.ID(), RunTag: rec.RunTag})
 	return e, nil
+}
+
+// StandbyEnv is the environment of a standby bridge of harness: what a
+// vendor's own standby pool (vendors.StandbyPooler) starts its bridges
+// with, beside BridgePort and Workspace.
+func (p *Provider) StandbyEnv(harness string) (map[string]string, error) {
+	h, ok := p.o.Pins.Harness(harness)
+	if !ok {
+		return nil, fmt.Errorf("standby env: harness %q: %w", harness, pins.ErrUnknownHarness)
+	}
+	return p.standbyEnv(h), nil
+}
+
+// claimVendorStandby makes req's environment in a box of the vendor's own
+// standby pool (vendors.StandbyPooler), whose bridge runs from the box's
+// start: the vendor's claim (PhaseVendorClaim), then the handover
+// (PhaseClaim: the bridge's /health and pin, one claim request) and the
+// environment. ok is false when the vendor has no such pool for the
+// request: create the box.
+func (p *Provider) claimVendorStandby(ctx context.Context, t *timeline, req CreateRequest, h *pins.Harness, spec vendors.CreateSpec) (*Environment, bool, error) {
+	sp, ok := p.o.Vendor.(vendors.StandbyPooler)
+	if !ok {
+		return nil, false, nil
+	}
+	deadline := time.Now().Add(spec.Lifetime)
+	vctx, end := t.start(ctx, PhaseVendorClaim)
+	box, token, ok, err := sp.ClaimStandby(vctx, spec, h.Name)
+	end(err)
+	if err != nil {
+		return nil, true, fmt.Errorf("create box: %w", err)
+	}
+	if !ok {
+		// No claim was made: the create's phases start at its vendor's.
+		t.phases = t.phases[:len(t.phases)-1]
+		return nil, false, nil
+	}
+	rec := StandbyRecord{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Harness: h.Name, RunTag: spec.RunTag, Token: token, Keeper: spec.Owner}
+	e, err := func() (*Environment, error) {
+		pctx, end := t.start(ctx, PhaseClaim)
+		ep, err := p.standbyReady(pctx, box, h)
+		claim := p.newClaim(req, deadline)
+		if err == nil {
+			err = postClaim(pctx, ep, rec, claim)
+		}
+		end(err)
+		if err != nil {
+			return nil, err
+		}
+		return p.afterClaim(ctx, t, box, ep, rec, req, h, claim)
+	}()
+	if err != nil {
+		err = p.cleanup(ctx, box, err)
+		p.emit(Event{Type: EventDestroyed, BoxID: box.ID(), RunTag: spec.RunTag, Reason: ReasonFailure, Detail: err.Error()})
+		return nil, true, err
+	}
+	e.watchIdle()
+	return e, true, nil
+}
+
+// standbyReady waits for the standby bridge of a box to answer /health
+// with its backend ready and checks its version against the pin.
+func (p *Provider) standbyReady(ctx context.Context, box vendors.Box, h *pins.Harness) (vendors.Endpoint, error) {
+	ep, err := box.Endpoint(ctx, BridgePort)
+	if err != nil {
+		return vendors.Endpoint{}, fmt.Errorf("bridge endpoint: %w", err)
+	}
+	client := ep.Client()
+	defer client.CloseIdleConnections()
+	health, err := healthWait{URL: ep.URL, Client: client, Backend: h.Name, Timeout: p.o.ReadyTimeout}.WaitUntilReady(ctx, nil)
+	if err != nil {
+		return vendors.Endpoint{}, fmt.Errorf("wait for bridge: %w", err)
+	}
+	if !versionMatches(h, health.Version) {
+		return vendors.Endpoint{}, &PinMismatchError{Harness: h.Name, Pinned: h.Version, Reported: health.Version}
+	}
+	return ep, nil
 }
 
 func postClaim(ctx context.Context, ep vendors.Endpoint, rec StandbyRecord, claim wire.Claim) error {

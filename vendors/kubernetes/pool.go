@@ -34,11 +34,17 @@ type PoolSpec struct {
 	// Resources are the boxes' limits; zero fields mean the vendor's
 	// defaults.
 	Resources vendors.Resources
+	// Standby, when set, makes the pool's pods run the standby bridge
+	// from their start, for ClaimStandby; its Secret is the pool's
+	// (StandbySecret), made with a random pool token when missing. Create
+	// claims only from a pool without it.
+	Standby *StandbySpec
 }
 
-// EnsurePool creates or updates the template and the warm pool of spec.
-// A pool's pods run until claimed (their init's lifetime is the longest a
-// box may have); a claimed box ends at its claim's shutdown time.
+// EnsurePool creates or updates the template and the warm pool of spec
+// (and a standby pool's Secret). A pool's pods run until claimed (their
+// init's lifetime is the longest a box may have); a claimed box ends at
+// its claim's shutdown time.
 func (v *Vendor) EnsurePool(ctx context.Context, spec PoolSpec) error {
 	if spec.Name == "" || spec.Image == "" || spec.Replicas < 0 {
 		return errors.New("kubernetes: pool: want a name, an image and replicas >= 0")
@@ -46,8 +52,21 @@ func (v *Vendor) EnsurePool(ctx context.Context, spec PoolSpec) error {
 	res := spec.Resources.Or(v.o.resources)
 	life := strconv.Itoa(int(vendors.MaxLifetime / time.Second))
 	podSpec := boxPodSpec(spec.Image, []corev1.EnvVar{{Name: boxmeta.EnvLifetime, Value: life}}, nil, v.resources(res), v.o.grace)
+	var annotations map[string]string
+	if s := spec.Standby; s != nil {
+		if s.Harness == "" {
+			return errors.New("kubernetes: pool: a standby pool wants a harness")
+		}
+		if err := v.ensureStandbySecret(ctx, spec.Name); err != nil {
+			return err
+		}
+		st := *s
+		st.Secret = StandbySecret(spec.Name)
+		podSpec = standbyPodSpec(podSpec, st)
+		annotations = map[string]string{HarnessAnnotation: s.Harness}
+	}
 	tmpl := &extv1.SandboxTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: map[string]string{boxmeta.LabelManaged: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: map[string]string{boxmeta.LabelManaged: "true"}, Annotations: annotations},
 		Spec: extv1.SandboxTemplateSpec{
 			PodTemplate: agentsv1.PodTemplate{Spec: podSpec},
 			// Boxes reach what their network allows; the vendor makes no
@@ -58,8 +77,16 @@ func (v *Vendor) EnsurePool(ctx context.Context, spec PoolSpec) error {
 	ext := v.ext.ExtensionsV1alpha1()
 	changed := false
 	if cur, err := ext.SandboxTemplates(v.ns).Get(ctx, spec.Name, metav1.GetOptions{}); err == nil {
-		if !equality.Semantic.DeepEqual(cur.Spec, tmpl.Spec) {
+		if !equality.Semantic.DeepEqual(cur.Spec, tmpl.Spec) || cur.Annotations[HarnessAnnotation] != annotations[HarnessAnnotation] {
 			cur.Spec, changed = tmpl.Spec, true
+			if cur.Annotations == nil {
+				cur.Annotations = map[string]string{}
+			}
+			if h := annotations[HarnessAnnotation]; h != "" {
+				cur.Annotations[HarnessAnnotation] = h
+			} else {
+				delete(cur.Annotations, HarnessAnnotation)
+			}
 			if _, err := ext.SandboxTemplates(v.ns).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 				return fmt.Errorf("kubernetes: pool %s: template: %w", spec.Name, err)
 			}
@@ -149,8 +176,9 @@ func (v *Vendor) watchPool(ctx context.Context, name string, ready func(*extv1.S
 	}
 }
 
-// DeletePool deletes the pool and the template named name, and the
-// pool's idle pods with them; boxes claimed from it live on.
+// DeletePool deletes the pool, the template and the standby Secret named
+// after name, and the pool's idle pods with them; boxes claimed from it
+// live on.
 func (v *Vendor) DeletePool(ctx context.Context, name string) error {
 	bg := metav1.DeletePropagationBackground
 	ext := v.ext.ExtensionsV1alpha1()
@@ -159,6 +187,9 @@ func (v *Vendor) DeletePool(ctx context.Context, name string) error {
 		errs = append(errs, err)
 	}
 	if err := ext.SandboxTemplates(v.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	if err := v.core.CoreV1().Secrets(v.ns).Delete(ctx, StandbySecret(name), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -173,35 +204,54 @@ func claimable(spec vendors.CreateSpec) bool {
 	return len(spec.Env) == 0 && spec.Resources == (vendors.Resources{}) && spec.Runtime == ""
 }
 
-// poolImage returns the image of the vendor's pool template ("" when the
-// template is missing). It is read at each create: another process may
-// change the pool.
-func (v *Vendor) poolImage(ctx context.Context) (string, error) {
+// poolTemplate is what a create needs of the vendor's pool template.
+type poolTemplate struct {
+	image string
+	// harness is a standby pool's ("" for a plain pool).
+	harness string
+}
+
+// poolTemplate reads the vendor's pool template (zero when it is
+// missing). It is read at each create: another process may change the
+// pool.
+func (v *Vendor) poolTemplate(ctx context.Context) (poolTemplate, error) {
 	t, err := v.ext.ExtensionsV1alpha1().SandboxTemplates(v.ns).Get(ctx, v.o.pool, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", nil
+		return poolTemplate{}, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("kubernetes: pool template %s: %w", v.o.pool, err)
+		return poolTemplate{}, fmt.Errorf("kubernetes: pool template %s: %w", v.o.pool, err)
 	}
+	out := poolTemplate{harness: t.Annotations[HarnessAnnotation]}
 	for _, c := range t.Spec.PodTemplate.Spec.Containers {
 		if c.Name == ContainerName {
-			return c.Image, nil
+			out.image = c.Image
 		}
 	}
-	return "", nil
+	return out, nil
 }
 
 // claim makes a SandboxClaim on the vendor's pool for spec, when the
-// pool's template has spec's image (ok false otherwise: make a Sandbox),
-// and returns the box once its Sandbox is Ready. The controller names the
-// Sandbox after the claim and adopts an idle pod of the pool when there is
-// one; the claim's shutdown time ends both.
+// pool's template is a plain one with spec's image (ok false otherwise:
+// make a Sandbox), and returns the box once its Sandbox is Ready.
 func (v *Vendor) claim(ctx context.Context, spec vendors.CreateSpec, meta metav1.ObjectMeta, shutdown metav1.Time) (vendors.Box, bool, error) {
-	img, err := v.poolImage(ctx)
-	if err != nil || img != spec.Image {
+	t, err := v.poolTemplate(ctx)
+	if err != nil || t.image != spec.Image || t.harness != "" {
 		return nil, false, err
 	}
+	b, err := v.claimPool(ctx, meta, shutdown)
+	if err != nil {
+		return nil, true, err
+	}
+	return b, true, nil
+}
+
+// claimPool makes a SandboxClaim on the vendor's pool and returns the box
+// once its Sandbox is Ready. The controller names the Sandbox after the
+// claim and adopts an idle pod of the pool when there is one; the
+// Sandbox gets the box's labels and the claim's shutdown time, which end
+// both.
+func (v *Vendor) claimPool(ctx context.Context, meta metav1.ObjectMeta, shutdown metav1.Time) (*Box, error) {
 	c := &extv1.SandboxClaim{ObjectMeta: meta, Spec: extv1.SandboxClaimSpec{
 		TemplateRef: extv1.SandboxTemplateRef{Name: v.o.pool},
 		Lifecycle:   &extv1.Lifecycle{ShutdownTime: &shutdown, ShutdownPolicy: extv1.ShutdownPolicyDelete},
@@ -209,30 +259,33 @@ func (v *Vendor) claim(ctx context.Context, spec vendors.CreateSpec, meta metav1
 	claims := v.ext.ExtensionsV1alpha1().SandboxClaims(v.ns)
 	if _, err := claims.Create(ctx, c, metav1.CreateOptions{}); err != nil {
 		if derr := v.deleteByName(context.WithoutCancel(ctx), meta.Name); derr != nil {
-			return nil, true, &vendors.CleanupError{Vendor: Name, BoxID: meta.Name, Err: errors.Join(fmt.Errorf("kubernetes: claim a box of pool %s: %w", v.o.pool, err), derr)}
+			return nil, &vendors.CleanupError{Vendor: Name, BoxID: meta.Name, Err: errors.Join(fmt.Errorf("kubernetes: claim a box of pool %s: %w", v.o.pool, err), derr)}
 		}
-		return nil, true, fmt.Errorf("kubernetes: claim a box of pool %s: %w", v.o.pool, v.mapErr(err, ""))
+		return nil, fmt.Errorf("kubernetes: claim a box of pool %s: %w", v.o.pool, v.mapErr(err, ""))
 	}
 	b := v.box(meta.Name, meta.Name)
 	sb, err := v.waitSandbox(ctx, meta.Name)
 	if err != nil {
-		return nil, true, v.failCreate(ctx, b, err)
+		return nil, v.failCreate(ctx, b, err)
 	}
 	b.pod = podName(sb)
 	// The controller makes the Sandbox bare: give it the box's labels so
-	// that List and gc find it like any other.
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": meta.Labels, "annotations": meta.Annotations}})
+	// that List and gc find it like any other, and the claim's end.
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"labels": meta.Labels, "annotations": meta.Annotations},
+		"spec":     map[string]any{"shutdownTime": shutdown, "shutdownPolicy": agentsv1.ShutdownPolicyDelete},
+	})
 	if err == nil {
-		sb, err = v.agents.AgentsV1alpha1().Sandboxes(v.ns).Patch(ctx, meta.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		_, err = v.agents.AgentsV1alpha1().Sandboxes(v.ns).Patch(ctx, meta.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	}
 	if err != nil {
-		return nil, true, v.failCreate(ctx, b, fmt.Errorf("kubernetes: label claimed box %s: %w", meta.Name, err))
+		return nil, v.failCreate(ctx, b, fmt.Errorf("kubernetes: label claimed box %s: %w", meta.Name, err))
 	}
 	if err := b.waitReady(ctx); err != nil {
-		return nil, true, v.failCreate(ctx, b, err)
+		return nil, v.failCreate(ctx, b, err)
 	}
 	v.o.logger.Debug("kubernetes box claimed", "id", meta.Name, "pod", b.pod, "pool", v.o.pool)
-	return b, true, nil
+	return b, nil
 }
 
 // waitSandbox waits for the Sandbox a claim makes, failing with the
