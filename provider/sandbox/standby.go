@@ -298,7 +298,9 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 		return nil, err
 	}
 	claim := p.newClaim(req, deadline)
-	err = postClaim(pctx, ep, rec, claim)
+	client := ep.Client()
+	err = postClaim(pctx, client, ep.URL, rec, claim)
+	client.CloseIdleConnections()
 	end(err)
 	if err != nil {
 		return nil, err
@@ -379,11 +381,20 @@ func (p *Provider) claimVendorStandby(ctx context.Context, t *timeline, req Crea
 	rec := StandbyRecord{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Harness: h.Name, RunTag: spec.RunTag, Token: token, Keeper: spec.Owner}
 	e, err := func() (*Environment, error) {
 		pctx, end := t.start(ctx, PhaseClaim)
-		ep, err := p.standbyReady(pctx, box, h)
-		claim := p.newClaim(req, deadline)
-		if err == nil {
-			err = postClaim(pctx, ep, rec, claim)
+		ep, err := box.Endpoint(pctx, BridgePort)
+		if err != nil {
+			err = fmt.Errorf("bridge endpoint: %w", err)
 		}
+		claim := p.newClaim(req, deadline)
+		// One connection through the endpoint carries both requests.
+		client := ep.Client()
+		if err == nil {
+			err = p.standbyReady(pctx, client, ep.URL, h)
+		}
+		if err == nil {
+			err = postClaim(pctx, client, ep.URL, rec, claim)
+		}
+		client.CloseIdleConnections()
 		end(err)
 		if err != nil {
 			return nil, err
@@ -399,38 +410,31 @@ func (p *Provider) claimVendorStandby(ctx context.Context, t *timeline, req Crea
 	return e, true, nil
 }
 
-// standbyReady waits for the standby bridge of a box to answer /health
+// standbyReady waits for the standby bridge at url to answer /health
 // with its backend ready and checks its version against the pin.
-func (p *Provider) standbyReady(ctx context.Context, box vendors.Box, h *pins.Harness) (vendors.Endpoint, error) {
-	ep, err := box.Endpoint(ctx, BridgePort)
+func (p *Provider) standbyReady(ctx context.Context, client *http.Client, url string, h *pins.Harness) error {
+	health, err := healthWait{URL: url, Client: client, Backend: h.Name, Timeout: p.o.ReadyTimeout}.WaitUntilReady(ctx, nil)
 	if err != nil {
-		return vendors.Endpoint{}, fmt.Errorf("bridge endpoint: %w", err)
-	}
-	client := ep.Client()
-	defer client.CloseIdleConnections()
-	health, err := healthWait{URL: ep.URL, Client: client, Backend: h.Name, Timeout: p.o.ReadyTimeout}.WaitUntilReady(ctx, nil)
-	if err != nil {
-		return vendors.Endpoint{}, fmt.Errorf("wait for bridge: %w", err)
+		return fmt.Errorf("wait for bridge: %w", err)
 	}
 	if !versionMatches(h, health.Version) {
-		return vendors.Endpoint{}, &PinMismatchError{Harness: h.Name, Pinned: h.Version, Reported: health.Version}
+		return &PinMismatchError{Harness: h.Name, Pinned: h.Version, Reported: health.Version}
 	}
-	return ep, nil
+	return nil
 }
 
-func postClaim(ctx context.Context, ep vendors.Endpoint, rec StandbyRecord, claim wire.Claim) error {
+// postClaim posts claim to the standby bridge at url with rec's token.
+func postClaim(ctx context.Context, client *http.Client, url string, rec StandbyRecord, claim wire.Claim) error {
 	body, err := json.Marshal(claim)
 	if err != nil {
 		return fmt.Errorf("claim: %w", err)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL+wire.PathClaim, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url+wire.PathClaim, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("claim: %w", err)
 	}
 	hreq.Header.Set("Authorization", "Bearer "+rec.Token)
 	hreq.Header.Set("Content-Type", "application/json")
-	client := ep.Client()
-	defer client.CloseIdleConnections()
 	resp, err := client.Do(hreq)
 	if err != nil {
 		// The transport's error names the URL, never the body.

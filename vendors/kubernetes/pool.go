@@ -131,10 +131,51 @@ func (v *Vendor) waitPoolGone(ctx context.Context, name string) error {
 	return v.watchPool(ctx, name, nil)
 }
 
-// WaitPool waits until the pool named name has all its replicas ready.
+// WaitPool waits until the pool named name has all its replicas ready:
+// as many ready pods of its own as it wants (its status lags a claim's
+// adoption of a pod).
 func (v *Vendor) WaitPool(ctx context.Context, name string) error {
-	return v.watchPool(ctx, name, func(p *extv1.SandboxWarmPool) bool { return p.Status.ReadyReplicas >= p.Spec.Replicas })
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		p, err := v.ext.ExtensionsV1alpha1().SandboxWarmPools(v.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("kubernetes: pool %s: %w", name, err)
+		}
+		n, err := v.poolReady(ctx, name)
+		if err != nil {
+			return err
+		}
+		if n >= int(p.Spec.Replicas) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kubernetes: pool %s: %d of %d ready: %w", name, n, p.Spec.Replicas, context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
 }
+
+// poolReady counts the ready pods of the pool named name.
+func (v *Vendor) poolReady(ctx context.Context, name string) (int, error) {
+	l, err := v.core.CoreV1().Pods(v.ns).List(ctx, metav1.ListOptions{LabelSelector: poolPodLabel})
+	if err != nil {
+		return 0, fmt.Errorf("kubernetes: pool %s: pods: %w", name, err)
+	}
+	n := 0
+	for i := range l.Items {
+		ref := metav1.GetControllerOf(&l.Items[i])
+		if ref != nil && ref.Kind == "SandboxWarmPool" && ref.Name == name && podReady(&l.Items[i]) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// poolPodLabel is the label of every idle pod of a warm pool, which a
+// claim removes.
+const poolPodLabel = "agents.x-k8s.io/pool"
 
 // watchPool watches the pool named name until ready reports it ready, or,
 // when ready is nil, until it is gone: a pool gone while ready is awaited
@@ -239,7 +280,7 @@ func (v *Vendor) claim(ctx context.Context, spec vendors.CreateSpec, meta metav1
 	if err != nil || t.image != spec.Image || t.harness != "" {
 		return nil, false, err
 	}
-	b, err := v.claimPool(ctx, meta, shutdown)
+	b, err := v.claimPool(ctx, meta, shutdown, false)
 	if err != nil {
 		return nil, true, err
 	}
@@ -250,8 +291,9 @@ func (v *Vendor) claim(ctx context.Context, spec vendors.CreateSpec, meta metav1
 // once its Sandbox is Ready. The controller names the Sandbox after the
 // claim and adopts an idle pod of the pool when there is one; the
 // Sandbox gets the box's labels and the claim's shutdown time, which end
-// both.
-func (v *Vendor) claimPool(ctx context.Context, meta metav1.ObjectMeta, shutdown metav1.Time) (*Box, error) {
+// both. With podReadyEnough, an adopted pod that is ready makes the box
+// ready: the Sandbox's Ready condition, which follows, is not waited for.
+func (v *Vendor) claimPool(ctx context.Context, meta metav1.ObjectMeta, shutdown metav1.Time, podReadyEnough bool) (*Box, error) {
 	c := &extv1.SandboxClaim{ObjectMeta: meta, Spec: extv1.SandboxClaimSpec{
 		TemplateRef: extv1.SandboxTemplateRef{Name: v.o.pool},
 		Lifecycle:   &extv1.Lifecycle{ShutdownTime: &shutdown, ShutdownPolicy: extv1.ShutdownPolicyDelete},
@@ -269,20 +311,37 @@ func (v *Vendor) claimPool(ctx context.Context, meta metav1.ObjectMeta, shutdown
 		return nil, v.failCreate(ctx, b, err)
 	}
 	b.pod = podName(sb)
+	ports, err := boxmeta.ParsePorts(meta.Labels[boxmeta.LabelPorts])
+	if err != nil {
+		return nil, v.failCreate(ctx, b, err)
+	}
+	b.ports = ports
 	// The controller makes the Sandbox bare: give it the box's labels so
 	// that List and gc find it like any other, and the claim's end.
-	patch, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"labels": meta.Labels, "annotations": meta.Annotations},
-		"spec":     map[string]any{"shutdownTime": shutdown, "shutdownPolicy": agentsv1.ShutdownPolicyDelete},
-	})
-	if err == nil {
-		_, err = v.agents.AgentsV1alpha1().Sandboxes(v.ns).Patch(ctx, meta.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	patched := make(chan error, 1)
+	go func() {
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"labels": meta.Labels, "annotations": meta.Annotations},
+			"spec":     map[string]any{"shutdownTime": shutdown, "shutdownPolicy": agentsv1.ShutdownPolicyDelete},
+		})
+		if err == nil {
+			_, err = v.agents.AgentsV1alpha1().Sandboxes(v.ns).Patch(ctx, meta.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		}
+		patched <- err
+	}()
+	ready := false
+	if podReadyEnough {
+		if pod, err := v.core.CoreV1().Pods(v.ns).Get(ctx, b.pod, metav1.GetOptions{}); err == nil {
+			ready = podReady(pod)
+		}
 	}
-	if err != nil {
+	if err := <-patched; err != nil {
 		return nil, v.failCreate(ctx, b, fmt.Errorf("kubernetes: label claimed box %s: %w", meta.Name, err))
 	}
-	if err := b.waitReady(ctx); err != nil {
-		return nil, v.failCreate(ctx, b, err)
+	if !ready {
+		if err := b.waitReady(ctx); err != nil {
+			return nil, v.failCreate(ctx, b, err)
+		}
 	}
 	v.o.logger.Debug("kubernetes box claimed", "id", meta.Name, "pod", b.pod, "pool", v.o.pool)
 	return b, nil
@@ -371,6 +430,19 @@ func (v *Vendor) waitSandbox(ctx context.Context, name string) (*agentsv1.Sandbo
 			return sb, err
 		}
 	}
+}
+
+// podReady reports whether pod runs and is ready.
+func podReady(pod *corev1.Pod) bool {
+	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // deleteClaim deletes a claim; one already gone is not an error.

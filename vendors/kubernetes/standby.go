@@ -156,8 +156,9 @@ var _ vendors.StandbyPooler = (*Vendor)(nil)
 // when that pool is a standby pool of harness and spec asks for its image
 // and nothing its pods were not started with: a SandboxClaim, whose
 // Sandbox and claim end at spec's Lifetime from now, and the pool token
-// from the pool's Secret. The box's bridge waits for its claim. See
-// vendors.StandbyPooler.
+// from the pool's Secret, once the adopted pod is ready (its Sandbox's
+// Ready condition may follow a moment later). The box's bridge waits for
+// its claim. See vendors.StandbyPooler.
 func (v *Vendor) ClaimStandby(ctx context.Context, spec vendors.CreateSpec, harness string) (vendors.Box, string, bool, error) {
 	if v.o.pool == "" || !claimable(spec) {
 		return nil, "", false, nil
@@ -189,7 +190,9 @@ func (v *Vendor) ClaimStandby(ctx context.Context, spec vendors.CreateSpec, harn
 		<-tokc
 		return nil, "", true, err
 	}
-	b, err := v.claimPool(ctx, meta, metav1.NewTime(now.Add(spec.Lifetime)))
+	// A standby pod is ready once its bridge answers: that is the box the
+	// caller wants, before the Sandbox says Ready too.
+	b, err := v.claimPool(ctx, meta, metav1.NewTime(now.Add(spec.Lifetime)), true)
 	if terr := <-tokc; err == nil && terr != nil {
 		err = v.failCreate(ctx, b, terr)
 	}
