@@ -172,8 +172,7 @@ func TestProvider_KubernetesStandbyPool(t *testing.T) {
 	if text, _, err := turn(t.Context(), env, provider.Turn{Prompt: "Say hello."}); err != nil || !strings.Contains(text, replyText) {
 		t.Errorf("turn after the refused claim = %q, %v", text, err)
 	}
-	// Another Create gets the other pod; a request the pool cannot serve
-	// (another harness's image would be one) falls back to a Sandbox.
+	// Another Create gets the other pod.
 	env2, err := p.Create(t.Context(), sandbox.CreateRequest{Profile: claude, Lifetime: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -182,5 +181,25 @@ func TestProvider_KubernetesStandbyPool(t *testing.T) {
 	if env2.Box().ID() == box.ID() || env2.Box().(*kubernetes.Box).Pod() == box.(*kubernetes.Box).Pod() {
 		t.Errorf("two creates got the same box %s", box.ID())
 	}
-	_ = kv
+	img := kubetest.Image(t, boxtest.Options{})
+	// The vendor's own Create never takes a standby pod (its bridge
+	// would clash with the one a create starts), nor does a claim for
+	// another harness.
+	plain, err := kv.Create(t.Context(), vendors.CreateSpec{Image: img, Lifetime: time.Minute, RunTag: p.RunTag()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = plain.Destroy(context.Background()) })
+	if pod := plain.(*kubernetes.Box).Pod(); pod != plain.ID() {
+		t.Errorf("a plain create runs in pod %s, not its own", pod)
+	}
+	if _, _, ok, err := kv.ClaimStandby(t.Context(), vendors.CreateSpec{Image: img, Lifetime: time.Minute, RunTag: p.RunTag()}, "another-harness"); ok || err != nil {
+		t.Errorf("ClaimStandby(another harness) = %v, %v; want no claim", ok, err)
+	}
+	if err := kv.DeletePool(t.Context(), name); err != nil {
+		t.Fatal(err)
+	}
+	if out := kubetest.Kubectl(t, "get", "secret/"+kubernetes.StandbySecret(name), "--ignore-not-found", "-o", "name"); len(out) != 0 {
+		t.Errorf("the pool's Secret remains after DeletePool: %s", out)
+	}
 }

@@ -128,7 +128,30 @@ func (v *Vendor) EnsurePool(ctx context.Context, spec PoolSpec) error {
 // waitPoolGone waits until the pool named name (and, deleted in the
 // foreground, its pods) is gone.
 func (v *Vendor) waitPoolGone(ctx context.Context, name string) error {
-	return v.watchPool(ctx, name, nil)
+	pools := v.ext.ExtensionsV1alpha1().SandboxWarmPools(v.ns)
+	for {
+		p, err := pools.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("kubernetes: pool %s: %w", name, err)
+		}
+		w, err := pools.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: p.ResourceVersion})
+		if err != nil {
+			return fmt.Errorf("kubernetes: pool %s: %w", name, err)
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Deleted {
+				w.Stop()
+				return nil
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			return fmt.Errorf("kubernetes: pool %s: %w", name, context.Cause(ctx))
+		}
+	}
 }
 
 // WaitPool waits until the pool named name has all its replicas ready:
@@ -176,46 +199,6 @@ func (v *Vendor) poolReady(ctx context.Context, name string) (int, error) {
 // poolPodLabel is the label of every idle pod of a warm pool, which a
 // claim removes.
 const poolPodLabel = "agents.x-k8s.io/pool"
-
-// watchPool watches the pool named name until ready reports it ready, or,
-// when ready is nil, until it is gone: a pool gone while ready is awaited
-// is an error.
-func (v *Vendor) watchPool(ctx context.Context, name string, ready func(*extv1.SandboxWarmPool) bool) error {
-	pools := v.ext.ExtensionsV1alpha1().SandboxWarmPools(v.ns)
-	for {
-		p, err := pools.Get(ctx, name, metav1.GetOptions{})
-		if ready == nil && apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("kubernetes: pool %s: %w", name, err)
-		}
-		if ready != nil && ready(p) {
-			return nil
-		}
-		w, err := pools.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: p.ResourceVersion})
-		if err != nil {
-			return fmt.Errorf("kubernetes: pool %s: %w", name, err)
-		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Deleted {
-				w.Stop()
-				if ready == nil {
-					return nil
-				}
-				return fmt.Errorf("kubernetes: pool %s was deleted", name)
-			}
-			if p, ok := ev.Object.(*extv1.SandboxWarmPool); ok && ready != nil && ready(p) {
-				w.Stop()
-				return nil
-			}
-		}
-		w.Stop()
-		if ctx.Err() != nil {
-			return fmt.Errorf("kubernetes: pool %s: %w", name, context.Cause(ctx))
-		}
-	}
-}
 
 // DeletePool deletes the pool, the template and the standby Secret named
 // after name, and the pool's idle pods with them; boxes claimed from it
@@ -291,9 +274,11 @@ func (v *Vendor) claim(ctx context.Context, spec vendors.CreateSpec, meta metav1
 // once its Sandbox is Ready. The controller names the Sandbox after the
 // claim and adopts an idle pod of the pool when there is one; the
 // Sandbox gets the box's labels and the claim's shutdown time, which end
-// both. With podReadyEnough, an adopted pod that is ready makes the box
-// ready: the Sandbox's Ready condition, which follows, is not waited for.
-func (v *Vendor) claimPool(ctx context.Context, meta metav1.ObjectMeta, shutdown metav1.Time, podReadyEnough bool) (*Box, error) {
+// both. With standby, an adopted pod that is ready makes the box ready
+// (the Sandbox's Ready condition, which follows, is not waited for), and
+// a port-forward connection to each of the box's ports is dialed
+// meanwhile, for the caller's first request.
+func (v *Vendor) claimPool(ctx context.Context, meta metav1.ObjectMeta, shutdown metav1.Time, standby bool) (*Box, error) {
 	c := &extv1.SandboxClaim{ObjectMeta: meta, Spec: extv1.SandboxClaimSpec{
 		TemplateRef: extv1.SandboxTemplateRef{Name: v.o.pool},
 		Lifecycle:   &extv1.Lifecycle{ShutdownTime: &shutdown, ShutdownPolicy: extv1.ShutdownPolicyDelete},
@@ -316,6 +301,13 @@ func (v *Vendor) claimPool(ctx context.Context, meta metav1.ObjectMeta, shutdown
 		return nil, v.failCreate(ctx, b, err)
 	}
 	b.ports = ports
+	if standby {
+		for _, port := range ports {
+			if f, err := v.forward(b, port); err == nil {
+				f.prime()
+			}
+		}
+	}
 	// The controller makes the Sandbox bare: give it the box's labels so
 	// that List and gc find it like any other, and the claim's end.
 	patched := make(chan error, 1)
@@ -330,7 +322,7 @@ func (v *Vendor) claimPool(ctx context.Context, meta metav1.ObjectMeta, shutdown
 		patched <- err
 	}()
 	ready := false
-	if podReadyEnough {
+	if standby {
 		if pod, err := v.core.CoreV1().Pods(v.ns).Get(ctx, b.pod, metav1.GetOptions{}); err == nil {
 			ready = podReady(pod)
 		}
