@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/kubetest"
+	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
@@ -148,6 +150,18 @@ func TestProvider_KubernetesStandbyPool(t *testing.T) {
 	for k, s := range secrets {
 		if strings.Contains(before, s) || strings.Contains(after, s) {
 			t.Errorf("%s is in the API server's objects or audit log", k)
+		}
+	}
+	// Nor anywhere in the audit log, the Secret's creation and reads
+	// included.
+	audit, err := os.ReadFile(testbed.Require(t).KubeAuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, s := range map[string]string{"bearer": ref.Bearer, "router key": f.router.Key, "pool token": string(token),
+		"pool token in base64": string(raw), "SECRET_0": secrets["SECRET_0"]} {
+		if bytes.Contains(audit, []byte(s)) {
+			t.Errorf("the %s is in the API server's audit log", what)
 		}
 	}
 	// A second claim of the claimed box, with the pool token, is refused.

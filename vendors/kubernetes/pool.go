@@ -270,6 +270,13 @@ func (v *Vendor) claim(ctx context.Context, spec vendors.CreateSpec, meta metav1
 	return b, true, nil
 }
 
+// claimAttempts bounds the claims one create makes when the pods it
+// adopts turn out to be another claim's.
+const claimAttempts = 3
+
+// errLostPod is an adopted pod that another claim adopted too.
+var errLostPod = errors.New("the adopted pod is another claim's")
+
 // claimPool makes a SandboxClaim on the vendor's pool and returns the box
 // once its Sandbox is Ready. The controller names the Sandbox after the
 // claim and adopts an idle pod of the pool when there is one; the
@@ -278,13 +285,31 @@ func (v *Vendor) claim(ctx context.Context, spec vendors.CreateSpec, meta metav1
 // (the Sandbox's Ready condition, which follows, is not waited for), and
 // a port-forward connection to each of the box's ports is dialed
 // meanwhile, for the caller's first request.
+//
+// agent-sandbox (v0.2.1) may adopt one idle pod for two claims made at
+// once: a pod it adopted has no controller until the Sandbox controller
+// gives it one, and so stays a candidate. The claim the pod names makes
+// it its own (ownPod); one that lost it gives its claim and Sandbox up,
+// the pod left to the other, and claims anew.
 func (v *Vendor) claimPool(ctx context.Context, meta metav1.ObjectMeta, shutdown metav1.Time, standby bool) (*Box, error) {
+	for i := 1; ; i++ {
+		b, err := v.claimOnce(ctx, meta, shutdown, standby)
+		if !errors.Is(err, errLostPod) || i == claimAttempts {
+			return b, err
+		}
+		v.o.logger.Debug("kubernetes claim lost its pod to another claim", "id", meta.Name, "attempt", i)
+		meta.Name = boxName(meta.Labels[boxmeta.LabelRunTag])
+	}
+}
+
+func (v *Vendor) claimOnce(ctx context.Context, meta metav1.ObjectMeta, shutdown metav1.Time, standby bool) (*Box, error) {
 	c := &extv1.SandboxClaim{ObjectMeta: meta, Spec: extv1.SandboxClaimSpec{
 		TemplateRef: extv1.SandboxTemplateRef{Name: v.o.pool},
 		Lifecycle:   &extv1.Lifecycle{ShutdownTime: &shutdown, ShutdownPolicy: extv1.ShutdownPolicyDelete},
 	}}
 	claims := v.ext.ExtensionsV1alpha1().SandboxClaims(v.ns)
-	if _, err := claims.Create(ctx, c, metav1.CreateOptions{}); err != nil {
+	made, err := claims.Create(ctx, c, metav1.CreateOptions{})
+	if err != nil {
 		if derr := v.deleteByName(context.WithoutCancel(ctx), meta.Name); derr != nil {
 			return nil, &vendors.CleanupError{Vendor: Name, BoxID: meta.Name, Err: errors.Join(fmt.Errorf("kubernetes: claim a box of pool %s: %w", v.o.pool, err), derr)}
 		}
@@ -322,21 +347,89 @@ func (v *Vendor) claimPool(ctx context.Context, meta metav1.ObjectMeta, shutdown
 		patched <- err
 	}()
 	ready := false
-	if standby {
-		if pod, err := v.core.CoreV1().Pods(v.ns).Get(ctx, b.pod, metav1.GetOptions{}); err == nil {
-			ready = podReady(pod)
+	if b.pod != b.id {
+		ready, err = v.ownPod(ctx, b, sb, made.UID)
+	}
+	if perr := <-patched; err == nil && perr != nil {
+		err = fmt.Errorf("kubernetes: label claimed box %s: %w", meta.Name, perr)
+	}
+	if errors.Is(err, errLostPod) {
+		if rerr := v.release(context.WithoutCancel(ctx), b); rerr != nil {
+			return nil, &vendors.CleanupError{Vendor: Name, BoxID: b.id, Err: errors.Join(err, rerr)}
 		}
+		return nil, err
 	}
-	if err := <-patched; err != nil {
-		return nil, v.failCreate(ctx, b, fmt.Errorf("kubernetes: label claimed box %s: %w", meta.Name, err))
+	if err != nil {
+		return nil, v.failCreate(ctx, b, err)
 	}
-	if !ready {
+	if !standby || !ready {
 		if err := b.waitReady(ctx); err != nil {
 			return nil, v.failCreate(ctx, b, err)
 		}
 	}
 	v.o.logger.Debug("kubernetes box claimed", "id", meta.Name, "pod", b.pod, "pool", v.o.pool)
 	return b, nil
+}
+
+// ownPod makes the pod the Sandbox sb adopted for the claim uid the
+// Sandbox's own, unless another claim adopted it after (errLostPod). The
+// claim that adopted a pod last is the one it names, and it keeps the
+// pod: it makes its Sandbox the pod's controller, in place of any other
+// (a write conditional on the pod it read), after which no claim adopts
+// the pod any more. It reports whether the pod is ready.
+func (v *Vendor) ownPod(ctx context.Context, b *Box, sb *agentsv1.Sandbox, uid types.UID) (bool, error) {
+	pods := v.core.CoreV1().Pods(v.ns)
+	for range 10 {
+		pod, err := pods.Get(ctx, b.pod, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Errorf("kubernetes: adopted pod %s: %w", b.pod, err)
+		}
+		if pod.Labels[extv1.SandboxIDLabel] != string(uid) {
+			return false, errLostPod
+		}
+		if ref := metav1.GetControllerOf(pod); ref != nil && ref.UID == sb.UID {
+			return podReady(pod), nil
+		}
+		refs := []metav1.OwnerReference{}
+		for _, r := range pod.OwnerReferences {
+			if r.Controller == nil || !*r.Controller {
+				refs = append(refs, r)
+			}
+		}
+		own := metav1.NewControllerRef(sb, agentsv1.GroupVersion.WithKind("Sandbox"))
+		// Blocking the owner's deletion would need the right to set
+		// the Sandbox's finalizers.
+		own.BlockOwnerDeletion = nil
+		pod.OwnerReferences = append(refs, *own)
+		pod, err = pods.Update(ctx, pod, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("kubernetes: adopted pod %s: %w", b.pod, err)
+		}
+		return podReady(pod), nil
+	}
+	return false, fmt.Errorf("kubernetes: adopted pod %s: changed under every write", b.pod)
+}
+
+// release gives up a claimed box whose pod is another claim's: its claim
+// and Sandbox go, orphaning what they own (the claim's deletion would
+// otherwise take the Sandbox, and the Sandbox's the pod).
+func (v *Vendor) release(ctx context.Context, b *Box) error {
+	v.stopForwards(b.id)
+	orphan := metav1.DeletePropagationOrphan
+	var errs []error
+	if err := v.ext.ExtensionsV1alpha1().SandboxClaims(v.ns).Delete(ctx, b.id, metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("claim: %w", err))
+	}
+	if err := v.agents.AgentsV1alpha1().Sandboxes(v.ns).Delete(ctx, b.id, metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("sandbox: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("kubernetes: release box %s: %w", b.id, err)
+	}
+	return nil
 }
 
 // waitSandbox waits for the Sandbox a claim makes, failing with the
