@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -215,5 +216,47 @@ func TestProvider_KubernetesStandbyPool(t *testing.T) {
 	}
 	if out := kubetest.Kubectl(t, "get", "secret/"+kubernetes.StandbySecret(name), "--ignore-not-found", "-o", "name"); len(out) != 0 {
 		t.Errorf("the pool's Secret remains after DeletePool: %s", out)
+	}
+}
+
+// TestProvider_KubernetesStandbyPoolAtOnce: creates made at once on a
+// standby pool of as many pods each get a pod of their own, although
+// agent-sandbox may adopt one pod for two of the claims.
+func TestProvider_KubernetesStandbyPoolAtOnce(t *testing.T) {
+	f := setup(t)
+	const n = 4
+	p, _, name := kubeStandbyPool(t, f, n)
+	envs := make([]*sandbox.Environment, n)
+	var wg sync.WaitGroup
+	for i := range envs {
+		wg.Go(func() {
+			e, err := p.Create(t.Context(), sandbox.CreateRequest{Profile: claude, Lifetime: 5 * time.Minute})
+			if err != nil {
+				t.Errorf("create %d: %v", i, err)
+				return
+			}
+			envs[i] = e
+		})
+	}
+	wg.Wait()
+	pods := map[string]bool{}
+	for _, e := range envs {
+		if e == nil {
+			continue
+		}
+		t.Cleanup(func() { _ = e.Destroy(context.Background()) })
+		pod := e.Box().(*kubernetes.Box).Pod()
+		if pods[pod] || !strings.HasPrefix(pod, name+"-") {
+			t.Errorf("box %s runs in pod %s: taken twice, or not the pool's", e.Box().ID(), pod)
+		}
+		pods[pod] = true
+	}
+	for _, e := range envs {
+		if e == nil {
+			continue
+		}
+		if text, _, err := turn(t.Context(), e, provider.Turn{Prompt: "Say hello."}); err != nil || !strings.Contains(text, replyText) {
+			t.Errorf("turn in %s = %q, %v", e.Box().ID(), text, err)
+		}
 	}
 }
