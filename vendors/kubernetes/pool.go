@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -374,43 +375,32 @@ func (v *Vendor) claimOnce(ctx context.Context, meta metav1.ObjectMeta, shutdown
 // ownPod makes the pod the Sandbox sb adopted for the claim uid the
 // Sandbox's own, unless another claim adopted it after (errLostPod). The
 // claim that adopted a pod last is the one it names, and it keeps the
-// pod: it makes its Sandbox the pod's controller, in place of any other
-// (a write conditional on the pod it read), after which no claim adopts
-// the pod any more. It reports whether the pod is ready.
+// pod: in one JSON patch, applied only while the pod still names the
+// claim, its Sandbox becomes the pod's controller in place of any other,
+// after which no claim adopts the pod any more. It reports whether the
+// pod is ready.
 func (v *Vendor) ownPod(ctx context.Context, b *Box, sb *agentsv1.Sandbox, uid types.UID) (bool, error) {
+	own := metav1.NewControllerRef(sb, agentsv1.GroupVersion.WithKind("Sandbox"))
+	// Blocking the owner's deletion would need the right to set the
+	// Sandbox's finalizers.
+	own.BlockOwnerDeletion = nil
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/labels/" + strings.ReplaceAll(extv1.SandboxIDLabel, "/", "~1"), "value": string(uid)},
+		{"op": "add", "path": "/metadata/ownerReferences", "value": []metav1.OwnerReference{*own}},
+	})
+	if err != nil {
+		return false, err
+	}
 	pods := v.core.CoreV1().Pods(v.ns)
-	for range 10 {
-		pod, err := pods.Get(ctx, b.pod, metav1.GetOptions{})
-		if err != nil {
-			return false, fmt.Errorf("kubernetes: adopted pod %s: %w", b.pod, err)
-		}
-		if pod.Labels[extv1.SandboxIDLabel] != string(uid) {
-			return false, errLostPod
-		}
-		if ref := metav1.GetControllerOf(pod); ref != nil && ref.UID == sb.UID {
-			return podReady(pod), nil
-		}
-		refs := []metav1.OwnerReference{}
-		for _, r := range pod.OwnerReferences {
-			if r.Controller == nil || !*r.Controller {
-				refs = append(refs, r)
-			}
-		}
-		own := metav1.NewControllerRef(sb, agentsv1.GroupVersion.WithKind("Sandbox"))
-		// Blocking the owner's deletion would need the right to set
-		// the Sandbox's finalizers.
-		own.BlockOwnerDeletion = nil
-		pod.OwnerReferences = append(refs, *own)
-		pod, err = pods.Update(ctx, pod, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			continue
-		}
-		if err != nil {
-			return false, fmt.Errorf("kubernetes: adopted pod %s: %w", b.pod, err)
-		}
+	pod, err := pods.Patch(ctx, b.pod, types.JSONPatchType, patch, metav1.PatchOptions{})
+	if err == nil {
 		return podReady(pod), nil
 	}
-	return false, fmt.Errorf("kubernetes: adopted pod %s: changed under every write", b.pod)
+	// A failed test is an error like any other: the pod tells which.
+	if cur, gerr := pods.Get(ctx, b.pod, metav1.GetOptions{}); gerr == nil && cur.Labels[extv1.SandboxIDLabel] != string(uid) {
+		return false, errLostPod
+	}
+	return false, fmt.Errorf("kubernetes: adopted pod %s: %w", b.pod, err)
 }
 
 // release gives up a claimed box whose pod is another claim's: its claim
