@@ -32,6 +32,10 @@ type Provider struct {
 	// standbys are the boxes this provider booted for a pool, by id, so
 	// that a claim in this process needs no vendor call to reach one.
 	standbys sync.Map
+	// pinned holds the harnesses whose pin a box of the vendor's own
+	// standby pool passed: its pods run this provider's image, so the
+	// next claims need not ask again.
+	pinned sync.Map
 }
 
 // New returns a Provider. It makes no vendor call.

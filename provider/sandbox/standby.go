@@ -358,8 +358,8 @@ func (p *Provider) StandbyEnv(harness string) (map[string]string, error) {
 // claimVendorStandby makes req's environment in a box of the vendor's own
 // standby pool (vendors.StandbyPooler), whose bridge runs from the box's
 // start: the vendor's claim (PhaseVendorClaim), then the handover
-// (PhaseClaim: the bridge's /health and pin, one claim request) and the
-// environment. ok is false when the vendor has no such pool for the
+// (PhaseClaim: on the provider's first claim of the harness the bridge's
+// /health and pin, then one claim request) and the environment. ok is false when the vendor has no such pool for the
 // request: create the box.
 func (p *Provider) claimVendorStandby(ctx context.Context, t *timeline, req CreateRequest, h *pins.Harness, spec vendors.CreateSpec) (*Environment, bool, error) {
 	sp, ok := p.o.Vendor.(vendors.StandbyPooler)
@@ -386,10 +386,15 @@ func (p *Provider) claimVendorStandby(ctx context.Context, t *timeline, req Crea
 			err = fmt.Errorf("bridge endpoint: %w", err)
 		}
 		claim := p.newClaim(req, deadline)
-		// One connection through the endpoint carries both requests.
+		// One connection through the endpoint carries both requests. A
+		// pool's pod is ready only once its bridge answered /health
+		// with its backend ready; the pin of this provider's image is
+		// checked on the first claim of each harness.
 		client := ep.Client()
-		if err == nil {
-			err = p.standbyReady(pctx, client, ep.URL, h)
+		if _, ok := p.pinned.Load(h.Name); err == nil && !ok {
+			if err = p.standbyReady(pctx, client, ep.URL, h); err == nil {
+				p.pinned.Store(h.Name, true)
+			}
 		}
 		if err == nil {
 			err = postClaim(pctx, client, ep.URL, rec, claim)
