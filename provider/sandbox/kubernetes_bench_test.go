@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -98,4 +99,48 @@ func (v *timedVendor) total() time.Duration {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.sum
+}
+
+// benchKubeStandbyClaims is BenchmarkPoolClaim's impl=agent-sandbox: rounds
+// of conc Creates at once, each a claim of a standby warm pool of conc pods
+// (refilled and ready before each round, untimed), with a personal env.
+// Beside the claim latency it reports the medians of its two parts:
+// bind-p50-ms, agent-sandbox's claim to the bound pod (PhaseVendorClaim),
+// and handover-p50-ms, the bridge's health, pin and claim request
+// (PhaseClaim).
+func benchKubeStandbyClaims(b *testing.B, f *fixture, rounds, conc int) {
+	p, kv, name := kubeStandbyPool(b, f, int32(conc))
+	var mu sync.Mutex
+	var bind, handover []time.Duration
+	for b.Loop() {
+		lat := claimRounds(b, rounds, conc, func() { waitKubePool(b, kv, name) }, func(ctx context.Context) (*sandbox.Environment, error) {
+			e, err := p.Create(ctx, sandbox.CreateRequest{Profile: claude, Env: map[string]string{"SECRET": randText()}})
+			if err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, ph := range e.Timings() {
+				switch ph.Name {
+				case sandbox.PhaseVendorClaim:
+					bind = append(bind, ph.Duration)
+				case sandbox.PhaseClaim:
+					handover = append(handover, ph.Duration)
+				case sandbox.PhaseVendor:
+					b.Errorf("box %s was created, not claimed", e.Box().ID())
+				}
+			}
+			return e, nil
+		})
+		reportLatency(b, lat)
+	}
+	median := func(d []time.Duration) float64 {
+		if len(d) == 0 {
+			return 0
+		}
+		slices.Sort(d)
+		return float64(d[len(d)/2].Microseconds()) / 1000
+	}
+	b.ReportMetric(median(bind), "bind-p50-ms")
+	b.ReportMetric(median(handover), "handover-p50-ms")
 }

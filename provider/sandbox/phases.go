@@ -18,9 +18,15 @@ var tracer = tracing.Tracer("provider/sandbox")
 const (
 	PhaseChecks = "checks"
 	PhaseVendor = "vendor.create"
+	// PhaseVendorClaim is the claim of a box of the vendor's own standby
+	// pool (vendors.StandbyPooler): with the vendor's pool, it comes
+	// before PhaseClaim instead of PhaseVendor.
+	PhaseVendorClaim = "vendor.claim"
 	// PhaseClaim stands for the vendor create, the spawn, the endpoint,
 	// the health wait and the pin check of a box claimed from a pool
-	// (Provider.Claim): the handover of its secrets to its standby bridge.
+	// (Provider.Claim): the handover of its secrets to its standby bridge;
+	// after PhaseVendorClaim, the bridge's health and pin check and the
+	// handover.
 	PhaseClaim    = "pool.claim"
 	PhaseSpawn    = "spawn"
 	PhaseEndpoint = "endpoint"

@@ -19,6 +19,8 @@ import (
 // (impl=baseline), at 1 and 10 claims at once. One op is a number of
 // rounds of conc claims, the pool refilled between rounds (untimed as far
 // as the metrics go); it reports the median and p99 claim latency in ms.
+// On Kubernetes, impl=agent-sandbox claims from a standby warm pool of
+// the cluster's own (benchKubeStandbyClaims).
 func BenchmarkPoolClaim(b *testing.B) {
 	f := setup(b)
 	for _, tg := range f.targets(b) {
@@ -46,6 +48,11 @@ func BenchmarkPoolClaim(b *testing.B) {
 					reportLatency(b, lat)
 				}
 			})
+			if tg.name == "kubernetes" {
+				b.Run(tg.name+"/conc="+strconv.Itoa(conc)+"/impl=agent-sandbox", func(b *testing.B) {
+					benchKubeStandbyClaims(b, f, rounds, conc)
+				})
+			}
 		}
 	}
 }

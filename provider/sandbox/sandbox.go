@@ -32,6 +32,10 @@ type Provider struct {
 	// standbys are the boxes this provider booted for a pool, by id, so
 	// that a claim in this process needs no vendor call to reach one.
 	standbys sync.Map
+	// pinned holds the harnesses whose pin a box of the vendor's own
+	// standby pool passed: its pods run this provider's image, so the
+	// next claims need not ask again.
+	pinned sync.Map
 }
 
 // New returns a Provider. It makes no vendor call.
@@ -150,6 +154,12 @@ func (p *Provider) Create(ctx context.Context, req CreateRequest) (_ *Environmen
 	span.SetAttributes(attribute.String("boxctl.run_tag", spec.RunTag))
 	log := p.o.Logger.With("vendor", p.o.Vendor.Name(), "run", spec.RunTag)
 	start := time.Now()
+	if env, ok, err := p.claimVendorStandby(ctx, t, req, h, spec); ok || err != nil {
+		if err == nil {
+			log.Debug("environment claimed from the vendor's pool", "box", env.Box().ID(), "took", time.Since(start))
+		}
+		return env, err
+	}
 	vctx, end := t.start(ctx, PhaseVendor)
 	box, err := p.o.Vendor.Create(vctx, spec)
 	end(err)

@@ -297,14 +297,28 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 		end(err)
 		return nil, err
 	}
-	secs, _ := strconv.ParseInt(boxmeta.FormatDeadline(deadline), 10, 64)
-	claim := wire.Claim{Bearer: newSecret(), RouterURL: p.o.Router.URL, RouterKey: p.o.Router.Key, Env: req.Env,
-		Metadata: req.Metadata, Labels: req.Labels, Deadline: secs}
-	err = postClaim(pctx, ep, rec, claim)
+	claim := p.newClaim(req, deadline)
+	client := ep.Client()
+	err = postClaim(pctx, client, ep.URL, rec, claim)
+	client.CloseIdleConnections()
 	end(err)
 	if err != nil {
 		return nil, err
 	}
+	return p.afterClaim(ctx, t, box, ep, rec, req, h, claim)
+}
+
+// newClaim is the handover of req's environment, ending at deadline, with
+// a fresh bearer.
+func (p *Provider) newClaim(req CreateRequest, deadline time.Time) wire.Claim {
+	secs, _ := strconv.ParseInt(boxmeta.FormatDeadline(deadline), 10, 64)
+	return wire.Claim{Bearer: newSecret(), RouterURL: p.o.Router.URL, RouterKey: p.o.Router.Key, Env: req.Env,
+		Metadata: req.Metadata, Labels: req.Labels, Deadline: secs}
+}
+
+// afterClaim makes the environment of a box whose bridge took claim: the
+// workspace is cloned, then the provider environment attached.
+func (p *Provider) afterClaim(ctx context.Context, t *timeline, box vendors.Box, ep vendors.Endpoint, rec StandbyRecord, req CreateRequest, h *pins.Harness, claim wire.Claim) (*Environment, error) {
 	p.emit(Event{Type: EventClaimed, BoxID: box.ID(), RunTag: rec.RunTag})
 	// A workspace is cloned after the handover, as a cold create clones
 	// after the bridge is ready.
@@ -317,9 +331,9 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 		}
 	}
 	ref := Reference{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Endpoint: ep.URL, Bearer: claim.Bearer, Harness: h.Name,
-		Profile: req.Profile, Env: req.Env, Metadata: req.Metadata, RunTag: rec.RunTag, Deadline: time.Unix(secs, 0),
+		Profile: req.Profile, Env: req.Env, Metadata: req.Metadata, RunTag: rec.RunTag, Deadline: time.Unix(claim.Deadline, 0),
 		EnvironmentKey: "box-" + strings.ToLower(newSecret()[:24])}
-	pctx, end = t.start(ctx, PhaseAttach)
+	pctx, end := t.start(ctx, PhaseAttach)
 	e, err := p.attach(pctx, box, ep, ref, h)
 	end(err)
 	if err != nil {
@@ -330,19 +344,102 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 	return e, nil
 }
 
-func postClaim(ctx context.Context, ep vendors.Endpoint, rec StandbyRecord, claim wire.Claim) error {
+// StandbyEnv is the environment of a standby bridge of harness: what a
+// vendor's own standby pool (vendors.StandbyPooler) starts its bridges
+// with, beside BridgePort and Workspace.
+func (p *Provider) StandbyEnv(harness string) (map[string]string, error) {
+	h, ok := p.o.Pins.Harness(harness)
+	if !ok {
+		return nil, fmt.Errorf("standby env: harness %q: %w", harness, pins.ErrUnknownHarness)
+	}
+	return p.standbyEnv(h), nil
+}
+
+// claimVendorStandby makes req's environment in a box of the vendor's own
+// standby pool (vendors.StandbyPooler), whose bridge runs from the box's
+// start: the vendor's claim (PhaseVendorClaim), then the handover
+// (PhaseClaim: on the provider's first claim of the harness the bridge's
+// /health and pin, then one claim request) and the environment. ok is false when the vendor has no such pool for the
+// request: create the box.
+func (p *Provider) claimVendorStandby(ctx context.Context, t *timeline, req CreateRequest, h *pins.Harness, spec vendors.CreateSpec) (*Environment, bool, error) {
+	sp, ok := p.o.Vendor.(vendors.StandbyPooler)
+	if !ok {
+		return nil, false, nil
+	}
+	deadline := time.Now().Add(spec.Lifetime)
+	vctx, end := t.start(ctx, PhaseVendorClaim)
+	box, token, ok, err := sp.ClaimStandby(vctx, spec, h.Name)
+	end(err)
+	if err != nil {
+		return nil, true, fmt.Errorf("create box: %w", err)
+	}
+	if !ok {
+		// No claim was made: the create's phases start at its vendor's.
+		t.phases = t.phases[:len(t.phases)-1]
+		return nil, false, nil
+	}
+	rec := StandbyRecord{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Harness: h.Name, RunTag: spec.RunTag, Token: token, Keeper: spec.Owner}
+	e, err := func() (*Environment, error) {
+		pctx, end := t.start(ctx, PhaseClaim)
+		ep, err := box.Endpoint(pctx, BridgePort)
+		if err != nil {
+			err = fmt.Errorf("bridge endpoint: %w", err)
+		}
+		claim := p.newClaim(req, deadline)
+		// One connection through the endpoint carries both requests. A
+		// pool's pod is ready only once its bridge answered /health
+		// with its backend ready; the pin of this provider's image is
+		// checked on the first claim of each harness.
+		client := ep.Client()
+		if _, ok := p.pinned.Load(h.Name); err == nil && !ok {
+			if err = p.standbyReady(pctx, client, ep.URL, h); err == nil {
+				p.pinned.Store(h.Name, true)
+			}
+		}
+		if err == nil {
+			err = postClaim(pctx, client, ep.URL, rec, claim)
+		}
+		client.CloseIdleConnections()
+		end(err)
+		if err != nil {
+			return nil, err
+		}
+		return p.afterClaim(ctx, t, box, ep, rec, req, h, claim)
+	}()
+	if err != nil {
+		err = p.cleanup(ctx, box, err)
+		p.emit(Event{Type: EventDestroyed, BoxID: box.ID(), RunTag: spec.RunTag, Reason: ReasonFailure, Detail: err.Error()})
+		return nil, true, err
+	}
+	e.watchIdle()
+	return e, true, nil
+}
+
+// standbyReady waits for the standby bridge at url to answer /health
+// with its backend ready and checks its version against the pin.
+func (p *Provider) standbyReady(ctx context.Context, client *http.Client, url string, h *pins.Harness) error {
+	health, err := healthWait{URL: url, Client: client, Backend: h.Name, Timeout: p.o.ReadyTimeout}.WaitUntilReady(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("wait for bridge: %w", err)
+	}
+	if !versionMatches(h, health.Version) {
+		return &PinMismatchError{Harness: h.Name, Pinned: h.Version, Reported: health.Version}
+	}
+	return nil
+}
+
+// postClaim posts claim to the standby bridge at url with rec's token.
+func postClaim(ctx context.Context, client *http.Client, url string, rec StandbyRecord, claim wire.Claim) error {
 	body, err := json.Marshal(claim)
 	if err != nil {
 		return fmt.Errorf("claim: %w", err)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL+wire.PathClaim, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url+wire.PathClaim, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("claim: %w", err)
 	}
 	hreq.Header.Set("Authorization", "Bearer "+rec.Token)
 	hreq.Header.Set("Content-Type", "application/json")
-	client := ep.Client()
-	defer client.CloseIdleConnections()
 	resp, err := client.Do(hreq)
 	if err != nil {
 		// The transport's error names the URL, never the body.

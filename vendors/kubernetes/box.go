@@ -26,6 +26,9 @@ type Box struct {
 	v         *Vendor
 	id        string // the Sandbox's name
 	pod       string // its pod's name
+	// ports are the box's exposed ports when this process claimed it
+	// (nil: read them from the Sandbox).
+	ports []int
 }
 
 var _ vendors.Box = (*Box)(nil)
@@ -292,13 +295,15 @@ func (b *Box) exec(ctx context.Context, op string, cmd []string, env map[string]
 // through the API server. The forward is the vendor's: it lasts until
 // Destroy or the vendor's Close.
 func (b *Box) Endpoint(ctx context.Context, port int) (vendors.Endpoint, error) {
-	info, err := b.Status(ctx)
-	if err != nil {
-		return vendors.Endpoint{}, fmt.Errorf("kubernetes: endpoint: %w", err)
-	}
-	ports, err := boxmeta.ParsePorts(info.Labels[boxmeta.LabelPorts])
-	if err != nil {
-		return vendors.Endpoint{}, fmt.Errorf("kubernetes: endpoint: %w", err)
+	ports := b.ports
+	if ports == nil {
+		info, err := b.Status(ctx)
+		if err != nil {
+			return vendors.Endpoint{}, fmt.Errorf("kubernetes: endpoint: %w", err)
+		}
+		if ports, err = boxmeta.ParsePorts(info.Labels[boxmeta.LabelPorts]); err != nil {
+			return vendors.Endpoint{}, fmt.Errorf("kubernetes: endpoint: %w", err)
+		}
 	}
 	if !slices.Contains(ports, port) {
 		return vendors.Endpoint{}, fmt.Errorf("kubernetes: box %s does not expose port %d", b.id, port)

@@ -31,6 +31,16 @@
 // asks for more than the template gives (an environment, resources, a
 // runtime) or another image gets a Sandbox of its own.
 //
+// A standby pool (PoolSpec.Standby) is one whose pods run the standby
+// bridge (box-bridge --standby) from their start and are ready once it
+// answers /health: no process is started in a box at its claim.
+// ClaimStandby (vendors.StandbyPooler) claims one for a harness and
+// returns it with the pool's token, which the caller hands the bridge its
+// secrets with (POST /v1/claim); the token is in the pool's Secret
+// (StandbySecret) only, copied by an init container to a memory volume
+// the bridge reads it from and removes, never in a pod spec or an env
+// var. Create claims only from a plain pool.
+//
 // # Processes and files
 //
 // Exec, Spawn, Read and Write run through the pod's exec subresource

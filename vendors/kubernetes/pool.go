@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,11 +35,17 @@ type PoolSpec struct {
 	// Resources are the boxes' limits; zero fields mean the vendor's
 	// defaults.
 	Resources vendors.Resources
+	// Standby, when set, makes the pool's pods run the standby bridge
+	// from their start, for ClaimStandby; its Secret is the pool's
+	// (StandbySecret), made with a random pool token when missing. Create
+	// claims only from a pool without it.
+	Standby *StandbySpec
 }
 
-// EnsurePool creates or updates the template and the warm pool of spec.
-// A pool's pods run until claimed (their init's lifetime is the longest a
-// box may have); a claimed box ends at its claim's shutdown time.
+// EnsurePool creates or updates the template and the warm pool of spec
+// (and a standby pool's Secret). A pool's pods run until claimed (their
+// init's lifetime is the longest a box may have); a claimed box ends at
+// its claim's shutdown time.
 func (v *Vendor) EnsurePool(ctx context.Context, spec PoolSpec) error {
 	if spec.Name == "" || spec.Image == "" || spec.Replicas < 0 {
 		return errors.New("kubernetes: pool: want a name, an image and replicas >= 0")
@@ -46,8 +53,21 @@ func (v *Vendor) EnsurePool(ctx context.Context, spec PoolSpec) error {
 	res := spec.Resources.Or(v.o.resources)
 	life := strconv.Itoa(int(vendors.MaxLifetime / time.Second))
 	podSpec := boxPodSpec(spec.Image, []corev1.EnvVar{{Name: boxmeta.EnvLifetime, Value: life}}, nil, v.resources(res), v.o.grace)
+	var annotations map[string]string
+	if s := spec.Standby; s != nil {
+		if s.Harness == "" {
+			return errors.New("kubernetes: pool: a standby pool wants a harness")
+		}
+		if err := v.ensureStandbySecret(ctx, spec.Name); err != nil {
+			return err
+		}
+		st := *s
+		st.Secret = StandbySecret(spec.Name)
+		podSpec = standbyPodSpec(podSpec, st)
+		annotations = map[string]string{HarnessAnnotation: s.Harness}
+	}
 	tmpl := &extv1.SandboxTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: map[string]string{boxmeta.LabelManaged: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: map[string]string{boxmeta.LabelManaged: "true"}, Annotations: annotations},
 		Spec: extv1.SandboxTemplateSpec{
 			PodTemplate: agentsv1.PodTemplate{Spec: podSpec},
 			// Boxes reach what their network allows; the vendor makes no
@@ -58,8 +78,16 @@ func (v *Vendor) EnsurePool(ctx context.Context, spec PoolSpec) error {
 	ext := v.ext.ExtensionsV1alpha1()
 	changed := false
 	if cur, err := ext.SandboxTemplates(v.ns).Get(ctx, spec.Name, metav1.GetOptions{}); err == nil {
-		if !equality.Semantic.DeepEqual(cur.Spec, tmpl.Spec) {
+		if !equality.Semantic.DeepEqual(cur.Spec, tmpl.Spec) || cur.Annotations[HarnessAnnotation] != annotations[HarnessAnnotation] {
 			cur.Spec, changed = tmpl.Spec, true
+			if cur.Annotations == nil {
+				cur.Annotations = map[string]string{}
+			}
+			if h := annotations[HarnessAnnotation]; h != "" {
+				cur.Annotations[HarnessAnnotation] = h
+			} else {
+				delete(cur.Annotations, HarnessAnnotation)
+			}
 			if _, err := ext.SandboxTemplates(v.ns).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 				return fmt.Errorf("kubernetes: pool %s: template: %w", spec.Name, err)
 			}
@@ -101,29 +129,14 @@ func (v *Vendor) EnsurePool(ctx context.Context, spec PoolSpec) error {
 // waitPoolGone waits until the pool named name (and, deleted in the
 // foreground, its pods) is gone.
 func (v *Vendor) waitPoolGone(ctx context.Context, name string) error {
-	return v.watchPool(ctx, name, nil)
-}
-
-// WaitPool waits until the pool named name has all its replicas ready.
-func (v *Vendor) WaitPool(ctx context.Context, name string) error {
-	return v.watchPool(ctx, name, func(p *extv1.SandboxWarmPool) bool { return p.Status.ReadyReplicas >= p.Spec.Replicas })
-}
-
-// watchPool watches the pool named name until ready reports it ready, or,
-// when ready is nil, until it is gone: a pool gone while ready is awaited
-// is an error.
-func (v *Vendor) watchPool(ctx context.Context, name string, ready func(*extv1.SandboxWarmPool) bool) error {
 	pools := v.ext.ExtensionsV1alpha1().SandboxWarmPools(v.ns)
 	for {
 		p, err := pools.Get(ctx, name, metav1.GetOptions{})
-		if ready == nil && apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("kubernetes: pool %s: %w", name, err)
-		}
-		if ready != nil && ready(p) {
-			return nil
 		}
 		w, err := pools.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: p.ResourceVersion})
 		if err != nil {
@@ -131,13 +144,6 @@ func (v *Vendor) watchPool(ctx context.Context, name string, ready func(*extv1.S
 		}
 		for ev := range w.ResultChan() {
 			if ev.Type == watch.Deleted {
-				w.Stop()
-				if ready == nil {
-					return nil
-				}
-				return fmt.Errorf("kubernetes: pool %s was deleted", name)
-			}
-			if p, ok := ev.Object.(*extv1.SandboxWarmPool); ok && ready != nil && ready(p) {
 				w.Stop()
 				return nil
 			}
@@ -149,8 +155,55 @@ func (v *Vendor) watchPool(ctx context.Context, name string, ready func(*extv1.S
 	}
 }
 
-// DeletePool deletes the pool and the template named name, and the
-// pool's idle pods with them; boxes claimed from it live on.
+// WaitPool waits until the pool named name has all its replicas ready:
+// as many ready pods of its own as it wants (its status lags a claim's
+// adoption of a pod).
+func (v *Vendor) WaitPool(ctx context.Context, name string) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		p, err := v.ext.ExtensionsV1alpha1().SandboxWarmPools(v.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("kubernetes: pool %s: %w", name, err)
+		}
+		n, err := v.poolReady(ctx, name)
+		if err != nil {
+			return err
+		}
+		if n >= int(p.Spec.Replicas) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kubernetes: pool %s: %d of %d ready: %w", name, n, p.Spec.Replicas, context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+}
+
+// poolReady counts the ready pods of the pool named name.
+func (v *Vendor) poolReady(ctx context.Context, name string) (int, error) {
+	l, err := v.core.CoreV1().Pods(v.ns).List(ctx, metav1.ListOptions{LabelSelector: poolPodLabel})
+	if err != nil {
+		return 0, fmt.Errorf("kubernetes: pool %s: pods: %w", name, err)
+	}
+	n := 0
+	for i := range l.Items {
+		ref := metav1.GetControllerOf(&l.Items[i])
+		if ref != nil && ref.Kind == "SandboxWarmPool" && ref.Name == name && podReady(&l.Items[i]) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// poolPodLabel is the label of every idle pod of a warm pool, which a
+// claim removes.
+const poolPodLabel = "agents.x-k8s.io/pool"
+
+// DeletePool deletes the pool, the template and the standby Secret named
+// after name, and the pool's idle pods with them; boxes claimed from it
+// live on.
 func (v *Vendor) DeletePool(ctx context.Context, name string) error {
 	bg := metav1.DeletePropagationBackground
 	ext := v.ext.ExtensionsV1alpha1()
@@ -159,6 +212,9 @@ func (v *Vendor) DeletePool(ctx context.Context, name string) error {
 		errs = append(errs, err)
 	}
 	if err := ext.SandboxTemplates(v.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	if err := v.core.CoreV1().Secrets(v.ns).Delete(ctx, StandbySecret(name), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -173,66 +229,197 @@ func claimable(spec vendors.CreateSpec) bool {
 	return len(spec.Env) == 0 && spec.Resources == (vendors.Resources{}) && spec.Runtime == ""
 }
 
-// poolImage returns the image of the vendor's pool template ("" when the
-// template is missing). It is read at each create: another process may
-// change the pool.
-func (v *Vendor) poolImage(ctx context.Context) (string, error) {
+// poolTemplate is what a create needs of the vendor's pool template.
+type poolTemplate struct {
+	image string
+	// harness is a standby pool's ("" for a plain pool).
+	harness string
+}
+
+// poolTemplate reads the vendor's pool template (zero when it is
+// missing). It is read at each create: another process may change the
+// pool.
+func (v *Vendor) poolTemplate(ctx context.Context) (poolTemplate, error) {
 	t, err := v.ext.ExtensionsV1alpha1().SandboxTemplates(v.ns).Get(ctx, v.o.pool, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", nil
+		return poolTemplate{}, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("kubernetes: pool template %s: %w", v.o.pool, err)
+		return poolTemplate{}, fmt.Errorf("kubernetes: pool template %s: %w", v.o.pool, err)
 	}
+	out := poolTemplate{harness: t.Annotations[HarnessAnnotation]}
 	for _, c := range t.Spec.PodTemplate.Spec.Containers {
 		if c.Name == ContainerName {
-			return c.Image, nil
+			out.image = c.Image
 		}
 	}
-	return "", nil
+	return out, nil
 }
 
 // claim makes a SandboxClaim on the vendor's pool for spec, when the
-// pool's template has spec's image (ok false otherwise: make a Sandbox),
-// and returns the box once its Sandbox is Ready. The controller names the
-// Sandbox after the claim and adopts an idle pod of the pool when there is
-// one; the claim's shutdown time ends both.
+// pool's template is a plain one with spec's image (ok false otherwise:
+// make a Sandbox), and returns the box once its Sandbox is Ready.
 func (v *Vendor) claim(ctx context.Context, spec vendors.CreateSpec, meta metav1.ObjectMeta, shutdown metav1.Time) (vendors.Box, bool, error) {
-	img, err := v.poolImage(ctx)
-	if err != nil || img != spec.Image {
+	t, err := v.poolTemplate(ctx)
+	if err != nil || t.image != spec.Image || t.harness != "" {
 		return nil, false, err
 	}
+	b, err := v.claimPool(ctx, meta, shutdown, false)
+	if err != nil {
+		return nil, true, err
+	}
+	return b, true, nil
+}
+
+// claimAttempts bounds the claims one create makes when the pods it
+// adopts turn out to be another claim's.
+const claimAttempts = 3
+
+// errLostPod is an adopted pod that another claim adopted too.
+var errLostPod = errors.New("the adopted pod is another claim's")
+
+// claimPool makes a SandboxClaim on the vendor's pool and returns the box
+// once its Sandbox is Ready. The controller names the Sandbox after the
+// claim and adopts an idle pod of the pool when there is one; the
+// Sandbox gets the box's labels and the claim's shutdown time, which end
+// both. With standby, an adopted pod that is ready makes the box ready
+// (the Sandbox's Ready condition, which follows, is not waited for), and
+// a port-forward connection to each of the box's ports is dialed
+// meanwhile, for the caller's first request.
+//
+// agent-sandbox (v0.2.1) may adopt one idle pod for two claims made at
+// once: a pod it adopted has no controller until the Sandbox controller
+// gives it one, and so stays a candidate. The claim the pod names makes
+// it its own (ownPod); one that lost it gives its claim and Sandbox up,
+// the pod left to the other, and claims anew.
+func (v *Vendor) claimPool(ctx context.Context, meta metav1.ObjectMeta, shutdown metav1.Time, standby bool) (*Box, error) {
+	for i := 1; ; i++ {
+		b, err := v.claimOnce(ctx, meta, shutdown, standby)
+		if !errors.Is(err, errLostPod) || i == claimAttempts {
+			return b, err
+		}
+		v.o.logger.Debug("kubernetes claim lost its pod to another claim", "id", meta.Name, "attempt", i)
+		meta.Name = boxName(meta.Labels[boxmeta.LabelRunTag])
+	}
+}
+
+func (v *Vendor) claimOnce(ctx context.Context, meta metav1.ObjectMeta, shutdown metav1.Time, standby bool) (*Box, error) {
 	c := &extv1.SandboxClaim{ObjectMeta: meta, Spec: extv1.SandboxClaimSpec{
 		TemplateRef: extv1.SandboxTemplateRef{Name: v.o.pool},
 		Lifecycle:   &extv1.Lifecycle{ShutdownTime: &shutdown, ShutdownPolicy: extv1.ShutdownPolicyDelete},
 	}}
 	claims := v.ext.ExtensionsV1alpha1().SandboxClaims(v.ns)
-	if _, err := claims.Create(ctx, c, metav1.CreateOptions{}); err != nil {
+	made, err := claims.Create(ctx, c, metav1.CreateOptions{})
+	if err != nil {
 		if derr := v.deleteByName(context.WithoutCancel(ctx), meta.Name); derr != nil {
-			return nil, true, &vendors.CleanupError{Vendor: Name, BoxID: meta.Name, Err: errors.Join(fmt.Errorf("kubernetes: claim a box of pool %s: %w", v.o.pool, err), derr)}
+			return nil, &vendors.CleanupError{Vendor: Name, BoxID: meta.Name, Err: errors.Join(fmt.Errorf("kubernetes: claim a box of pool %s: %w", v.o.pool, err), derr)}
 		}
-		return nil, true, fmt.Errorf("kubernetes: claim a box of pool %s: %w", v.o.pool, v.mapErr(err, ""))
+		return nil, fmt.Errorf("kubernetes: claim a box of pool %s: %w", v.o.pool, v.mapErr(err, ""))
 	}
 	b := v.box(meta.Name, meta.Name)
 	sb, err := v.waitSandbox(ctx, meta.Name)
 	if err != nil {
-		return nil, true, v.failCreate(ctx, b, err)
+		return nil, v.failCreate(ctx, b, err)
 	}
 	b.pod = podName(sb)
+	ports, err := boxmeta.ParsePorts(meta.Labels[boxmeta.LabelPorts])
+	if err != nil {
+		return nil, v.failCreate(ctx, b, err)
+	}
+	b.ports = ports
+	if standby {
+		for _, port := range ports {
+			if f, err := v.forward(b, port); err == nil {
+				f.prime()
+			}
+		}
+	}
 	// The controller makes the Sandbox bare: give it the box's labels so
-	// that List and gc find it like any other.
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": meta.Labels, "annotations": meta.Annotations}})
-	if err == nil {
-		sb, err = v.agents.AgentsV1alpha1().Sandboxes(v.ns).Patch(ctx, meta.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	// that List and gc find it like any other, and the claim's end.
+	patched := make(chan error, 1)
+	go func() {
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"labels": meta.Labels, "annotations": meta.Annotations},
+			"spec":     map[string]any{"shutdownTime": shutdown, "shutdownPolicy": agentsv1.ShutdownPolicyDelete},
+		})
+		if err == nil {
+			_, err = v.agents.AgentsV1alpha1().Sandboxes(v.ns).Patch(ctx, meta.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		}
+		patched <- err
+	}()
+	ready := false
+	if b.pod != b.id {
+		ready, err = v.ownPod(ctx, b, sb, made.UID)
+	}
+	if perr := <-patched; err == nil && perr != nil {
+		err = fmt.Errorf("kubernetes: label claimed box %s: %w", meta.Name, perr)
+	}
+	if errors.Is(err, errLostPod) {
+		if rerr := v.release(context.WithoutCancel(ctx), b); rerr != nil {
+			return nil, &vendors.CleanupError{Vendor: Name, BoxID: b.id, Err: errors.Join(err, rerr)}
+		}
+		return nil, err
 	}
 	if err != nil {
-		return nil, true, v.failCreate(ctx, b, fmt.Errorf("kubernetes: label claimed box %s: %w", meta.Name, err))
+		return nil, v.failCreate(ctx, b, err)
 	}
-	if err := b.waitReady(ctx); err != nil {
-		return nil, true, v.failCreate(ctx, b, err)
+	if !standby || !ready {
+		if err := b.waitReady(ctx); err != nil {
+			return nil, v.failCreate(ctx, b, err)
+		}
 	}
 	v.o.logger.Debug("kubernetes box claimed", "id", meta.Name, "pod", b.pod, "pool", v.o.pool)
-	return b, true, nil
+	return b, nil
+}
+
+// ownPod makes the pod the Sandbox sb adopted for the claim uid the
+// Sandbox's own, unless another claim adopted it after (errLostPod). The
+// claim that adopted a pod last is the one it names, and it keeps the
+// pod: in one JSON patch, applied only while the pod still names the
+// claim, its Sandbox becomes the pod's controller in place of any other,
+// after which no claim adopts the pod any more. It reports whether the
+// pod is ready.
+func (v *Vendor) ownPod(ctx context.Context, b *Box, sb *agentsv1.Sandbox, uid types.UID) (bool, error) {
+	own := metav1.NewControllerRef(sb, agentsv1.GroupVersion.WithKind("Sandbox"))
+	// Blocking the owner's deletion would need the right to set the
+	// Sandbox's finalizers.
+	own.BlockOwnerDeletion = nil
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/labels/" + strings.ReplaceAll(extv1.SandboxIDLabel, "/", "~1"), "value": string(uid)},
+		{"op": "add", "path": "/metadata/ownerReferences", "value": []metav1.OwnerReference{*own}},
+	})
+	if err != nil {
+		return false, err
+	}
+	pods := v.core.CoreV1().Pods(v.ns)
+	pod, err := pods.Patch(ctx, b.pod, types.JSONPatchType, patch, metav1.PatchOptions{})
+	if err == nil {
+		return podReady(pod), nil
+	}
+	// A failed test is an error like any other: the pod tells which.
+	if cur, gerr := pods.Get(ctx, b.pod, metav1.GetOptions{}); gerr == nil && cur.Labels[extv1.SandboxIDLabel] != string(uid) {
+		return false, errLostPod
+	}
+	return false, fmt.Errorf("kubernetes: adopted pod %s: %w", b.pod, err)
+}
+
+// release gives up a claimed box whose pod is another claim's: its claim
+// and Sandbox go, orphaning what they own (the claim's deletion would
+// otherwise take the Sandbox, and the Sandbox's the pod).
+func (v *Vendor) release(ctx context.Context, b *Box) error {
+	v.stopForwards(b.id)
+	orphan := metav1.DeletePropagationOrphan
+	var errs []error
+	if err := v.ext.ExtensionsV1alpha1().SandboxClaims(v.ns).Delete(ctx, b.id, metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("claim: %w", err))
+	}
+	if err := v.agents.AgentsV1alpha1().Sandboxes(v.ns).Delete(ctx, b.id, metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("sandbox: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("kubernetes: release box %s: %w", b.id, err)
+	}
+	return nil
 }
 
 // waitSandbox waits for the Sandbox a claim makes, failing with the
@@ -318,6 +505,19 @@ func (v *Vendor) waitSandbox(ctx context.Context, name string) (*agentsv1.Sandbo
 			return sb, err
 		}
 	}
+}
+
+// podReady reports whether pod runs and is ready.
+func podReady(pod *corev1.Pod) bool {
+	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // deleteClaim deletes a claim; one already gone is not an error.

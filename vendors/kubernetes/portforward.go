@@ -38,6 +38,9 @@ type forwarder struct {
 	conns  map[httpstream.Connection]bool
 	closed bool
 	wg     sync.WaitGroup
+	// spare receives the port-forward connection prime dialed ahead for
+	// the next local connection (nil when that dial failed).
+	spare chan httpstream.Connection
 }
 
 // forward returns the vendor's forwarder to port of b's pod, starting one
@@ -135,6 +138,42 @@ func (f *forwarder) serve() {
 	}
 }
 
+// prime dials a port-forward connection ahead, in the background, for
+// the next local connection: a box about to be called (a claimed one)
+// then waits for no dial.
+func (f *forwarder) prime() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.spare != nil || f.closed {
+		return
+	}
+	ch := make(chan httpstream.Connection, 1)
+	f.spare = ch
+	go func() {
+		conn, err := f.dial()
+		if err != nil {
+			f.log.Debug("port-forward: prime", "err", err)
+			conn = nil
+		}
+		ch <- conn
+	}()
+}
+
+// take returns the primed connection, else a new one; the caller closes
+// it with release.
+func (f *forwarder) take() (httpstream.Connection, error) {
+	f.mu.Lock()
+	ch := f.spare
+	f.spare = nil
+	f.mu.Unlock()
+	if ch != nil {
+		if conn := <-ch; conn != nil {
+			return conn, nil
+		}
+	}
+	return f.dial()
+}
+
 // dial opens a port-forward connection, which the caller closes with
 // release.
 func (f *forwarder) dial() (httpstream.Connection, error) {
@@ -170,7 +209,7 @@ func (f *forwarder) release(conn httpstream.Connection) {
 // handle carries one local connection over a pair of streams (error and
 // data), as the port-forward protocol has it.
 func (f *forwarder) handle(c net.Conn) error {
-	conn, err := f.dial()
+	conn, err := f.take()
 	if err != nil {
 		return err
 	}
