@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/conformance/internal/cutproxy"
+	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/emukit"
 )
 
 // Chaos selects the chaos family (Options.Chaos): live turns while faults
@@ -43,7 +45,25 @@ const (
 	FaultKill   = "kill"   // kill -9 of the serving bridge in the box
 	FaultCaller = "caller" // the calling process killed and replaced
 	FaultMixed  = "mixed"  // drop, kill and caller at random
+	FaultVendor = "vendor" // the vendor's control plane fails calls (429, 5xx, a lost create)
 )
+
+// FaultSwitch is an emulator's control-plane fault switch and its count
+// (the E2B and Daytona emulators): the chaos.vendor case turns faults on
+// while turns stream. Target.Faults.
+type FaultSwitch interface {
+	SetFaults(emukit.Faults) error
+	FaultCounts() emukit.Counts
+}
+
+// vendorFaults are the chaos.vendor case's control-plane faults: 30% of
+// calls fail, 429 or 5xx, half the failed creates and deletes taking
+// effect first (a lost create).
+var vendorFaults = emukit.Faults{ErrorRate: 0.3, LostRate: 0.5, RetryAfter: 20 * time.Millisecond}
+
+// vendorSideLabel marks the boxes the chaos.vendor case makes and
+// destroys while its turns stream.
+const vendorSideLabel = "conformance-chaos-side"
 
 // ChaosStats are a chaos case's figures.
 type ChaosStats struct {
@@ -60,6 +80,9 @@ type ChaosStats struct {
 	Duplicated int `json:"duplicated" jsonschema:"minimum=0"`
 	Mismatched int `json:"mismatched" jsonschema:"minimum=0"`
 	Unfinished int `json:"unfinished" jsonschema:"minimum=0"`
+	// Leaked are boxes the case made that were left after its gc (the
+	// vendor case's boxes made under control-plane faults).
+	Leaked int `json:"leaked,omitempty" jsonschema:"minimum=0"`
 	// Resumes is how many times the client resumed from its cursor;
 	// ResumeP50Ms and ResumeP99Ms the time from noticing the cut to the
 	// resumed stream's first event (or its end).
@@ -84,7 +107,7 @@ func (s *ChaosStats) finish() {
 }
 
 func (s *ChaosStats) clean() bool {
-	return s.Lost == 0 && s.Duplicated == 0 && s.Mismatched == 0 && s.Unfinished == 0
+	return s.Lost == 0 && s.Duplicated == 0 && s.Mismatched == 0 && s.Unfinished == 0 && s.Leaked == 0
 }
 
 func chaosCases() []Case {
@@ -94,6 +117,7 @@ func chaosCases() []Case {
 		{FaultIdle, "a proxy that cuts idle connections between client and box: no event lost or repeated, every run terminal"},
 		{FaultKill, "kill -9 of the serving bridge in the box: it restarts, runs end terminal, readers resume from their cursor"},
 		{FaultCaller, "the calling process killed and replaced: the new one reads every event from the persisted reference"},
+		{FaultVendor, "429s, 5xx and lost creates on the vendor's control plane while turns stream and boxes come and go: no event lost, no box left"},
 		{FaultMixed, "cuts, bridge kills and caller replacements at random: no event lost or repeated, every run terminal"},
 	} {
 		out = append(out, Case{ID: "chaos." + k.kind, Description: k.desc, Timeout: time.Hour, run: chaosCase(k.kind)})
@@ -120,6 +144,9 @@ func chaosCase(kind string) func(c *caseCtx) error {
 			return skip("local", "the chaos family paces its turns with the local model endpoint")
 		}
 		ch := c.r.o.Chaos
+		if kind == FaultVendor && c.r.t.Faults == nil {
+			return skip("faults", "the target's control plane has no fault switch (an emulator's)")
+		}
 		// Its kills come faster than a crash loop's bound (5 within a
 		// minute): the box's supervisor counts crashes within 2 s, so a
 		// bridge that cannot start is still caught.
@@ -148,6 +175,11 @@ func chaosCase(kind string) func(c *caseCtx) error {
 		for st.Faults < ch.Faults && st.Runs < 3*ch.Faults+3 {
 			if err := rg.turn(c, kind, chaosPrompt(hold), st); err != nil {
 				st.finish()
+				return err
+			}
+		}
+		if kind == FaultVendor {
+			if err := c.vendorLeaks(st); err != nil {
 				return err
 			}
 		}
@@ -455,6 +487,10 @@ func (in *injector) start() (stop func()) {
 			<-in.stop
 			return
 		}
+		if in.kind == FaultVendor {
+			in.vendor()
+			return
+		}
 		// The faults land in the run's stream: from its first event on.
 		select {
 		case <-in.stop:
@@ -553,4 +589,90 @@ func (c *caseCtx) chaosStats() *ChaosStats {
 	st := *c.chaos
 	st.resumes = nil
 	return &st
+}
+
+// vendor turns the target's control-plane faults on until the injector
+// stops, and meanwhile makes and destroys boxes and asks for the serving
+// box and its endpoint, as callers do while turns stream. The faults are
+// the calls the control plane failed.
+func (in *injector) vendor() {
+	fs := in.c.r.t.Faults
+	before := fs.FaultCounts()
+	if err := fs.SetFaults(vendorFaults); err != nil {
+		in.c.log.Warn("set the control plane's faults", "err", err)
+		return
+	}
+	defer func() {
+		_ = fs.SetFaults(emukit.Faults{})
+		n := fs.FaultCounts()
+		in.st.Faults += int(n.Throttled + n.Failed - before.Throttled - before.Failed)
+	}()
+	v := in.c.r.t.Vendor
+	id := in.rg.env.Reference().BoxID
+	for i := 0; ; i++ {
+		select {
+		case <-in.stop:
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(in.c.ctx, time.Minute)
+		if _, err := v.Connect(ctx, id); err != nil {
+			in.c.log.Debug("get the serving box under faults", "err", err)
+		}
+		if _, err := in.rg.env.Box().Endpoint(ctx, sandbox.BridgePort); err != nil {
+			in.c.log.Debug("the endpoint under faults", "err", err)
+		}
+		box, err := v.Create(ctx, vendors.CreateSpec{Image: in.c.r.t.Image, Lifetime: 10 * time.Minute, RunTag: in.c.runTag,
+			Labels: map[string]string{vendorSideLabel: strconv.Itoa(i)}})
+		if err == nil {
+			if err := box.Destroy(ctx); err != nil {
+				in.c.log.Debug("destroy under faults", "err", err)
+			}
+		}
+		cancel()
+	}
+}
+
+// vendorLeaks counts the side boxes of the vendor case left with the
+// faults off, destroys them (the case's gc), and counts those left
+// after: a box the gc cannot remove, or one made twice by one create,
+// leaked.
+func (c *caseCtx) vendorLeaks(st *ChaosStats) error {
+	v := c.r.t.Vendor
+	filter := map[string]string{boxmeta.LabelRunTag: c.runTag}
+	desc := c.step("Vendor.List(run tag %s) after the faults", c.runTag)
+	left, err := v.List(c.ctx, filter)
+	if err != nil {
+		return failErr(desc, "the case's boxes", err)
+	}
+	per := map[string]int{}
+	for _, b := range left {
+		if k, ok := b.Labels[vendorSideLabel]; ok {
+			per[k]++
+		}
+	}
+	before := 0
+	for _, n := range per {
+		before += n
+		st.Leaked += n - 1 // two boxes of one create
+	}
+	for _, b := range left {
+		if _, ok := b.Labels[vendorSideLabel]; !ok {
+			continue
+		}
+		if box, err := v.Connect(c.ctx, b.ID); err == nil {
+			_ = box.Destroy(c.ctx)
+		}
+	}
+	after, err := v.List(c.ctx, filter)
+	if err != nil {
+		return failErr(desc, "the case's boxes", err)
+	}
+	for _, b := range after {
+		if _, ok := b.Labels[vendorSideLabel]; ok {
+			st.Leaked++
+		}
+	}
+	c.note("vendor: %d side boxes left by failed calls before the gc, %d leaked", before, st.Leaked)
+	return nil
 }

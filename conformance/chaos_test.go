@@ -41,6 +41,9 @@ func TestChaos_Live(t *testing.T) {
 			}
 			for _, res := range rep.Results {
 				st := res.Chaos
+				if res.Case == "chaos."+conformance.FaultVendor && tg.name == "docker" && res.Outcome == conformance.NotApplicable {
+					continue // no control plane to fail: the emulators run it
+				}
 				if res.Outcome != conformance.Pass || st == nil {
 					t.Errorf("%s = %s:\n%s\ncleanup: %v\nnotes: %v", res.Case, res.Outcome, evidence(res), res.Cleanup, res.Notes)
 					continue

@@ -52,7 +52,7 @@ func e2bTarget(t *testing.T, w *world, opts boxtest.Options) conformance.Target 
 		return append(out, raw...), err
 	}
 	return conformance.Target{Vendor: inspected{v, inspect}, Image: env.Template, ImageDigest: imageID(t, image),
-		Emulated: true, Local: w.local}
+		Emulated: true, Local: w.local, Faults: env.Server}
 }
 
 const daytonaKey = "dtn_conformance_test_key"
@@ -85,7 +85,7 @@ func daytonaTarget(t *testing.T, w *world, opts boxtest.Options) conformance.Tar
 		raw, err := w.docker.Inspect(ctx, cs[0].ID)
 		return append(out, raw...), err
 	}
-	return conformance.Target{Vendor: inspected{v, inspect}, Image: "box", ImageDigest: imageID(t, image), Emulated: true,
+	return conformance.Target{Vendor: inspected{v, inspect}, Image: "box", ImageDigest: imageID(t, image), Emulated: true, Faults: emu,
 		Local: w.local}
 }
 
