@@ -37,7 +37,7 @@
 // # Chaos
 //
 // Options.Chaos runs the chaos family instead (chaos.drop, chaos.idle,
-// chaos.kill, chaos.caller, chaos.mixed; `boxctl conformance --chaos
+// chaos.kill, chaos.caller, chaos.vendor, chaos.mixed; `boxctl conformance --chaos
 // --faults N`): live turns, paced by the local endpoint, while faults of
 // one kind (or mixed) are injected from each run's first event on: the
 // client's connection cut, a proxy (package internal/cutproxy) cutting
@@ -48,7 +48,14 @@
 // run ended, its stream is checked against a clean replay of the bridge's
 // store (same ids and payloads, none lost or repeated, the run terminal
 // with its result). Each result carries its ChaosStats: faults, runs,
-// events checked, lost, duplicated, and the p50/p99 time to resume.
+// events checked, lost, duplicated, and the p50/p99 time to resume; the
+// summary prints them as a table per vendor and fault kind.
+//
+// chaos.vendor runs where Target.Faults is an emulator's fault switch:
+// while each turn streams, 30% of control-plane calls fail (429 or 5xx,
+// half the failed creates and deletes taking effect first) as boxes are
+// made and destroyed beside the serving one; after the turns no box of
+// the case may be left (none made twice by one create) once its gc ran.
 //
 // # Offline runs
 //
