@@ -91,6 +91,8 @@ type ChaosStats struct {
 	ResumeP99Ms float64 `json:"resumeP99Ms" jsonschema:"minimum=0"`
 
 	resumes []time.Duration
+	// stopped is the longest an injector took to stop at a run's end.
+	stopped time.Duration
 }
 
 func (s *ChaosStats) finish() {
@@ -187,8 +189,8 @@ func chaosCase(kind string) func(c *caseCtx) error {
 		c.note("%s: %d faults over %d runs, %d events checked, %d lost, %d duplicated, resume p50 %.1f ms p99 %.1f ms",
 			kind, st.Faults, st.Runs, st.Events, st.Lost, st.Duplicated, st.ResumeP50Ms, st.ResumeP99Ms)
 		if !st.clean() {
-			return failf(c.step("%d %s faults over %d runs", st.Faults, kind, st.Runs), "no event lost, repeated or changed, every run terminal",
-				"%d lost, %d duplicated, %d mismatched, %d unfinished", st.Lost, st.Duplicated, st.Mismatched, st.Unfinished)
+			return failf(c.step("%d %s faults over %d runs", st.Faults, kind, st.Runs), "no event lost, repeated or changed, every run terminal, no box left",
+				"%d lost, %d duplicated, %d mismatched, %d unfinished, %d boxes leaked", st.Lost, st.Duplicated, st.Mismatched, st.Unfinished, st.Leaked)
 		}
 		if st.Faults == 0 {
 			return failf(c.step("%d %s runs", st.Runs, kind), "faults injected", "none took effect")
@@ -451,6 +453,9 @@ type injector struct {
 	rg   *rig
 	kind string
 	st   *ChaosStats
+	// ctx is the injection's, cancelled at its stop.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	reader context.CancelCauseFunc
@@ -480,6 +485,7 @@ func (in *injector) saw(n int) {
 // (it ends the run). The idle case's faults are the proxy's.
 func (in *injector) start() (stop func()) {
 	in.stop, in.done, in.first = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	in.ctx, in.cancel = context.WithCancel(in.c.ctx)
 	idleBefore := in.rg.proxy.IdleCuts()
 	go func() {
 		defer close(in.done)
@@ -525,8 +531,11 @@ func (in *injector) start() (stop func()) {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			start := time.Now()
 			close(in.stop)
+			in.cancel()
 			<-in.done
+			in.st.stopped = max(in.st.stopped, time.Since(start))
 			if in.kind == FaultIdle {
 				in.st.Faults += int(in.rg.proxy.IdleCuts() - idleBefore)
 			}
@@ -550,7 +559,7 @@ func (in *injector) inject(kind string) bool {
 		in.rg.proxy.Drop()
 		return true
 	case FaultKill:
-		ctx, cancel := context.WithTimeout(in.c.ctx, time.Minute)
+		ctx, cancel := context.WithTimeout(in.ctx, time.Minute)
 		defer cancel()
 		res, err := in.rg.env.Box().Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c", killBridgeScript}})
 		if err != nil || res.ExitCode != 0 {
@@ -594,7 +603,9 @@ func (c *caseCtx) chaosStats() *ChaosStats {
 // vendor turns the target's control-plane faults on until the injector
 // stops, and meanwhile makes and destroys boxes and asks for the serving
 // box and its endpoint, as callers do while turns stream. The faults are
-// the calls the control plane failed.
+// the calls the control plane failed. Its calls run on the injector's
+// context: the stop cancels the one in flight and the faults end with
+// it, so a cancelled create cleans up after itself without them.
 func (in *injector) vendor() {
 	fs := in.c.r.t.Faults
 	before := fs.FaultCounts()
@@ -602,77 +613,108 @@ func (in *injector) vendor() {
 		in.c.log.Warn("set the control plane's faults", "err", err)
 		return
 	}
+	off := func() { _ = fs.SetFaults(emukit.Faults{}) }
+	stopOff := context.AfterFunc(in.ctx, off)
 	defer func() {
-		_ = fs.SetFaults(emukit.Faults{})
+		stopOff()
+		off()
 		n := fs.FaultCounts()
 		in.st.Faults += int(n.Throttled + n.Failed - before.Throttled - before.Failed)
 	}()
 	v := in.c.r.t.Vendor
 	id := in.rg.env.Reference().BoxID
-	for i := 0; ; i++ {
-		select {
-		case <-in.stop:
-			return
-		default:
-		}
-		ctx, cancel := context.WithTimeout(in.c.ctx, time.Minute)
-		if _, err := v.Connect(ctx, id); err != nil {
+	for in.ctx.Err() == nil {
+		if _, err := v.Connect(in.ctx, id); err != nil {
 			in.c.log.Debug("get the serving box under faults", "err", err)
 		}
-		if _, err := in.rg.env.Box().Endpoint(ctx, sandbox.BridgePort); err != nil {
+		if _, err := in.rg.env.Box().Endpoint(in.ctx, sandbox.BridgePort); err != nil {
 			in.c.log.Debug("the endpoint under faults", "err", err)
 		}
-		box, err := v.Create(ctx, vendors.CreateSpec{Image: in.c.r.t.Image, Lifetime: 10 * time.Minute, RunTag: in.c.runTag,
-			Labels: map[string]string{vendorSideLabel: strconv.Itoa(i)}})
-		if err == nil {
-			if err := box.Destroy(ctx); err != nil {
-				in.c.log.Debug("destroy under faults", "err", err)
-			}
+		box, err := v.Create(in.ctx, vendors.CreateSpec{Image: in.c.r.t.Image, Lifetime: vendorSideLifetime, RunTag: in.c.runTag,
+			Labels: map[string]string{vendorSideLabel: "true"}})
+		if err != nil {
+			in.c.log.Debug("create under faults", "err", err)
+			continue
 		}
-		cancel()
+		if err := box.Destroy(in.ctx); err != nil {
+			in.c.log.Debug("destroy under faults", "err", err)
+		}
 	}
 }
 
-// vendorLeaks counts the side boxes of the vendor case left with the
-// faults off, destroys them (the case's gc), and counts those left
-// after: a box the gc cannot remove, or one made twice by one create,
-// leaked.
+// vendorSideLifetime is the lifetime of the boxes made beside the serving
+// one; the case's gc runs as at their deadline.
+const vendorSideLifetime = 10 * time.Minute
+
+// vendorSettle is how long the control plane has to finish the creates
+// the case abandoned (a create goes on when its caller hangs up) before
+// the gc's last look.
+const vendorSettle = 5 * time.Second
+
+// vendorLeaks checks the side boxes with the faults off: none made twice
+// by one create (two boxes with one create token), and none left once
+// the gc (sandbox.GC, what boxctl gc runs) collected them as at their
+// deadline. The gc runs until the control plane had vendorSettle to land
+// the abandoned creates; a box it cannot remove leaked.
 func (c *caseCtx) vendorLeaks(st *ChaosStats) error {
 	v := c.r.t.Vendor
-	filter := map[string]string{boxmeta.LabelRunTag: c.runTag}
-	desc := c.step("Vendor.List(run tag %s) after the faults", c.runTag)
-	left, err := v.List(c.ctx, filter)
-	if err != nil {
-		return failErr(desc, "the case's boxes", err)
-	}
-	per := map[string]int{}
-	for _, b := range left {
-		if k, ok := b.Labels[vendorSideLabel]; ok {
-			per[k]++
+	filter := map[string]string{boxmeta.LabelRunTag: c.runTag, vendorSideLabel: "true"}
+	desc := c.step("sandbox.GC(run tag %s, the side boxes) at their deadline", c.runTag)
+	settled := time.Now().Add(vendorSettle)
+	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Minute)
+	defer cancel()
+	tokens := map[string]map[string]bool{} // create token: box ids
+	found, reaped := 0, 0
+	var left []vendors.Info
+	for {
+		boxes, err := v.List(ctx, filter)
+		if err != nil {
+			return failErr(desc, "the side boxes", err)
+		}
+		for _, b := range boxes {
+			tok := b.Labels[boxmeta.LabelCreate]
+			if tokens[tok] == nil {
+				tokens[tok] = map[string]bool{}
+			}
+			if !tokens[tok][b.ID] {
+				tokens[tok][b.ID] = true
+				found++
+			}
+		}
+		res, err := sandbox.GC(ctx, v, sandbox.GCOptions{Filter: filter,
+			Now: func() time.Time { return time.Now().Add(vendorSideLifetime + time.Minute) }})
+		if err != nil {
+			return failErr(desc, "the gc's listing", err)
+		}
+		for _, r := range res {
+			if r.Err == nil {
+				reaped++
+			} else {
+				c.log.Warn("the gc did not remove a side box", "box", r.Box.ID, "err", r.Err)
+			}
+		}
+		if left, err = v.List(ctx, filter); err != nil {
+			return failErr(desc, "the side boxes", err)
+		}
+		if len(left) == 0 && time.Now().After(settled) {
+			break
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		if ctx.Err() != nil {
+			break
 		}
 	}
-	before := 0
-	for _, n := range per {
-		before += n
-		st.Leaked += n - 1 // two boxes of one create
+	dup := 0
+	for _, ids := range tokens {
+		dup += len(ids) - 1
 	}
-	for _, b := range left {
-		if _, ok := b.Labels[vendorSideLabel]; !ok {
-			continue
-		}
-		if box, err := v.Connect(c.ctx, b.ID); err == nil {
-			_ = box.Destroy(c.ctx)
-		}
-	}
-	after, err := v.List(c.ctx, filter)
-	if err != nil {
-		return failErr(desc, "the case's boxes", err)
-	}
-	for _, b := range after {
-		if _, ok := b.Labels[vendorSideLabel]; ok {
-			st.Leaked++
-		}
-	}
-	c.note("vendor: %d side boxes left by failed calls before the gc, %d leaked", before, st.Leaked)
+	st.Leaked = len(left) + dup
+	c.note("vendor: side calls stopped within %.1f ms of a run's end; %d side boxes left by failed or cut calls found by the gc (%d removed), %d made twice by one create, %d left",
+		float64(st.stopped.Microseconds())/1000, found, reaped, dup, len(left))
 	return nil
 }

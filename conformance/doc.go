@@ -51,11 +51,14 @@
 // events checked, lost, duplicated, and the p50/p99 time to resume; the
 // summary prints them as a table per vendor and fault kind.
 //
-// chaos.vendor runs where Target.Faults is an emulator's fault switch:
-// while each turn streams, 30% of control-plane calls fail (429 or 5xx,
-// half the failed creates and deletes taking effect first) as boxes are
-// made and destroyed beside the serving one; after the turns no box of
-// the case may be left (none made twice by one create) once its gc ran.
+// chaos.vendor runs where Target.Faults is an emulator's fault switch
+// (elsewhere it does not apply): while each turn streams, 30% of
+// control-plane calls fail (429 or 5xx, half the failed creates and
+// deletes taking effect first) as boxes are made and destroyed beside the
+// serving one, the call in flight cancelled at the run's end. After the
+// turns no side box may be made twice by one create, and none may be left
+// once sandbox.GC (what boxctl gc runs) collected them as at their
+// deadline.
 //
 // # Offline runs
 //
