@@ -49,11 +49,12 @@ const (
 )
 
 // FaultSwitch is an emulator's control-plane fault switch and its count
-// (the E2B and Daytona emulators): the chaos.vendor case turns faults on
-// while turns stream. Target.Faults.
+// (the E2B and Daytona emulators; *emukit.Switch for one boxctl emulate
+// serves): the chaos.vendor case turns faults on while turns stream.
+// Target.Faults.
 type FaultSwitch interface {
-	SetFaults(emukit.Faults) error
-	FaultCounts() emukit.Counts
+	SetFaults(ctx context.Context, f emukit.Faults) error
+	FaultCounts(ctx context.Context) (emukit.Counts, error)
 }
 
 // vendorFaults are the chaos.vendor case's control-plane faults: 30% of
@@ -146,8 +147,13 @@ func chaosCase(kind string) func(c *caseCtx) error {
 			return skip("local", "the chaos family paces its turns with the local model endpoint")
 		}
 		ch := c.r.o.Chaos
-		if kind == FaultVendor && c.r.t.Faults == nil {
-			return skip("faults", "the target's control plane has no fault switch (an emulator's)")
+		if kind == FaultVendor {
+			if c.r.t.Faults == nil {
+				return skip("faults", "the target's control plane has no fault switch (an emulator's)")
+			}
+			if _, err := c.r.t.Faults.FaultCounts(c.ctx); err != nil {
+				return failErr(c.step("the control plane's fault switch"), "its fault counts", err)
+			}
 		}
 		// Its kills come faster than a crash loop's bound (5 within a
 		// minute): the box's supervisor counts crashes within 2 s, so a
@@ -608,17 +614,37 @@ func (c *caseCtx) chaosStats() *ChaosStats {
 // it, so a cancelled create cleans up after itself without them.
 func (in *injector) vendor() {
 	fs := in.c.r.t.Faults
-	before := fs.FaultCounts()
-	if err := fs.SetFaults(vendorFaults); err != nil {
+	before, err := fs.FaultCounts(in.ctx)
+	if err == nil {
+		err = fs.SetFaults(in.ctx, vendorFaults)
+	}
+	if err != nil {
 		in.c.log.Warn("set the control plane's faults", "err", err)
 		return
 	}
-	off := func() { _ = fs.SetFaults(emukit.Faults{}) }
+	// The switch is asked past the injector's stop, briefly.
+	quiet := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(in.ctx), 10*time.Second)
+	}
+	off := func() {
+		ctx, cancel := quiet()
+		defer cancel()
+		if err := fs.SetFaults(ctx, emukit.Faults{}); err != nil {
+			in.c.log.Warn("end the control plane's faults", "err", err)
+		}
+	}
 	stopOff := context.AfterFunc(in.ctx, off)
 	defer func() {
-		stopOff()
-		off()
-		n := fs.FaultCounts()
+		if stopOff() {
+			off()
+		}
+		ctx, cancel := quiet()
+		defer cancel()
+		n, err := fs.FaultCounts(ctx)
+		if err != nil {
+			in.c.log.Warn("count the control plane's faults", "err", err)
+			return
+		}
 		in.st.Faults += int(n.Throttled + n.Failed - before.Throttled - before.Failed)
 	}()
 	v := in.c.r.t.Vendor
