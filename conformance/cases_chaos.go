@@ -46,6 +46,9 @@ const (
 	FaultCaller = "caller" // the calling process killed and replaced
 	FaultMixed  = "mixed"  // drop, kill and caller at random
 	FaultVendor = "vendor" // the vendor's control plane fails calls (429, 5xx, a lost create)
+	// FaultSuspend suspends and resumes the box between turns (a suspend
+	// mid-stream must be refused).
+	FaultSuspend = "suspend"
 )
 
 // FaultSwitch is an emulator's control-plane fault switch and its count
@@ -92,8 +95,10 @@ type ChaosStats struct {
 	ResumeP99Ms float64 `json:"resumeP99Ms" jsonschema:"minimum=0"`
 
 	resumes []time.Duration
-	// stopped is the longest an injector took to stop at a run's end.
+	// stopped is the longest an injector took to stop at a run's end;
+	// refused counts the suspends refused mid-stream.
 	stopped time.Duration
+	refused int
 }
 
 func (s *ChaosStats) finish() {
@@ -121,6 +126,7 @@ func chaosCases() []Case {
 		{FaultKill, "kill -9 of the serving bridge in the box: it restarts, runs end terminal, readers resume from their cursor"},
 		{FaultCaller, "the calling process killed and replaced: the new one reads every event from the persisted reference"},
 		{FaultVendor, "429s, 5xx and lost creates on the vendor's control plane while turns stream and boxes come and go: no event lost, no box left"},
+		{FaultSuspend, "the box suspended and resumed between turns, refused mid-stream: the resumed box's store replays every run as the client saw it"},
 		{FaultMixed, "cuts, bridge kills and caller replacements at random: no event lost or repeated, every run terminal"},
 	} {
 		out = append(out, Case{ID: "chaos." + k.kind, Description: k.desc, Timeout: time.Hour, run: chaosCase(k.kind)})
@@ -155,10 +161,18 @@ func chaosCase(kind string) func(c *caseCtx) error {
 				return failErr(c.step("the control plane's fault switch"), "its fault counts", err)
 			}
 		}
+		if _, ok := c.r.t.Vendor.(vendors.Suspender); kind == FaultSuspend && !ok {
+			return skip("suspend", "the vendor cannot suspend boxes")
+		}
 		// Its kills come faster than a crash loop's bound (5 within a
 		// minute): the box's supervisor counts crashes within 2 s, so a
 		// bridge that cannot start is still caught.
-		p, err := c.sandbox(func(o *sandbox.Options) { o.BridgeEnv = map[string]string{"BRIDGE_CRASH_WINDOW_MS": "2000"} })
+		p, err := c.sandbox(func(o *sandbox.Options) {
+			o.BridgeEnv = map[string]string{"BRIDGE_CRASH_WINDOW_MS": "2000"}
+			if kind == FaultSuspend {
+				o.Retention = time.Hour
+			}
+		})
 		if err != nil {
 			return err
 		}
@@ -185,11 +199,20 @@ func chaosCase(kind string) func(c *caseCtx) error {
 				st.finish()
 				return err
 			}
+			if kind == FaultSuspend {
+				if rg, err = c.suspendCycle(p, rg, st); err != nil {
+					st.finish()
+					return err
+				}
+			}
 		}
 		if kind == FaultVendor {
 			if err := c.vendorLeaks(st); err != nil {
 				return err
 			}
+		}
+		if kind == FaultSuspend {
+			c.note("suspend: %d suspends asked while a run streamed, %d refused", st.Runs, st.refused)
 		}
 		st.finish()
 		c.note("%s: %d faults over %d runs, %d events checked, %d lost, %d duplicated, resume p50 %.1f ms p99 %.1f ms",
@@ -217,11 +240,22 @@ type rig struct {
 	clean *provider.Environment
 	name  string
 	key   string // the environment's idempotency key
+
+	// last and lastSeen are the last turn's run and the events the
+	// client saw of it.
+	last     provider.Reference
+	lastSeen []provider.Event
 }
 
 // rig makes the clients of env's box; idle is the proxy's idle bound
 // (negative: none).
 func (c *caseCtx) rig(env *sandbox.Environment, idle time.Duration) (*rig, error) {
+	return c.rigKeyed(env, idle, newID("chaos-env"))
+}
+
+// rigKeyed is rig with the environment's idempotency key: a box's
+// environment again (a resumed box's) when the key is its.
+func (c *caseCtx) rigKeyed(env *sandbox.Environment, idle time.Duration, key string) (*rig, error) {
 	desc := c.step("the endpoint of box %s behind a cutting proxy", env.Reference().BoxID)
 	ep, err := env.Box().Endpoint(c.ctx, sandbox.BridgePort)
 	if err != nil {
@@ -246,7 +280,7 @@ func (c *caseCtx) rig(env *sandbox.Environment, idle time.Duration) (*rig, error
 		return nil, failErr(desc, "a proxy", err)
 	}
 	c.track(func(context.Context) error { return proxy.Close() })
-	rg := &rig{env: env, ep: ep, proxy: proxy, name: "conformance-chaos", key: newID("chaos-env")}
+	rg := &rig{env: env, ep: ep, proxy: proxy, name: "conformance-chaos", key: key}
 	if err := rg.connect(c); err != nil {
 		return nil, err
 	}
@@ -367,6 +401,7 @@ func (rg *rig) turn(c *caseCtx, kind, prompt string, st *ChaosStats) error {
 		}
 	}
 	stopInj()
+	rg.last, rg.lastSeen = ref, seen
 	return rg.check(c, ref, seen, st)
 }
 
@@ -508,6 +543,10 @@ func (in *injector) start() (stop func()) {
 		case <-in.stop:
 			return
 		case <-in.first:
+		}
+		if in.kind == FaultSuspend {
+			in.suspendLive()
+			return
 		}
 		per := 3
 		if in.kind == FaultKill {
@@ -742,5 +781,82 @@ func (c *caseCtx) vendorLeaks(st *ChaosStats) error {
 	st.Leaked = len(left) + dup
 	c.note("vendor: side calls stopped within %.1f ms of a run's end; %d side boxes left by failed or cut calls found by the gc (%d removed), %d made twice by one create, %d left",
 		float64(st.stopped.Microseconds())/1000, found, reaped, dup, len(left))
+	return nil
+}
+
+// suspendLive asks for a suspend while the run streams: it must be
+// refused (a run it ended does not finish).
+func (in *injector) suspendLive() {
+	_, err := in.rg.env.Suspend(in.ctx, sandbox.SuspendOptions{})
+	var ce *provider.ConflictError
+	switch {
+	case err == nil:
+		in.c.log.Warn("a suspend mid-stream was not refused")
+		in.st.Unfinished++
+	case errors.As(err, &ce):
+		in.st.refused++ // read once stop returned
+	case in.ctx.Err() == nil:
+		in.c.log.Warn("a suspend mid-stream failed", "err", err)
+	}
+}
+
+// suspendCycle suspends rg's box between turns and resumes it, then
+// checks the last run against the resumed box's store, read through a
+// new client of the same environment (its key): every event the client
+// saw, none lost or repeated. The time from the resume to that replay is
+// the resume's. It returns the rig of the resumed box.
+func (c *caseCtx) suspendCycle(p *sandbox.Provider, rg *rig, st *ChaosStats) (*rig, error) {
+	desc := c.step("Suspend and Resume box %s between turns", rg.env.Reference().BoxID)
+	ref, err := rg.env.Suspend(c.ctx, sandbox.SuspendOptions{})
+	if err != nil {
+		return nil, failErr(desc, "a suspended box", err)
+	}
+	start := time.Now()
+	env, err := p.Resume(c.ctx, ref)
+	if err != nil {
+		return nil, failErr(desc, "the resumed box", err)
+	}
+	if err := c.replaceEnv(rg.env, env); err != nil {
+		return nil, err
+	}
+	st.Faults++
+	nrg, err := c.rigKeyed(env, -1, rg.key)
+	if err != nil {
+		return nil, err
+	}
+	if nrg.penv.ID() != rg.penv.ID() {
+		return nil, failf(c.step("provider.Create with key %s on the resumed box", rg.key), "environment "+rg.penv.ID(), "%s", nrg.penv.ID())
+	}
+	// The run's events were counted when its turn ended: the replay
+	// adds what it finds wrong only.
+	again := &ChaosStats{}
+	if err := nrg.check(c, rg.last, rg.lastSeen, again); err != nil {
+		return nil, err
+	}
+	st.resumes = append(st.resumes, time.Since(start))
+	st.Lost += again.Lost
+	st.Duplicated += again.Duplicated
+	st.Mismatched += again.Mismatched
+	st.Unfinished += again.Unfinished
+	return nrg, nil
+}
+
+// replaceEnv puts a resumed environment in the place of the suspended
+// one for the cleanup.
+func (c *caseCtx) replaceEnv(old, env *sandbox.Environment) error {
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		for i, e := range c.envs {
+			if e == old {
+				c.envs[i] = env
+			}
+		}
+	}
+	c.mu.Unlock()
+	if closed {
+		_ = env.Destroy(context.WithoutCancel(c.ctx))
+		return failf(c.step("Resume(%s)", env.Reference().BoxID), "a resumed environment", "the case's cleanup ran already")
+	}
 	return nil
 }

@@ -37,8 +37,8 @@
 // # Chaos
 //
 // Options.Chaos runs the chaos family instead (chaos.drop, chaos.idle,
-// chaos.kill, chaos.caller, chaos.vendor, chaos.mixed; `boxctl conformance --chaos
-// --faults N`): live turns, paced by the local endpoint, while faults of
+// chaos.kill, chaos.caller, chaos.vendor, chaos.suspend, chaos.mixed;
+// `boxctl conformance --chaos --faults N`): live turns, paced by the local endpoint, while faults of
 // one kind (or mixed) are injected from each run's first event on: the
 // client's connection cut, a proxy (package internal/cutproxy) cutting
 // connections idle for its bound (16 s by default, Chaos.Idle), kill -9 of
@@ -59,6 +59,13 @@
 // turns no side box may be made twice by one create, and none may be left
 // once sandbox.GC (what boxctl gc runs) collected them as at their
 // deadline.
+//
+// chaos.suspend runs where the vendor suspends boxes: a suspend asked
+// while a run streams must be refused; after each turn the box is
+// suspended and resumed, and the run is replayed from the resumed box's
+// store through a new client of the same environment and checked against
+// what the client saw. Its resume time is from the resume call to that
+// replay's end.
 //
 // # Offline runs
 //
