@@ -39,6 +39,13 @@ type inspected struct {
 
 func (v inspected) Inspect(ctx context.Context, id string) ([]byte, error) { return v.inspect(ctx, id) }
 
+// inspectedSuspender is inspected of a vendor that suspends boxes (both
+// emulators' clients): the chaos.suspend case runs on it.
+type inspectedSuspender struct {
+	inspected
+	vendors.Suspender
+}
+
 func e2bTarget(t *testing.T, w *world, opts boxtest.Options) conformance.Target {
 	image := boxtest.Image(t, opts)
 	env := e2btest.Start(t, func(o *e2bemu.Options) { o.Templates = map[string]string{"box": image} })
@@ -52,7 +59,7 @@ func e2bTarget(t *testing.T, w *world, opts boxtest.Options) conformance.Target 
 		raw, err := w.docker.Inspect(ctx, box.ID())
 		return append(out, raw...), err
 	}
-	return conformance.Target{Vendor: inspected{v, inspect}, Image: env.Template, ImageDigest: imageID(t, image),
+	return conformance.Target{Vendor: inspectedSuspender{inspected{v, inspect}, v}, Image: env.Template, ImageDigest: imageID(t, image),
 		Emulated: true, Local: w.local, Faults: faultSwitch(t, "http://"+env.Addr, "X-API-Key", e2btest.APIKey)}
 }
 
@@ -86,7 +93,7 @@ func daytonaTarget(t *testing.T, w *world, opts boxtest.Options) conformance.Tar
 		raw, err := w.docker.Inspect(ctx, cs[0].ID)
 		return append(out, raw...), err
 	}
-	return conformance.Target{Vendor: inspected{v, inspect}, Image: "box", ImageDigest: imageID(t, image), Emulated: true,
+	return conformance.Target{Vendor: inspectedSuspender{inspected{v, inspect}, v}, Image: "box", ImageDigest: imageID(t, image), Emulated: true,
 		Faults: faultSwitch(t, emu.APIURL(), "Authorization", "Bearer "+daytonaKey), Local: w.local}
 }
 
