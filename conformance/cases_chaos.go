@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/conformance/internal/cutproxy"
+	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/emukit"
 )
 
 // Chaos selects the chaos family (Options.Chaos): live turns while faults
@@ -43,7 +45,29 @@ const (
 	FaultKill   = "kill"   // kill -9 of the serving bridge in the box
 	FaultCaller = "caller" // the calling process killed and replaced
 	FaultMixed  = "mixed"  // drop, kill and caller at random
+	FaultVendor = "vendor" // the vendor's control plane fails calls (429, 5xx, a lost create)
+	// FaultSuspend suspends and resumes the box between turns (a suspend
+	// mid-stream must be refused).
+	FaultSuspend = "suspend"
 )
+
+// FaultSwitch is an emulator's control-plane fault switch and its count
+// (the E2B and Daytona emulators; *emukit.Switch for one boxctl emulate
+// serves): the chaos.vendor case turns faults on while turns stream.
+// Target.Faults.
+type FaultSwitch interface {
+	SetFaults(ctx context.Context, f emukit.Faults) error
+	FaultCounts(ctx context.Context) (emukit.Counts, error)
+}
+
+// vendorFaults are the chaos.vendor case's control-plane faults: 30% of
+// calls fail, 429 or 5xx, half the failed creates and deletes taking
+// effect first (a lost create).
+var vendorFaults = emukit.Faults{ErrorRate: 0.3, LostRate: 0.5, RetryAfter: 20 * time.Millisecond}
+
+// vendorSideLabel marks the boxes the chaos.vendor case makes and
+// destroys while its turns stream.
+const vendorSideLabel = "conformance-chaos-side"
 
 // ChaosStats are a chaos case's figures.
 type ChaosStats struct {
@@ -60,6 +84,9 @@ type ChaosStats struct {
 	Duplicated int `json:"duplicated" jsonschema:"minimum=0"`
 	Mismatched int `json:"mismatched" jsonschema:"minimum=0"`
 	Unfinished int `json:"unfinished" jsonschema:"minimum=0"`
+	// Leaked are boxes the case made that were left after its gc (the
+	// vendor case's boxes made under control-plane faults).
+	Leaked int `json:"leaked,omitempty" jsonschema:"minimum=0"`
 	// Resumes is how many times the client resumed from its cursor;
 	// ResumeP50Ms and ResumeP99Ms the time from noticing the cut to the
 	// resumed stream's first event (or its end).
@@ -68,6 +95,10 @@ type ChaosStats struct {
 	ResumeP99Ms float64 `json:"resumeP99Ms" jsonschema:"minimum=0"`
 
 	resumes []time.Duration
+	// stopped is the longest an injector took to stop at a run's end;
+	// refused counts the suspends refused mid-stream.
+	stopped time.Duration
+	refused int
 }
 
 func (s *ChaosStats) finish() {
@@ -84,7 +115,7 @@ func (s *ChaosStats) finish() {
 }
 
 func (s *ChaosStats) clean() bool {
-	return s.Lost == 0 && s.Duplicated == 0 && s.Mismatched == 0 && s.Unfinished == 0
+	return s.Lost == 0 && s.Duplicated == 0 && s.Mismatched == 0 && s.Unfinished == 0 && s.Leaked == 0
 }
 
 func chaosCases() []Case {
@@ -94,6 +125,8 @@ func chaosCases() []Case {
 		{FaultIdle, "a proxy that cuts idle connections between client and box: no event lost or repeated, every run terminal"},
 		{FaultKill, "kill -9 of the serving bridge in the box: it restarts, runs end terminal, readers resume from their cursor"},
 		{FaultCaller, "the calling process killed and replaced: the new one reads every event from the persisted reference"},
+		{FaultVendor, "429s, 5xx and lost creates on the vendor's control plane while turns stream and boxes come and go: no event lost, no box left"},
+		{FaultSuspend, "the box suspended and resumed between turns, refused mid-stream: the resumed box's store replays every run as the client saw it"},
 		{FaultMixed, "cuts, bridge kills and caller replacements at random: no event lost or repeated, every run terminal"},
 	} {
 		out = append(out, Case{ID: "chaos." + k.kind, Description: k.desc, Timeout: time.Hour, run: chaosCase(k.kind)})
@@ -120,10 +153,26 @@ func chaosCase(kind string) func(c *caseCtx) error {
 			return skip("local", "the chaos family paces its turns with the local model endpoint")
 		}
 		ch := c.r.o.Chaos
+		if kind == FaultVendor {
+			if c.r.t.Faults == nil {
+				return skip("faults", "the target's control plane has no fault switch (an emulator's)")
+			}
+			if _, err := c.r.t.Faults.FaultCounts(c.ctx); err != nil {
+				return failErr(c.step("the control plane's fault switch"), "its fault counts", err)
+			}
+		}
+		if _, ok := c.r.t.Vendor.(vendors.Suspender); kind == FaultSuspend && !ok {
+			return skip("suspend", "the vendor cannot suspend boxes")
+		}
 		// Its kills come faster than a crash loop's bound (5 within a
 		// minute): the box's supervisor counts crashes within 2 s, so a
 		// bridge that cannot start is still caught.
-		p, err := c.sandbox(func(o *sandbox.Options) { o.BridgeEnv = map[string]string{"BRIDGE_CRASH_WINDOW_MS": "2000"} })
+		p, err := c.sandbox(func(o *sandbox.Options) {
+			o.BridgeEnv = map[string]string{"BRIDGE_CRASH_WINDOW_MS": "2000"}
+			if kind == FaultSuspend {
+				o.Retention = time.Hour
+			}
+		})
 		if err != nil {
 			return err
 		}
@@ -150,13 +199,27 @@ func chaosCase(kind string) func(c *caseCtx) error {
 				st.finish()
 				return err
 			}
+			if kind == FaultSuspend {
+				if rg, err = c.suspendCycle(p, rg, st); err != nil {
+					st.finish()
+					return err
+				}
+			}
+		}
+		if kind == FaultVendor {
+			if err := c.vendorLeaks(st); err != nil {
+				return err
+			}
+		}
+		if kind == FaultSuspend {
+			c.note("suspend: %d suspends asked while a run streamed, %d refused", st.Runs, st.refused)
 		}
 		st.finish()
 		c.note("%s: %d faults over %d runs, %d events checked, %d lost, %d duplicated, resume p50 %.1f ms p99 %.1f ms",
 			kind, st.Faults, st.Runs, st.Events, st.Lost, st.Duplicated, st.ResumeP50Ms, st.ResumeP99Ms)
 		if !st.clean() {
-			return failf(c.step("%d %s faults over %d runs", st.Faults, kind, st.Runs), "no event lost, repeated or changed, every run terminal",
-				"%d lost, %d duplicated, %d mismatched, %d unfinished", st.Lost, st.Duplicated, st.Mismatched, st.Unfinished)
+			return failf(c.step("%d %s faults over %d runs", st.Faults, kind, st.Runs), "no event lost, repeated or changed, every run terminal, no box left",
+				"%d lost, %d duplicated, %d mismatched, %d unfinished, %d boxes leaked", st.Lost, st.Duplicated, st.Mismatched, st.Unfinished, st.Leaked)
 		}
 		if st.Faults == 0 {
 			return failf(c.step("%d %s runs", st.Runs, kind), "faults injected", "none took effect")
@@ -177,11 +240,22 @@ type rig struct {
 	clean *provider.Environment
 	name  string
 	key   string // the environment's idempotency key
+
+	// last and lastSeen are the last turn's run and the events the
+	// client saw of it.
+	last     provider.Reference
+	lastSeen []provider.Event
 }
 
 // rig makes the clients of env's box; idle is the proxy's idle bound
 // (negative: none).
 func (c *caseCtx) rig(env *sandbox.Environment, idle time.Duration) (*rig, error) {
+	return c.rigKeyed(env, idle, newID("chaos-env"))
+}
+
+// rigKeyed is rig with the environment's idempotency key: a box's
+// environment again (a resumed box's) when the key is its.
+func (c *caseCtx) rigKeyed(env *sandbox.Environment, idle time.Duration, key string) (*rig, error) {
 	desc := c.step("the endpoint of box %s behind a cutting proxy", env.Reference().BoxID)
 	ep, err := env.Box().Endpoint(c.ctx, sandbox.BridgePort)
 	if err != nil {
@@ -206,7 +280,7 @@ func (c *caseCtx) rig(env *sandbox.Environment, idle time.Duration) (*rig, error
 		return nil, failErr(desc, "a proxy", err)
 	}
 	c.track(func(context.Context) error { return proxy.Close() })
-	rg := &rig{env: env, ep: ep, proxy: proxy, name: "conformance-chaos", key: newID("chaos-env")}
+	rg := &rig{env: env, ep: ep, proxy: proxy, name: "conformance-chaos", key: key}
 	if err := rg.connect(c); err != nil {
 		return nil, err
 	}
@@ -327,6 +401,7 @@ func (rg *rig) turn(c *caseCtx, kind, prompt string, st *ChaosStats) error {
 		}
 	}
 	stopInj()
+	rg.last, rg.lastSeen = ref, seen
 	return rg.check(c, ref, seen, st)
 }
 
@@ -419,6 +494,9 @@ type injector struct {
 	rg   *rig
 	kind string
 	st   *ChaosStats
+	// ctx is the injection's, cancelled at its stop.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu     sync.Mutex
 	reader context.CancelCauseFunc
@@ -448,6 +526,7 @@ func (in *injector) saw(n int) {
 // (it ends the run). The idle case's faults are the proxy's.
 func (in *injector) start() (stop func()) {
 	in.stop, in.done, in.first = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	in.ctx, in.cancel = context.WithCancel(in.c.ctx)
 	idleBefore := in.rg.proxy.IdleCuts()
 	go func() {
 		defer close(in.done)
@@ -455,11 +534,19 @@ func (in *injector) start() (stop func()) {
 			<-in.stop
 			return
 		}
+		if in.kind == FaultVendor {
+			in.vendor()
+			return
+		}
 		// The faults land in the run's stream: from its first event on.
 		select {
 		case <-in.stop:
 			return
 		case <-in.first:
+		}
+		if in.kind == FaultSuspend {
+			in.suspendLive()
+			return
 		}
 		per := 3
 		if in.kind == FaultKill {
@@ -489,8 +576,11 @@ func (in *injector) start() (stop func()) {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			start := time.Now()
 			close(in.stop)
+			in.cancel()
 			<-in.done
+			in.st.stopped = max(in.st.stopped, time.Since(start))
 			if in.kind == FaultIdle {
 				in.st.Faults += int(in.rg.proxy.IdleCuts() - idleBefore)
 			}
@@ -514,7 +604,7 @@ func (in *injector) inject(kind string) bool {
 		in.rg.proxy.Drop()
 		return true
 	case FaultKill:
-		ctx, cancel := context.WithTimeout(in.c.ctx, time.Minute)
+		ctx, cancel := context.WithTimeout(in.ctx, time.Minute)
 		defer cancel()
 		res, err := in.rg.env.Box().Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c", killBridgeScript}})
 		if err != nil || res.ExitCode != 0 {
@@ -553,4 +643,220 @@ func (c *caseCtx) chaosStats() *ChaosStats {
 	st := *c.chaos
 	st.resumes = nil
 	return &st
+}
+
+// vendor turns the target's control-plane faults on until the injector
+// stops, and meanwhile makes and destroys boxes and asks for the serving
+// box and its endpoint, as callers do while turns stream. The faults are
+// the calls the control plane failed. Its calls run on the injector's
+// context: the stop cancels the one in flight and the faults end with
+// it, so a cancelled create cleans up after itself without them.
+func (in *injector) vendor() {
+	fs := in.c.r.t.Faults
+	before, err := fs.FaultCounts(in.ctx)
+	if err == nil {
+		err = fs.SetFaults(in.ctx, vendorFaults)
+	}
+	if err != nil {
+		in.c.log.Warn("set the control plane's faults", "err", err)
+		return
+	}
+	// The switch is asked past the injector's stop, briefly.
+	quiet := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(in.ctx), 10*time.Second)
+	}
+	off := func() {
+		ctx, cancel := quiet()
+		defer cancel()
+		if err := fs.SetFaults(ctx, emukit.Faults{}); err != nil {
+			in.c.log.Warn("end the control plane's faults", "err", err)
+		}
+	}
+	stopOff := context.AfterFunc(in.ctx, off)
+	defer func() {
+		if stopOff() {
+			off()
+		}
+		ctx, cancel := quiet()
+		defer cancel()
+		n, err := fs.FaultCounts(ctx)
+		if err != nil {
+			in.c.log.Warn("count the control plane's faults", "err", err)
+			return
+		}
+		in.st.Faults += int(n.Throttled + n.Failed - before.Throttled - before.Failed)
+	}()
+	v := in.c.r.t.Vendor
+	id := in.rg.env.Reference().BoxID
+	for in.ctx.Err() == nil {
+		if _, err := v.Connect(in.ctx, id); err != nil {
+			in.c.log.Debug("get the serving box under faults", "err", err)
+		}
+		if _, err := in.rg.env.Box().Endpoint(in.ctx, sandbox.BridgePort); err != nil {
+			in.c.log.Debug("the endpoint under faults", "err", err)
+		}
+		box, err := v.Create(in.ctx, vendors.CreateSpec{Image: in.c.r.t.Image, Lifetime: vendorSideLifetime, RunTag: in.c.runTag,
+			Labels: map[string]string{vendorSideLabel: "true"}})
+		if err != nil {
+			in.c.log.Debug("create under faults", "err", err)
+			continue
+		}
+		if err := box.Destroy(in.ctx); err != nil {
+			in.c.log.Debug("destroy under faults", "err", err)
+		}
+	}
+}
+
+// vendorSideLifetime is the lifetime of the boxes made beside the serving
+// one; the case's gc runs as at their deadline.
+const vendorSideLifetime = 10 * time.Minute
+
+// vendorSettle is how long the control plane has to finish the creates
+// the case abandoned (a create goes on when its caller hangs up) before
+// the gc's last look.
+const vendorSettle = 5 * time.Second
+
+// vendorLeaks checks the side boxes with the faults off: none made twice
+// by one create (two boxes with one create token), and none left once
+// the gc (sandbox.GC, what boxctl gc runs) collected them as at their
+// deadline. The gc runs until the control plane had vendorSettle to land
+// the abandoned creates; a box it cannot remove leaked.
+func (c *caseCtx) vendorLeaks(st *ChaosStats) error {
+	v := c.r.t.Vendor
+	filter := map[string]string{boxmeta.LabelRunTag: c.runTag, vendorSideLabel: "true"}
+	desc := c.step("sandbox.GC(run tag %s, the side boxes) at their deadline", c.runTag)
+	settled := time.Now().Add(vendorSettle)
+	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Minute)
+	defer cancel()
+	tokens := map[string]map[string]bool{} // create token: box ids
+	found, reaped := 0, 0
+	var left []vendors.Info
+	for {
+		boxes, err := v.List(ctx, filter)
+		if err != nil {
+			return failErr(desc, "the side boxes", err)
+		}
+		for _, b := range boxes {
+			tok := b.Labels[boxmeta.LabelCreate]
+			if tokens[tok] == nil {
+				tokens[tok] = map[string]bool{}
+			}
+			if !tokens[tok][b.ID] {
+				tokens[tok][b.ID] = true
+				found++
+			}
+		}
+		res, err := sandbox.GC(ctx, v, sandbox.GCOptions{Filter: filter,
+			Now: func() time.Time { return time.Now().Add(vendorSideLifetime + time.Minute) }})
+		if err != nil {
+			return failErr(desc, "the gc's listing", err)
+		}
+		for _, r := range res {
+			if r.Err == nil {
+				reaped++
+			} else {
+				c.log.Warn("the gc did not remove a side box", "box", r.Box.ID, "err", r.Err)
+			}
+		}
+		if left, err = v.List(ctx, filter); err != nil {
+			return failErr(desc, "the side boxes", err)
+		}
+		if len(left) == 0 && time.Now().After(settled) {
+			break
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	dup := 0
+	for _, ids := range tokens {
+		dup += len(ids) - 1
+	}
+	st.Leaked = len(left) + dup
+	c.note("vendor: side calls stopped within %.1f ms of a run's end; %d side boxes left by failed or cut calls found by the gc (%d removed), %d made twice by one create, %d left",
+		float64(st.stopped.Microseconds())/1000, found, reaped, dup, len(left))
+	return nil
+}
+
+// suspendLive asks for a suspend while the run streams: it must be
+// refused (a run it ended does not finish).
+func (in *injector) suspendLive() {
+	_, err := in.rg.env.Suspend(in.ctx, sandbox.SuspendOptions{})
+	var ce *provider.ConflictError
+	switch {
+	case err == nil:
+		in.c.log.Warn("a suspend mid-stream was not refused")
+		in.st.Unfinished++
+	case errors.As(err, &ce):
+		in.st.refused++ // read once stop returned
+	case in.ctx.Err() == nil:
+		in.c.log.Warn("a suspend mid-stream failed", "err", err)
+	}
+}
+
+// suspendCycle suspends rg's box between turns and resumes it, then
+// checks the last run against the resumed box's store, read through a
+// new client of the same environment (its key): every event the client
+// saw, none lost or repeated. The time from the resume to that replay is
+// the resume's. It returns the rig of the resumed box.
+func (c *caseCtx) suspendCycle(p *sandbox.Provider, rg *rig, st *ChaosStats) (*rig, error) {
+	desc := c.step("Suspend and Resume box %s between turns", rg.env.Reference().BoxID)
+	ref, err := rg.env.Suspend(c.ctx, sandbox.SuspendOptions{})
+	if err != nil {
+		return nil, failErr(desc, "a suspended box", err)
+	}
+	start := time.Now()
+	env, err := p.Resume(c.ctx, ref)
+	if err != nil {
+		return nil, failErr(desc, "the resumed box", err)
+	}
+	if err := c.replaceEnv(rg.env, env); err != nil {
+		return nil, err
+	}
+	st.Faults++
+	nrg, err := c.rigKeyed(env, -1, rg.key)
+	if err != nil {
+		return nil, err
+	}
+	if nrg.penv.ID() != rg.penv.ID() {
+		return nil, failf(c.step("provider.Create with key %s on the resumed box", rg.key), "environment "+rg.penv.ID(), "%s", nrg.penv.ID())
+	}
+	// The run's events were counted when its turn ended: the replay
+	// adds what it finds wrong only.
+	again := &ChaosStats{}
+	if err := nrg.check(c, rg.last, rg.lastSeen, again); err != nil {
+		return nil, err
+	}
+	st.resumes = append(st.resumes, time.Since(start))
+	st.Lost += again.Lost
+	st.Duplicated += again.Duplicated
+	st.Mismatched += again.Mismatched
+	st.Unfinished += again.Unfinished
+	return nrg, nil
+}
+
+// replaceEnv puts a resumed environment in the place of the suspended
+// one for the cleanup.
+func (c *caseCtx) replaceEnv(old, env *sandbox.Environment) error {
+	c.mu.Lock()
+	closed := c.closed
+	if !closed {
+		for i, e := range c.envs {
+			if e == old {
+				c.envs[i] = env
+			}
+		}
+	}
+	c.mu.Unlock()
+	if closed {
+		_ = env.Destroy(context.WithoutCancel(c.ctx))
+		return failf(c.step("Resume(%s)", env.Reference().BoxID), "a resumed environment", "the case's cleanup ran already")
+	}
+	return nil
 }

@@ -37,8 +37,8 @@
 // # Chaos
 //
 // Options.Chaos runs the chaos family instead (chaos.drop, chaos.idle,
-// chaos.kill, chaos.caller, chaos.mixed; `boxctl conformance --chaos
-// --faults N`): live turns, paced by the local endpoint, while faults of
+// chaos.kill, chaos.caller, chaos.vendor, chaos.suspend, chaos.mixed;
+// `boxctl conformance --chaos --faults N`): live turns, paced by the local endpoint, while faults of
 // one kind (or mixed) are injected from each run's first event on: the
 // client's connection cut, a proxy (package internal/cutproxy) cutting
 // connections idle for its bound (16 s by default, Chaos.Idle), kill -9 of
@@ -48,7 +48,24 @@
 // run ended, its stream is checked against a clean replay of the bridge's
 // store (same ids and payloads, none lost or repeated, the run terminal
 // with its result). Each result carries its ChaosStats: faults, runs,
-// events checked, lost, duplicated, and the p50/p99 time to resume.
+// events checked, lost, duplicated, and the p50/p99 time to resume; the
+// summary prints them as a table per vendor and fault kind.
+//
+// chaos.vendor runs where Target.Faults is an emulator's fault switch
+// (elsewhere it does not apply): while each turn streams, 30% of
+// control-plane calls fail (429 or 5xx, half the failed creates and
+// deletes taking effect first) as boxes are made and destroyed beside the
+// serving one, the call in flight cancelled at the run's end. After the
+// turns no side box may be made twice by one create, and none may be left
+// once sandbox.GC (what boxctl gc runs) collected them as at their
+// deadline.
+//
+// chaos.suspend runs where the vendor suspends boxes: a suspend asked
+// while a run streams must be refused; after each turn the box is
+// suspended and resumed, and the run is replayed from the resumed box's
+// store through a new client of the same environment and checked against
+// what the client saw. Its resume time is from the resume call to that
+// replay's end.
 //
 // # Offline runs
 //

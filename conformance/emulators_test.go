@@ -21,6 +21,7 @@ import (
 	"github.com/tangle-network/boxctl/vendors/daytona"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
 	"github.com/tangle-network/boxctl/vendors/e2b/e2bemu"
+	"github.com/tangle-network/boxctl/vendors/emukit"
 )
 
 // The emulators of the cloud vendors: the vendor's own client against a
@@ -38,6 +39,13 @@ type inspected struct {
 
 func (v inspected) Inspect(ctx context.Context, id string) ([]byte, error) { return v.inspect(ctx, id) }
 
+// inspectedSuspender is inspected of a vendor that suspends boxes (both
+// emulators' clients): the chaos.suspend case runs on it.
+type inspectedSuspender struct {
+	inspected
+	vendors.Suspender
+}
+
 func e2bTarget(t *testing.T, w *world, opts boxtest.Options) conformance.Target {
 	image := boxtest.Image(t, opts)
 	env := e2btest.Start(t, func(o *e2bemu.Options) { o.Templates = map[string]string{"box": image} })
@@ -51,8 +59,8 @@ func e2bTarget(t *testing.T, w *world, opts boxtest.Options) conformance.Target 
 		raw, err := w.docker.Inspect(ctx, box.ID())
 		return append(out, raw...), err
 	}
-	return conformance.Target{Vendor: inspected{v, inspect}, Image: env.Template, ImageDigest: imageID(t, image),
-		Emulated: true, Local: w.local}
+	return conformance.Target{Vendor: inspectedSuspender{inspected{v, inspect}, v}, Image: env.Template, ImageDigest: imageID(t, image),
+		Emulated: true, Local: w.local, Faults: faultSwitch(t, "http://"+env.Addr, "X-API-Key", e2btest.APIKey)}
 }
 
 const daytonaKey = "dtn_conformance_test_key"
@@ -85,8 +93,20 @@ func daytonaTarget(t *testing.T, w *world, opts boxtest.Options) conformance.Tar
 		raw, err := w.docker.Inspect(ctx, cs[0].ID)
 		return append(out, raw...), err
 	}
-	return conformance.Target{Vendor: inspected{v, inspect}, Image: "box", ImageDigest: imageID(t, image), Emulated: true,
-		Local: w.local}
+	return conformance.Target{Vendor: inspectedSuspender{inspected{v, inspect}, v}, Image: "box", ImageDigest: imageID(t, image), Emulated: true,
+		Faults: faultSwitch(t, emu.APIURL(), "Authorization", "Bearer "+daytonaKey), Local: w.local}
+}
+
+// faultSwitch is the fault switch of the emulator whose control plane is
+// at apiURL, asked over HTTP as boxctl conformance asks one boxctl
+// emulate serves.
+func faultSwitch(t *testing.T, apiURL, header, value string) *emukit.Switch {
+	t.Helper()
+	sw, err := emukit.NewSwitch(apiURL, header, value, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sw
 }
 
 // controlPlane returns what an emulator's control plane answers for

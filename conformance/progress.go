@@ -3,6 +3,7 @@ package conformance
 import (
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 )
@@ -27,6 +28,17 @@ type ProgressView struct {
 // is a terminal, where the status line is drawn and redrawn in place.
 func NewProgressView(w io.Writer, terminal bool) *ProgressView {
 	return &ProgressView{w: w, tty: terminal}
+}
+
+// IsTerminal reports whether w is a character device (a terminal): the
+// terminal argument of NewProgressView.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // Update shows one progress report. Run makes one call at a time.

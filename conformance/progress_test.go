@@ -2,6 +2,8 @@ package conformance_test
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/tangle-network/boxctl/conformance"
@@ -67,5 +69,17 @@ func TestProgressView(t *testing.T) {
 				t.Errorf("view wrote\n%q\nwant\n%q", buf.String(), tt.want)
 			}
 		})
+	}
+}
+
+// TestIsTerminal: neither a buffer nor a regular file is a terminal.
+func TestIsTerminal(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if conformance.IsTerminal(&bytes.Buffer{}) || conformance.IsTerminal(f) {
+		t.Error("IsTerminal of a buffer or a regular file = true")
 	}
 }

@@ -164,9 +164,32 @@ func (r *Report) WriteSummary(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := r.writeChaos(w); err != nil {
+		return err
+	}
 	_, err := fmt.Fprintf(w, "\n%d passed, %d failed, %d not applicable in %.1fs (%s, image %s)\n",
 		r.Summary.Pass, r.Summary.Fail, r.Summary.NotApplicable, r.Seconds, r.target(), r.Image)
 	return err
+}
+
+// writeChaos writes the chaos cases' figures, one row per fault kind,
+// when the run has any.
+func (r *Report) writeChaos(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	rows := 0
+	for _, res := range r.Results {
+		st := res.Chaos
+		if st == nil {
+			continue
+		}
+		if rows == 0 {
+			fmt.Fprintln(tw, "\nVENDOR\tKIND\tFAULTS\tRUNS\tEVENTS\tLOST\tDUPLICATED\tLEAKED\tRESUME P50\tRESUME P99\t")
+		}
+		rows++
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f ms\t%.1f ms\t\n", r.target(), st.Kind, st.Faults, st.Runs, st.Events,
+			st.Lost, st.Duplicated, st.Leaked, st.ResumeP50Ms, st.ResumeP99Ms)
+	}
+	return tw.Flush()
 }
 
 func (r *Report) target() string {

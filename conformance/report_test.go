@@ -245,3 +245,28 @@ func TestParseReportFile(t *testing.T) {
 		}
 	}
 }
+
+// TestReport_chaosTable checks the summary's table of chaos figures: one
+// row per fault kind, the vendor kind and its leaks included.
+func TestReport_chaosTable(t *testing.T) {
+	rep := sampleReport()
+	rep.Emulated, rep.Vendor = true, "e2b"
+	rep.Results = append(rep.Results, conformance.Result{Case: "chaos.vendor", Harness: "claude-code", Outcome: conformance.Pass,
+		Chaos: &conformance.ChaosStats{Kind: conformance.FaultVendor, Faults: 12, Runs: 3, Events: 90, ResumeP50Ms: 1.5, ResumeP99Ms: 4}})
+	var b bytes.Buffer
+	if err := rep.WriteSummary(&b); err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.Contains(l, " vendor ") {
+			row = strings.Join(strings.Fields(l), " ")
+		}
+	}
+	if want := "e2b emulator vendor 12 3 90 0 0 0 1.5 ms 4.0 ms"; row != want {
+		t.Errorf("chaos row %q, want %q in:\n%s", row, want, b.String())
+	}
+	if !strings.Contains(b.String(), "RESUME P99") {
+		t.Errorf("no chaos table header in:\n%s", b.String())
+	}
+}

@@ -36,6 +36,9 @@ type Target struct {
 	// Repo is the repository the box.clone case clones; default
 	// Local.Repo, and without either the case does not apply.
 	Repo *Repo
+	// Faults is the control plane's fault switch when the vendor talks
+	// to an emulator that has one: the chaos.vendor case runs only then.
+	Faults FaultSwitch
 	// Pins are the versions the boxes' harnesses are checked against.
 	// Default: the embedded pins.
 	Pins *pins.Pins

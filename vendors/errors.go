@@ -18,6 +18,11 @@ var ErrUnsupported = errors.New("unsupported create field")
 // ErrRateLimited is matched by every *RateLimitError.
 var ErrRateLimited = errors.New("vendor rate limit")
 
+// ErrNoHostAddress is the error of a vendor's HostAddress when it was
+// given no address of this machine that its boxes reach (a cloud's boxes
+// reach none by themselves).
+var ErrNoHostAddress = errors.New("no host address for the boxes to reach this machine")
+
 // NotFoundError is a box that does not exist. It matches ErrNotFound.
 type NotFoundError struct {
 	Vendor, ID string

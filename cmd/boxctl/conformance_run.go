@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 
 	"github.com/tangle-network/boxctl/conformance"
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/vendors/open"
 )
 
 // resolveImage finds the image, its digest and the record's harnesses.
@@ -29,9 +29,14 @@ func (o *conformanceOptions) resolveImage(ctx context.Context, a *app) (conforma
 	return img, nil
 }
 
-func (o *conformanceOptions) chaosOptions() *conformance.Chaos {
+// chaosOptions are the chaos family's options; on an emulator they set
+// t's fault switch too (boxctl emulate's), for the chaos.vendor case.
+func (o *conformanceOptions) chaosOptions(t *conformance.Target) *conformance.Chaos {
 	if !o.chaos {
 		return nil
+	}
+	if sw, ok := open.FaultSwitch(o.target, open.Options{}); ok && o.emulated {
+		t.Faults = sw
 	}
 	return &conformance.Chaos{Faults: o.faults, Idle: o.chaosIdle}
 }
@@ -71,10 +76,11 @@ func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
 		t.Local, t.Router = l, sandbox.Router{}
 		a.log.Info("local model endpoint started", "url", l.Router.URL)
 	}
-	view := conformance.NewProgressView(a.errOut, isTerminal(a.errOut))
+	chaos := o.chaosOptions(&t)
+	view := conformance.NewProgressView(a.errOut, conformance.IsTerminal(a.errOut))
 	a.log.Info("running the conformance suite", "target", o.target, "image", img.Reference, "harnesses", harnesses)
 	rep, runErr := conformance.Run(ctx, t, conformance.Options{Harnesses: harnesses, Cases: o.cases, Parallel: o.parallel,
-		CaseTimeout: o.caseTimeout, ReadyTimeout: o.readyTimeout, Progress: view.Update, Logger: a.log, Chaos: o.chaosOptions()})
+		CaseTimeout: o.caseTimeout, ReadyTimeout: o.readyTimeout, Progress: view.Update, Logger: a.log, Chaos: chaos})
 	view.Close()
 	if rep == nil {
 		return usageError{runErr}
@@ -130,14 +136,4 @@ func listCases(a *app) error {
 		}
 		return tw.Flush()
 	})
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -35,8 +34,8 @@ func newEmulateCmd(a *app) *cobra.Command {
 type emulator struct {
 	use, short, long, example string
 	// keyEnv is the variable of the API key, keyPrefix that of a fresh
-	// one.
-	keyEnv, keyPrefix string
+	// one; hostEnv that of this machine's address as the sandboxes reach it.
+	keyEnv, keyPrefix, hostEnv string
 	// lost names the failed calls that may take effect anyway (the
 	// emulator's Lost); begin, the step of a sandbox the create delay
 	// delays and the vanish time counts from.
@@ -44,8 +43,8 @@ type emulator struct {
 	// flags adds the vendor's own flags.
 	flags func(f *pflag.FlagSet)
 	// start serves the emulator and returns the environment that points
-	// clients at it (its key aside) and what stops it.
-	start func(c emulateFlags, key string, log *slog.Logger) (env [][2]string, stop func() error, err error)
+	// clients at it (its key and host address aside) and the emulator.
+	start func(c emulateFlags, key string, log *slog.Logger) (env [][2]string, emu emukit.Emulator, err error)
 }
 
 // emulateFlags are the flags of every emulator.
@@ -83,10 +82,15 @@ func (e emulator) run(ctx context.Context, a *app, c emulateFlags) error {
 	if generated {
 		key = e.keyPrefix + localrouter.NewKey()[:40]
 	}
-	env, stop, err := e.start(c, key, a.log)
+	env, emu, err := e.start(c, key, a.log)
 	if err != nil {
 		return err
 	}
+	host, err := emu.HostAddress(ctx)
+	if err != nil {
+		return errors.Join(err, emu.Close())
+	}
+	env = append(env, [2]string{e.hostEnv, host})
 	if generated {
 		env = append(env, [2]string{e.keyEnv, key})
 	}
@@ -94,19 +98,12 @@ func (e emulator) run(ctx context.Context, a *app, c emulateFlags) error {
 	for _, kv := range env {
 		m[kv[0]] = kv[1]
 	}
-	err = a.print(m, func(w io.Writer) error {
-		for _, kv := range env {
-			if _, err := fmt.Fprintf(w, "export %s=%s\n", kv[0], kv[1]); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err = a.print(m, func(w io.Writer) error { return emukit.WriteExports(w, env) })
 	if err == nil {
 		a.log.Info("emulator serving", "vendor", e.use, "url", env[0][1])
 		<-ctx.Done()
 	}
 	// Stopping removes every sandbox's container, which ends their
 	// streams, so the server then drains at once.
-	return errors.Join(err, stop())
+	return errors.Join(err, emu.Close())
 }

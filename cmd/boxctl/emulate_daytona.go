@@ -28,12 +28,12 @@ auto-stop interval and go when their image's init ends them at their deadline.
 Computer use, LSP and volumes answer 501.
 
 It prints the environment that points boxctl and Daytona's own SDKs at it
-(DAYTONA_API_URL, DAYTONA_TARGET and the key), then serves until interrupted. The API key is $DAYTONA_API_KEY, or a fresh one
+(DAYTONA_API_URL, DAYTONA_TARGET, BOXCTL_DAYTONA_HOST_ADDRESS and the key), then serves until interrupted. The API key is $DAYTONA_API_KEY, or a fresh one
 that is printed. Fault switches make a share of control plane calls fail (429
-or 503), creates slow, or sandboxes vanish mid-run.`,
+or 503), creates slow, or sandboxes vanish mid-run; boxctl conformance --chaos sets them too.`,
 		example: `  boxctl emulate daytona --addr 127.0.0.1:3986 --registry 127.0.0.1:5000
   boxctl emulate daytona --snapshot box=boxctl-box:dev --error-rate 0.3 --vanish-after 2m`,
-		keyEnv: open.EnvDaytonaKey, keyPrefix: "dtn_",
+		keyEnv: open.EnvDaytonaKey, keyPrefix: "dtn_", hostEnv: open.EnvDaytonaHost,
 		lost: "changing calls", begin: "start",
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&o.Registry, "registry", o.Registry, "registry host:port that registry push access hands out")
@@ -42,7 +42,7 @@ or 503), creates slow, or sandboxes vanish mid-run.`,
 			f.DurationVar(&o.MaxLifetime, "max-lifetime", o.MaxLifetime, "longest a sandbox without BOX_DEADLINE may run")
 			f.StringArrayVar(&snapshots, "snapshot", nil, "active snapshot NAME=IMAGE to start with (repeatable)")
 		},
-		start: func(c emulateFlags, key string, log *slog.Logger) ([][2]string, func() error, error) {
+		start: func(c emulateFlags, key string, log *slog.Logger) ([][2]string, emukit.Emulator, error) {
 			var err error
 			if o.Snapshots, err = emukit.NamedImages("--snapshot", snapshots); err != nil {
 				return nil, nil, usageError{err}
@@ -55,7 +55,7 @@ or 503), creates slow, or sandboxes vanish mid-run.`,
 			if err != nil {
 				return nil, nil, err
 			}
-			return [][2]string{{open.EnvDaytonaURL, emu.APIURL()}, {open.EnvDaytonaTarget, daytonaemu.Target}}, emu.Close, nil
+			return [][2]string{{open.EnvDaytonaURL, emu.APIURL()}, {open.EnvDaytonaTarget, daytonaemu.Target}}, emu, nil
 		},
 	}
 }

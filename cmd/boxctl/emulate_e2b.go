@@ -24,14 +24,14 @@ each sandbox. Template builds pull the image from its registry; sandboxes end
 at their timeout.
 
 It prints the environment that points boxctl and E2B's official SDKs at it
-(E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN, E2B_API_KEY), then serves until
+(E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN, E2B_API_KEY; BOXCTL_E2B_HOST_ADDRESS for --router local), then serves until
 interrupted. Sandboxes run templates registered with --template or built
 through the template API; what the emulator does not serve answers 501. The API key is $E2B_API_KEY, or a fresh one that is
 printed. Fault switches make a share of control plane calls fail (429 or
-503), creates slow, or sandboxes vanish mid-run.`,
+503), creates slow, or sandboxes vanish mid-run; boxctl conformance --chaos sets them too.`,
 		example: `  boxctl emulate e2b --addr 127.0.0.1:3000 >e2b.env &   # then: . ./e2b.env
   boxctl emulate e2b --error-rate 0.3 --vanish-after 2m`,
-		keyEnv: open.EnvE2BKey, keyPrefix: "e2b_",
+		keyEnv: open.EnvE2BKey, keyPrefix: "e2b_", hostEnv: open.EnvE2BHost,
 		lost: "creates", begin: "create",
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&o.Domain, "domain", o.Domain, "domain served: api.DOMAIN and {port}-{sandboxID}.DOMAIN")
@@ -40,7 +40,7 @@ printed. Fault switches make a share of control plane calls fail (429 or
 			f.StringArrayVar(&templates, "template", nil, "template ID=IMAGE usable without a build (repeatable)")
 			f.StringVar(&o.ECREndpoint, "ecr-endpoint", "", "ECR API endpoint for builds from \"aws\" registries")
 		},
-		start: func(c emulateFlags, key string, log *slog.Logger) ([][2]string, func() error, error) {
+		start: func(c emulateFlags, key string, log *slog.Logger) ([][2]string, emukit.Emulator, error) {
 			var err error
 			if o.Templates, err = emukit.NamedImages("--template", templates); err != nil {
 				return nil, nil, usageError{err}
@@ -57,7 +57,7 @@ printed. Fault switches make a share of control plane calls fail (429 or
 			// BOXCTL_E2B_DIAL.
 			sdk := e2bemu.SDKEnv(emu.URL(), emu.Domain(), key)
 			return [][2]string{{open.EnvE2BURL, sdk[open.EnvE2BURL]}, {open.EnvE2BSandboxURL, sdk[open.EnvE2BSandboxURL]},
-				{open.EnvE2BDomain, sdk[open.EnvE2BDomain]}, {open.EnvE2BDial, strings.TrimPrefix(emu.URL(), "http://")}}, emu.Close, nil
+				{open.EnvE2BDomain, sdk[open.EnvE2BDomain]}, {open.EnvE2BDial, strings.TrimPrefix(emu.URL(), "http://")}}, emu, nil
 		},
 	}
 }

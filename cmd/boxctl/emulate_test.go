@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -16,24 +17,26 @@ import (
 
 // TestEmulate_Serves runs each `boxctl emulate VENDOR` on its one command
 // path: it prints the environment with a fresh key, its control plane
-// answers that key, the environment's variables agree, and it ends
-// cleanly with its context (Ctrl-C).
+// answers that key, the environment's variables agree (this machine's
+// address on the sandboxes' network among them), its fault switch answers
+// as open.FaultSwitch finds it, and it ends cleanly with its context
+// (Ctrl-C).
 func TestEmulate_Serves(t *testing.T) {
 	env := testbed.Require(t)
 	t.Setenv("DOCKER_HOST", env.DockerHost)
 	tests := []struct {
-		vendor, urlVar, keyVar, prefix string
-		path                           string // of a list call, after the URL
-		auth                           func(r *http.Request, key string)
-		agree                          func(printed map[string]string) bool
+		vendor, urlVar, keyVar, prefix, hostVar string
+		path                                    string // of a list call, after the URL
+		auth                                    func(r *http.Request, key string)
+		agree                                   func(printed map[string]string) bool
 	}{
-		{"e2b", open.EnvE2BURL, open.EnvE2BKey, "e2b_", "/v2/sandboxes",
+		{"e2b", open.EnvE2BURL, open.EnvE2BKey, "e2b_", open.EnvE2BHost, "/v2/sandboxes",
 			func(r *http.Request, key string) { r.Header.Set("X-API-Key", key) },
 			func(p map[string]string) bool {
 				return p[open.EnvE2BSandboxURL] == p[open.EnvE2BURL] && "http://"+p[open.EnvE2BDial] == p[open.EnvE2BURL] &&
 					p[open.EnvE2BDomain] == "e2b.local"
 			}},
-		{"daytona", open.EnvDaytonaURL, open.EnvDaytonaKey, "dtn_", "/sandbox",
+		{"daytona", open.EnvDaytonaURL, open.EnvDaytonaKey, "dtn_", open.EnvDaytonaHost, "/sandbox",
 			func(r *http.Request, key string) { r.Header.Set("Authorization", "Bearer "+key) },
 			func(p map[string]string) bool {
 				return strings.HasSuffix(p[open.EnvDaytonaURL], "/api") && p[open.EnvDaytonaTarget] != ""
@@ -57,6 +60,16 @@ func TestEmulate_Serves(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
 				t.Errorf("GET %s with the printed key = %d %s, want 200", tt.path, resp.StatusCode, b)
+			}
+			if ip := net.ParseIP(printed[tt.hostVar]); ip == nil || ip.To4() == nil {
+				t.Errorf("printed %s=%q, want an IPv4 address", tt.hostVar, printed[tt.hostVar])
+			}
+			sw, ok := open.FaultSwitch(tt.vendor, open.Options{Getenv: func(k string) string { return printed[k] }})
+			if !ok {
+				t.Fatalf("no fault switch in the printed environment %v", printed)
+			}
+			if _, err := sw.FaultCounts(t.Context()); err != nil {
+				t.Errorf("the fault switch with the printed key: %v", err)
 			}
 		})
 	}

@@ -39,7 +39,14 @@ type options struct {
 	attempts      int
 	createTimeout time.Duration
 	watch         time.Duration
+	hostAddr      string
 }
+
+// WithHostAddress names this machine's address as the sandboxes reach it
+// (an emulator's on its Docker network: boxctl emulate prints it), where
+// a local model endpoint listens. Default none: Daytona's own sandboxes
+// reach no address of the caller's.
+func WithHostAddress(addr string) Option { return func(o *options) { o.hostAddr = addr } }
 
 // WithAPIURL sets the control plane URL, path prefix included
 // ("https://app.daytona.io/api"). Default DefaultAPIURL.

@@ -73,6 +73,15 @@ func (v *Vendor) client(base string, decode func([]byte, *vendorhttp.APIError) b
 // Name returns "daytona".
 func (v *Vendor) Name() string { return Name }
 
+// HostAddress returns this machine's address as the sandboxes reach it,
+// when WithHostAddress named one; else vendors.ErrNoHostAddress.
+func (v *Vendor) HostAddress(context.Context) (string, error) {
+	if v.opts.hostAddr == "" {
+		return "", fmt.Errorf("daytona: %w (WithHostAddress)", vendors.ErrNoHostAddress)
+	}
+	return v.opts.hostAddr, nil
+}
+
 // Supports reports the owner, labels, CPU, memory and disk (in whole cores
 // and GiB, rounded up), environment and ports. Pids limits and OCI
 // runtimes are Daytona's to choose. A retention makes a suspendable box

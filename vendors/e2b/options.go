@@ -44,7 +44,14 @@ type options struct {
 	user         string
 	attempts     int
 	readyTimeout time.Duration
+	hostAddr     string
 }
+
+// WithHostAddress names this machine's address as the sandboxes reach it
+// (an emulator's on its Docker network: boxctl emulate prints it), where
+// a local model endpoint listens. Default none: E2B's own sandboxes reach
+// no address of the caller's.
+func WithHostAddress(addr string) Option { return func(o *options) { o.hostAddr = addr } }
 
 // WithAPIURL sets the control plane URL. Default {scheme}://api.{domain}.
 func WithAPIURL(u string) Option { return func(o *options) { o.apiURL = u } }

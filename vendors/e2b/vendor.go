@@ -3,6 +3,7 @@ package e2b
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -58,6 +59,15 @@ func (v *Vendor) Close() error {
 
 // Name returns "e2b".
 func (v *Vendor) Name() string { return Name }
+
+// HostAddress returns this machine's address as the sandboxes reach it,
+// when WithHostAddress named one; else vendors.ErrNoHostAddress.
+func (v *Vendor) HostAddress(context.Context) (string, error) {
+	if v.o.hostAddr == "" {
+		return "", fmt.Errorf("e2b: %w (WithHostAddress)", vendors.ErrNoHostAddress)
+	}
+	return v.o.hostAddr, nil
+}
 
 // Supports reports what a sandbox honours: owner, labels (metadata),
 // environment (envVars) and ports. CPU and memory are the template's

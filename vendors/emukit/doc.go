@@ -1,7 +1,8 @@
 // Package emukit is what the local emulators of cloud vendors
 // (vendors/e2b/e2bemu, vendors/daytona/daytonaemu) share and hold no
 // vendor's API in: the fault switches and the middleware that injects
-// them into a control plane (Faults, Injector), the registry of the
+// them into a control plane (Faults, Injector), the switch that sets them
+// over HTTP from another process (SwitchPath, Switch), the registry of the
 // Docker boxes behind their sandboxes (Registry), and the listener that
 // serves an emulator on an address (Listener).
 //

@@ -68,6 +68,10 @@ func (g *Registry) Engine() *client.Client { return g.engine }
 // Network returns the Docker network of the boxes.
 func (g *Registry) Network() string { return g.docker.Network() }
 
+// HostAddress returns this machine's address on the boxes' network (its
+// gateway): a server listening there is reachable from every sandbox.
+func (g *Registry) HostAddress(ctx context.Context) (string, error) { return g.docker.HostAddress(ctx) }
+
 // Create makes the box of a sandbox and returns it with its address on
 // the boxes' network. A box that has no address is removed again.
 func (g *Registry) Create(ctx context.Context, sandboxID string, spec vendors.CreateSpec) (vendors.Box, string, error) {

@@ -234,7 +234,7 @@ func (v *Vendor) Close() error {
 // caller's by themselves.
 func (v *Vendor) HostAddress(context.Context) (string, error) {
 	if v.o.hostAddr == "" {
-		return "", errors.New("kubernetes: no host address for the boxes to reach this machine (WithHostAddress)")
+		return "", fmt.Errorf("kubernetes: %w (WithHostAddress)", vendors.ErrNoHostAddress)
 	}
 	return v.o.hostAddr, nil
 }

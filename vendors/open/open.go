@@ -35,6 +35,10 @@ const (
 	EnvKubeNamespace = "BOXCTL_KUBE_NAMESPACE"
 	EnvKubePool      = "BOXCTL_KUBE_POOL"
 	EnvKubeHost      = "BOXCTL_KUBE_HOST_ADDRESS"
+	// EnvE2BHost and EnvDaytonaHost name this machine's address as an
+	// emulator's sandboxes reach it (boxctl emulate prints them).
+	EnvE2BHost     = "BOXCTL_E2B_HOST_ADDRESS"
+	EnvDaytonaHost = "BOXCTL_DAYTONA_HOST_ADDRESS"
 )
 
 // Targets are the vendors Vendor opens.
@@ -133,6 +137,9 @@ func E2B(o Options) (*e2b.Vendor, error) {
 	if d := o.Getenv(EnvE2BDial); d != "" {
 		opts = append(opts, e2b.WithDial(d))
 	}
+	if h := o.Getenv(EnvE2BHost); h != "" {
+		opts = append(opts, e2b.WithHostAddress(h))
+	}
 	v, err := e2b.New(key, opts...)
 	if err != nil {
 		return nil, &ConfigError{Err: err}
@@ -153,6 +160,9 @@ func Daytona(o Options) (*daytona.Vendor, error) {
 	}
 	if org := o.Getenv(EnvDaytonaOrg); org != "" {
 		opts = append(opts, daytona.WithOrganization(org))
+	}
+	if h := o.Getenv(EnvDaytonaHost); h != "" {
+		opts = append(opts, daytona.WithHostAddress(h))
 	}
 	v, err := daytona.New(key, opts...)
 	if err != nil {

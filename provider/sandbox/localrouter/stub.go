@@ -23,13 +23,17 @@ type HostAddresser interface {
 
 // HostFor returns the address on which a local model endpoint is
 // reachable from v's boxes; ErrUnreachable (wrapped, naming the vendor)
-// when it is not.
+// when it is not, or the vendor was given no such address
+// (vendors.ErrNoHostAddress).
 func HostFor(ctx context.Context, v vendors.Vendor) (string, error) {
 	ha, ok := v.(HostAddresser)
 	if !ok {
 		return "", fmt.Errorf("boxes on %s: %w", v.Name(), ErrUnreachable)
 	}
 	host, err := ha.HostAddress(ctx)
+	if errors.Is(err, vendors.ErrNoHostAddress) {
+		return "", fmt.Errorf("boxes on %s: %w (%w)", v.Name(), ErrUnreachable, err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("local model endpoint: %w", err)
 	}

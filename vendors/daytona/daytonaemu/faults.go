@@ -1,6 +1,7 @@
 package daytonaemu
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -25,6 +26,11 @@ func (s *Server) SetFaults(f Faults) error {
 
 // FaultCounts returns the faults injected so far.
 func (s *Server) FaultCounts() emukit.Counts { return s.faults.Counts() }
+
+// HostAddress returns this machine's address as the sandboxes reach it
+// (the gateway of their Docker network), for a client's
+// daytona.WithHostAddress.
+func (s *Server) HostAddress(ctx context.Context) (string, error) { return s.boxes.HostAddress(ctx) }
 
 // throttler names the rate limit a control plane route falls under, as
 // the control plane's throttler scopes do.

@@ -186,6 +186,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, http.StatusUnauthorized, "Unauthorized")
 			return
 		}
+		if r.URL.Path == "/api"+emukit.SwitchPath {
+			s.faults.ServeSwitch(w, r)
+			return
+		}
 		s.faults.Serve(w, r, http.HandlerFunc(s.api))
 	case strings.HasPrefix(r.URL.Path, "/toolbox/"):
 		s.toolbox(w, r)

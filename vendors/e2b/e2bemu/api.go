@@ -52,6 +52,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "Invalid API key, please visit https://e2b.dev/docs/api-key to get a new one.")
 		return
 	}
+	if r.URL.Path == emukit.SwitchPath {
+		s.faults.ServeSwitch(w, r)
+		return
+	}
 	s.faults.Serve(w, r, s.api)
 }
 

@@ -187,6 +187,11 @@ func (s *Server) SetFaults(f Faults) error {
 // FaultCounts returns the faults injected so far.
 func (s *Server) FaultCounts() emukit.Counts { return s.faults.Counts() }
 
+// HostAddress returns this machine's address as the sandboxes reach it
+// (the gateway of their Docker network), for a client's
+// e2b.WithHostAddress.
+func (s *Server) HostAddress(ctx context.Context) (string, error) { return s.boxes.HostAddress(ctx) }
+
 // Backend returns the Docker box behind a sandbox, for tests that check
 // what the engine shows of it.
 func (s *Server) Backend(sandboxID string) (vendors.Box, bool) {
