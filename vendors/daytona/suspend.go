@@ -30,7 +30,7 @@ import (
 // environment is fixed at create, so its init's deadline does not move
 // with a suspend.
 //
-// Fork is refused for now.
+// Fork is snapshot, then create (fork.go).
 
 // archiveAfter is how long a suspendable sandbox stays stopped before
 // Daytona archives it, when its retention is longer.
@@ -149,11 +149,6 @@ func (v *Vendor) Resume(ctx context.Context, id string) (vendors.Box, error) {
 	}
 	v.opts.log.Debug("daytona sandbox resumed", "id", id, "took", time.Since(start))
 	return b, nil
-}
-
-// Fork is refused on Daytona for now. See vendors.Suspender.
-func (v *Vendor) Fork(_ context.Context, id string, _ int) ([]string, error) {
-	return nil, &vendors.NotSuspendableError{Vendor: Name, ID: id, Reason: "fork is not implemented for daytona sandboxes"}
 }
 
 // lifecycle posts /sandbox/{id}/{verb} (stop, start), again while the
