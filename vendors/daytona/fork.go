@@ -86,33 +86,44 @@ func (v *Vendor) Fork(ctx context.Context, id string, n int) (_ []string, err er
 
 // snapshotSandbox takes sandbox id's filesystem into snapshot name and
 // waits until the sandbox is no longer snapshotting and the snapshot is
-// active.
-func (v *Vendor) snapshotSandbox(ctx context.Context, id, name string) error {
+// active. An answer that leaves the outcome unknown (a conflict, a server
+// error, a lost connection: the call may have taken effect, or another
+// change was in progress) is followed by a wait for the sandbox to settle
+// and a look-up of the snapshot before the call is made again.
+func (v *Vendor) snapshotSandbox(ctx context.Context, id, name string) (err error) {
+	defer func() {
+		if err != nil {
+			v.deleteSnapshot(context.WithoutCancel(ctx), name)
+			err = fmt.Errorf("daytona: fork box %s: snapshot: %w", id, err)
+		}
+	}()
+	settled := func(s string) bool { return s != StateSnapshotting && s != StateStopping }
 	for {
 		_, err := v.api.Do(ctx, vendorhttp.Call{Method: http.MethodPost, Path: "/sandbox/" + url.PathEscape(id) + "/snapshot",
 			Body: map[string]string{"name": name}})
 		if err == nil {
 			break
 		}
-		if status(err) != http.StatusConflict || ctx.Err() != nil {
-			return fmt.Errorf("daytona: fork box %s: snapshot: %w", id, typed("fork", id, err))
+		if st := status(err); (st != 0 && st != http.StatusConflict && st < 500) || ctx.Err() != nil {
+			return typed("fork", id, err)
 		}
-		// A state change in progress (the stop's): try again shortly.
+		if _, werr := v.waitState(ctx, id, settled); werr != nil {
+			return errors.Join(werr, err)
+		}
+		if _, serr := v.Snapshot(ctx, name); serr == nil {
+			break // the call took effect
+		}
 		if serr := vendorhttp.Sleep(ctx, v.opts.poll); serr != nil {
-			return fmt.Errorf("daytona: fork box %s: snapshot: %w (%w)", id, serr, err)
+			return errors.Join(serr, err)
 		}
 	}
-	if _, err := v.waitState(ctx, id, func(s string) bool { return s != StateSnapshotting }); err != nil {
-		v.deleteSnapshot(context.WithoutCancel(ctx), name)
-		return fmt.Errorf("daytona: fork box %s: snapshot: %w", id, err)
+	if _, err := v.waitState(ctx, id, settled); err != nil {
+		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, v.opts.createTimeout)
 	defer cancel()
-	if _, err := v.waitSnapshot(wctx, name, nil); err != nil {
-		v.deleteSnapshot(context.WithoutCancel(ctx), name)
-		return fmt.Errorf("daytona: fork box %s: snapshot: %w", id, err)
-	}
-	return nil
+	_, err = v.waitSnapshot(wctx, name, nil)
+	return err
 }
 
 // forkOne creates a sandbox of snapshot snap like src, waits until it is

@@ -3,6 +3,7 @@ package daytona_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +122,63 @@ func forkOnce(t *testing.T, emu *daytonaemu.Server, v *daytona.Vendor) {
 		if err != nil || strings.TrimSpace(string(res.Stdout)) != "kept" {
 			t.Errorf("box %d after resume: /tmp/fork-file = %q, %v; want kept", i, res.Stdout, err)
 		}
+	}
+}
+
+// TestVendor_ForkUnderFaults forks a suspended box into 4 while 30% of the
+// control plane's calls fail with 429 or 503 (half of the failed changing
+// calls having taken effect): the fork succeeds with 4 distinct stopped
+// boxes, and the run holds no other sandbox (none made twice).
+func TestVendor_ForkUnderFaults(t *testing.T) {
+	emu, v := emulator(t, daytonaemu.Options{}, daytona.WithCreateAttempts(8))
+	ctx := t.Context()
+	tag := vendortest.RunTag(t)
+	src, err := v.Create(ctx, vendors.CreateSpec{Image: snapshotName, RunTag: tag, Lifetime: 10 * time.Minute, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.Destroy(context.WithoutCancel(ctx)) })
+	if _, err := v.Suspend(ctx, src.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := emu.SetFaults(daytonaemu.Faults{ErrorRate: 0.3, LostRate: 0.5,
+		Statuses: []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	ids, err := v.Fork(ctx, src.ID(), n)
+	if serr := emu.SetFaults(daytonaemu.Faults{}); serr != nil {
+		t.Fatal(serr)
+	}
+	for _, id := range ids {
+		t.Cleanup(func() {
+			if b, err := v.Connect(context.WithoutCancel(ctx), id); err == nil {
+				_ = b.Destroy(context.WithoutCancel(ctx))
+			}
+		})
+	}
+	if err != nil {
+		t.Fatalf("Fork under faults: %v", err)
+	}
+	want := map[string]bool{src.ID(): true}
+	for _, id := range ids {
+		want[id] = true
+	}
+	if len(want) != n+1 {
+		t.Fatalf("Fork = %v, want %d distinct new ids", ids, n)
+	}
+	list, err := v.List(ctx, map[string]string{boxmeta.LabelRunTag: tag})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range list {
+		if !want[in.ID] {
+			t.Errorf("sandbox %s of the run is neither the source nor a fork: a duplicate", in.ID)
+		} else if in.State != vendors.StateSuspended {
+			t.Errorf("sandbox %s is %s, want suspended", in.ID, in.State)
+		}
+	}
+	if len(list) != n+1 {
+		t.Errorf("List(run tag) = %d sandboxes, want %d", len(list), n+1)
 	}
 }

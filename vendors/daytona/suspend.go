@@ -152,10 +152,13 @@ func (v *Vendor) Resume(ctx context.Context, id string) (vendors.Box, error) {
 }
 
 // lifecycle posts /sandbox/{id}/{verb} (stop, start), again while the
-// control plane answers that a state change is in progress (409).
+// control plane answers that a state change is in progress (409). Both
+// are idempotent (stopping a stopped sandbox, or starting a started one,
+// answers it as it is), so a failed call is retried as a GET is.
 func (v *Vendor) lifecycle(ctx context.Context, id, verb string) error {
 	for {
-		_, err := v.api.Do(ctx, vendorhttp.Call{Method: http.MethodPost, Path: "/sandbox/" + url.PathEscape(id) + "/" + verb})
+		_, err := v.api.Do(ctx, vendorhttp.Call{Method: http.MethodPost, Path: "/sandbox/" + url.PathEscape(id) + "/" + verb,
+			Idempotent: true})
 		if status(err) != http.StatusConflict || ctx.Err() != nil {
 			if err != nil {
 				return fmt.Errorf("daytona: %s box %s: %w", verb, id, typed(verb, id, err))
