@@ -24,8 +24,9 @@ import (
 // boxmeta.LabelForkOf), resources and intervals (so its retention and
 // autoDeleteInterval are the source's), stopped once it started. Daytona's
 // own fork (POST /sandbox/{id}/fork) is not used: it forks only a started
-// VM sandbox, and boxes are container sandboxes. The snapshot stays, as
-// the image of the forks; it is deleted when the fork fails.
+// VM sandbox, and boxes are container sandboxes. The snapshot is deleted
+// when the fork fails, and else by the destroy of the last of its forks
+// (a fork destroyed by id alone, its labels unknown, leaves it).
 
 // forkSnapshotPrefix begins the names of fork snapshots.
 const forkSnapshotPrefix = "boxctl-fork-"
@@ -176,4 +177,21 @@ func (v *Vendor) deleteSnapshot(ctx context.Context, name string) {
 	if err != nil && status(err) != http.StatusNotFound {
 		v.opts.log.Debug("daytona: fork snapshot not deleted", "snapshot", name, "err", err)
 	}
+}
+
+// deleteForkSnapshot deletes fork snapshot name, made of box forkOf, once
+// no fork of it is left: Daytona itself does not refuse deleting a
+// snapshot in use.
+func (v *Vendor) deleteForkSnapshot(ctx context.Context, forkOf, name string) {
+	l, err := v.listSandboxes(ctx, map[string]string{boxmeta.LabelManaged: "true", boxmeta.LabelForkOf: forkOf})
+	if err != nil {
+		v.opts.log.Debug("daytona: fork snapshot kept", "snapshot", name, "err", err)
+		return
+	}
+	for _, sb := range l {
+		if sb.Snapshot == name && !sb.deleted() {
+			return
+		}
+	}
+	v.deleteSnapshot(ctx, name)
 }

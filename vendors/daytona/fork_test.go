@@ -113,6 +113,7 @@ func forkOnce(t *testing.T, emu *daytonaemu.Server, v *daytona.Vendor) {
 	if suspended != 3 {
 		t.Errorf("List: %d suspended boxes, want the source and its 2 forks (%v)", suspended, infos)
 	}
+	var boxes []vendors.Box
 	for i, id := range append(ids, src.ID()) {
 		b, err := v.Resume(ctx, id)
 		if err != nil {
@@ -121,6 +122,17 @@ func forkOnce(t *testing.T, emu *daytonaemu.Server, v *daytona.Vendor) {
 		res, err := b.Exec(ctx, vendors.ExecSpec{Command: []string{"cat", "/tmp/fork-file"}})
 		if err != nil || strings.TrimSpace(string(res.Stdout)) != "kept" {
 			t.Errorf("box %d after resume: /tmp/fork-file = %q, %v; want kept", i, res.Stdout, err)
+		}
+		boxes = append(boxes, b)
+	}
+	// The fork snapshot goes with the last fork.
+	snap, _ := sandboxJSON(t, emu, ids[0])["snapshot"].(string)
+	for i, b := range boxes[:2] {
+		if err := b.Destroy(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := v.Snapshot(ctx, snap); (err == nil) != (i == 0) {
+			t.Errorf("after the destroy of fork %d: snapshot %s look-up = %v", i, snap, err)
 		}
 	}
 }
