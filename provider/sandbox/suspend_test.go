@@ -393,10 +393,10 @@ func TestProvider_LiveFork(t *testing.T) {
 	}
 }
 
-// forkTargets are the vendors the fork tests run on: Docker and E2B's
-// emulator (Daytona refuses a fork).
+// forkTargets are the vendors the fork tests run on: Docker and both
+// emulators.
 func forkTargets(t *testing.T, f *fixture) []target {
-	return []target{f.docker(), e2bTarget(t, f)}
+	return []target{f.docker(), daytonaTarget(t, f), e2bTarget(t, f)}
 }
 
 func liveFork(t *testing.T, f *fixture, tg target) {

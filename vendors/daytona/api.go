@@ -30,29 +30,31 @@ const (
 	StatePullingSnapshot  = "pulling_snapshot"
 	StateArchived         = "archived"
 	StateArchiving        = "archiving"
+	StateSnapshotting     = "snapshotting"
 )
 
 // sandbox is the control plane's Sandbox (and SandboxListItem): the
 // fields this package reads. Unknown fields are ignored.
 type sandbox struct {
-	ID                 string            `json:"id"`
-	Name               string            `json:"name"`
-	Snapshot           string            `json:"snapshot"`
-	User               string            `json:"user"`
-	Env                map[string]string `json:"env"`
-	Labels             map[string]string `json:"labels"`
-	Public             bool              `json:"public"`
-	State              string            `json:"state"`
-	DesiredState       string            `json:"desiredState"`
-	ErrorReason        string            `json:"errorReason"`
-	CPU                float64           `json:"cpu"`
-	Memory             float64           `json:"memory"`
-	Disk               float64           `json:"disk"`
-	AutoStopInterval   float64           `json:"autoStopInterval"`
-	AutoDeleteInterval float64           `json:"autoDeleteInterval"`
-	CreatedAt          string            `json:"createdAt"`
-	UpdatedAt          string            `json:"updatedAt"`
-	ToolboxProxyURL    string            `json:"toolboxProxyUrl"`
+	ID                  string            `json:"id"`
+	Name                string            `json:"name"`
+	Snapshot            string            `json:"snapshot"`
+	User                string            `json:"user"`
+	Env                 map[string]string `json:"env"`
+	Labels              map[string]string `json:"labels"`
+	Public              bool              `json:"public"`
+	State               string            `json:"state"`
+	DesiredState        string            `json:"desiredState"`
+	ErrorReason         string            `json:"errorReason"`
+	CPU                 float64           `json:"cpu"`
+	Memory              float64           `json:"memory"`
+	Disk                float64           `json:"disk"`
+	AutoStopInterval    float64           `json:"autoStopInterval"`
+	AutoArchiveInterval float64           `json:"autoArchiveInterval"`
+	AutoDeleteInterval  float64           `json:"autoDeleteInterval"`
+	CreatedAt           string            `json:"createdAt"`
+	UpdatedAt           string            `json:"updatedAt"`
+	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
 }
 
 // deleted reports a sandbox on its way out: its desired state is

@@ -22,6 +22,8 @@ type Box struct {
 	ports    []int
 	deadline time.Time
 	public   bool
+	forkSnap string // the snapshot Fork made this fork of (fork.go); "" for another box
+	forkOf   string // the box it is a fork of
 
 	mu      sync.Mutex
 	toolbox string             // {toolboxProxyUrl}/{id}; empty until known
@@ -39,6 +41,9 @@ func (v *Vendor) newBox(sb sandbox) *Box {
 	}
 	if sb.ToolboxProxyURL != "" {
 		b.toolbox = strings.TrimRight(sb.ToolboxProxyURL, "/") + "/" + sb.ID
+	}
+	if sb.Labels[boxmeta.LabelForkOf] != "" && strings.HasPrefix(sb.Snapshot, forkSnapshotPrefix) {
+		b.forkSnap, b.forkOf = sb.Snapshot, sb.Labels[boxmeta.LabelForkOf]
 	}
 	return b
 }
@@ -113,12 +118,16 @@ func (b *Box) Status(ctx context.Context) (vendors.Info, error) {
 
 // Destroy deletes the sandbox; one already gone is not an error. A
 // sandbox whose state is changing (still being created) is deleted once
-// the change is done.
+// the change is done. A fork's snapshot goes with the last fork of it
+// (fork.go).
 func (b *Box) Destroy(ctx context.Context) error {
 	for {
 		err := b.v.deleteSandbox(ctx, b.id)
 		switch st := status(err); {
 		case err == nil, st == http.StatusNotFound:
+			if b.forkSnap != "" {
+				b.v.deleteForkSnapshot(ctx, b.forkOf, b.forkSnap)
+			}
 			return nil
 		case st == http.StatusConflict && ctx.Err() == nil:
 			// "Sandbox state change in progress": try again shortly.

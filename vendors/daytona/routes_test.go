@@ -104,7 +104,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // TestRoutes_Current runs the client through everything it does (the
-// vendor suite, a snapshot import) against the emulator, records every
+// vendor suite, a fork, a snapshot import) against the emulator, records every
 // call, and checks each against the route tables of the API clients the
 // pinned official SDK bundles (@daytona/api-client for the control plane,
 // @daytona/toolbox-api-client for the toolbox): a call of a route those
@@ -124,6 +124,7 @@ func TestRoutes_Current(t *testing.T) {
 	t.Run("suite", func(t *testing.T) {
 		vendortest.Run(t, vendortest.Config{Vendor: v, Image: snapshotName, Describe: describe(emu)})
 	})
+	t.Run("fork", func(t *testing.T) { forkOnce(t, emu, v) })
 	t.Run("import", func(t *testing.T) {
 		ref, _, err := v.PushTarget(t.Context(), "boxctl/routes-"+vendortest.RunTag(t), "v1")
 		if err != nil {

@@ -68,8 +68,9 @@ func runSDK(t *testing.T, emu *daytonaemu.Server, extra map[string]string) []jss
 // pinned with its integrity) through its documented surface against the
 // emulator: create from a snapshot and from an image, process, sessions,
 // code run, the file system, git against a local bare repository,
-// preview links, stop, start, archive, snapshots, the events channel and
-// the typed 501s.
+// preview links, stop, start, archive, snapshots, a snapshot of the
+// sandbox and a sandbox made from it, the refused fork of a container
+// sandbox, the events channel and the typed 501s.
 func TestSDK_Scenario(t *testing.T) {
 	env := testbed.Require(t)
 	emu, _ := emulator(t, daytonaemu.Options{BuildkitAddr: env.BuildkitHost})

@@ -30,7 +30,7 @@ import (
 // environment is fixed at create, so its init's deadline does not move
 // with a suspend.
 //
-// Fork is refused for now.
+// Fork is snapshot, then create (fork.go).
 
 // archiveAfter is how long a suspendable sandbox stays stopped before
 // Daytona archives it, when its retention is longer.
@@ -151,16 +151,14 @@ func (v *Vendor) Resume(ctx context.Context, id string) (vendors.Box, error) {
 	return b, nil
 }
 
-// Fork is refused on Daytona for now. See vendors.Suspender.
-func (v *Vendor) Fork(_ context.Context, id string, _ int) ([]string, error) {
-	return nil, &vendors.NotSuspendableError{Vendor: Name, ID: id, Reason: "fork is not implemented for daytona sandboxes"}
-}
-
 // lifecycle posts /sandbox/{id}/{verb} (stop, start), again while the
-// control plane answers that a state change is in progress (409).
+// control plane answers that a state change is in progress (409). Both
+// are idempotent (stopping a stopped sandbox, or starting a started one,
+// answers it as it is), so a failed call is retried as a GET is.
 func (v *Vendor) lifecycle(ctx context.Context, id, verb string) error {
 	for {
-		_, err := v.api.Do(ctx, vendorhttp.Call{Method: http.MethodPost, Path: "/sandbox/" + url.PathEscape(id) + "/" + verb})
+		_, err := v.api.Do(ctx, vendorhttp.Call{Method: http.MethodPost, Path: "/sandbox/" + url.PathEscape(id) + "/" + verb,
+			Idempotent: true})
 		if status(err) != http.StatusConflict || ctx.Err() != nil {
 			if err != nil {
 				return fmt.Errorf("daytona: %s box %s: %w", verb, id, typed(verb, id, err))

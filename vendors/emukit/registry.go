@@ -181,6 +181,11 @@ func (g *Registry) Remove(ctx context.Context, sandboxID string) error {
 
 // Close removes every container left and releases the engine.
 func (g *Registry) Close() error {
+	return errors.Join(g.RemoveAll(), g.engine.Close(), g.docker.Close())
+}
+
+// RemoveAll removes every container left; the registry stays usable.
+func (g *Registry) RemoveAll() error {
 	g.mu.Lock()
 	ids := make([]string, 0, len(g.boxes))
 	for id := range g.boxes {
@@ -195,7 +200,7 @@ func (g *Registry) Close() error {
 		wg.Go(func() { errs[i] = g.Remove(ctx, id) })
 	}
 	wg.Wait()
-	return errors.Join(errors.Join(errs...), g.engine.Close(), g.docker.Close())
+	return errors.Join(errs...)
 }
 
 // NamedImages reads the NAME=IMAGE values of a repeated flag (an

@@ -260,3 +260,41 @@ func TestServer_Events(t *testing.T) {
 		t.Errorf("a polling or Engine.IO 3 handshake = %d, want 400", resp.StatusCode)
 	}
 }
+
+// TestServer_SandboxSnapshotRefusals checks the refusals of a sandbox
+// snapshot and a fork: no name, a sandbox neither started nor stopped (one
+// whose snapshot cannot be pulled), memory, a missing sandbox; a fork of
+// a container sandbox is 422; deleting a missing snapshot is 404.
+func TestServer_SandboxSnapshotRefusals(t *testing.T) {
+	emu := start(t)
+	api := emu.APIURL()
+	st, _, sb := call(t, "POST", api+"/sandbox", key, `{"snapshot":"missing"}`)
+	if st != 200 {
+		t.Fatalf("create = %d %v", st, sb)
+	}
+	id := sb["id"].(string)
+	vendortest.Poll(t, time.Minute, "the sandbox to fail", func() bool {
+		_, _, sb := call(t, "GET", api+"/sandbox/"+id, key, "")
+		return sb["state"] == "error"
+	})
+	tests := []struct {
+		name, method, url, body string
+		status                  int
+		message                 string
+	}{
+		{"no name", "POST", api + "/sandbox/" + id + "/snapshot", `{}`, 400, "name must be a string"},
+		{"not started or stopped", "POST", api + "/sandbox/" + id + "/snapshot", `{"name":"s1"}`, 400,
+			"Sandbox must be in started or stopped state to create a snapshot"},
+		{"missing sandbox", "POST", api + "/sandbox/nope/snapshot", `{"name":"s1"}`, 404, "Sandbox with ID or name nope not found"},
+		{"fork of a container sandbox", "POST", api + "/sandbox/" + id + "/fork", `{}`, 422, "Forking is not supported for this sandbox"},
+		{"delete a missing snapshot", "DELETE", api + "/snapshots/nope", "", 404, "Snapshot with ID nope not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, _, body := call(t, tt.method, tt.url, key, tt.body)
+			if st != tt.status || body["message"] != tt.message {
+				t.Errorf("%s %s = %d %v, want %d %q", tt.method, tt.url, st, body, tt.status, tt.message)
+			}
+		})
+	}
+}

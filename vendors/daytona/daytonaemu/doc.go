@@ -53,6 +53,8 @@
 //
 // One organization and one target (Target); no regions. Computer use,
 // LSP, pty, the code interpreter's contexts, volumes, object storage
-// (build contexts), forks, pauses, resizes and sandbox snapshots answer
-// a typed 501 naming the feature.
+// (build contexts), pauses and resizes answer a typed 501 naming the
+// feature. Its sandboxes are container sandboxes, so a fork is refused
+// (422) as Daytona refuses one; a sandbox snapshot (POST
+// /sandbox/{id}/snapshot) commits the sandbox's container.
 package daytonaemu

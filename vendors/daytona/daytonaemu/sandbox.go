@@ -109,6 +109,8 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		apiNotEmulated(w, r, parts[0])
 	case r.Method == http.MethodGet && len(parts) == 2 && parts[0] == "snapshots":
 		s.getSnapshot(w, r, parts[1])
+	case r.Method == http.MethodDelete && len(parts) == 2 && parts[0] == "snapshots":
+		s.deleteSnapshot(w, r, parts[1])
 	case r.Method == http.MethodPost && p == "/sandbox":
 		s.createSandbox(w, r)
 	case r.Method == http.MethodGet && p == "/sandbox":
@@ -156,7 +158,13 @@ func (s *Server) sandboxRoute(w http.ResponseWriter, r *http.Request, idOrName s
 		s.archiveRoute(w, r, idOrName)
 	case route == "POST last-activity":
 		s.lastActivity(w, r, idOrName)
-	case r.Method == http.MethodPost && len(rest) == 1 && (rest[0] == "fork" || rest[0] == "snapshot" || rest[0] == "pause" || rest[0] == "resize" || rest[0] == "recover"):
+	case route == "POST snapshot":
+		s.snapshotSandbox(w, r, idOrName)
+	case route == "POST fork":
+		s.withSandbox(w, r, idOrName, func(*sandbox) {
+			writeError(w, r, http.StatusUnprocessableEntity, "Forking is not supported for this sandbox")
+		})
+	case r.Method == http.MethodPost && len(rest) == 1 && (rest[0] == "pause" || rest[0] == "resize" || rest[0] == "recover"):
 		apiNotEmulated(w, r, "sandbox "+rest[0])
 	default:
 		writeError(w, r, http.StatusNotFound, "Cannot "+r.Method+" "+r.URL.Path)

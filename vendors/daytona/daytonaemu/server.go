@@ -89,7 +89,8 @@ type Server struct {
 	previews  map[string]net.Listener // by sandbox id:port
 	listeners map[chan event]struct{} // open events connections
 	snapshots map[string]*snapshot
-	created   int // sandboxes ever created, for cursors
+	committed []string // images of sandbox snapshots, removed on Close
+	created   int      // sandboxes ever created, for cursors
 }
 
 // New listens and serves the emulator until Close.
@@ -168,6 +169,8 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.wg.Wait()
 	s.proxy.CloseIdleConnections()
+	// The containers go first: the committed images are theirs.
+	err = errors.Join(err, s.boxes.RemoveAll(), s.removeCommitted())
 	return errors.Join(err, s.boxes.Close())
 }
 

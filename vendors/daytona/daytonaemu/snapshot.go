@@ -137,6 +137,22 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request, idOrName st
 	writeError(w, r, http.StatusNotFound, fmt.Sprintf("Snapshot with ID or name %s not found", idOrName))
 }
 
+// deleteSnapshot is DELETE /snapshots/{id}: the snapshot is gone; the
+// sandboxes made from it keep their containers (and a committed image
+// stays until Close).
+func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap := s.snapshots[id]
+	if snap == nil {
+		writeError(w, r, http.StatusNotFound, fmt.Sprintf("Snapshot with ID %s not found", id))
+		return
+	}
+	delete(s.snapshots, id)
+	s.opts.Log.Info("daytona snapshot deleted", "name", snap.Name)
+	w.WriteHeader(http.StatusOK)
+}
+
 func (s *Server) setSnapshot(snap *snapshot, state string, size *float64, reason *string) {
 	s.mu.Lock()
 	snap.State, snap.UpdatedAt, snap.ErrorReason = state, time.Now().UTC(), reason

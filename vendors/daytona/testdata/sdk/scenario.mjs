@@ -308,6 +308,31 @@ async function lifecycleSteps(sb) {
     const r = await sb.process.executeCommand('echo back')
     return [sb.state === 'started' && r.result.trim() === 'back', { state: sb.state }]
   })
+  await snapshotSteps(sb)
+}
+
+// snapshotSteps take the sandbox's filesystem into a snapshot and create
+// a sandbox from it; a fork of a container sandbox is refused.
+async function snapshotSteps(sb) {
+  await step('fork of a container sandbox refused', () => refused(() => sb.fork(), 422, 'not supported'))
+  const name = `scenario-${sb.id.slice(0, 8)}`
+  const ok = await step('create snapshot from sandbox', async () => {
+    await sb.process.executeCommand('echo forked >/tmp/scenario/fork.txt')
+    await sb.createSnapshot(name, 120)
+    await sb.refreshData()
+    const snap = await daytona.snapshot.get(name)
+    return [sb.state === 'started' && snap.state === 'active', { state: sb.state, snapshot: snap.state }]
+  })
+  if (!ok) return
+  await step('create from the sandbox snapshot keeps files', async () => {
+    const copy = await daytona.create({ snapshot: name, labels: { scenario: 'sdk-copy' } }, { timeout: 120 })
+    try {
+      const r = await copy.process.executeCommand('cat /tmp/scenario/fork.txt /tmp/scenario/b.txt')
+      return [copy.state === 'started' && r.result === 'forked\nalpha\ngamma\n', { id: copy.id, result: r.result }]
+    } finally {
+      await copy.delete(60, true)
+    }
+  })
 }
 
 async function imageSteps() {
