@@ -9,6 +9,7 @@ import (
 
 	"github.com/tangle-network/boxctl/conformance"
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/vendors/emukit"
 	"github.com/tangle-network/boxctl/vendors/open"
 )
 
@@ -35,8 +36,10 @@ func (o *conformanceOptions) chaosOptions(t *conformance.Target) *conformance.Ch
 	if !o.chaos {
 		return nil
 	}
-	if sw, ok := open.FaultSwitch(o.target, open.Options{}); ok && o.emulated {
-		t.Faults = sw
+	if cp, ok := open.EmulatorControlPlane(o.target, open.Options{}); ok && o.emulated {
+		if sw, err := emukit.NewSwitch(cp.URL, cp.Header, cp.Value, nil); err == nil {
+			t.Faults = sw
+		}
 	}
 	return &conformance.Chaos{Faults: o.faults, Idle: o.chaosIdle}
 }

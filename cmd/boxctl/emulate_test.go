@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/vendors/emukit"
 	"github.com/tangle-network/boxctl/vendors/open"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
@@ -19,7 +20,7 @@ import (
 // path: it prints the environment with a fresh key, its control plane
 // answers that key, the environment's variables agree (this machine's
 // address on the sandboxes' network among them), its fault switch answers
-// as open.FaultSwitch finds it, and it ends cleanly with its context
+// as open.EmulatorControlPlane finds it, and it ends cleanly with its context
 // (Ctrl-C).
 func TestEmulate_Serves(t *testing.T) {
 	env := testbed.Require(t)
@@ -64,9 +65,13 @@ func TestEmulate_Serves(t *testing.T) {
 			if ip := net.ParseIP(printed[tt.hostVar]); ip == nil || ip.To4() == nil {
 				t.Errorf("printed %s=%q, want an IPv4 address", tt.hostVar, printed[tt.hostVar])
 			}
-			sw, ok := open.FaultSwitch(tt.vendor, open.Options{Getenv: func(k string) string { return printed[k] }})
+			cp, ok := open.EmulatorControlPlane(tt.vendor, open.Options{Getenv: func(k string) string { return printed[k] }})
 			if !ok {
-				t.Fatalf("no fault switch in the printed environment %v", printed)
+				t.Fatalf("no control plane in the printed environment %v", printed)
+			}
+			sw, err := emukit.NewSwitch(cp.URL, cp.Header, cp.Value, nil)
+			if err != nil {
+				t.Fatal(err)
 			}
 			if _, err := sw.FaultCounts(t.Context()); err != nil {
 				t.Errorf("the fault switch with the printed key: %v", err)
