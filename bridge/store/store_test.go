@@ -331,13 +331,7 @@ func TestStore_Checkpoint(t *testing.T) {
 	if _, err := s.Append(ctx, "r", [][]byte{bytes.Repeat([]byte("x"), 256<<10)}); err != nil {
 		t.Fatal(err)
 	}
-	size := func() int64 {
-		fi, err := os.Stat(filepath.Join(dir, FileName))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.Size()
-	}
+	size := func() int64 { return dbSize(t, dir) }
 	before := size()
 	if err := s.Checkpoint(ctx); err != nil {
 		t.Fatal(err)
@@ -356,13 +350,7 @@ func TestStore_FinishCheckpoints(t *testing.T) {
 	if _, _, err := s.CreateRun(ctx, Run{ID: "r", Digest: "d", Harness: "h", Model: "m"}); err != nil {
 		t.Fatal(err)
 	}
-	size := func() int64 {
-		fi, err := os.Stat(filepath.Join(dir, FileName))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fi.Size()
-	}
+	size := func() int64 { return dbSize(t, dir) }
 	before := size()
 	if _, err := s.Finish(ctx, "r", Finish{Status: StatusDone}, [][]byte{bytes.Repeat([]byte("x"), 256<<10)}); err != nil {
 		t.Fatal(err)
@@ -376,4 +364,14 @@ func TestStore_FinishCheckpoints(t *testing.T) {
 		}
 		<-tick.C
 	}
+}
+
+// dbSize is the size of the database file of the store in dir.
+func dbSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	fi, err := os.Stat(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
 }
