@@ -105,7 +105,7 @@ func TestBox_Spawn(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel() // the process outlives the context it was spawned with
-	t.Cleanup(func() { _ = p.Signal(context.WithoutCancel(t.Context()), syscall.SIGKILL) })
+	killAtEnd(t, p)
 	if p.ID() != "p1" || p.PID() <= 0 {
 		t.Errorf("process %q pid %d, want p1 and a pid", p.ID(), p.PID())
 	}
@@ -213,7 +213,7 @@ func TestProcess_Wait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.Signal(context.WithoutCancel(t.Context()), syscall.SIGKILL) })
+	killAtEnd(t, p)
 	ctx, cancel := context.WithCancelCause(t.Context())
 	errC := make(chan error, 1)
 	go func() {
@@ -235,7 +235,7 @@ func TestProcess_OutputClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.Signal(context.WithoutCancel(t.Context()), syscall.SIGKILL) })
+	killAtEnd(t, p)
 
 	stdout, stderr, err := p.Output(t.Context())
 	if err != nil {
@@ -339,4 +339,16 @@ func TestBox_ReadGrowing(t *testing.T) {
 			}
 		}
 	}
+}
+
+// killAtEnd kills p at the end of t and waits until it ended (its exit
+// record written), so that nothing writes in t's directories while they
+// are removed.
+func killAtEnd(t *testing.T, p *boxproc.Process) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
+		defer cancel()
+		_ = p.Signal(ctx, syscall.SIGKILL)
+		_, _ = p.Wait(ctx)
+	})
 }
