@@ -30,22 +30,9 @@ func TestVendor_SuspendResume(t *testing.T) {
 	v := env.Client(t)
 	ctx := t.Context()
 	tag := vendortest.RunTag(t)
-	box, err := v.Create(ctx, vendors.CreateSpec{Image: env.Template, RunTag: tag, Lifetime: 5 * time.Minute, Retention: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = box.Destroy(context.WithoutCancel(ctx)) })
-	run := func(b vendors.Box, script string) string {
-		t.Helper()
-		res, err := b.Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c", script}})
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("%s: %v %s", script, err, res.Stderr)
-		}
-		return strings.TrimSpace(string(res.Stdout))
-	}
-	const hash = "cd /tmp/ws && find . -type f | sort | xargs -r sha256sum | sha256sum"
-	run(box, "mkdir -p /tmp/ws && head -c 65536 /dev/urandom > /tmp/ws/blob && echo kept > /tmp/ws/f")
-	before := run(box, hash)
+	box := suspendableBox(t, v, env.Template, tag)
+	run := func(b vendors.Box, script string) string { return shOut(t, b, script) }
+	before := run(box, seedWorkspace+" && "+hashWorkspace)
 	if _, err := box.Spawn(ctx, vendors.SpawnSpec{Name: "keeper", Command: []string{"sleep", "600"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +50,7 @@ func TestVendor_SuspendResume(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Resume: %v", err)
 	}
-	if got := run(resumed, hash); got != before {
+	if got := run(resumed, hashWorkspace); got != before {
 		t.Errorf("files after resume hash %s, want %s", got, before)
 	}
 	if out := run(resumed, "pgrep -x sleep || true"); out != "" {
@@ -113,22 +100,9 @@ func TestVendor_Fork(t *testing.T) {
 	v := env.Client(t)
 	ctx := t.Context()
 	tag := vendortest.RunTag(t)
-	src, err := v.Create(ctx, vendors.CreateSpec{Image: env.Template, RunTag: tag, Lifetime: 5 * time.Minute, Retention: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = src.Destroy(context.WithoutCancel(ctx)) })
-	run := func(b vendors.Box, script string) string {
-		t.Helper()
-		res, err := b.Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c", script}})
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("%s: %v %s", script, err, res.Stderr)
-		}
-		return strings.TrimSpace(string(res.Stdout))
-	}
-	const hash = "cd /tmp/ws && find . -type f | sort | xargs -r sha256sum | sha256sum"
-	run(src, "mkdir -p /tmp/ws && head -c 65536 /dev/urandom > /tmp/ws/blob && echo kept > /tmp/ws/f")
-	before := run(src, hash)
+	src := suspendableBox(t, v, env.Template, tag)
+	run := func(b vendors.Box, script string) string { return shOut(t, b, script) }
+	before := run(src, seedWorkspace+" && "+hashWorkspace)
 	if _, err := v.Fork(ctx, src.ID(), 1); !errors.Is(err, vendors.ErrNotSuspendable) {
 		t.Errorf("Fork of a running box = %v, want a typed refusal", err)
 	}
@@ -176,7 +150,7 @@ func TestVendor_Fork(t *testing.T) {
 		if forks[i], err = v.Resume(ctx, id); err != nil {
 			t.Fatalf("Resume fork %d: %v", i, err)
 		}
-		if got := run(forks[i], hash); got != before {
+		if got := run(forks[i], hashWorkspace); got != before {
 			t.Errorf("fork %d's files hash %s, want the source's %s", i, got, before)
 		}
 		st, err := forks[i].Status(ctx)
@@ -263,4 +237,34 @@ func TestVendor_ForkFails(t *testing.T) {
 	if !env.Server.Vanish(ce.BoxID) {
 		t.Errorf("fork %s named by the CleanupError is not there", ce.BoxID)
 	}
+}
+
+// seedWorkspace writes a workspace of random and fixed files in a box, and
+// hashWorkspace prints the hash of its files.
+const (
+	seedWorkspace = "mkdir -p /tmp/ws && head -c 65536 /dev/urandom > /tmp/ws/blob && echo kept > /tmp/ws/f"
+	hashWorkspace = "cd /tmp/ws && find . -type f | sort | xargs -r sha256sum | sha256sum"
+)
+
+// suspendableBox creates a suspendable box of template on v for t, with
+// run tag tag, destroyed at t's end.
+func suspendableBox(t *testing.T, v *e2b.Vendor, template, tag string) vendors.Box {
+	t.Helper()
+	box, err := v.Create(t.Context(), vendors.CreateSpec{Image: template, RunTag: tag, Lifetime: 5 * time.Minute, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = box.Destroy(context.WithoutCancel(t.Context())) })
+	return box
+}
+
+// shOut runs script in b and returns its trimmed output, failing t unless
+// it exits 0.
+func shOut(t *testing.T, b vendors.Box, script string) string {
+	t.Helper()
+	res, err := b.Exec(t.Context(), vendors.ExecSpec{Command: []string{"sh", "-c", script}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%s: %v %s", script, err, res.Stderr)
+	}
+	return strings.TrimSpace(string(res.Stdout))
 }
