@@ -112,10 +112,12 @@ func TestBox_Spawn(t *testing.T) {
 	if r.ran(secret) {
 		t.Error("the secret is in a command line")
 	}
-	environ, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID()) + "/environ")
-	if err != nil || !slices.Contains(strings.Split(string(environ), "\x00"), "SECRET="+secret) {
-		t.Errorf("the process's environment lacks SECRET: %v", err)
-	}
+	// The pid is known from the fork on; the command's own environment is
+	// there once it has exec'd.
+	poll(t, "the process's environment holds SECRET", func() bool {
+		environ, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID()) + "/environ")
+		return err == nil && slices.Contains(strings.Split(string(environ), "\x00"), "SECRET="+secret)
+	})
 	if _, err := b.Spawn(t.Context(), boxproc.SpawnSpec{Name: "p1", Command: []string{"true"}}); err == nil {
 		t.Error("Spawn with a name in use succeeded")
 	}
