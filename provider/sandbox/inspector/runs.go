@@ -420,8 +420,10 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Err() != nil {
 			return
 		}
-		if st, err := sess.Status(r.Context()); again && err == nil && st.Terminal {
-			continue
+		if again {
+			if st, err := sess.Status(r.Context()); err == nil && st.Terminal {
+				continue
+			}
 		}
 		send("", sseFailure, ErrorResponse{Error: apiError(failed)})
 		return
