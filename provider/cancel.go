@@ -61,7 +61,7 @@ func (c *client) cancelRun(ctx context.Context, r *run, reason string) (*wire.Ru
 			r.mu.Unlock()
 			if op.err == nil {
 				for _, stopReader := range readers {
-					stopReader(fmt.Errorf("cli-bridge run ended %s", op.snap.Status))
+					stopReader(&runEndedError{status: op.snap.Status})
 				}
 			}
 			close(op.done)
@@ -74,6 +74,29 @@ func (c *client) cancelRun(ctx context.Context, r *run, reason string) (*wire.Ru
 	case <-ctx.Done():
 		return nil, fmt.Errorf("cancel run: %w", context.Cause(ctx))
 	}
+}
+
+// runEndedError is the cause with which a confirmed cancellation stops
+// the run's readers where they are. The run is terminal and its events are
+// stored, so such a reader reads the rest from its cursor (readRest).
+type runEndedError struct{ status string }
+
+func (e *runEndedError) Error() string { return "cli-bridge run ended " + e.status }
+
+// endedBy reports whether a confirmed cancellation stopped the reader of
+// rctx while its caller's ctx still runs.
+func endedBy(ctx, rctx context.Context) bool {
+	var ended *runEndedError
+	return ctx.Err() == nil && errors.As(context.Cause(rctx), &ended)
+}
+
+// readRest reads a terminal run's events after since to the end of its
+// stream, as a reader Close and Destroy can still stop.
+func (e *Environment) readRest(ctx context.Context, op string, r *run, since string, yield func(Event) bool) error {
+	rctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	defer e.addReader(stop)()
+	return e.p.c.streamRun(rctx, r, streamSpec{op: op, since: since}, &streamResult{}, yield)
 }
 
 func (c *client) performCancel(ctx context.Context, r *run, reason string) (*wire.RunSnapshot, error) {

@@ -271,7 +271,11 @@ func (e *Environment) streamTracked(ctx context.Context, op string, r *run, turn
 	restore := e.bind(r)
 	res := &streamResult{}
 	var usage *Usage
+	last := turn.LastEventID
 	emit := func(ev Event) bool {
+		if ev.ID != "" {
+			last = ev.ID
+		}
 		if ev.Usage != nil {
 			if ev.Type == EventResult {
 				// The result carries the turn's totals.
@@ -292,6 +296,11 @@ func (e *Environment) streamTracked(ctx context.Context, op string, r *run, turn
 		}
 	} else {
 		err = e.p.c.streamRun(rctx, r, spec, res, emit)
+	}
+	if err != nil && !errors.Is(err, errStopped) && endedBy(tctx, rctx) {
+		// The run's confirmed cancellation stopped this stream: its last
+		// events are stored.
+		err = e.readRest(tctx, op, r, last, emit)
 	}
 	if err == nil {
 		e.settled(r)

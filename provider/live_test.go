@@ -292,3 +292,105 @@ func TestLive_ClaudeCodePlainTurn(t *testing.T) {
 		t.Errorf("Stream after Close = %v, want ErrClosed", closedErr)
 	}
 }
+
+// TestLive_CancelledRunReaders cancels live runs while their readers
+// hold an event: a detached reader (Session.Events) and the turn's own
+// stream (Environment.Stream) both still read the run to its cancelled
+// end, with no error, though the confirmed cancellation stopped them
+// where they were.
+func TestLive_CancelledRunReaders(t *testing.T) {
+	// A long answer, a delta a second, keeps each run live while its
+	// reader holds the first event.
+	slow := routerstub.Deltas(strings.Repeat("slow ", 180), 180).Paced(time.Second)
+	url := startBridge(t, routerstub.NewQueue(routerstub.Text("unexpected extra call"), slow, slow))
+	ctx := t.Context()
+	p, err := provider.New(provider.Options{BaseURL: url, BearerToken: "live-bearer", DefaultModel: "claude-code/claude-sonnet-4-5", BodyTimeout: 3 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(ctx) })
+	env, err := p.Create(ctx, provider.CreateRequest{Profile: provider.Profile{Name: "live-readers", Harness: "claude-code"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// read holds the first event until the run's cancellation is
+	// confirmed, then reads on to the end.
+	read := func(events func(yield func(provider.Event, error) bool), first chan<- struct{}, confirmed <-chan struct{}) (provider.Event, error) {
+		var last provider.Event
+		n := 0
+		for ev, err := range events {
+			if err != nil {
+				return last, err
+			}
+			if n++; n == 1 {
+				close(first)
+				<-confirmed
+			}
+			last = ev
+		}
+		return last, nil
+	}
+	cases := []struct {
+		name   string
+		events func(s *provider.Session) func(yield func(provider.Event, error) bool)
+	}{
+		{"session events", func(s *provider.Session) func(yield func(provider.Event, error) bool) { return s.Events(ctx, "0") }},
+		{"turn stream", nil},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sid := fmt.Sprintf("live-readers-%d", i)
+			turn := provider.Turn{Prompt: "Think for a long time.", SessionID: sid, ExecutionID: sid + "-exec"}
+			first, confirmed := make(chan struct{}), make(chan struct{})
+			type outcome struct {
+				last provider.Event
+				err  error
+			}
+			done := make(chan outcome, 1)
+			if c.events == nil {
+				go func() {
+					last, err := read(env.Stream(ctx, turn), first, confirmed)
+					done <- outcome{last, err}
+				}()
+			} else {
+				if _, err := env.Dispatch(ctx, turn); err != nil {
+					t.Fatalf("Dispatch: %v", err)
+				}
+				s, err := env.Session(sid, provider.SessionOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				go func() {
+					last, err := read(c.events(s), first, confirmed)
+					done <- outcome{last, err}
+				}()
+			}
+			select {
+			case <-first:
+			case <-time.After(time.Minute):
+				t.Fatal("no first event within a minute")
+			}
+			s, err := env.Session(sid, provider.SessionOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := s.Cancel(ctx)
+			if err != nil || st.Status != provider.StatusCancelled {
+				t.Fatalf("Cancel = %+v, %v, want cancelled", st, err)
+			}
+			close(confirmed)
+			var o outcome
+			select {
+			case o = <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("the reader did not end within a minute of the confirmed cancellation")
+			}
+			if o.err != nil {
+				t.Fatalf("reader ended with %v, want the run's end", o.err)
+			}
+			if o.last.Type != provider.EventStatus || o.last.Status != provider.StatusCancelled {
+				t.Errorf("last event = %+v, want the cancelled status", o.last)
+			}
+		})
+	}
+}

@@ -100,13 +100,24 @@ func (s *Session) Events(ctx context.Context, since string) iter.Seq2[Event, err
 	}
 }
 
-// readRun replays a run as a detachable reader.
+// readRun replays a run as a detachable reader. A reader stopped by the
+// run's confirmed cancellation still reads the run to its end.
 func (e *Environment) readRun(ctx context.Context, op string, r *run, since string, yield func(Event) bool) error {
 	rctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	defer e.addReader(stop)()
 	defer r.addReader(stop)()
-	err := e.p.c.streamRun(rctx, r, streamSpec{op: op, since: since}, &streamResult{}, yield)
+	last := since
+	track := func(ev Event) bool {
+		if ev.ID != "" {
+			last = ev.ID
+		}
+		return yield(ev)
+	}
+	err := e.p.c.streamRun(rctx, r, streamSpec{op: op, since: since}, &streamResult{}, track)
+	if err != nil && !errors.Is(err, errStopped) && endedBy(ctx, rctx) {
+		err = e.readRest(ctx, op, r, last, track)
+	}
 	if err == nil {
 		e.settled(r)
 	}

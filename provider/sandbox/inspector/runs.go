@@ -398,35 +398,17 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		return true
 	}
-	// A cancellation confirmed terminal stops the run's readers where they
-	// are: the run's last events are in the store, so a reader stopped
-	// that way reads them from its cursor once more.
-	for again := true; ; again = false {
-		var failed error
-		for ev, err := range sess.Events(r.Context(), since) {
-			if err != nil {
-				failed = err
-				break
+	for ev, err := range sess.Events(r.Context(), since) {
+		if err != nil {
+			if r.Context().Err() == nil {
+				send("", sseFailure, ErrorResponse{Error: apiError(err)})
 			}
-			s.see(run, ev)
-			if !send(ev.ID, sseEvent, eventOf(ev)) {
-				return
-			}
-			since = ev.ID
-		}
-		if failed == nil {
-			break
-		}
-		if r.Context().Err() != nil {
 			return
 		}
-		if again {
-			if st, err := sess.Status(r.Context()); err == nil && st.Terminal {
-				continue
-			}
+		s.see(run, ev)
+		if !send(ev.ID, sseEvent, eventOf(ev)) {
+			return
 		}
-		send("", sseFailure, ErrorResponse{Error: apiError(failed)})
-		return
 	}
 	send("", sseEnd, map[string]string{"runId": run})
 }
