@@ -96,6 +96,12 @@ type Call struct {
 	// Idempotent lets a method other than GET, HEAD, OPTIONS, PUT and
 	// DELETE be retried on 5xx and network errors too.
 	Idempotent bool
+	// Timeout bounds each attempt, from the dial to the answer's last
+	// byte; zero means only ctx bounds the call. An attempt that runs out
+	// before its answer's headers is retried when the call is idempotent;
+	// one whose answer stalls after them is not. When the last attempt
+	// runs out, Do returns a *TimeoutError.
+	Timeout time.Duration
 }
 
 type idempotentKey struct{}
@@ -131,8 +137,21 @@ func (c *Client) Do(ctx context.Context, call Call) (http.Header, error) {
 	if call.Body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := c.http.Do(req)
+	rc := c.http
+	if call.Timeout > 0 {
+		rc = c.bounded(call.Timeout)
+	}
+	timedOut := func(err error) error {
+		if call.Timeout > 0 && ctx.Err() == nil && isTimeout(err) {
+			return &TimeoutError{Vendor: c.cfg.Vendor, Method: call.Method, Path: u.Path, After: call.Timeout, Err: err}
+		}
+		return nil
+	}
+	resp, err := rc.Do(req)
 	if err != nil {
+		if te := timedOut(err); te != nil {
+			return nil, te
+		}
 		return nil, fmt.Errorf("%s %s: %w", call.Method, u.Path, err)
 	}
 	defer resp.Body.Close()
@@ -142,10 +161,29 @@ func (c *Client) Do(ctx context.Context, call Call) (http.Header, error) {
 	}
 	if call.Out != nil {
 		if err := json.NewDecoder(resp.Body).Decode(call.Out); err != nil {
+			if te := timedOut(err); te != nil {
+				return nil, te
+			}
 			return nil, fmt.Errorf("%s %s: decode response: %w", call.Method, u.Path, err)
 		}
 	}
 	return resp.Header, nil
+}
+
+// bounded returns a retrying client like c's whose every attempt ends
+// after d.
+func (c *Client) bounded(d time.Duration) *retryablehttp.Client {
+	hc := &http.Client{Transport: c.std.Transport, CheckRedirect: c.std.CheckRedirect, Jar: c.std.Jar, Timeout: d}
+	return &retryablehttp.Client{
+		HTTPClient:   hc,
+		Logger:       c.http.Logger,
+		RetryWaitMin: c.http.RetryWaitMin,
+		RetryWaitMax: c.http.RetryWaitMax,
+		RetryMax:     c.http.RetryMax,
+		CheckRetry:   c.http.CheckRetry,
+		Backoff:      c.http.Backoff,
+		ErrorHandler: c.http.ErrorHandler,
+	}
 }
 
 // NewAPIError reads a non-success answer (its body up to 64 KiB) into an

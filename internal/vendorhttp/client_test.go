@@ -1,6 +1,7 @@
 package vendorhttp_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net"
@@ -161,4 +162,62 @@ func TestNew_Validates(t *testing.T) {
 			t.Errorf("New(%s) = nil error, want one", tt.name)
 		}
 	}
+}
+
+func TestClient_Timeout(t *testing.T) {
+	const bound = 50 * time.Millisecond
+	tests := []struct {
+		name      string
+		method    string
+		hangs     int32 // attempts that never answer
+		stallBody bool  // a hanging attempt sends its headers first
+		wantCalls int32
+		wantErr   bool
+	}{
+		{"get that never answers", "GET", 100, false, 4, true},
+		{"get answered on retry", "GET", 2, false, 3, false},
+		{"post not retried", "POST", 100, false, 1, true},
+		{"stalled body not retried", "GET", 100, true, 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int32
+			c := newClient(t, func(w http.ResponseWriter, r *http.Request) {
+				if calls.Add(1) <= tt.hangs {
+					if tt.stallBody {
+						w.WriteHeader(http.StatusOK)
+						_, _ = w.Write([]byte(`{"got":`))
+						w.(http.Flusher).Flush()
+					}
+					<-r.Context().Done()
+					return
+				}
+				_ = json.NewEncoder(w).Encode(map[string]int{"got": 1})
+			}, vendorhttp.Config{})
+			var out struct{ Got int }
+			_, err := c.Do(t.Context(), vendorhttp.Call{Method: tt.method, Path: "/x", Out: &out, Timeout: bound})
+			if got := calls.Load(); got != tt.wantCalls {
+				t.Errorf("calls = %d, want %d", got, tt.wantCalls)
+			}
+			var te *vendorhttp.TimeoutError
+			switch {
+			case !tt.wantErr && (err != nil || out.Got != 1):
+				t.Fatalf("Do() = %v, %+v; want the answer", err, out)
+			case tt.wantErr && !errors.As(err, &te):
+				t.Fatalf("Do() = %v; want a *TimeoutError", err)
+			case tt.wantErr && (te.After != bound || te.Method != tt.method || te.Path != "/api/x"):
+				t.Fatalf("TimeoutError = %+v", te)
+			}
+		})
+	}
+	t.Run("the caller's deadline is not a timeout", func(t *testing.T) {
+		c := newClient(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }, vendorhttp.Config{})
+		ctx, cancel := context.WithTimeout(t.Context(), bound)
+		defer cancel()
+		_, err := c.Do(ctx, vendorhttp.Call{Method: "GET", Path: "/x", Timeout: time.Minute})
+		var te *vendorhttp.TimeoutError
+		if err == nil || errors.As(err, &te) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Do() = %v; want the context's deadline", err)
+		}
+	})
 }

@@ -40,6 +40,29 @@ func (e *APIError) Error() string {
 	return s
 }
 
+// TimeoutError is a call whose last attempt ran out of its Call.Timeout
+// while the caller's ctx still ran: the server took the request, or part
+// of it, and did not answer in time.
+type TimeoutError struct {
+	// Vendor names the vendor ("daytona").
+	Vendor string
+	// Method and Path are the request's.
+	Method, Path string
+	// After is the bound each attempt had.
+	After time.Duration
+	// Err is the transport's error.
+	Err error
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("%s: %s %s: no answer within %v", e.Vendor, e.Method, e.Path, e.After)
+}
+
+func (e *TimeoutError) Unwrap() error { return e.Err }
+
+// Timeout reports true, as net.Error's Timeout does.
+func (e *TimeoutError) Timeout() bool { return true }
+
 // Temporary reports an answer worth trying again later: 429 and 5xx.
 func (e *APIError) Temporary() bool {
 	return e.Status == http.StatusTooManyRequests || e.Status >= 500

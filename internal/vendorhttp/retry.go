@@ -39,3 +39,10 @@ func neverConnected(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
 }
+
+// isTimeout reports an error of a deadline that ran out: the HTTP
+// client's Timeout or a network deadline.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -74,7 +74,7 @@ func (b *Box) Exec(ctx context.Context, spec vendors.ExecSpec) (vendors.ExecResu
 	stop := context.AfterFunc(ctx, func() { b.killExec(context.WithoutCancel(ctx), id) })
 	defer stop()
 	var res executeResponse
-	err := b.call(ctx, "exec", vendorhttp.Call{Method: http.MethodPost, Path: "/process/execute", Body: req, Out: &res})
+	err := b.send(ctx, "exec", vendorhttp.Call{Method: http.MethodPost, Path: "/process/execute", Body: req, Out: &res})
 	if status(err) == http.StatusRequestTimeout && byCtx {
 		// The toolbox's timeout is ctx's deadline rounded up to a second,
 		// so ctx ends about now, if it has not already.
@@ -179,7 +179,7 @@ func (b *Box) killExec(ctx context.Context, id string) {
 	script := fmt.Sprintf(`f=%s; i=0; while [ ! -s "$f" ] && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done
 p=$(cat "$f" 2>/dev/null) && kill -9 -- "-$p" 2>/dev/null; rm -rf %s; exit 0`,
 		shellQuote(ExecDir+"/"+id+"/pid"), shellQuote(ExecDir+"/"+id))
-	_ = b.call(ctx, "exec", vendorhttp.Call{Method: http.MethodPost, Path: "/process/execute",
+	_ = b.send(ctx, "exec", vendorhttp.Call{Method: http.MethodPost, Path: "/process/execute",
 		Body: executeRequest{Command: script, Timeout: 15}, Out: &executeResponse{}})
 }
 

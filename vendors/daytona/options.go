@@ -23,6 +23,8 @@ const (
 	// DefaultPollInterval is how often Create, Destroy and snapshot
 	// imports poll a state, as Daytona's own clients do.
 	DefaultPollInterval = time.Second
+	// DefaultCallTimeout bounds each attempt of a short toolbox call.
+	DefaultCallTimeout = 30 * time.Second
 )
 
 // Option configures a Vendor.
@@ -39,6 +41,7 @@ type options struct {
 	attempts      int
 	createTimeout time.Duration
 	watch         time.Duration
+	callTimeout   time.Duration
 	hostAddr      string
 }
 
@@ -100,9 +103,17 @@ func WithCreateTimeout(d time.Duration) Option { return func(o *options) { o.cre
 // Default 1s.
 func WithGoneCheckInterval(d time.Duration) Option { return func(o *options) { o.watch = d } }
 
+// WithCallTimeout bounds each attempt of the toolbox's short calls
+// (sessions, their commands' input and state, file modes), so that a
+// toolbox that takes a request and never answers fails the call with a
+// *vendorhttp.TimeoutError instead of holding it; an attempt of a call
+// that reads state is retried. Commands and streams are bounded by their
+// ctx and the box's deadline only. Default DefaultCallTimeout.
+func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callTimeout = d } }
+
 func makeOptions(opts []Option) (options, error) {
 	o := options{apiURL: DefaultAPIURL, poll: DefaultPollInterval, version: buildinfo.Get().Version,
-		attempts: 4, createTimeout: DefaultCreateTimeout, watch: time.Second}
+		attempts: 4, createTimeout: DefaultCreateTimeout, watch: time.Second, callTimeout: DefaultCallTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -117,6 +128,8 @@ func makeOptions(opts []Option) (options, error) {
 		return o, fmt.Errorf("daytona: create timeout %v must be positive", o.createTimeout)
 	case o.watch <= 0:
 		return o, fmt.Errorf("daytona: gone check interval %v must be positive", o.watch)
+	case o.callTimeout <= 0:
+		return o, fmt.Errorf("daytona: call timeout %v must be positive", o.callTimeout)
 	}
 	o.httpClient, o.log = vendorhttp.Defaults(o.httpClient, o.log)
 	c := *o.httpClient

@@ -41,9 +41,17 @@ func (b *Box) toolboxClient(ctx context.Context) (*vendorhttp.Client, error) {
 	return tbc, nil
 }
 
-// call sends one JSON call to the toolbox. A failure is returned as it
-// is, or as a *vendors.GoneError when the sandbox no longer runs.
+// call sends one short JSON call to the toolbox, each attempt bounded by
+// WithCallTimeout. A failure is returned as it is, or as a
+// *vendors.GoneError when the sandbox no longer runs.
 func (b *Box) call(ctx context.Context, op string, c vendorhttp.Call) error {
+	c.Timeout = b.v.opts.callTimeout
+	return b.send(ctx, op, c)
+}
+
+// send sends one JSON call to the toolbox bounded by ctx only (a command
+// that runs as long as it takes), failing as call does.
+func (b *Box) send(ctx context.Context, op string, c vendorhttp.Call) error {
 	tb, err := b.toolboxClient(ctx)
 	if err != nil {
 		return err

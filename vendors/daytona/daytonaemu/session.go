@@ -210,6 +210,9 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request, sb *sandbox, id
 	return ss
 }
 
+// readTimeout bounds one read of a command's exit file.
+const readTimeout = 10 * time.Second
+
 // exitCode returns the command's exit code once its file exists.
 func (s *Server) exitCode(ctx context.Context, sb *sandbox, ss *session, c *command) (*int, error) {
 	sb.sessMu.Lock()
@@ -219,7 +222,11 @@ func (s *Server) exitCode(ctx context.Context, sb *sandbox, ss *session, c *comm
 		return code, nil
 	}
 	_, _, exit, _ := c.files(ss.dir)
-	b, err := sb.box.Read(ctx, exit)
+	// The read is an exec in the box: bound it, so that a stream that
+	// never closes fails this answer instead of holding it.
+	rctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	b, err := sb.box.Read(rctx, exit)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

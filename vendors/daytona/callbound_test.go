@@ -1,0 +1,116 @@
+package daytona_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tangle-network/boxctl/internal/vendorhttp"
+	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/daytona"
+	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
+	"github.com/tangle-network/boxctl/vendors/vendortest"
+)
+
+// hangingToolbox holds the first left toolbox GETs whose path ends with
+// suffix until their request ends.
+type hangingToolbox struct {
+	suffix atomic.Pointer[string]
+	left   atomic.Int32
+	hung   atomic.Int32
+}
+
+func (h *hangingToolbox) RoundTrip(req *http.Request) (*http.Response, error) {
+	s := h.suffix.Load()
+	if s != nil && req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/toolbox/") &&
+		strings.HasSuffix(req.URL.Path, *s) && h.left.Add(-1) >= 0 {
+		h.hung.Add(1)
+		<-req.Context().Done()
+		return nil, req.Context().Err()
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+func (h *hangingToolbox) hang(suffix string, n int32) {
+	h.hung.Store(0)
+	h.left.Store(n)
+	h.suffix.Store(&suffix)
+}
+
+// A toolbox that takes a short call and never answers fails that attempt
+// at the call bound: a state read is tried again, and a call that never
+// gets an answer ends with a *vendorhttp.TimeoutError instead of holding
+// its caller.
+func TestVendor_ToolboxCallBound(t *testing.T) {
+	t.Parallel()
+	const bound = 2 * time.Second
+	emu, v := emulator(t, daytonaemu.Options{})
+	box, err := v.Create(t.Context(), vendors.CreateSpec{Image: snapshotName, RunTag: vendortest.RunTag(t), Lifetime: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = box.Destroy(context.WithoutCancel(t.Context())) })
+	sp, err := box.Spawn(t.Context(), vendors.SpawnSpec{Name: "seven", Command: []string{"sh", "-c", "exit 7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second client of the box, through a toolbox that can hang.
+	tb := &hangingToolbox{}
+	bv, err := daytona.New(apiKey, daytona.WithAPIURL(emu.APIURL()), daytona.WithHTTPClient(&http.Client{Transport: tb}),
+		daytona.WithCallTimeout(bound), daytona.WithRetry(3, 10*time.Millisecond, 50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bbox, err := bv.Connect(t.Context(), box.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := bbox.Process(t.Context(), sp.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The first two reads of the command's state never answer.
+	tb.hang(commandPath(t, emu, box, p), 2)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if code, err := p.Wait(ctx); err != nil || code != 7 {
+		t.Fatalf("Wait() = %d, %v; want 7", code, err)
+	}
+	if n := tb.hung.Load(); n != 2 {
+		t.Errorf("%d reads hung, want 2", n)
+	}
+
+	// The session's state never answers.
+	tb.hang("/process/session/"+p.ID(), 1<<30)
+	start := time.Now()
+	_, err = bbox.Process(ctx, p.ID())
+	var te *vendorhttp.TimeoutError
+	if !errors.As(err, &te) || te.After != bound {
+		t.Fatalf("Process() = %v; want a *vendorhttp.TimeoutError after %v", err, bound)
+	}
+	if took, n := time.Since(start), tb.hung.Load(); n != 4 || took > 30*time.Second {
+		t.Errorf("Process() gave up after %d attempts in %v; want 4 (3 retries) within 30s", n, took)
+	}
+	tb.suffix.Store(nil)
+}
+
+// commandPath returns the toolbox path of p's command, as the emulator's
+// toolbox lists it.
+func commandPath(t *testing.T, emu *daytonaemu.Server, box vendors.Box, p vendors.Process) string {
+	t.Helper()
+	var s struct {
+		Commands []struct {
+			ID string `json:"id"`
+		} `json:"commands"`
+	}
+	if err := json.Unmarshal(get(t, emu.URL()+"/toolbox/"+box.ID()+"/process/session/"+p.ID()), &s); err != nil || len(s.Commands) != 1 {
+		t.Fatalf("session %s: %+v, %v", p.ID(), s, err)
+	}
+	return "/process/session/" + p.ID() + "/command/" + s.Commands[0].ID
+}
