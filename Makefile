@@ -49,13 +49,15 @@ bench:
 
 # The chaos family and the leak cycles at full size (make test runs them
 # small): CHAOS_FAULTS faults per chaos case on every target with the
-# proxy's 16 s idle bound, LEAK_CYCLES create/destroy cycles per emulator,
-# LEAK_KILLS callers killed mid-Create on Docker.
+# proxy's 16 s idle bound, CHAOS_LANES turns streaming at once in each
+# case, LEAK_CYCLES create/destroy cycles per emulator, LEAK_KILLS callers
+# killed mid-Create on Docker.
 CHAOS_FAULTS ?= 1000
+CHAOS_LANES  ?= 8
 LEAK_CYCLES  ?= 1000
 LEAK_KILLS   ?= 200
 chaos: testbed
-	$(GO) test -race -timeout 12h -run '^TestChaos_Live$$' -v ./conformance -chaos-faults $(CHAOS_FAULTS) -chaos-idle 16s
+	$(GO) test -race -timeout 12h -run '^TestChaos_Live$$' -v ./conformance -chaos-faults $(CHAOS_FAULTS) -chaos-lanes $(CHAOS_LANES) -chaos-idle 16s
 	$(GO) test -race -timeout 12h -run '^TestLeaks_' -v ./provider/sandbox -leak-cycles $(LEAK_CYCLES) -leak-kills $(LEAK_KILLS)
 
 # The many-cycle proofs of suspend and pools at full size (make test runs

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/tangle-network/boxctl/conformance/internal/cutproxy"
 	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/provider"
@@ -33,6 +35,19 @@ type Chaos struct {
 	// a connection that carried nothing that long. Default
 	// cutproxy.DefaultIdle (16 s, as common load balancers).
 	Idle time.Duration
+	// Lanes is how many turns stream at once in a case, each in a box of
+	// its own (a box runs one turn at a time) through its own proxy and
+	// client, and checked on its own. The chaos.vendor and chaos.suspend
+	// cases run one. Default 1.
+	Lanes int
+}
+
+// lanes returns how many lanes a case of kind runs.
+func (ch Chaos) lanes(kind string) int {
+	if kind == FaultVendor || kind == FaultSuspend {
+		return 1
+	}
+	return max(ch.Lanes, 1)
 }
 
 // DefaultChaosFaults is the faults per chaos case when Chaos names none.
@@ -176,37 +191,15 @@ func chaosCase(kind string) func(c *caseCtx) error {
 		if err != nil {
 			return err
 		}
-		env, err := c.create(p, c.createRequest())
-		if err != nil {
-			return err
-		}
 		idle := time.Duration(-1)
 		hold := time.Duration(0)
 		if kind == FaultIdle {
 			idle = ch.Idle
 			hold = idle + idle/4 + 500*time.Millisecond
 		}
-		rg, err := c.rig(env, idle)
+		st, err := c.runLanes(p, kind, idle, chaosPrompt(hold))
 		if err != nil {
 			return err
-		}
-		st := &ChaosStats{Kind: kind}
-		c.setChaos(st)
-		// A run whose faults all missed (it ended first) injects none: the
-		// runs are bounded so a case always ends. A kill goes through the
-		// vendor's exec, which on a loaded control plane often lands after
-		// the run ended: the bound leaves room for most of them to miss.
-		for st.Faults < ch.Faults && st.Runs < 6*ch.Faults+6 {
-			if err := rg.turn(c, kind, chaosPrompt(hold), st); err != nil {
-				st.finish()
-				return err
-			}
-			if kind == FaultSuspend {
-				if rg, err = c.suspendCycle(p, rg, st); err != nil {
-					st.finish()
-					return err
-				}
-			}
 		}
 		if kind == FaultVendor {
 			if err := c.vendorLeaks(st); err != nil {
@@ -217,8 +210,8 @@ func chaosCase(kind string) func(c *caseCtx) error {
 			c.note("suspend: %d suspends asked while a run streamed, %d refused", st.Runs, st.refused)
 		}
 		st.finish()
-		c.note("%s: %d faults over %d runs, %d events checked, %d lost, %d duplicated, resume p50 %.1f ms p99 %.1f ms",
-			kind, st.Faults, st.Runs, st.Events, st.Lost, st.Duplicated, st.ResumeP50Ms, st.ResumeP99Ms)
+		c.note("%s: %d faults over %d runs in %d lanes, %d events checked, %d lost, %d duplicated, resume p50 %.1f ms p99 %.1f ms",
+			kind, st.Faults, st.Runs, ch.lanes(kind), st.Events, st.Lost, st.Duplicated, st.ResumeP50Ms, st.ResumeP99Ms)
 		if !st.clean() {
 			return failf(c.step("%d %s faults over %d runs", st.Faults, kind, st.Runs), "no event lost, repeated or changed, every run terminal, no box left",
 				"%d lost, %d duplicated, %d mismatched, %d unfinished, %d boxes leaked", st.Lost, st.Duplicated, st.Mismatched, st.Unfinished, st.Leaked)
@@ -228,6 +221,96 @@ func chaosCase(kind string) func(c *caseCtx) error {
 		}
 		return nil
 	}
+}
+
+// runLanes makes the case's lanes, a box each, and runs their turns until
+// the faults that took effect reach the case's count; it returns the
+// lanes' figures added up (recorded for the result as each lane ends). A
+// lane's failure stops the others at their next turn.
+func (c *caseCtx) runLanes(p *sandbox.Provider, kind string, idle time.Duration, prompt string) (*ChaosStats, error) {
+	ch := c.r.o.Chaos
+	n := ch.lanes(kind)
+	rigs := make([]*rig, n)
+	var g errgroup.Group
+	for i := range rigs {
+		g.Go(func() error {
+			env, err := c.create(p, c.createRequest())
+			if err != nil {
+				return err
+			}
+			rigs[i], err = c.rig(env, idle)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	total := &ChaosStats{Kind: kind}
+	c.setChaos(total)
+	var (
+		mu     sync.Mutex
+		faults int
+		failed error
+		wg     sync.WaitGroup
+	)
+	// A run whose faults all missed (it ended first) injects none: the
+	// runs are bounded so a case always ends. A kill goes through the
+	// vendor's exec, which on a loaded control plane often lands after
+	// the run ended: the bound leaves room for most of them to miss.
+	maxRuns := (6*ch.Faults+6)/n + 6
+	lane := func(rg *rig) {
+		defer wg.Done()
+		st := &ChaosStats{Kind: kind}
+		defer func() {
+			mu.Lock()
+			defer mu.Unlock()
+			total.add(st)
+		}()
+		for {
+			mu.Lock()
+			more := failed == nil && faults < ch.Faults && st.Runs < maxRuns
+			mu.Unlock()
+			if !more {
+				return
+			}
+			before := st.Faults
+			err := rg.turn(c, kind, prompt, st)
+			if err == nil && kind == FaultSuspend {
+				rg, err = c.suspendCycle(p, rg, st)
+			}
+			mu.Lock()
+			faults += st.Faults - before
+			if err != nil && failed == nil {
+				failed = err
+			}
+			mu.Unlock()
+		}
+	}
+	wg.Add(n)
+	for _, rg := range rigs {
+		go lane(rg)
+	}
+	wg.Wait()
+	if failed != nil {
+		total.finish()
+		return nil, failed
+	}
+	return total, nil
+}
+
+// add adds o's figures to s.
+func (s *ChaosStats) add(o *ChaosStats) {
+	s.Faults += o.Faults
+	s.Runs += o.Runs
+	s.Events += o.Events
+	s.Lost += o.Lost
+	s.Duplicated += o.Duplicated
+	s.Mismatched += o.Mismatched
+	s.Unfinished += o.Unfinished
+	s.Leaked += o.Leaked
+	s.resumes = append(s.resumes, o.resumes...)
+	s.stopped = max(s.stopped, o.stopped)
+	s.refused += o.refused
 }
 
 // rig is a chaos case's client of one box: a bridge provider whose

@@ -15,6 +15,7 @@ var (
 	chaosFaults = flag.Int("chaos-faults", 2, "faults each chaos case injects in TestChaos_Live")
 	chaosIdle   = flag.Duration("chaos-idle", time.Second, "idle bound of the chaos.idle proxy in TestChaos_Live")
 	chaosRun    = flag.String("chaos-run", "", "chaos cases TestChaos_Live runs, comma separated (default: all)")
+	chaosLanes  = flag.Int("chaos-lanes", 2, "turns streaming at once in each chaos case of TestChaos_Live")
 )
 
 // TestChaos_Live runs the chaos family on every target for Claude Code
@@ -36,7 +37,7 @@ func TestChaos_Live(t *testing.T) {
 				t.Fatal(err)
 			}
 			rep := run(t, target, conformance.Options{Harnesses: []string{"claude-code"}, Cases: cases,
-				Chaos: &conformance.Chaos{Faults: *chaosFaults, Idle: *chaosIdle}, Parallel: 1})
+				Chaos: &conformance.Chaos{Faults: *chaosFaults, Idle: *chaosIdle, Lanes: *chaosLanes}, Parallel: 1})
 			if got, want := len(rep.Results), len(want); got != want {
 				t.Errorf("%d results, want %d", got, want)
 			}

@@ -142,7 +142,7 @@ func resolve(t Target, o Options) (*resolved, error) {
 	}
 	if o.Chaos != nil {
 		ch := *o.Chaos
-		if ch.Faults < 0 || ch.Idle < 0 {
+		if ch.Faults < 0 || ch.Idle < 0 || ch.Lanes < 0 {
 			return nil, errors.New("Options.Chaos: counts and durations must not be negative")
 		}
 		if ch.Faults == 0 {

@@ -37,6 +37,7 @@ type conformanceOptions struct {
 	chaos        bool
 	faults       int
 	chaosIdle    time.Duration
+	chaosLanes   int
 
 	// Resolved by resolve: the Router, unless routerLocal.
 	routerURL, routerKey string
@@ -97,6 +98,7 @@ conformance/report.schema.json; boxctl pins prove reads it.`,
 	f.BoolVar(&o.chaos, "chaos", false, "run the chaos family (chaos.*): live turns while faults are injected, each stream checked against the bridge's store")
 	f.IntVar(&o.faults, "faults", 0, "faults each chaos case injects (default 10)")
 	f.DurationVar(&o.chaosIdle, "chaos-idle", 0, "idle bound of the chaos.idle case's cutting proxy (default 16s)")
+	f.IntVar(&o.chaosLanes, "chaos-lanes", 1, "turns streaming at once in each chaos case, each through its own proxy and client")
 	_ = cmd.RegisterFlagCompletionFunc("target", cobra.FixedCompletions(boxTargets, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("report", cobra.FixedCompletions(reportFormats, cobra.ShellCompDirectiveNoFileComp))
 	return cmd

@@ -41,7 +41,7 @@ func (o *conformanceOptions) chaosOptions(t *conformance.Target) *conformance.Ch
 			t.Faults = sw
 		}
 	}
-	return &conformance.Chaos{Faults: o.faults, Idle: o.chaosIdle}
+	return &conformance.Chaos{Faults: o.faults, Idle: o.chaosIdle, Lanes: o.chaosLanes}
 }
 
 func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
