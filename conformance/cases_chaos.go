@@ -18,6 +18,7 @@ import (
 
 	"github.com/tangle-network/boxctl/conformance/internal/cutproxy"
 	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/internal/vendorhttp"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
@@ -111,9 +112,11 @@ type ChaosStats struct {
 
 	resumes []time.Duration
 	// stopped is the longest an injector took to stop at a run's end;
-	// refused counts the suspends refused mid-stream.
-	stopped time.Duration
-	refused int
+	// refused counts the suspends refused mid-stream; redispatched the
+	// dispatches sent again after a transport error.
+	stopped      time.Duration
+	refused      int
+	redispatched int
 }
 
 func (s *ChaosStats) finish() {
@@ -210,8 +213,8 @@ func chaosCase(kind string) func(c *caseCtx) error {
 			c.note("suspend: %d suspends asked while a run streamed, %d refused", st.Runs, st.refused)
 		}
 		st.finish()
-		c.note("%s: %d faults over %d runs in %d lanes, %d events checked, %d lost, %d duplicated, resume p50 %.1f ms p99 %.1f ms",
-			kind, st.Faults, st.Runs, ch.lanes(kind), st.Events, st.Lost, st.Duplicated, st.ResumeP50Ms, st.ResumeP99Ms)
+		c.note("%s: %d faults over %d runs in %d lanes, %d events checked, %d lost, %d duplicated, resume p50 %.1f ms p99 %.1f ms, %d dispatches sent again",
+			kind, st.Faults, st.Runs, ch.lanes(kind), st.Events, st.Lost, st.Duplicated, st.ResumeP50Ms, st.ResumeP99Ms, st.redispatched)
 		if !st.clean() {
 			return failf(c.step("%d %s faults over %d runs", st.Faults, kind, st.Runs), "no event lost, repeated or changed, every run terminal, no box left",
 				"%d lost, %d duplicated, %d mismatched, %d unfinished, %d boxes leaked", st.Lost, st.Duplicated, st.Mismatched, st.Unfinished, st.Leaked)
@@ -311,6 +314,7 @@ func (s *ChaosStats) add(o *ChaosStats) {
 	s.resumes = append(s.resumes, o.resumes...)
 	s.stopped = max(s.stopped, o.stopped)
 	s.refused += o.refused
+	s.redispatched += o.redispatched
 }
 
 // rig is a chaos case's client of one box: a bridge provider whose
@@ -421,7 +425,7 @@ type persisted struct {
 func (rg *rig) turn(c *caseCtx, kind, prompt string, st *ChaosStats) error {
 	exec := newID("chaos")
 	req := c.step("Dispatch(%q)", prompt)
-	ref, err := rg.penv.Dispatch(c.ctx, provider.Turn{Prompt: prompt, ExecutionID: exec, SessionID: exec})
+	ref, err := rg.dispatch(c, provider.Turn{Prompt: prompt, ExecutionID: exec, SessionID: exec}, st)
 	if err != nil {
 		return failErr(req, "an admitted run", err)
 	}
@@ -488,6 +492,28 @@ func (rg *rig) turn(c *caseCtx, kind, prompt string, st *ChaosStats) error {
 	stopInj()
 	rg.last, rg.lastSeen = ref, seen
 	return rg.check(c, ref, seen, st)
+}
+
+// dispatchAttempts bounds a chaos turn's dispatch: a kill that lands
+// between two runs meets the next dispatch.
+const dispatchAttempts = 5
+
+// dispatch dispatches turn as a caller keeping Dispatch's contract does:
+// a *provider.TransportError leaves the outcome unknown, so the same
+// execution is dispatched again (the bridge attaches it to the run it
+// admitted, if it did), a little later each time.
+func (rg *rig) dispatch(c *caseCtx, turn provider.Turn, st *ChaosStats) (provider.Reference, error) {
+	for attempt := 1; ; attempt++ {
+		ref, err := rg.penv.Dispatch(c.ctx, turn)
+		var te *provider.TransportError
+		if err == nil || !errors.As(err, &te) || attempt == dispatchAttempts {
+			return ref, err
+		}
+		st.redispatched++
+		if serr := vendorhttp.Sleep(c.ctx, time.Duration(attempt)*100*time.Millisecond); serr != nil {
+			return ref, fmt.Errorf("%w (%w)", serr, err)
+		}
+	}
 }
 
 // runFailed reports an error that is the run's own failure (a run the
