@@ -494,8 +494,9 @@ func (rg *rig) turn(c *caseCtx, kind, prompt string, st *ChaosStats) error {
 	return rg.check(c, ref, seen, st)
 }
 
-// dispatchAttempts bounds a chaos turn's dispatch: a kill that lands
-// between two runs meets the next dispatch.
+// dispatchAttempts bounds the calls of a chaos turn's dispatch and of its
+// check that a bridge's restart cut: a kill that lands between two runs
+// meets the next dispatch or the check's replay.
 const dispatchAttempts = 5
 
 // dispatch dispatches turn as a caller keeping Dispatch's contract does:
@@ -503,17 +504,50 @@ const dispatchAttempts = 5
 // execution is dispatched again (the bridge attaches it to the run it
 // admitted, if it did), a little later each time.
 func (rg *rig) dispatch(c *caseCtx, turn provider.Turn, st *ChaosStats) (provider.Reference, error) {
+	var ref provider.Reference
+	tries := 0
+	err := throughRestarts(c.ctx, func() (err error) {
+		if tries++; tries > 1 {
+			st.redispatched++
+		}
+		ref, err = rg.penv.Dispatch(c.ctx, turn)
+		return err
+	})
+	return ref, err
+}
+
+// throughRestarts calls f again, a little later each time, while it
+// fails with a *provider.TransportError, up to dispatchAttempts calls: a
+// kill can land after its run's end, on the check's clean client too.
+func throughRestarts(ctx context.Context, f func() error) error {
 	for attempt := 1; ; attempt++ {
-		ref, err := rg.penv.Dispatch(c.ctx, turn)
+		err := f()
 		var te *provider.TransportError
 		if err == nil || !errors.As(err, &te) || attempt == dispatchAttempts {
-			return ref, err
+			return err
 		}
-		st.redispatched++
-		if serr := vendorhttp.Sleep(c.ctx, time.Duration(attempt)*100*time.Millisecond); serr != nil {
-			return ref, fmt.Errorf("%w (%w)", serr, err)
+		if serr := vendorhttp.Sleep(ctx, time.Duration(attempt)*100*time.Millisecond); serr != nil {
+			return fmt.Errorf("%w (%w)", serr, err)
 		}
 	}
+}
+
+// storeReplay reads run s from the start as a reader that resumes from
+// its cursor when a restart of the bridge cuts it.
+func storeReplay(ctx context.Context, s *provider.Session) ([]provider.Event, error) {
+	var evs []provider.Event
+	cursor := "0"
+	err := throughRestarts(ctx, func() error {
+		more, err := replay(ctx, s, cursor)
+		evs = append(evs, more...)
+		for _, ev := range more {
+			if ev.ID != "" {
+				cursor = ev.ID
+			}
+		}
+		return err
+	})
+	return evs, err
 }
 
 // runFailed reports an error that is the run's own failure (a run the
@@ -544,11 +578,15 @@ func (rg *rig) check(c *caseCtx, ref provider.Reference, seen []provider.Event, 
 	if err != nil {
 		return failErr(c.step("environment.Session(%s) on the clean client", ref.ID), "the run's session", err)
 	}
-	stored, err := replay(c.ctx, s, "0")
+	stored, err := storeReplay(c.ctx, s)
 	if err != nil && !runFailed(err) {
 		return failErr(c.step("a clean replay of run %s", ref.ControlRef.RunID), "the stored events", err)
 	}
-	status, err := s.Status(c.ctx)
+	var status provider.RunStatus
+	err = throughRestarts(c.ctx, func() (err error) {
+		status, err = s.Status(c.ctx)
+		return err
+	})
 	if err != nil {
 		return failErr(c.step("Session.Status of run %s", ref.ControlRef.RunID), "the run's snapshot", err)
 	}
