@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
+	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
@@ -42,8 +44,9 @@ func Image(t testing.TB, opts boxtest.Options) string {
 // the end of t.
 func Vendor(t testing.TB, opts ...kubernetes.Option) *kubernetes.Vendor {
 	t.Helper()
-	env := testbed.Require(t)
-	v, err := kubernetes.New(append([]kubernetes.Option{kubernetes.WithKubeconfig(env.Kubeconfig)}, opts...)...)
+	env := testbed.RequireKubeStorage(t)
+	v, err := kubernetes.New(append([]kubernetes.Option{kubernetes.WithKubeconfig(env.Kubeconfig),
+		kubernetes.WithStorageClass(env.KubeStorageClass)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,4 +141,15 @@ func describe(env testbed.Env, id, pod string) ([]byte, error) {
 		return nil, fmt.Errorf("the audit log %s has no line about box %s: is auditing on?", env.KubeAuditLog, id)
 	}
 	return out, nil
+}
+
+// Sandbox reads the Sandbox of box id as the cluster holds it, failing t
+// when it cannot.
+func Sandbox(t testing.TB, id string) *agentsv1.Sandbox {
+	t.Helper()
+	var sb agentsv1.Sandbox
+	if err := json.Unmarshal(Kubectl(t, "get", "sandbox/"+id, "-o", "json"), &sb); err != nil {
+		t.Fatalf("sandbox %s: %v", id, err)
+	}
+	return &sb
 }

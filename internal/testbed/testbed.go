@@ -43,6 +43,10 @@ type Env struct {
 	KubeAuditLog string
 	// Kubectl is a kubectl of the cluster's version.
 	Kubectl string
+	// KubeStorageClass is the cluster's StorageClass that provisions
+	// volumes on its node (clones too), for suspendable boxes. Optional in
+	// the state file: RequireKubeStorage fails without it.
+	KubeStorageClass string
 	// OTLPEndpoint is the OTLP/HTTP receiver of the test bed's Jaeger
 	// (http://127.0.0.1:PORT), as OTEL_EXPORTER_OTLP_ENDPOINT takes it.
 	// Optional in the state file: RequireTracing fails without it.
@@ -95,6 +99,7 @@ var stateKeys = []struct {
 	{key: "BOXCTL_TEST_KUBECONFIG", field: func(e *Env) *string { return &e.Kubeconfig }},
 	{key: "BOXCTL_TEST_KUBE_AUDIT_LOG", field: func(e *Env) *string { return &e.KubeAuditLog }},
 	{key: "BOXCTL_TEST_KUBECTL", field: func(e *Env) *string { return &e.Kubectl }},
+	{key: "BOXCTL_TEST_KUBE_STORAGE_CLASS", field: func(e *Env) *string { return &e.KubeStorageClass }, optional: true},
 	{key: "BOXCTL_TEST_OTLP_ENDPOINT", field: func(e *Env) *string { return &e.OTLPEndpoint }, optional: true},
 	{key: "BOXCTL_TEST_JAEGER_URL", field: func(e *Env) *string { return &e.JaegerURL }, optional: true},
 	{key: "BOXCTL_TEST_CHROMIUM", field: func(e *Env) *string { return &e.Chromium }, optional: true},
@@ -238,6 +243,17 @@ func RequireChromium(t testing.TB) Env {
 	}
 	if _, err := os.Stat(env.Chromium); err != nil {
 		t.Fatalf("testbed: chromium: %v (run scripts/testbed up)", err)
+	}
+	return env
+}
+
+// RequireKubeStorage returns the test bed with its Kubernetes StorageClass,
+// or fails the test loudly when the state lacks it.
+func RequireKubeStorage(t testing.TB) Env {
+	t.Helper()
+	env := Require(t)
+	if env.KubeStorageClass == "" {
+		t.Fatalf("testbed: %v: state file lacks BOXCTL_TEST_KUBE_STORAGE_CLASS (run scripts/testbed up)", ErrNotUp)
 	}
 	return env
 }

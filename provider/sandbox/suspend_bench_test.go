@@ -20,14 +20,18 @@ import (
 // backend, checks the pin and attaches the environment) against a bare
 // container of the same image with the bridge on its command line
 // (impl=baseline: docker stop, and docker start polled until /health
-// answers 200). The other half of each cycle is not timed.
+// answers 200). The other half of each cycle is not timed. The same
+// cycle runs on Kubernetes (vendor=kubernetes: replicas 0 and 1 of the
+// box's Sandbox, its volume kept), against the absolute target.
 func BenchmarkSuspendResume(b *testing.B) {
 	f := setup(b)
 	env := testbed.Require(b)
 	b.Run("op=suspend/impl=baseline", func(b *testing.B) { bareCycle(b, f, env, true) })
 	b.Run("op=resume/impl=baseline", func(b *testing.B) { bareCycle(b, f, env, false) })
-	b.Run("op=suspend/impl=boxctl", func(b *testing.B) { boxCycle(b, f, true) })
-	b.Run("op=resume/impl=boxctl", func(b *testing.B) { boxCycle(b, f, false) })
+	b.Run("op=suspend/impl=boxctl", func(b *testing.B) { boxCycle(b, f, f.docker(), true) })
+	b.Run("op=resume/impl=boxctl", func(b *testing.B) { boxCycle(b, f, f.docker(), false) })
+	b.Run("op=suspend/vendor=kubernetes/impl=boxctl", func(b *testing.B) { boxCycle(b, f, kubernetesTarget(b, f), true) })
+	b.Run("op=resume/vendor=kubernetes/impl=boxctl", func(b *testing.B) { boxCycle(b, f, kubernetesTarget(b, f), false) })
 }
 
 func bareCycle(b *testing.B, f *fixture, env testbed.Env, timeStop bool) {
@@ -67,8 +71,8 @@ func bareCycle(b *testing.B, f *fixture, env testbed.Env, timeStop bool) {
 	}
 }
 
-func boxCycle(b *testing.B, f *fixture, timeSuspend bool) {
-	p := f.provider(b, suspendable(f, &events{}, nil))
+func boxCycle(b *testing.B, f *fixture, tg target, timeSuspend bool) {
+	p := f.on(b, tg, suspendable(f, &events{}, nil))
 	e, err := p.Create(b.Context(), sandbox.CreateRequest{Profile: claude})
 	if err != nil {
 		b.Fatal(err)
@@ -143,6 +147,7 @@ func BenchmarkFork10(b *testing.B) {
 	})
 	b.Run("impl=boxctl", func(b *testing.B) { forkBench(b, f, f.docker(), n) })
 	b.Run("vendor=e2b/impl=boxctl", func(b *testing.B) { forkBench(b, f, e2bTarget(b, f), n) })
+	b.Run("vendor=kubernetes/impl=boxctl", func(b *testing.B) { forkBench(b, f, kubernetesTarget(b, f), n) })
 }
 
 // forkBench times p.Fork of a suspended box that ran a turn into n ready

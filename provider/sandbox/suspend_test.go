@@ -313,10 +313,10 @@ func TestProvider_LiveSuspendBusy(t *testing.T) {
 	}
 }
 
-// suspendTargets are the vendors the suspend tests run on: Docker and
-// the Daytona and E2B emulators.
+// suspendTargets are the vendors the suspend tests run on: Docker, the
+// Daytona and E2B emulators, and Kubernetes.
 func suspendTargets(t *testing.T, f *fixture) []target {
-	return []target{f.docker(), daytonaTarget(t, f), e2bTarget(t, f)}
+	return []target{f.docker(), daytonaTarget(t, f), e2bTarget(t, f), kubernetesTarget(t, f)}
 }
 
 func suspendBusy(t *testing.T, f *fixture, tg target) {
@@ -393,10 +393,10 @@ func TestProvider_LiveFork(t *testing.T) {
 	}
 }
 
-// forkTargets are the vendors the fork tests run on: Docker and both
-// emulators.
+// forkTargets are the vendors the fork tests run on: Docker, both
+// emulators and Kubernetes.
 func forkTargets(t *testing.T, f *fixture) []target {
-	return []target{f.docker(), daytonaTarget(t, f), e2bTarget(t, f)}
+	return []target{f.docker(), daytonaTarget(t, f), e2bTarget(t, f), kubernetesTarget(t, f)}
 }
 
 func liveFork(t *testing.T, f *fixture, tg target) {

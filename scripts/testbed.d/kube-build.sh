@@ -19,6 +19,7 @@ KUBE_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
 KUBECTL=$BIN/kubectl
 SANDBOX_CTRL_EXE=$BIN/agent-sandbox-controller
 PAUSE_EXE=$BIN/pause
+LOCALPV_EXE=$BIN/localpv
 
 # module_dir MODULE@VERSION: print the module's directory in the module
 # cache, downloading it when missing.
@@ -145,6 +146,19 @@ kube_bins_up() {
 		fi
 		mv -f "$PAUSE_EXE.new" "$PAUSE_EXE"
 		printf '%s\n' "$stamp" >"$PAUSE_EXE.stamp"
+	fi
+
+	# The volume provisioner links the repository's packages and modules.
+	mapfile -t srcs < <(find "$ROOT/internal/testbed/cmd/localpv" "$ROOT/internal/treecopy" -name '*.go' ! -name '*_test.go' | sort)
+	stamp="$(sha_of "${srcs[@]}" "$ROOT/go.sum") $gover"
+	if ! stamp_ok localpv "$stamp"; then
+		how=built
+		if ! (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$LOCALPV_EXE.new" ./internal/testbed/cmd/localpv) >"$LOGS/go-build-localpv.log" 2>&1; then
+			logtail "$LOGS/go-build-localpv.log"
+			die "go build ./internal/testbed/cmd/localpv failed (log: $LOGS/go-build-localpv.log)"
+		fi
+		mv -f "$LOCALPV_EXE.new" "$LOCALPV_EXE"
+		printf '%s\n' "$stamp" >"$LOCALPV_EXE.stamp"
 	fi
 
 	local got

@@ -81,7 +81,7 @@ kube_net_down() {
 
 kube_down() {
 	local n
-	for n in kubelet agent-sandbox-controller kube-scheduler kube-controller-manager kube-apiserver; do
+	for n in kube-localpv kubelet agent-sandbox-controller kube-scheduler kube-controller-manager kube-apiserver; do
 		stop_daemon "$n" "${KUBE_EXE[$n]}"
 	done
 	kube_pods_down

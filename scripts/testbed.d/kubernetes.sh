@@ -31,6 +31,7 @@ declare -A KUBE_EXE=(
 	[kube-scheduler]=$BIN/kube-scheduler
 	[kubelet]=$BIN/kubelet
 	[agent-sandbox-controller]=$SANDBOX_CTRL_EXE
+	[kube-localpv]=$LOCALPV_EXE
 )
 
 # kubectl_admin ARGS...: the built kubectl as the test bed's admin.
@@ -53,6 +54,7 @@ kube_ports_up() {
 	kube_port KUBELET_HEALTHZ_PORT kubelet 10248
 	kube_port SANDBOX_METRICS_PORT agent-sandbox-controller 8480
 	kube_port SANDBOX_PROBE_PORT agent-sandbox-controller 8481
+	kube_port LOCALPV_PORT kube-localpv 8482
 	APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
 }
 
@@ -359,6 +361,27 @@ sandbox_ctrl_up() {
 		--health-probe-bind-address="127.0.0.1:$SANDBOX_PROBE_PORT"
 }
 
+# --- storage
+
+# The StorageClass suspendable boxes keep their disk on: the test bed's
+# provisioner makes each volume a directory under $KUBE_VOLUMES, and a
+# clone a copy of its source's.
+KUBE_STORAGE_CLASS=boxctl-local
+KUBE_VOLUMES=$KUBE/volumes
+
+localpv_healthy() {
+	[[ $(curl -fsS -m 3 "http://127.0.0.1:$LOCALPV_PORT/healthz") == ok ]]
+}
+
+localpv_up() {
+	kube_daemon kube-localpv localpv_healthy 60 "class $KUBE_STORAGE_CLASS, volumes in $KUBE_VOLUMES" \
+		-kubeconfig="$ADMIN_KUBECONFIG" \
+		-root="$KUBE_VOLUMES" \
+		-node="$KUBE_NODE" \
+		-class="$KUBE_STORAGE_CLASS" \
+		-health="127.0.0.1:$LOCALPV_PORT"
+}
+
 # --- the whole
 
 node_ready() {
@@ -386,6 +409,7 @@ kube_up() {
 	scheduler_up
 	kubelet_up
 	sandbox_ctrl_up
+	localpv_up
 	kube_wait 120 "node $KUBE_NODE was not Ready" node_ready
 	kube_wait 60 "the default service account was not made" default_sa
 	report kubernetes ready "$ADMIN_KUBECONFIG (node $KUBE_NODE Ready, pods on $KUBE_POD_SUBNET, $((SECONDS - t0)) s)"
@@ -394,7 +418,7 @@ kube_up() {
 # kube_status: one # comment line per Kubernetes daemon, for `status`.
 kube_status() {
 	local n pid
-	for n in kube-etcd kube-containerd kube-apiserver kube-controller-manager kube-scheduler kubelet agent-sandbox-controller; do
+	for n in kube-etcd kube-containerd kube-apiserver kube-controller-manager kube-scheduler kubelet agent-sandbox-controller kube-localpv; do
 		if pid=$(pid_of "$n" "${KUBE_EXE[$n]}"); then
 			echo "# $n running (pid $pid)"
 		else

@@ -179,7 +179,9 @@ func (w *readyWait) sandbox(sb *agentsv1.Sandbox) (bool, error) {
 		if c.Type != string(agentsv1.SandboxConditionReady) {
 			continue
 		}
-		if c.Status == metav1.ConditionTrue {
+		// A condition of an earlier generation (a resume's replicas 0 to
+		// 1) is not the answer yet.
+		if c.Status == metav1.ConditionTrue && c.ObservedGeneration >= sb.Generation {
 			return true, nil
 		}
 		if c.Reason == agentsv1.SandboxReasonExpired || refused(c) {

@@ -41,6 +41,20 @@
 // the bridge reads it from and removes, never in a pod spec or an env
 // var. Create claims only from a plain pool.
 //
+// # Suspend, resume and fork
+//
+// A box made with a retention (CreateSpec.Retention) is suspendable
+// (vendors.Suspender): its Sandbox has a volume claim (DiskVolume, of the
+// class WithStorageClass names) that holds KeptPaths, the image user's
+// home and the workspace, seeded from the image by an init container at
+// the first start. Suspend sets replicas to 0 (the pod goes, the claim
+// stays); Resume sets it to 1 with what is left of the active budget as
+// the box's deadline. The lifetimes are the Sandbox's LifetimeAnnotation,
+// and shutdownTime follows them, so the cluster removes a box past its
+// active deadline or its retention, its volume with it. Fork makes
+// suspended Sandboxes whose claims clone the source's (dataSource), bound
+// before it returns.
+//
 // # Processes and files
 //
 // Exec, Spawn, Read and Write run through the pod's exec subresource

@@ -226,7 +226,7 @@ func (v *Vendor) DeletePool(ctx context.Context, name string) error {
 // claimable reports whether a warm box can serve spec: it asks for nothing
 // a pool's pod was not started with.
 func claimable(spec vendors.CreateSpec) bool {
-	return len(spec.Env) == 0 && spec.Resources == (vendors.Resources{}) && spec.Runtime == ""
+	return len(spec.Env) == 0 && spec.Resources == (vendors.Resources{}) && spec.Runtime == "" && spec.Retention == 0
 }
 
 // poolTemplate is what a create needs of the vendor's pool template.

@@ -93,6 +93,7 @@ type options struct {
 	pool         string
 	grace        int64
 	hostAddr     string
+	storageClass string
 }
 
 // WithKubeconfig reads the cluster's coordinates from path. Default: as
@@ -250,7 +251,7 @@ func (v *Vendor) Namespace() string { return v.ns }
 // is a RuntimeClass name.
 func (v *Vendor) Supports() vendors.Fields {
 	return vendors.NewFields(vendors.FieldOwner, vendors.FieldLabels, vendors.FieldCPUs, vendors.FieldMemory,
-		vendors.FieldDisk, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRuntime)
+		vendors.FieldDisk, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRuntime, vendors.FieldRetention)
 }
 
 // Create makes a Sandbox (or claims a warm one) and returns the box once
@@ -267,24 +268,31 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	if len(spec.Ports) > 0 {
 		all[boxmeta.LabelPorts] = boxmeta.FormatPorts(spec.Ports)
 	}
-	meta, err := objectMeta(boxName(spec.RunTag), all)
-	if err != nil {
-		return nil, err
-	}
 	shutdown := metav1.NewTime(now.Add(spec.Lifetime))
 	if v.o.pool != "" && claimable(spec) {
+		meta, err := objectMeta(boxName(spec.RunTag), all)
+		if err != nil {
+			return nil, err
+		}
 		if b, ok, err := v.claim(ctx, spec, meta, shutdown); ok || err != nil {
 			return b, err
 		}
 	}
-	sb := &agentsv1.Sandbox{ObjectMeta: meta, Spec: agentsv1.SandboxSpec{
-		PodTemplate: agentsv1.PodTemplate{
-			ObjectMeta: agentsv1.PodMetadata{Labels: maps.Clone(meta.Labels)},
-			Spec:       v.podSpec(spec, all[boxmeta.LabelDeadline]),
-		},
-		Lifecycle: agentsv1.Lifecycle{ShutdownTime: &shutdown, ShutdownPolicy: new(agentsv1.ShutdownPolicyDelete)},
-		Replicas:  new(int32(1)),
+	sb := &agentsv1.Sandbox{Spec: agentsv1.SandboxSpec{
+		PodTemplate: agentsv1.PodTemplate{Spec: v.podSpec(spec, all[boxmeta.LabelDeadline])},
+		Lifecycle:   agentsv1.Lifecycle{ShutdownTime: &shutdown, ShutdownPolicy: new(agentsv1.ShutdownPolicyDelete)},
+		Replicas:    new(int32(1)),
 	}}
+	if spec.Retention > 0 {
+		v.suspendable(spec, all, sb, now)
+	}
+	meta, err := objectMeta(boxName(spec.RunTag), all)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(meta.Annotations, sb.Annotations)
+	sb.ObjectMeta = meta
+	sb.Spec.PodTemplate.ObjectMeta = agentsv1.PodMetadata{Labels: maps.Clone(meta.Labels)}
 	created, err := v.agents.AgentsV1alpha1().Sandboxes(v.ns).Create(ctx, sb, metav1.CreateOptions{})
 	if err != nil {
 		// The API server may have made it before the call failed (a
@@ -513,12 +521,23 @@ func sandboxInfo(sb *agentsv1.Sandbox) vendors.Info {
 	if st := sb.Spec.ShutdownTime; st != nil && (i.Deadline.IsZero() || st.Time.Before(i.Deadline)) {
 		i.Deadline = st.Time
 	}
+	// A suspendable box's deadline moves with its suspends: the active
+	// one while it runs, the end of its retention while it is suspended.
+	if lt, ok := readLifetime(sb); ok {
+		i.Deadline = lt.Deadline
+		if lt.Suspended {
+			i.Deadline = lt.RetainUntil
+		}
+	}
 	return i
 }
 
 func sandboxState(sb *agentsv1.Sandbox) vendors.State {
 	if sb.DeletionTimestamp != nil {
 		return vendors.StateStopped
+	}
+	if replicas(sb) == 0 {
+		return vendors.StateSuspended
 	}
 	for _, c := range sb.Status.Conditions {
 		if c.Type != string(agentsv1.SandboxConditionReady) {

@@ -19,7 +19,8 @@
 //	            or the pod's service account), and BOXCTL_KUBE_CONTEXT,
 //	            BOXCTL_KUBE_NAMESPACE, BOXCTL_KUBE_POOL (a SandboxTemplate
 //	            with a warm pool to claim boxes from), BOXCTL_KUBE_HOST_ADDRESS
-//	            (this machine's address as the cluster's pods reach it)
+//	            (this machine's address as the cluster's pods reach it),
+//	            BOXCTL_KUBE_STORAGE_CLASS (suspendable boxes' volumes)
 //
 // The vendors are clients of outside APIs and take functional options;
 // this package, our own component, takes one Options struct.

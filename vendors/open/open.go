@@ -35,6 +35,8 @@ const (
 	EnvKubeNamespace = "BOXCTL_KUBE_NAMESPACE"
 	EnvKubePool      = "BOXCTL_KUBE_POOL"
 	EnvKubeHost      = "BOXCTL_KUBE_HOST_ADDRESS"
+	// EnvKubeStorageClass is the StorageClass of suspendable boxes' volumes.
+	EnvKubeStorageClass = "BOXCTL_KUBE_STORAGE_CLASS"
 	// EnvE2BHost and EnvDaytonaHost name this machine's address as an
 	// emulator's sandboxes reach it (boxctl emulate prints them).
 	EnvE2BHost     = "BOXCTL_E2B_HOST_ADDRESS"
@@ -186,6 +188,9 @@ func Kubernetes(o Options) (*kubernetes.Vendor, error) {
 	}
 	if h := o.Getenv(EnvKubeHost); h != "" {
 		opts = append(opts, kubernetes.WithHostAddress(h))
+	}
+	if sc := o.Getenv(EnvKubeStorageClass); sc != "" {
+		opts = append(opts, kubernetes.WithStorageClass(sc))
 	}
 	v, err := kubernetes.New(opts...)
 	if err != nil {
