@@ -187,6 +187,11 @@ func chaosCase(kind string) func(c *caseCtx) error {
 		// bridge that cannot start is still caught.
 		p, err := c.sandbox(func(o *sandbox.Options) {
 			o.BridgeEnv = map[string]string{"BRIDGE_CRASH_WINDOW_MS": "2000"}
+			// A full-size case streams for up to its whole deadline: its
+			// boxes outlive it, and its cleanup ends them.
+			if dl, ok := c.ctx.Deadline(); ok {
+				o.Lifetime = max(o.Lifetime, time.Until(dl)+time.Minute)
+			}
 			if kind == FaultSuspend {
 				o.Retention = time.Hour
 			}
@@ -439,7 +444,21 @@ func (rg *rig) turn(c *caseCtx, kind, prompt string, st *ChaosStats) error {
 	var seen []provider.Event
 	cursor := "0"
 	var cutAt time.Time
+	stalled := 0 // resumes in a row that read nothing
 	for {
+		if stalled > 0 {
+			// A bridge being restarted answers nothing for a while:
+			// resume again a little later, and give up on a box that
+			// never comes back.
+			if stalled >= resumeAttempts {
+				return failf(c.step("Session.Events(%s) of run %s", cursor, ref.ControlRef.RunID), "the run's events",
+					"%d resumes in a row read nothing", stalled)
+			}
+			if err := vendorhttp.Sleep(c.ctx, min(time.Duration(stalled)*25*time.Millisecond, time.Second)); err != nil {
+				return failErr(c.step("Session.Events of run %s", ref.ControlRef.RunID), "the run's events", err)
+			}
+		}
+		read := len(seen)
 		rctx, cancel := context.WithCancelCause(c.ctx)
 		inj.setReader(cancel)
 		s, err := rg.penv.Session(ref.ID, provider.SessionOptions{ControlRef: &ref.ControlRef})
@@ -473,11 +492,18 @@ func (rg *rig) turn(c *caseCtx, kind, prompt string, st *ChaosStats) error {
 		if c.ctx.Err() != nil {
 			return failErr(c.step("Session.Events of run %s", ref.ControlRef.RunID), "the run's events", serr)
 		}
-		if !cutAt.IsZero() {
+		if len(seen) > read || replaced {
+			stalled = 0
+		} else {
+			stalled++
+		}
+		if !cutAt.IsZero() && stalled == 0 {
 			// The resumed stream ended before an event: it still resumed.
 			st.resumes = append(st.resumes, time.Since(cutAt))
 		}
-		cutAt = time.Now()
+		if cutAt.IsZero() || stalled == 0 {
+			cutAt = time.Now()
+		}
 		if replaced {
 			// The new caller has only what the old one persisted.
 			var p persisted
@@ -493,6 +519,10 @@ func (rg *rig) turn(c *caseCtx, kind, prompt string, st *ChaosStats) error {
 	rg.last, rg.lastSeen = ref, seen
 	return rg.check(c, ref, seen, st)
 }
+
+// resumeAttempts bounds the resumes in a row that read nothing before a
+// chaos turn fails: about a minute of a box that does not answer.
+const resumeAttempts = 80
 
 // dispatchAttempts bounds the calls of a chaos turn's dispatch and of its
 // check that a bridge's restart cut: a kill that lands between two runs
