@@ -40,7 +40,7 @@ type inspected struct {
 func (v inspected) Inspect(ctx context.Context, id string) ([]byte, error) { return v.inspect(ctx, id) }
 
 // inspectedSuspender is inspected of a vendor that suspends boxes (both
-// emulators' clients): the chaos.suspend case runs on it.
+// emulators' clients, Kubernetes): the chaos.suspend case runs on it.
 type inspectedSuspender struct {
 	inspected
 	vendors.Suspender
