@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +12,10 @@ import (
 	"github.com/tangle-network/boxctl/internal/kubetest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/provider/sandbox/pool"
+	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/kubernetes"
 	"github.com/tangle-network/boxctl/vendors/open"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
@@ -97,6 +102,64 @@ func TestKubernetes_BuildUpTurn(t *testing.T) {
 		}
 	}
 	tr.noSecrets(t, secrets)
+	kubePoolUpClaim(t, kv, tr, rec.Reference)
+}
+
+// kubePoolUpClaim keeps a Kubernetes warm pool with `boxctl pool up
+// --target kubernetes` and claims from it with a plain `boxctl up`: the
+// box is a pod of the pool, its result says hit, and a turn runs; Ctrl-C
+// of the keeper deletes the pool and leaves the claimed box.
+func kubePoolUpClaim(t *testing.T, kv *kubernetes.Vendor, tr *transcript, image string) {
+	name := pool.DefaultName("kubernetes", "claude-code", image)
+	kctx, stop := context.WithCancel(t.Context())
+	kept := make(chan cmdResult, 1)
+	var status lockedBuffer
+	go func() {
+		var out lockedBuffer
+		kept <- boxctlTo(t, kctx, tr, &out, &status, "pool", "up", "--target", "kubernetes", "--size", "1", "--max-age", "1h")
+	}()
+	defer func() {
+		stop()
+		<-kept
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	vendortest.Poll(t, 3*time.Minute, "the pool "+name+" to be made", func() bool {
+		_, err := kv.PoolState(ctx, name)
+		return err == nil
+	})
+	if err := kv.WaitPool(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	r := boxctl(t, t.Context(), tr, "up", "--target", "kubernetes", "--router", "local", "--lifetime", "10m", "-o", "json")
+	var up upResult
+	if err := json.Unmarshal([]byte(r.stdout), &up); r.code != 0 || err != nil {
+		t.Fatalf("up from the pool: exit %d: %v %v", r.code, r.err, err)
+	}
+	box, err := kv.Connect(t.Context(), up.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod := box.(*kubernetes.Box).Pod(); up.Pool != pool.Hit || !strings.HasPrefix(pod, name+"-") {
+		t.Errorf("up = pool %q, pod %s; want a hit on a pod of pool %s", up.Pool, pod, name)
+	}
+	if r := boxctl(t, t.Context(), tr, "turn", "last", "Hello from the pool"); r.code != 0 || !strings.Contains(r.stdout, localReply) {
+		t.Fatalf("turn on the claimed box: exit %d (%v), stdout %q", r.code, r.err, r.stdout)
+	}
+	stop()
+	if res := <-kept; res.code != 0 || !strings.Contains(status.String(), "pool "+name+": ") || !strings.Contains(status.String(), "deleting pool "+name) {
+		t.Errorf("pool up: exit %d (%v), status %q; want status lines, then the pool deleted", res.code, res.err, status.String())
+	}
+	kept <- cmdResult{}
+	if _, err := kv.PoolState(t.Context(), name); !errors.Is(err, vendors.ErrNotFound) {
+		t.Errorf("the pool after its keeper's end: %v, want it deleted", err)
+	}
+	if _, err := kv.Connect(t.Context(), up.ID); err != nil {
+		t.Errorf("the claimed box after the pool's end: %v, want it kept", err)
+	}
+	if r := boxctl(t, t.Context(), tr, "rm", "--target", "kubernetes", "last"); r.code != 0 {
+		t.Fatalf("rm: exit %d: %v", r.code, r.err)
+	}
 }
 
 func hasBox(rows []boxstate.Row, id string) bool {

@@ -12,6 +12,7 @@ import (
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/pool"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/kubernetes"
 )
 
 // poolOptions are the flags of `boxctl pool`.
@@ -28,7 +29,10 @@ func newPoolCmd(a *app) *cobra.Command {
 		Long: `pool up boots --size boxes of --harness ahead, their bridges waiting unclaimed and holding
 no secret, and keeps the pool full until Ctrl-C, which destroys the boxes still waiting.
 boxctl up with the same --target, --harness and image claims from it. --metrics ADDR
-serves the keeper's Prometheus metrics on http://ADDR/metrics.`,
+serves the keeper's Prometheus metrics on http://ADDR/metrics. With --target kubernetes
+the pool is a SandboxWarmPool whose pods run the standby bridge from their start:
+agent-sandbox keeps it full and a claim adopts a pod; the keeper recycles pods past
+--max-age and deletes the pool at Ctrl-C.`,
 		Args: boxArgs(cobra.NoArgs), RunE: func(cmd *cobra.Command, _ []string) error { return runPoolUp(cmd.Context(), a, o) }}
 	ls := &cobra.Command{Use: "ls", Short: "List the pools and their waiting boxes", Args: boxArgs(cobra.NoArgs),
 		RunE: func(*cobra.Command, []string) error { return runPoolLs(a) }}
@@ -39,6 +43,13 @@ serves the keeper's Prometheus metrics on http://ADDR/metrics.`,
 				return err
 			}
 			defer closeVendor()
+			if kv, ok := v.(*kubernetes.Vendor); ok {
+				if err := kv.DeletePool(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.out, "deleted Kubernetes warm pool %s\n", args[0])
+				return nil
+			}
 			n, err := pool.Drain(cmd.Context(), v, "", args[0])
 			fmt.Fprintf(a.out, "destroyed %d boxes of pool %s\n", n, args[0])
 			return err
@@ -78,6 +89,10 @@ func runPoolUp(ctx context.Context, a *app, o *poolOptions) error {
 		return err
 	}
 	name := pool.DefaultName(o.target, o.harness, up.image)
+	if kv, ok := v.(*kubernetes.Vendor); ok {
+		fmt.Fprintf(a.errOut, "keeping Kubernetes warm pool %s (%s, %s); Ctrl-C deletes it\n", name, o.harness, up.image)
+		return runKubePoolUp(ctx, a, kv, p, o, name, up.image)
+	}
 	pl, err := pool.New(pool.Options{Provider: p, Name: name, Harness: o.harness, Size: o.size, MaxAge: o.maxAge, Logger: a.log})
 	if err != nil {
 		return err

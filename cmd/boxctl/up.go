@@ -18,6 +18,8 @@ import (
 	"github.com/tangle-network/boxctl/provider/sandbox/pool"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/kubernetes"
+	"github.com/tangle-network/boxctl/vendors/open"
 )
 
 // The Router's environment: its URL and the key (never a flag).
@@ -149,7 +151,7 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 	if err := o.lastImage(a); err != nil {
 		return err
 	}
-	v, closeVendor, err := a.openVendor(o.target)
+	v, closeVendor, err := a.openUpVendor(o)
 	if err != nil {
 		return err
 	}
@@ -166,13 +168,16 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 		rec.Router, router = lr, sandbox.Router{URL: lr.URL, Key: key}
 		a.log.Info("local model endpoint started", "url", lr.URL, "pid", lr.PID)
 	}
-	var phases []sandbox.Phase
+	var (
+		phases  []sandbox.Phase
+		outcome pool.Outcome
+	)
 	rec, err = s.Create(ctx, v, rec, func(ctx context.Context, tag string) (sandbox.Reference, error) {
-		env, err := createBox(ctx, a, v, o, tag, s.Owner(), router, s.Record)
+		env, how, err := createBox(ctx, a, v, o, tag, s.Owner(), router, s.Record)
 		if err != nil {
 			return sandbox.Reference{}, err
 		}
-		phases = env.Timings()
+		phases, outcome = env.Timings(), how
 		ref := env.Reference()
 		_ = env.Close(context.WithoutCancel(ctx))
 		return ref, nil
@@ -180,11 +185,36 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 	if err != nil {
 		return err
 	}
-	return printUp(a, o, rec, phases)
+	return printUp(a, o, rec, phases, outcome)
 }
 
+// openUpVendor opens the vendor of up: on Kubernetes, one that claims
+// from the warm pool of the target, harness and image (boxctl pool up),
+// or BOXCTL_KUBE_POOL's, when the box may be pooled.
+func (a *app) openUpVendor(o *upOptions) (vendors.Vendor, func(), error) {
+	if o.target != kubernetes.Name || !o.poolable() {
+		return a.openVendor(o.target)
+	}
+	name := pool.DefaultName(o.target, o.harness, o.image)
+	getenv := func(k string) string {
+		if v := os.Getenv(k); v != "" || k != open.EnvKubePool {
+			return v
+		}
+		return name
+	}
+	v, err := open.Vendor(o.target, open.Options{Logger: a.log, Getenv: getenv})
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, func() { _ = v.Close() }, nil
+}
+
+// poolable reports whether up's box may come from a pool: a pooled box
+// is not suspendable.
+func (o *upOptions) poolable() bool { return !o.noPool && o.retention == 0 && o.idle == 0 }
+
 // createBox makes the box through the sandbox provider.
-func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag, owner string, router sandbox.Router, onEvent func(sandbox.Event)) (*sandbox.Environment, error) {
+func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag, owner string, router sandbox.Router, onEvent func(sandbox.Event)) (*sandbox.Environment, pool.Outcome, error) {
 	var bridgeEnv map[string]string
 	if o.bridgeOTLP != "" {
 		bridgeEnv = map[string]string{tracing.EndpointEnv: o.bridgeOTLP}
@@ -192,7 +222,7 @@ func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag,
 	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: o.image, Router: router, Lifetime: o.lifetime, Retention: o.retention,
 		IdleSuspend: o.idle, RunTag: tag, Owner: owner, Logger: a.log, OnEvent: onEvent, BridgeEnv: bridgeEnv})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	req := sandbox.CreateRequest{Profile: provider.Profile{Harness: o.harness, Model: provider.ProfileModel{Default: o.model}},
 		Lifetime: o.lifetime}
@@ -204,14 +234,14 @@ func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag,
 	// claimed (boxctl pool up); else, or with --no-pool, one is created.
 	var env *sandbox.Environment
 	outcome := pool.Cold
-	if o.noPool || o.retention > 0 || o.idle > 0 { // a pooled box is not suspendable
+	if !o.poolable() {
 		env, err = p.Create(ctx, req)
 	} else {
 		env, outcome, err = pool.ClaimFrom(ctx, p, "", pool.DefaultName(o.target, o.harness, o.image), req)
 	}
 	a.log.Debug("box", "pool", outcome)
 	if errors.Is(err, pins.ErrUnknownHarness) {
-		return nil, usageError{err}
+		return nil, "", usageError{err}
 	}
-	return env, err
+	return env, outcome, err
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/provider/sandbox/pool"
 )
 
 // upResult is what `up` prints.
@@ -24,12 +25,15 @@ type upResult struct {
 	Bearer   string    `json:"bearer,omitempty"`
 	// Timings are the create's phases (with --timings).
 	Timings []sandbox.Phase `json:"timings,omitempty"`
+	// Pool says where the box came from: hit (it waited in a pool),
+	// waited (the claim waited for one) or miss-cold (created for it).
+	Pool pool.Outcome `json:"pool"`
 }
 
-func printUp(a *app, o *upOptions, rec boxstate.Record, phases []sandbox.Phase) error {
+func printUp(a *app, o *upOptions, rec boxstate.Record, phases []sandbox.Phase, outcome pool.Outcome) error {
 	ref := rec.Reference
 	res := upResult{ID: rec.ID, Target: rec.Target, Endpoint: ref.Endpoint, Harness: ref.Harness, Model: o.model,
-		Image: rec.Image, RunTag: rec.RunTag, Lifetime: o.lifetime.String(), Deadline: rec.Deadline, Router: o.routerURL}
+		Image: rec.Image, RunTag: rec.RunTag, Lifetime: o.lifetime.String(), Deadline: rec.Deadline, Router: o.routerURL, Pool: outcome}
 	if rec.Router != nil {
 		res.Router = rec.Router.URL
 	}
@@ -50,7 +54,8 @@ func printUp(a *app, o *upOptions, rec boxstate.Record, phases []sandbox.Phase) 
 		}
 		lines := [][2]string{{"id", res.ID}, {"endpoint", res.Endpoint}, {"harness", res.Harness}, {"model", model},
 			{"image", res.Image}, {"run tag", res.RunTag},
-			{"deadline", res.Deadline.Local().Format(time.RFC3339) + " (lifetime " + res.Lifetime + ")"}, {"router", router}}
+			{"deadline", res.Deadline.Local().Format(time.RFC3339) + " (lifetime " + res.Lifetime + ")"}, {"router", router},
+			{"pool", string(res.Pool)}}
 		if o.showBearer {
 			lines = append(lines, [2]string{"bearer", res.Bearer})
 		}

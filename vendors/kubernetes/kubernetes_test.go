@@ -389,6 +389,24 @@ func TestVendor_WarmPool(t *testing.T) {
 	if err := v.WaitPool(refill, pool); err != nil {
 		t.Errorf("the pool did not refill: %v", err)
 	}
+
+	// Recycling past the maximum age: a young pool keeps its pods; an old
+	// one loses its oldest (one of two per call), which the controller
+	// replaces.
+	before, err := v.PoolState(t.Context(), pool)
+	if err != nil || before.Want != 2 || before.Ready != 2 {
+		t.Fatalf("PoolState = %+v, %v; want 2 of 2 ready", before, err)
+	}
+	if n, err := v.RecyclePool(t.Context(), pool, time.Hour); err != nil || n != 0 {
+		t.Errorf("RecyclePool(1h) of a young pool = %d, %v; want none", n, err)
+	}
+	if n, err := v.RecyclePool(t.Context(), pool, 0); err != nil || n != 1 {
+		t.Errorf("RecyclePool(0) = %d, %v; want its oldest pod", n, err)
+	}
+	vendortest.Poll(t, 3*time.Minute, "the recycled pod's replacement", func() bool {
+		st, err := v.PoolState(t.Context(), pool)
+		return err == nil && st.Ready == 2 && st.Oldest.After(before.Oldest)
+	})
 }
 
 // TestVendor_UnknownRuntime: a RuntimeClass the cluster lacks fails the

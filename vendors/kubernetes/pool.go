@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -528,4 +529,91 @@ func (v *Vendor) deleteClaim(ctx context.Context, name string) error {
 		return fmt.Errorf("claim: %w", err)
 	}
 	return nil
+}
+
+// PoolStatus is what a warm pool holds now.
+type PoolStatus struct {
+	// Want is the pool's replicas; Idle its unclaimed pods, Ready those
+	// of them that are ready.
+	Want, Idle, Ready int
+	// Oldest is when the oldest idle pod was made (zero: none).
+	Oldest time.Time
+}
+
+// idlePods lists the unclaimed pods of pool name, oldest first.
+func (v *Vendor) idlePods(ctx context.Context, name string) ([]corev1.Pod, error) {
+	l, err := v.core.CoreV1().Pods(v.ns).List(ctx, metav1.ListOptions{LabelSelector: poolPodLabel})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: pool %s: pods: %w", name, err)
+	}
+	var out []corev1.Pod
+	for _, p := range l.Items {
+		ref := metav1.GetControllerOf(&p)
+		if ref != nil && ref.Kind == "SandboxWarmPool" && ref.Name == name && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	return out, nil
+}
+
+// PoolState reads the pool named name.
+func (v *Vendor) PoolState(ctx context.Context, name string) (PoolStatus, error) {
+	p, err := v.ext.ExtensionsV1alpha1().SandboxWarmPools(v.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return PoolStatus{}, fmt.Errorf("kubernetes: pool %s: %w", name, v.mapErr(err, name))
+	}
+	pods, err := v.idlePods(ctx, name)
+	if err != nil {
+		return PoolStatus{}, err
+	}
+	st := PoolStatus{Want: int(p.Spec.Replicas), Idle: len(pods)}
+	for i := range pods {
+		if podReady(&pods[i]) {
+			st.Ready++
+		}
+	}
+	if len(pods) > 0 {
+		st.Oldest = pods[0].CreationTimestamp.Time
+	}
+	return st, nil
+}
+
+// RecyclePool deletes the idle pods of pool name made more than maxAge
+// ago, oldest first and at most a quarter of the pool (at least one) per
+// call, so most of its ready pods stay while the controller makes their
+// replacements; it returns how many it deleted. A pod a claim adopts
+// meanwhile is not deleted: each delete is conditional on the pod being
+// as it was listed.
+func (v *Vendor) RecyclePool(ctx context.Context, name string, maxAge time.Duration) (int, error) {
+	pods, err := v.idlePods(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	limit := max(1, (len(pods)+3)/4)
+	n := 0
+	var errs []error
+	for i := range pods {
+		p := &pods[i]
+		if n == limit || time.Since(p.CreationTimestamp.Time) <= maxAge {
+			break
+		}
+		err := v.core.CoreV1().Pods(v.ns).Delete(ctx, p.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion}})
+		switch {
+		case err == nil:
+			n++
+		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+			// Claimed or gone since the list.
+		default:
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return n, fmt.Errorf("kubernetes: recycle pool %s: %w", name, err)
+	}
+	if n > 0 {
+		v.o.logger.Debug("kubernetes pool recycled", "pool", name, "pods", n, "max_age", maxAge)
+	}
+	return n, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -401,6 +402,10 @@ func ClaimFrom(ctx context.Context, prov *sandbox.Provider, dir, name string, re
 		return e, Hit, err
 	}
 	e, err := prov.Create(ctx, req)
+	if e != nil && slices.ContainsFunc(e.Timings(), func(ph sandbox.Phase) bool { return ph.Name == sandbox.PhaseVendorClaim }) {
+		// The vendor's own pool served it (a Kubernetes warm pool).
+		return e, Hit, err
+	}
 	return e, Cold, err
 }
 
