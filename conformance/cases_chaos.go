@@ -187,10 +187,10 @@ func chaosCase(kind string) func(c *caseCtx) error {
 		// bridge that cannot start is still caught.
 		p, err := c.sandbox(func(o *sandbox.Options) {
 			o.BridgeEnv = map[string]string{"BRIDGE_CRASH_WINDOW_MS": "2000"}
-			// A full-size case streams for up to its whole deadline: its
-			// boxes outlive it, and its cleanup ends them.
+			// A full-size case streams for up to its whole deadline (an
+			// hour, E2B's shortest plan limit): its boxes live as long.
 			if dl, ok := c.ctx.Deadline(); ok {
-				o.Lifetime = max(o.Lifetime, time.Until(dl)+time.Minute)
+				o.Lifetime = max(o.Lifetime, time.Until(dl).Truncate(time.Second))
 			}
 			if kind == FaultSuspend {
 				o.Retention = time.Hour

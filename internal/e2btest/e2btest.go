@@ -94,7 +94,7 @@ func startFor(t testing.TB, img string, edit func(*e2bemu.Options)) *Env {
 }
 
 func start(env testbed.Env, img string, edit func(*e2bemu.Options)) (*Env, error) {
-	opts := e2bemu.Options{APIKey: APIKey, DockerHost: env.DockerHost, Network: Network, MaxTimeout: 30 * time.Minute}
+	opts := e2bemu.Options{APIKey: APIKey, DockerHost: env.DockerHost, Network: Network, MaxTimeout: time.Hour}
 	if edit != nil {
 		edit(&opts)
 	}

@@ -215,7 +215,7 @@ func suspendResume(t *testing.T, f *fixture, tg target) {
 	rec := &events{}
 	// The active budget covers every cycle's running time (a 100-cycle
 	// run takes more than the default 10 minutes of it), within what the
-	// vendor allows (the E2B emulator's sandboxes run at most 30 minutes).
+	// vendor allows (the E2B emulator's sandboxes run at most an hour).
 	life := 2 * time.Hour
 	if tg.name == "e2b" {
 		life = 25 * time.Minute
