@@ -1,17 +1,25 @@
 package kubernetes_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/kubetest"
+	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/kubernetes"
 	"github.com/tangle-network/boxctl/vendors/reaper"
@@ -50,6 +58,13 @@ func TestVendor_SuspendResumeFork(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := box.(*kubernetes.Box).Pod()
+	var mem uint64
+	vendortest.Poll(t, time.Minute, "the kubelet's stats of the box's pod", func() bool {
+		var ok bool
+		mem, ok = podMemory(t, cs, pod)
+		return ok && mem > 0
+	})
+	t.Logf("the running box's pod holds %.1f MiB (working set)", float64(mem)/(1<<20))
 
 	start := time.Now()
 	info, err := v.Suspend(ctx, box.ID())
@@ -64,6 +79,10 @@ func TestVendor_SuspendResumeFork(t *testing.T) {
 	if _, err := cs.CoreV1().Pods(v.Namespace()).Get(ctx, pod, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the pod of a suspended box: %v, want it gone", err)
 	}
+	vendortest.Poll(t, time.Minute, "the kubelet to drop the suspended pod's stats", func() bool {
+		_, ok := podMemory(t, cs, pod)
+		return !ok
+	})
 	claim := kubernetes.DiskVolume + "-" + box.ID()
 	if pvc, err := cs.CoreV1().PersistentVolumeClaims(v.Namespace()).Get(ctx, claim, metav1.GetOptions{}); err != nil || pvc.Status.Phase != "Bound" {
 		t.Fatalf("the suspended box's volume claim: %v %v, want it bound", err, pvc)
@@ -182,4 +201,54 @@ func TestVendor_SuspendRefusals(t *testing.T) {
 	if _, err := v.Suspend(t.Context(), "boxctl-gone-0"); !errors.Is(err, vendors.ErrNotFound) {
 		t.Errorf("Suspend of a box that does not exist = %v, want ErrNotFound", err)
 	}
+}
+
+// podMemory reads the working set of pod from the kubelet's summary (via
+// the API server); ok is false when the node runs no such pod.
+func podMemory(t *testing.T, cs k8s.Interface, pod string) (uint64, bool) {
+	t.Helper()
+	// The API server proxies to no loopback node: ask the kubelet, as the
+	// test bed's admin.
+	node, err := cs.CoreV1().Nodes().Get(t.Context(), "localhost", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", testbed.Require(t).Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCfg, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+	resp, err := hc.Get(fmt.Sprintf("https://127.0.0.1:%d/stats/summary", node.Status.DaemonEndpoints.KubeletEndpoint.Port))
+	if err != nil {
+		t.Fatalf("the kubelet's summary: %v", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the kubelet's summary: %s %v: %s", resp.Status, err, raw)
+	}
+	var sum struct {
+		Pods []struct {
+			PodRef struct{ Name string } `json:"podRef"`
+			Memory *struct {
+				WorkingSetBytes *uint64 `json:"workingSetBytes"`
+			} `json:"memory"`
+		} `json:"pods"`
+	}
+	if err := json.Unmarshal(raw, &sum); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range sum.Pods {
+		if p.PodRef.Name == pod {
+			if p.Memory == nil || p.Memory.WorkingSetBytes == nil {
+				return 0, true
+			}
+			return *p.Memory.WorkingSetBytes, true
+		}
+	}
+	return 0, false
 }
