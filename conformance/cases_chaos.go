@@ -454,7 +454,7 @@ func (rg *rig) turn(c *caseCtx, kind, prompt string, st *ChaosStats) error {
 				return failf(c.step("Session.Events(%s) of run %s", cursor, ref.ControlRef.RunID), "the run's events",
 					"%d resumes in a row read nothing", stalled)
 			}
-			if err := vendorhttp.Sleep(c.ctx, min(time.Duration(stalled)*25*time.Millisecond, time.Second)); err != nil {
+			if err := vendorhttp.Sleep(c.ctx, resumePause(stalled)); err != nil {
 				return failErr(c.step("Session.Events of run %s", ref.ControlRef.RunID), "the run's events", err)
 			}
 		}
@@ -523,6 +523,16 @@ func (rg *rig) turn(c *caseCtx, kind, prompt string, st *ChaosStats) error {
 // resumeAttempts bounds the resumes in a row that read nothing before a
 // chaos turn fails: about a minute of a box that does not answer.
 const resumeAttempts = 80
+
+// resumePause is the pause before the next resume after stalled resumes
+// in a row read nothing: short while a killed bridge restarts (tens of
+// milliseconds), then growing to a second.
+func resumePause(stalled int) time.Duration {
+	if stalled <= 10 {
+		return 20 * time.Millisecond
+	}
+	return min(time.Duration(stalled-10)*100*time.Millisecond, time.Second)
+}
 
 // dispatchAttempts bounds the calls of a chaos turn's dispatch and of its
 // check that a bridge's restart cut: a kill that lands between two runs
