@@ -8,9 +8,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/vendors"
-	"github.com/tangle-network/boxctl/vendors/reaper"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
@@ -160,14 +158,7 @@ func TestVendor_SuspendResumeFork(t *testing.T) {
 	if _, err := v.Suspend(ctx, box.ID()); err != nil {
 		t.Fatal(err)
 	}
-	reaped, err := reaper.Reap(ctx, v, reaper.Options{Filter: map[string]string{boxmeta.LabelRunTag: tag},
-		Now: func() time.Time { return time.Now().Add(2 * time.Hour) }})
-	if err != nil || len(reaped) != 1 || reaped[0].Err != nil || reaped[0].Reason != reaper.ReasonExpired {
-		t.Fatalf("gc two hours later = %+v, %v; want the box reaped as expired", reaped, err)
-	}
-	if _, err := v.Connect(ctx, box.ID()); !errors.Is(err, vendors.ErrNotFound) {
-		t.Errorf("Connect after gc = %v, want ErrNotFound", err)
-	}
+	vendortest.ReapPastRetention(t, v, tag, box.ID(), 2*time.Hour)
 }
 
 func TestVendor_SuspendRefusals(t *testing.T) {

@@ -18,7 +18,6 @@ import (
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/e2b"
 	"github.com/tangle-network/boxctl/vendors/e2b/e2bemu"
-	"github.com/tangle-network/boxctl/vendors/reaper"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
@@ -65,11 +64,7 @@ func TestVendor_SuspendResume(t *testing.T) {
 	if _, err := v.Suspend(ctx, box.ID()); err != nil {
 		t.Fatal(err)
 	}
-	reaped, err := reaper.Reap(ctx, v, reaper.Options{Filter: map[string]string{boxmeta.LabelRunTag: tag},
-		Now: func() time.Time { return time.Now().Add(2 * time.Hour) }})
-	if err != nil || len(reaped) != 1 || reaped[0].Err != nil {
-		t.Fatalf("gc two hours later = %+v, %v; want the paused box reaped", reaped, err)
-	}
+	vendortest.ReapPastRetention(t, v, tag, box.ID(), 2*time.Hour)
 }
 
 // snapshots returns the snapshot IDs the emulator lists of sandbox sid.

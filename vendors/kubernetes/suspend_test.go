@@ -22,7 +22,6 @@ import (
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/kubernetes"
-	"github.com/tangle-network/boxctl/vendors/reaper"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
@@ -171,14 +170,7 @@ func TestVendor_SuspendResumeFork(t *testing.T) {
 	if _, err := v.Suspend(ctx, box.ID()); err != nil {
 		t.Fatal(err)
 	}
-	reaped, err := reaper.Reap(ctx, v, reaper.Options{Filter: map[string]string{boxmeta.LabelRunTag: tag},
-		Now: func() time.Time { return time.Now().Add(2 * time.Hour) }})
-	if err != nil || len(reaped) != 1 || reaped[0].Err != nil || reaped[0].Reason != reaper.ReasonExpired {
-		t.Fatalf("gc two hours later = %+v, %v; want the box reaped as expired", reaped, err)
-	}
-	if _, err := v.Connect(ctx, box.ID()); !errors.Is(err, vendors.ErrNotFound) {
-		t.Errorf("Connect after gc = %v, want ErrNotFound", err)
-	}
+	vendortest.ReapPastRetention(t, v, tag, box.ID(), 2*time.Hour)
 	vendortest.Poll(t, time.Minute, "the reaped box's volume claim to go", func() bool {
 		_, err := cs.CoreV1().PersistentVolumeClaims(v.Namespace()).Get(ctx, claim, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)

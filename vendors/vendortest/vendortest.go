@@ -23,6 +23,7 @@ import (
 
 	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/reaper"
 )
 
 // Config is what the suite needs of a vendor.
@@ -489,4 +490,20 @@ func poll(t testing.TB, deadline time.Time, what string, cond func() bool) {
 func Poll(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	poll(t, time.Now().Add(timeout), what, cond)
+}
+
+// ReapPastRetention runs gc over v's boxes of run tag as it would run
+// after later (past the retention of suspended box id) and fails t unless
+// it reaped exactly that box, as expired, and the box is gone.
+func ReapPastRetention(t testing.TB, v vendors.Vendor, tag, id string, later time.Duration) {
+	t.Helper()
+	ctx := t.Context()
+	reaped, err := reaper.Reap(ctx, v, reaper.Options{Filter: map[string]string{boxmeta.LabelRunTag: tag},
+		Now: func() time.Time { return time.Now().Add(later) }})
+	if err != nil || len(reaped) != 1 || reaped[0].Box.ID != id || reaped[0].Err != nil || reaped[0].Reason != reaper.ReasonExpired {
+		t.Fatalf("gc %v later = %+v, %v; want box %s reaped as expired", later, reaped, err, id)
+	}
+	if _, err := v.Connect(ctx, id); !errors.Is(err, vendors.ErrNotFound) {
+		t.Errorf("Connect after gc = %v, want ErrNotFound", err)
+	}
 }
