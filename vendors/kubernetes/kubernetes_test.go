@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
@@ -67,13 +68,19 @@ func create(t *testing.T, v vendors.Vendor, spec vendors.CreateSpec) vendors.Box
 	return box
 }
 
-func clientset(t *testing.T) k8s.Interface {
+// adminConfig is the test bed's admin client configuration.
+func adminConfig(t *testing.T) *rest.Config {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", testbed.Require(t).Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := k8s.NewForConfig(cfg)
+	return cfg
+}
+
+func clientset(t *testing.T) k8s.Interface {
+	t.Helper()
+	cs, err := k8s.NewForConfig(adminConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}

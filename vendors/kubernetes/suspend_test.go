@@ -14,12 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/kubetest"
-	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/kubernetes"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
@@ -205,11 +203,7 @@ func podMemory(t *testing.T, cs k8s.Interface, pod string) (uint64, bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", testbed.Require(t).Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsCfg, err := rest.TLSConfigFor(cfg)
+	tlsCfg, err := rest.TLSConfigFor(adminConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
