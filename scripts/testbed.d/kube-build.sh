@@ -97,6 +97,22 @@ gobuild() {
 	fi
 }
 
+# repo_binary NAME EXE STAMP: build ./internal/testbed/cmd/NAME static to
+# EXE unless its stamp is STAMP (sets the caller's how=built when it
+# builds). In this repository's module, which go.mod must not change: no
+# -mod=mod.
+repo_binary() {
+	local name=$1 exe=$2 stamp=$3 log=$LOGS/go-build-$1.log
+	stamp_ok "$name" "$stamp" && return 0
+	how=built
+	if ! (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$exe.new" "./internal/testbed/cmd/$name") >"$log" 2>&1; then
+		logtail "$log"
+		die "go build ./internal/testbed/cmd/$name failed (log: $log)"
+	fi
+	mv -f "$exe.new" "$exe"
+	printf '%s\n' "$stamp" >"$exe.stamp"
+}
+
 kube_bins_up() {
 	[[ -n $AGENT_SANDBOX_VERSION ]] || die "go.mod does not require sigs.k8s.io/agent-sandbox"
 	local gover ldflags stamp b need=() how=reused t0=$SECONDS
@@ -136,30 +152,10 @@ kube_bins_up() {
 
 	local srcs
 	mapfile -t srcs < <(find "$ROOT/internal/testbed/cmd/pause" -name '*.go' ! -name '*_test.go' | sort)
-	stamp="$(sha_of "${srcs[@]}") $gover"
-	if ! stamp_ok pause "$stamp"; then
-		how=built
-		# In this repository's module, which go.mod must not change: no -mod=mod.
-		if ! (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$PAUSE_EXE.new" ./internal/testbed/cmd/pause) >"$LOGS/go-build-pause.log" 2>&1; then
-			logtail "$LOGS/go-build-pause.log"
-			die "go build ./internal/testbed/cmd/pause failed (log: $LOGS/go-build-pause.log)"
-		fi
-		mv -f "$PAUSE_EXE.new" "$PAUSE_EXE"
-		printf '%s\n' "$stamp" >"$PAUSE_EXE.stamp"
-	fi
-
+	repo_binary pause "$PAUSE_EXE" "$(sha_of "${srcs[@]}") $gover"
 	# The volume provisioner links the repository's packages and modules.
 	mapfile -t srcs < <(find "$ROOT/internal/testbed/cmd/localpv" "$ROOT/internal/treecopy" -name '*.go' ! -name '*_test.go' | sort)
-	stamp="$(sha_of "${srcs[@]}" "$ROOT/go.sum") $gover"
-	if ! stamp_ok localpv "$stamp"; then
-		how=built
-		if ! (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$LOCALPV_EXE.new" ./internal/testbed/cmd/localpv) >"$LOGS/go-build-localpv.log" 2>&1; then
-			logtail "$LOGS/go-build-localpv.log"
-			die "go build ./internal/testbed/cmd/localpv failed (log: $LOGS/go-build-localpv.log)"
-		fi
-		mv -f "$LOCALPV_EXE.new" "$LOCALPV_EXE"
-		printf '%s\n' "$stamp" >"$LOCALPV_EXE.stamp"
-	fi
+	repo_binary localpv "$LOCALPV_EXE" "$(sha_of "${srcs[@]}" "$ROOT/go.sum") $gover"
 
 	local got
 	got=$("$KUBECTL" version --client -o yaml 2>/dev/null | awk '$1 == "gitVersion:" { print $2; exit }')
