@@ -138,7 +138,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	msVar("BRIDGE_BODY_TIMEOUT_MS", &c.BodyTimeout)
 	msVar("BRIDGE_CONN_IDLE_MS", &c.ConnIdle)
 	intVar("BRIDGE_MAX_CONNS", &c.MaxConns)
-	msVar("BRIDGE_SSE_HEARTBEAT_MS", &c.Keepalive)
+	msVar(wire.EnvSSEHeartbeat, &c.Keepalive)
 	msVar("BRIDGE_IDLE_TIMEOUT_MS", &c.IdleTimeout)
 	signedMsVar("BRIDGE_SESSION_IDLE_MS", &c.SessionIdle)
 	intVar("BRIDGE_MAX_SESSION_PROCS", &c.MaxSessionProcs)

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/conformance/internal/cutproxy"
 	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/vendorhttp"
@@ -187,6 +188,12 @@ func chaosCase(kind string) func(c *caseCtx) error {
 		// bridge that cannot start is still caught.
 		p, err := c.sandbox(func(o *sandbox.Options) {
 			o.BridgeEnv = map[string]string{"BRIDGE_CRASH_WINDOW_MS": "2000"}
+			if kind == FaultIdle {
+				// The bridge's keepalive (15 s) keeps a stream alive under
+				// a 16 s idle bound: the case's bridges keep quiet longer
+				// than the proxy's bound, so that it cuts.
+				o.BridgeEnv[wire.EnvSSEHeartbeat] = strconv.FormatInt((2*ch.Idle + time.Second).Milliseconds(), 10)
+			}
 			// A full-size case streams for up to its whole deadline (an
 			// hour, E2B's shortest plan limit): its boxes live as long.
 			if dl, ok := c.ctx.Deadline(); ok {

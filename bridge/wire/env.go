@@ -23,4 +23,8 @@ const (
 	EnvProfilesDir = "SANDBOX_PROFILES_DIR"
 	// EnvLogLevel is debug, info, warn or error.
 	EnvLogLevel = "BRIDGE_LOG_LEVEL"
+	// EnvSSEHeartbeat is the idle time, in milliseconds, after which an
+	// SSE stream gets a `: keepalive` comment (default 15 s: under the
+	// 16 s idle bound common load balancers cut at).
+	EnvSSEHeartbeat = "BRIDGE_SSE_HEARTBEAT_MS"
 )
