@@ -163,6 +163,18 @@ func (e *TransportError) Unwrap() error { return e.Err }
 // Retryable is always true.
 func (e *TransportError) Retryable() bool { return true }
 
+// GatewayError is a 502, 503 or 504 without the bridge's error envelope:
+// a gateway or proxy in front of the bridge (a vendor's) could not reach
+// it. It comes as the cause of a *TransportError.
+type GatewayError struct {
+	Status  int
+	Message string
+}
+
+func (e *GatewayError) Error() string {
+	return fmt.Sprintf("gateway answered %d: %s", e.Status, e.Message)
+}
+
 // ProtocolError is an answer that breaks the wire protocol: mixed stream
 // formats, a bad or non-increasing frame id, a missing header, malformed
 // JSON.

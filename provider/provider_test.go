@@ -242,6 +242,46 @@ func TestTypedErrors(t *testing.T) {
 	}
 }
 
+// TestGatewayErrors: a 502, 503 or 504 without the bridge's error
+// envelope is a gateway's (a bridge restarting behind a vendor's proxy): a
+// retryable *TransportError, outcome unknown; the bridge's own 503 stays
+// a *BridgeError with its type.
+func TestGatewayErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		status    int
+		typ       string
+		transport bool
+	}{
+		{"bad gateway", http.StatusBadGateway, "", true},
+		{"unavailable", http.StatusServiceUnavailable, "", true},
+		{"gateway timeout", http.StatusGatewayTimeout, "", true},
+		{"bridge unavailable", http.StatusServiceUnavailable, wire.TypeBackendNotReady, false},
+		{"bridge fault", http.StatusInternalServerError, "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(t, "")
+			f.routes["POST /v1/chat/completions"] = func(w http.ResponseWriter, r *http.Request) {
+				if tt.typ != "" {
+					writeError(w, tt.status, tt.typ, "not ready")
+					return
+				}
+				http.Error(w, http.StatusText(tt.status), tt.status)
+			}
+			_, err := newEnv(t, f).Dispatch(t.Context(), Turn{Prompt: "x"})
+			var te *TransportError
+			var ge *GatewayError
+			var be *BridgeError
+			switch {
+			case tt.transport && (!errors.As(err, &te) || !errors.As(err, &ge) || ge.Status != tt.status || !te.Retryable()):
+				t.Errorf("Dispatch = %v, want a retryable *TransportError of a %d *GatewayError", err, tt.status)
+			case !tt.transport && (!errors.As(err, &be) || be.Status != tt.status || be.Type != tt.typ):
+				t.Errorf("Dispatch = %v, want a *BridgeError %d %q", err, tt.status, tt.typ)
+			}
+		})
+	}
+}
+
 // handlerTransport serves requests in process, so a synctest bubble sees
 // every goroutine of a request and can tell when all of them are blocked.
 type handlerTransport struct{ h http.Handler }

@@ -175,6 +175,11 @@ func errorFor(op string, status int, header http.Header, data []byte) error {
 		return &ConflictError{Op: op, Type: e.Type, Message: e.Message}
 	case status == http.StatusNotFound:
 		return &NotFoundError{Op: op, Type: e.Type, Message: e.Message}
+	case gatewayStatus(status) && e.Type == "":
+		// No bridge answers so without its error envelope: a vendor's
+		// gateway or proxy found nothing listening behind it (a bridge
+		// restarting). Whether it forwarded the request is unknown.
+		return &TransportError{Op: op, Err: &GatewayError{Status: status, Message: e.Message}}
 	}
 	be := &BridgeError{Op: op, Status: status, Type: e.Type, Message: e.Message}
 	if s := header.Get(wire.HeaderRetryAfter); s != "" {
@@ -190,4 +195,10 @@ func deref(p *int64) int64 {
 		return 0
 	}
 	return *p
+}
+
+// gatewayStatus reports the statuses a gateway answers for a backend it
+// could not reach.
+func gatewayStatus(status int) bool {
+	return status == http.StatusBadGateway || status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout
 }
