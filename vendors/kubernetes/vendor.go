@@ -247,8 +247,9 @@ func (v *Vendor) Name() string { return Name }
 func (v *Vendor) Namespace() string { return v.ns }
 
 // Supports reports every create field but a pids limit (Kubernetes sets
-// that per node, not per pod). Disk is an ephemeral-storage limit; runtime
-// is a RuntimeClass name.
+// that per node, not per pod). Disk is an ephemeral-storage limit (and the
+// size of a suspendable box's volume); runtime is a RuntimeClass name;
+// retention makes a suspendable box (suspend.go).
 func (v *Vendor) Supports() vendors.Fields {
 	return vendors.NewFields(vendors.FieldOwner, vendors.FieldLabels, vendors.FieldCPUs, vendors.FieldMemory,
 		vendors.FieldDisk, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRuntime, vendors.FieldRetention)
