@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -34,42 +33,11 @@ func runKubePoolUp(ctx context.Context, a *app, kv *kubernetes.Vendor, p *sandbo
 		defer cancel()
 		err = errors.Join(err, kv.DeletePool(dctx, name))
 	}()
-	return keepKubePool(ctx, kv, name, o.maxAge, a.errOut)
-}
-
-// keepKubePool prints the pool's state each second and recycles its pods
-// past maxAge (checked every tenth of it, at least each second).
-func keepKubePool(ctx context.Context, kv *kubernetes.Vendor, name string, maxAge time.Duration, status io.Writer) error {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	every := max(maxAge/10, time.Second)
-	last := time.Now()
-	recycled := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-		if time.Since(last) >= every {
-			last = time.Now()
-			n, err := kv.RecyclePool(ctx, name, maxAge)
-			if err != nil && ctx.Err() == nil {
-				return err
-			}
-			recycled += n
-		}
-		st, err := kv.PoolState(ctx, name)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
+	return kv.KeepPool(ctx, name, o.maxAge, func(st kubernetes.PoolStatus, recycled int) {
 		age := "-"
 		if !st.Oldest.IsZero() {
 			age = time.Since(st.Oldest).Round(time.Second).String()
 		}
-		fmt.Fprintf(status, "\r\x1b[Kpool %s: %d of %d ready, %d idle, oldest %s, %d recycled", name, st.Ready, st.Want, st.Idle, age, recycled)
-	}
+		fmt.Fprintf(a.errOut, "\r\x1b[Kpool %s: %d of %d ready, %d idle, oldest %s, %d recycled", name, st.Ready, st.Want, st.Idle, age, recycled)
+	})
 }

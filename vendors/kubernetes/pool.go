@@ -617,3 +617,41 @@ func (v *Vendor) RecyclePool(ctx context.Context, name string, maxAge time.Durat
 	}
 	return n, nil
 }
+
+// KeepPool keeps the pool named name until ctx ends: each second it reads
+// the pool's state for report (with how many pods it recycled so far),
+// and every tenth of maxAge (at least each second) it recycles the pods
+// older than maxAge (RecyclePool). The pool itself stays: DeletePool
+// removes it.
+func (v *Vendor) KeepPool(ctx context.Context, name string, maxAge time.Duration, report func(st PoolStatus, recycled int)) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	every := max(maxAge/10, time.Second)
+	last := time.Now()
+	recycled := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if time.Since(last) >= every {
+			last = time.Now()
+			n, err := v.RecyclePool(ctx, name, maxAge)
+			if err != nil && ctx.Err() == nil {
+				return err
+			}
+			recycled += n
+		}
+		st, err := v.PoolState(ctx, name)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if report != nil {
+			report(st, recycled)
+		}
+	}
+}
