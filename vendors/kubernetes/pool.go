@@ -621,7 +621,9 @@ func (v *Vendor) RecyclePool(ctx context.Context, name string, maxAge time.Durat
 // KeepPool keeps the pool named name until ctx ends: each second it reads
 // the pool's state for report (with how many pods it recycled so far),
 // and every tenth of maxAge (at least each second) it recycles the pods
-// older than maxAge (RecyclePool). The pool itself stays: DeletePool
+// older than maxAge (RecyclePool). A failed call is logged and tried
+// again at the next tick, so a passing API error does not end the
+// keeper; a pool that is gone does. The pool itself stays: DeletePool
 // removes it.
 func (v *Vendor) KeepPool(ctx context.Context, name string, maxAge time.Duration, report func(st PoolStatus, recycled int)) error {
 	tick := time.NewTicker(time.Second)
@@ -636,21 +638,23 @@ func (v *Vendor) KeepPool(ctx context.Context, name string, maxAge time.Duration
 		case <-tick.C:
 		}
 		if time.Since(last) >= every {
-			last = time.Now()
 			n, err := v.RecyclePool(ctx, name, maxAge)
 			if err != nil && ctx.Err() == nil {
-				return err
+				v.o.logger.Warn("kubernetes pool: recycle failed, again at the next tick", "pool", name, "err", err)
+			} else {
+				last = time.Now()
 			}
 			recycled += n
 		}
 		st, err := v.PoolState(ctx, name)
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return nil
-		}
-		if err != nil {
+		case errors.Is(err, vendors.ErrNotFound):
 			return err
-		}
-		if report != nil {
+		case err != nil:
+			v.o.logger.Warn("kubernetes pool: state not read, again at the next tick", "pool", name, "err", err)
+		case report != nil:
 			report(st, recycled)
 		}
 	}
