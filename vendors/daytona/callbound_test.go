@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -113,4 +114,53 @@ func commandPath(t *testing.T, emu *daytonaemu.Server, box vendors.Box, p vendor
 		t.Fatalf("session %s: %+v, %v", p.ID(), s, err)
 	}
 	return "/process/session/" + p.ID() + "/command/" + s.Commands[0].ID
+}
+
+// warmingToolbox answers the first left toolbox commands with the proxy's
+// 502 for a sandbox it reaches no daemon of.
+type warmingToolbox struct {
+	left, refused atomic.Int32
+}
+
+func (w *warmingToolbox) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/process/execute") && w.left.Add(-1) >= 0 {
+		w.refused.Add(1)
+		body := `{"statusCode":502,"message":"sandbox is not running","code":"BAD_GATEWAY"}`
+		return &http.Response{StatusCode: http.StatusBadGateway, Status: "502 Bad Gateway", Request: req,
+			Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(body))}, nil
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// A sandbox whose toolbox answers 502 for a moment after it started is
+// resumed once the toolbox answers: its earlier processes are ended then.
+func TestVendor_ResumeWhileToolboxWarms(t *testing.T) {
+	t.Parallel()
+	emu, v := emulator(t, daytonaemu.Options{})
+	box, err := v.Create(t.Context(), vendors.CreateSpec{Image: snapshotName, RunTag: vendortest.RunTag(t),
+		Lifetime: 5 * time.Minute, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = box.Destroy(context.WithoutCancel(t.Context())) })
+	if _, err := v.Suspend(t.Context(), box.ID()); err != nil {
+		t.Fatal(err)
+	}
+	tb := &warmingToolbox{}
+	tb.left.Store(3)
+	bv, err := daytona.New(apiKey, daytona.WithAPIURL(emu.APIURL()), daytona.WithHTTPClient(&http.Client{Transport: tb}),
+		daytona.WithPollInterval(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := bv.Resume(t.Context(), box.ID())
+	if err != nil {
+		t.Fatalf("Resume() = %v; want it to wait out the toolbox's 502s", err)
+	}
+	if n := tb.refused.Load(); n != 3 {
+		t.Errorf("%d commands refused, want 3", n)
+	}
+	if res, err := rb.Exec(t.Context(), vendors.ExecSpec{Command: []string{"echo", "up"}}); err != nil || string(res.Stdout) != "up\n" {
+		t.Errorf("Exec after Resume = %+v, %v", res, err)
+	}
 }

@@ -141,7 +141,7 @@ func (v *Vendor) Resume(ctx context.Context, id string) (vendors.Box, error) {
 	}
 	// A stopped sandbox may keep its processes and its sessions (the
 	// emulator freezes them); a resumed box runs none of its earlier run.
-	if err := vendors.EndEarlier(ctx, b); err != nil {
+	if err := v.endEarlier(ctx, b); err != nil {
 		return nil, fmt.Errorf("daytona: resume: %w", err)
 	}
 	if err := b.endSessions(ctx); err != nil {
@@ -149,6 +149,29 @@ func (v *Vendor) Resume(ctx context.Context, id string) (vendors.Box, error) {
 	}
 	v.opts.log.Debug("daytona sandbox resumed", "id", id, "took", time.Since(start))
 	return b, nil
+}
+
+// toolboxWarmup bounds how long a just-started sandbox's toolbox may
+// answer 502 (its proxy reaches no daemon yet) before a resume fails.
+const toolboxWarmup = 30 * time.Second
+
+// endEarlier ends the processes of the box's earlier run, again while the
+// toolbox proxy answers 502 for a sandbox that just started: its daemon
+// comes up after the control plane reports it started. The script is
+// idempotent, so a repeat does no harm.
+func (v *Vendor) endEarlier(ctx context.Context, b *Box) error {
+	ctx, cancel := context.WithTimeout(ctx, min(toolboxWarmup, v.opts.createTimeout))
+	defer cancel()
+	for {
+		err := vendors.EndEarlier(ctx, b)
+		if status(err) != http.StatusBadGateway {
+			return err
+		}
+		v.opts.log.Debug("daytona toolbox not reachable yet after start", "id", b.id, "err", err)
+		if serr := vendorhttp.Sleep(ctx, v.opts.poll); serr != nil {
+			return err
+		}
+	}
 }
 
 // lifecycle posts /sandbox/{id}/{verb} (stop, start), again while the

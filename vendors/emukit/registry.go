@@ -152,13 +152,39 @@ func (g *Registry) Freeze(ctx context.Context, sandboxID string) error {
 	}
 }
 
-// Thaw resumes the frozen container of a sandbox.
+// Thaw resumes the frozen container of a sandbox and returns once the
+// engine reports it running and not paused: a container the engine still
+// reports paused is unpaused again until ctx ends, and one that no longer
+// runs is an error naming its state.
 func (g *Registry) Thaw(ctx context.Context, sandboxID string) error {
 	box, ok := g.Box(sandboxID)
 	if !ok {
 		return fmt.Errorf("sandbox %s has no container", sandboxID)
 	}
-	return g.engine.ContainerUnpause(ctx, box.ID())
+	wait := 20 * time.Millisecond
+	for {
+		err := g.engine.ContainerUnpause(ctx, box.ID())
+		c, ierr := g.engine.ContainerInspect(ctx, box.ID())
+		switch {
+		case ierr != nil:
+			return fmt.Errorf("thaw sandbox %s: %w", sandboxID, errors.Join(err, ierr))
+		case c.State == nil || !c.State.Running:
+			status := "gone"
+			if c.State != nil {
+				status = c.State.Status
+			}
+			return fmt.Errorf("thaw sandbox %s: its container is %s", sandboxID, status)
+		case !c.State.Paused:
+			return nil
+		}
+		g.log.Debug("emulator: container still paused, unpause again", "sandbox", sandboxID, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("thaw sandbox %s: still paused: %w", sandboxID, errors.Join(err, ctx.Err()))
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 // Remove removes the container of a sandbox, if it has one: thawed if

@@ -162,6 +162,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	case err != nil && r.Context().Err() == nil && ctx.Err() != nil:
 		toolboxError(w, r, http.StatusRequestTimeout, "REQUEST_TIMEOUT", "command execution timeout")
 	case errors.Is(err, vendors.ErrNotFound):
+		s.opts.Log.Warn("daytona emulator: exec found no running container", "id", sb.ID, "err", err)
 		toolboxError(w, r, http.StatusBadGateway, "BAD_GATEWAY", "sandbox "+sb.ID+" is not running")
 	case err != nil:
 		writeJSON(w, http.StatusOK, map[string]any{"exitCode": -1, "result": err.Error()})
