@@ -3,9 +3,12 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/vendors"
 )
 
 func sessionCases() []Case {
@@ -20,6 +23,8 @@ func sessionCases() []Case {
 			Description: "a replay after a cursor equals the tail of the full replay; a cursor ahead of the stream is a conflict"},
 		{ID: "session.rebuilt", run: rebuiltCase,
 			Description: "a session rebuilt from the control reference in a new provider replays, resumes and reads the same run"},
+		{ID: "session.suspended", run: suspendedCase,
+			Description: "after the box is suspended and resumed, the earlier run replays unchanged and the session's next turn continues its conversation"},
 	}
 }
 
@@ -293,5 +298,97 @@ func checkRebuilt(c *caseCtx, env *provider.Environment, d *dispatched, full []p
 	if err != nil || res.Text != d.res.Text || res.RunID != ref.RunID {
 		return failf(req, fmt.Sprintf("run %s with text %q", ref.RunID, clip(d.res.Text, 200)), "%+v, %v", res, err)
 	}
+	return nil
+}
+
+// suspendedCase runs a turn of a session, suspends the box at the turn
+// boundary and resumes it, then checks that the earlier run replays as it
+// streamed and that the session's next turn continues the conversation:
+// the model's request for it holds the earlier turn (the harness's native
+// session came back with the box's disk).
+func suspendedCase(c *caseCtx) error {
+	if _, ok := c.r.t.Vendor.(vendors.Suspender); !ok {
+		return skip("suspend", "the vendor cannot suspend boxes")
+	}
+	l := c.local()
+	if l == nil {
+		return skip("local", "the case reads the model's requests at the local model endpoint")
+	}
+	p, err := c.sandbox(func(o *sandbox.Options) { o.Retention = time.Hour })
+	if err != nil {
+		return err
+	}
+	env, err := c.create(p, c.createRequest())
+	if err != nil {
+		return err
+	}
+	ses, word := newID("conformance-session"), newID("remember")
+	first := fmt.Sprintf("Remember the word %s and reply with one short sentence.", word)
+	req := c.step("Dispatch(%q, session %s)", first, ses)
+	ref, err := env.Dispatch(c.ctx, provider.Turn{Prompt: first, SessionID: ses})
+	if err != nil {
+		return failf(req, "an admitted run", "%v", err)
+	}
+	s, err := env.Session(ref.ID, provider.SessionOptions{ControlRef: &ref.ControlRef})
+	if err != nil {
+		return failf(c.step("environment.Session(%s, its ControlRef)", ref.ID), "the session", "%v", err)
+	}
+	if res, err := s.Result(c.ctx); err != nil || !res.Success {
+		return failf(req, "a completed run", "%+v, %v", res, err)
+	}
+	full, err := replay(c.ctx, s, "0")
+	if err != nil {
+		return failf(c.step("Session.Events(from the start)"), "the run's events", "%v", err)
+	}
+
+	req = c.step("Suspend box %s at the turn boundary, then Resume", env.Reference().BoxID)
+	sref, err := env.Suspend(c.ctx, sandbox.SuspendOptions{})
+	if err != nil {
+		return failErr(req, "a suspended box", err)
+	}
+	start := time.Now()
+	resumed, err := p.Resume(c.ctx, sref)
+	if err != nil {
+		return failErr(req, "the resumed box", err)
+	}
+	took := time.Since(start)
+	if err := c.replaceEnv(env, resumed); err != nil {
+		return err
+	}
+
+	req = c.step("Session.Events(run %s, from the start) on the resumed box", ref.ControlRef.RunID)
+	rs, err := resumed.Session(ref.ID, provider.SessionOptions{ControlRef: &ref.ControlRef})
+	if err != nil {
+		return failf(req, "the run's session", "%v", err)
+	}
+	got, err := replay(c.ctx, rs, "0")
+	if err != nil {
+		return failf(req, "the run's events", "%v", err)
+	}
+	if diff := diffEvents(got, full, true); diff != "" {
+		return failf(req, "the replay before the suspend: "+listEvents(full), "%s: %s", diff, listEvents(got))
+	}
+
+	next := "Which word did I ask you to remember? Answer in one short sentence."
+	req = c.step("Stream(%q, session %s) on the resumed box", next, ses)
+	evs, text, err := c.stream(c.ctx, resumed, provider.Turn{Prompt: next, SessionID: ses})
+	if err != nil {
+		return failf(req, "a completed turn", "%v after %s", err, listEvents(evs))
+	}
+	if len(evs) == 0 || !completed(evs[len(evs)-1]) {
+		return failf(req, "a terminal result", "%s", listEvents(evs))
+	}
+	if err := c.wantText(req, text, ReplyText); err != nil {
+		return err
+	}
+	body, ok := l.request(next)
+	switch {
+	case !ok:
+		return failf(req, "a model request for the turn", "none arrived")
+	case !strings.Contains(body, word):
+		return failf(req, fmt.Sprintf("the model's request holding the earlier turn (%q)", word),
+			"a request of %d bytes without it: the session did not continue", len(body))
+	}
+	c.note("resume to ready %v; the model saw the earlier turn after it", took.Round(time.Millisecond))
 	return nil
 }

@@ -122,6 +122,18 @@ func (l *Local) sawPrompt(s string) bool {
 	return false
 }
 
+// request returns the body of the last main-conversation model request
+// whose last user message holds s.
+func (l *Local) request(s string) (string, bool) {
+	reqs := l.stub.Requests()
+	for i := len(reqs) - 1; i >= 0; i-- {
+		if r := reqs[i]; !r.Side && strings.Contains(r.Prompt, s) {
+			return string(r.Body), true
+		}
+	}
+	return "", false
+}
+
 // modelCalls counts the main-conversation model requests whose last user
 // message holds s.
 func (l *Local) modelCalls(s string) int {

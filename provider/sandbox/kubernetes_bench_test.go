@@ -102,18 +102,19 @@ func (v *timedVendor) total() time.Duration {
 }
 
 // benchKubeStandbyClaims is BenchmarkPoolClaim's impl=agent-sandbox: rounds
-// of conc Creates at once, each a claim of a standby warm pool of conc pods
-// (refilled and ready before each round, untimed), with a personal env.
+// of conc Creates (at once, or gap apart), each a claim of a standby warm
+// pool of conc pods (refilled and ready before each round, untimed), with
+// a personal env.
 // Beside the claim latency it reports the medians of its two parts:
 // bind-p50-ms, agent-sandbox's claim to the bound pod (PhaseVendorClaim),
 // and handover-p50-ms, the bridge's health, pin and claim request
 // (PhaseClaim).
-func benchKubeStandbyClaims(b *testing.B, f *fixture, rounds, conc int) {
+func benchKubeStandbyClaims(b *testing.B, f *fixture, rounds, conc int, gap time.Duration) {
 	p, kv, name := kubeStandbyPool(b, f, int32(conc))
 	var mu sync.Mutex
 	var bind, handover []time.Duration
 	for b.Loop() {
-		lat := claimRounds(b, rounds, conc, func() { waitKubePool(b, kv, name) }, func(ctx context.Context) (*sandbox.Environment, error) {
+		lat := claimRounds(b, rounds, conc, gap, func() { waitKubePool(b, kv, name) }, func(ctx context.Context) (*sandbox.Environment, error) {
 			e, err := p.Create(ctx, sandbox.CreateRequest{Profile: claude, Env: map[string]string{"SECRET": randText()}})
 			if err != nil {
 				return nil, err

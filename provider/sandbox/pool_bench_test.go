@@ -29,7 +29,7 @@ func BenchmarkPoolClaim(b *testing.B) {
 			b.Run(tg.name+"/conc="+strconv.Itoa(conc)+"/impl=baseline", func(b *testing.B) {
 				p := f.on(b, tg, nil)
 				for b.Loop() {
-					lat := claimRounds(b, rounds, conc, nil, func(ctx context.Context) (*sandbox.Environment, error) {
+					lat := claimRounds(b, rounds, conc, 0, nil, func(ctx context.Context) (*sandbox.Environment, error) {
 						return p.Create(ctx, sandbox.CreateRequest{Profile: claude})
 					})
 					reportLatency(b, lat)
@@ -38,7 +38,7 @@ func BenchmarkPoolClaim(b *testing.B) {
 			b.Run(tg.name+"/conc="+strconv.Itoa(conc)+"/impl=boxctl", func(b *testing.B) {
 				pl, _, _ := newPoolOpts(b, f, tg, "bench-"+randText()[:6], pool.Options{Size: conc, Parallel: 4})
 				for b.Loop() {
-					lat := claimRounds(b, rounds, conc, func() { waitFull(b, pl, conc) }, func(ctx context.Context) (*sandbox.Environment, error) {
+					lat := claimRounds(b, rounds, conc, 0, func() { waitFull(b, pl, conc) }, func(ctx context.Context) (*sandbox.Environment, error) {
 						e, outcome, err := pl.Claim(ctx, sandbox.CreateRequest{Profile: claude, Env: map[string]string{"SECRET": randText()}})
 						if err == nil && outcome != pool.Hit {
 							b.Errorf("claim = %s, want a hit", outcome)
@@ -50,17 +50,24 @@ func BenchmarkPoolClaim(b *testing.B) {
 			})
 			if tg.name == "kubernetes" {
 				b.Run(tg.name+"/conc="+strconv.Itoa(conc)+"/impl=agent-sandbox", func(b *testing.B) {
-					benchKubeStandbyClaims(b, f, rounds, conc)
+					benchKubeStandbyClaims(b, f, rounds, conc, 0)
 				})
 			}
+		}
+		if tg.name == "kubernetes" {
+			// The rate: 10 claims a second from a pool of 10.
+			b.Run(tg.name+"/rate=10/impl=agent-sandbox", func(b *testing.B) {
+				benchKubeStandbyClaims(b, f, 3, 10, 100*time.Millisecond)
+			})
 		}
 	}
 }
 
-// claimRounds runs rounds of conc claims at once, each round after
-// before (nil: none), and returns every claim's latency; the
-// environments are destroyed after their round.
-func claimRounds(b *testing.B, rounds, conc int, before func(), claim func(context.Context) (*sandbox.Environment, error)) []time.Duration {
+// claimRounds runs rounds of conc claims, each round after before (nil:
+// none), and returns every claim's latency; the environments are
+// destroyed after their round. The claims of a round start at once, or
+// gap apart (a rate of one per gap).
+func claimRounds(b *testing.B, rounds, conc int, gap time.Duration, before func(), claim func(context.Context) (*sandbox.Environment, error)) []time.Duration {
 	var lat []time.Duration
 	for range rounds {
 		if before != nil {
@@ -69,8 +76,10 @@ func claimRounds(b *testing.B, rounds, conc int, before func(), claim func(conte
 		var mu sync.Mutex
 		var envs []*sandbox.Environment
 		var wg sync.WaitGroup
-		for range conc {
+		first := time.Now()
+		for i := range conc {
 			wg.Go(func() {
+				time.Sleep(time.Until(first.Add(time.Duration(i) * gap)))
 				start := time.Now()
 				e, err := claim(b.Context())
 				took := time.Since(start)
@@ -94,7 +103,7 @@ func claimRounds(b *testing.B, rounds, conc int, before func(), claim func(conte
 
 func reportLatency(b *testing.B, lat []time.Duration) {
 	if len(lat) == 0 {
-		b.Fatal("no claim succeeded")
+		b.Fatal("no operation was timed")
 	}
 	slices.Sort(lat)
 	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }

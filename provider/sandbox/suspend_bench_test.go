@@ -45,17 +45,22 @@ func bareCycle(b *testing.B, f *fixture, env testbed.Env, timeStop bool) {
 	waitHealthy(b, url)
 	ctx := b.Context()
 	grace := 5
+	var lat []time.Duration
 	for b.Loop() {
 		if !timeStop {
 			b.StopTimer()
 		}
+		start := time.Now()
 		if err := cli.ContainerStop(ctx, id, container.StopOptions{Timeout: &grace}); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		if !timeStop {
+		if timeStop {
+			lat = append(lat, time.Since(start))
+		} else {
 			b.StartTimer()
 		}
+		start = time.Now()
 		if err := cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 			b.Fatal(err)
 		}
@@ -66,9 +71,12 @@ func bareCycle(b *testing.B, f *fixture, env testbed.Env, timeStop bool) {
 		waitHealthy(b, "http://127.0.0.1:"+c.NetworkSettings.Ports["3344/tcp"][0].HostPort)
 		if timeStop {
 			b.StopTimer()
+		} else {
+			lat = append(lat, time.Since(start))
 		}
 		b.StartTimer()
 	}
+	reportLatency(b, lat)
 }
 
 func boxCycle(b *testing.B, f *fixture, tg target, timeSuspend bool) {
@@ -81,26 +89,33 @@ func boxCycle(b *testing.B, f *fixture, tg target, timeSuspend bool) {
 	if _, _, err := turn(b.Context(), e, provider.Turn{Prompt: "bench turn"}); err != nil {
 		b.Fatal(err)
 	}
+	var lat []time.Duration
 	for b.Loop() {
 		if !timeSuspend {
 			b.StopTimer()
 		}
+		start := time.Now()
 		ref, err := e.Suspend(b.Context(), sandbox.SuspendOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}
 		if timeSuspend {
+			lat = append(lat, time.Since(start))
 			b.StopTimer()
 		} else {
 			b.StartTimer()
 		}
+		start = time.Now()
 		if e, err = p.Resume(b.Context(), ref); err != nil {
 			b.Fatal(err)
 		}
 		if timeSuspend {
 			b.StartTimer()
+		} else {
+			lat = append(lat, time.Since(start))
 		}
 	}
+	reportLatency(b, lat)
 }
 
 // BenchmarkFork10 measures a fork of a suspended Claude Code box into 10
@@ -115,7 +130,9 @@ func BenchmarkFork10(b *testing.B) {
 	f := setup(b)
 	b.Run("impl=baseline", func(b *testing.B) {
 		p := f.provider(b, nil)
+		var lat []time.Duration
 		for b.Loop() {
+			start := time.Now()
 			envs := make(chan *sandbox.Environment, n)
 			errs := make(chan error, n)
 			for range n {
@@ -134,6 +151,7 @@ func BenchmarkFork10(b *testing.B) {
 				}
 			}
 			b.StopTimer()
+			lat = append(lat, time.Since(start))
 			for _, e := range all {
 				if e != nil {
 					_ = e.Destroy(context.Background())
@@ -144,6 +162,7 @@ func BenchmarkFork10(b *testing.B) {
 			}
 			b.StartTimer()
 		}
+		reportLatency(b, lat)
 	})
 	b.Run("impl=boxctl", func(b *testing.B) { forkBench(b, f, f.docker(), n) })
 	b.Run("vendor=e2b/impl=boxctl", func(b *testing.B) { forkBench(b, f, e2bTarget(b, f), n) })
@@ -166,12 +185,15 @@ func forkBench(b *testing.B, f *fixture, tg target, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	var lat []time.Duration
 	for b.Loop() {
+		start := time.Now()
 		forks, err := p.Fork(b.Context(), ref, n)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
+		lat = append(lat, time.Since(start))
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		for _, fe := range forks {
 			_ = fe.Destroy(ctx)
@@ -179,4 +201,5 @@ func forkBench(b *testing.B, f *fixture, tg target, n int) {
 		cancel()
 		b.StartTimer()
 	}
+	reportLatency(b, lat)
 }
