@@ -13,6 +13,7 @@ import (
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/kubernetes"
+	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // BenchmarkKubernetesStart measures Create to a ready environment on the
@@ -133,7 +134,7 @@ func benchKubeStandbyClaims(b *testing.B, f *fixture, rounds, conc int, gap time
 			}
 			return e, nil
 		})
-		reportLatency(b, lat)
+		vendortest.ReportLatency(b, lat)
 	}
 	median := func(d []time.Duration) float64 {
 		if len(d) == 0 {

@@ -2,7 +2,6 @@ package sandbox_test
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/pool"
+	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // BenchmarkPoolClaim measures the time from a claim to a ready
@@ -32,7 +32,7 @@ func BenchmarkPoolClaim(b *testing.B) {
 					lat := claimRounds(b, rounds, conc, 0, nil, func(ctx context.Context) (*sandbox.Environment, error) {
 						return p.Create(ctx, sandbox.CreateRequest{Profile: claude})
 					})
-					reportLatency(b, lat)
+					vendortest.ReportLatency(b, lat)
 				}
 			})
 			b.Run(tg.name+"/conc="+strconv.Itoa(conc)+"/impl=boxctl", func(b *testing.B) {
@@ -45,7 +45,7 @@ func BenchmarkPoolClaim(b *testing.B) {
 						}
 						return e, err
 					})
-					reportLatency(b, lat)
+					vendortest.ReportLatency(b, lat)
 				}
 			})
 			if tg.name == "kubernetes" {
@@ -99,14 +99,4 @@ func claimRounds(b *testing.B, rounds, conc int, gap time.Duration, before func(
 		wg.Wait()
 	}
 	return lat
-}
-
-func reportLatency(b *testing.B, lat []time.Duration) {
-	if len(lat) == 0 {
-		b.Fatal("no operation was timed")
-	}
-	slices.Sort(lat)
-	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
-	b.ReportMetric(q(0.5), "p50-ms")
-	b.ReportMetric(q(0.99), "p99-ms")
 }

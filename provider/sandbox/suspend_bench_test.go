@@ -11,6 +11,7 @@ import (
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // BenchmarkSuspendResume measures a suspend and a resume to a ready
@@ -76,7 +77,7 @@ func bareCycle(b *testing.B, f *fixture, env testbed.Env, timeStop bool) {
 		}
 		b.StartTimer()
 	}
-	reportLatency(b, lat)
+	vendortest.ReportLatency(b, lat)
 }
 
 func boxCycle(b *testing.B, f *fixture, tg target, timeSuspend bool) {
@@ -115,7 +116,7 @@ func boxCycle(b *testing.B, f *fixture, tg target, timeSuspend bool) {
 			lat = append(lat, time.Since(start))
 		}
 	}
-	reportLatency(b, lat)
+	vendortest.ReportLatency(b, lat)
 }
 
 // BenchmarkFork10 measures a fork of a suspended Claude Code box into 10
@@ -162,7 +163,7 @@ func BenchmarkFork10(b *testing.B) {
 			}
 			b.StartTimer()
 		}
-		reportLatency(b, lat)
+		vendortest.ReportLatency(b, lat)
 	})
 	b.Run("impl=boxctl", func(b *testing.B) { forkBench(b, f, f.docker(), n) })
 	b.Run("vendor=e2b/impl=boxctl", func(b *testing.B) { forkBench(b, f, e2bTarget(b, f), n) })
@@ -201,5 +202,5 @@ func forkBench(b *testing.B, f *fixture, tg target, n int) {
 		cancel()
 		b.StartTimer()
 	}
-	reportLatency(b, lat)
+	vendortest.ReportLatency(b, lat)
 }

@@ -507,3 +507,17 @@ func ReapPastRetention(t testing.TB, v vendors.Vendor, tag, id string, later tim
 		t.Errorf("Connect after gc = %v, want ErrNotFound", err)
 	}
 }
+
+// ReportLatency reports the median and p99 of lat, in ms, as b's
+// p50-ms and p99-ms; no latency at all fails b.
+func ReportLatency(b *testing.B, lat []time.Duration) {
+	b.Helper()
+	if len(lat) == 0 {
+		b.Fatal("no operation was timed")
+	}
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	q := func(p float64) float64 { return float64(s[int(p*float64(len(s)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(q(0.5), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+}
