@@ -37,8 +37,10 @@ func Discard(ctx context.Context, vendor, id string, destroy func(context.Contex
 // labels), the boxes carrying it are looked up before any attempt after an
 // unsure one, a box found so is kept and any other with the token (a late
 // duplicate) destroyed, and a create given up removes every box with the
-// token. So a retry never leaves a second box, and a failed Create leaves
-// none, or names it in a *CleanupError.
+// token. A create cut short by its context is looked for a while longer
+// (landing), since the control plane finishes a request it had after the
+// caller went. So a retry never leaves a second box, and a failed Create
+// leaves none, or names it in a *CleanupError.
 type IdempotentCreate[B any] struct {
 	// Vendor is the vendor's name, for errors.
 	Vendor string
@@ -106,7 +108,9 @@ func (c IdempotentCreate[B]) Run(ctx context.Context) (B, error) {
 		last = err
 		switch {
 		case ctx.Err() != nil:
-			return zero, c.abandon(ctx, fmt.Errorf("%w (%w)", context.Cause(ctx), err))
+			// The call was cut short, maybe in flight: the control plane
+			// may finish it after the caller went.
+			return zero, c.settle(ctx, fmt.Errorf("%w (%w)", context.Cause(ctx), err))
 		case !c.Unsure(err):
 			if unsure {
 				return zero, c.abandon(ctx, err)
@@ -147,16 +151,41 @@ func (c IdempotentCreate[B]) keep(ctx context.Context, b B, all []B, adopt bool)
 // context of its own; a box it cannot destroy makes the error a
 // *CleanupError.
 func (c IdempotentCreate[B]) abandon(ctx context.Context, cause error) error {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	return c.sweep(ctx, cause, 0)
+}
+
+// landing is how long a create cut short by its context is looked for
+// after: a control plane that had the request finishes it all the same.
+const landing = 5 * time.Second
+
+// settle is abandon for a create cut short by its context: it looks for
+// the box again, at growing intervals, until landing has passed with none.
+func (c IdempotentCreate[B]) settle(ctx context.Context, cause error) error {
+	return c.sweep(ctx, cause, landing)
+}
+
+// sweep destroys the boxes of the token, looking for them until one is
+// found or for up to wait.
+func (c IdempotentCreate[B]) sweep(ctx context.Context, cause error, wait time.Duration) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout+wait)
 	defer cancel()
-	found, err := c.Find(cctx)
-	if err != nil {
-		return errors.Join(cause, fmt.Errorf("%s: look for a box the failed create made: %w", c.Vendor, err))
-	}
-	for _, b := range found {
-		if err := c.Destroy(cctx, c.ID(b)); err != nil {
-			return &CleanupError{Vendor: c.Vendor, BoxID: c.ID(b), Err: errors.Join(cause, err)}
+	end, pause := time.Now().Add(wait), 100*time.Millisecond
+	for {
+		found, err := c.Find(cctx)
+		if err != nil {
+			return errors.Join(cause, fmt.Errorf("%s: look for a box the failed create made: %w", c.Vendor, err))
 		}
+		for _, b := range found {
+			if err := c.Destroy(cctx, c.ID(b)); err != nil {
+				return &CleanupError{Vendor: c.Vendor, BoxID: c.ID(b), Err: errors.Join(cause, err)}
+			}
+		}
+		if len(found) > 0 || !time.Now().Before(end) {
+			return cause
+		}
+		if err := vendorhttp.Sleep(cctx, min(pause, time.Until(end))); err != nil {
+			return cause
+		}
+		pause *= 2
 	}
-	return cause
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/tangle-network/boxctl/vendors"
 )
@@ -23,6 +24,7 @@ const (
 	lostLate                // made, its answer lost, and missing from listings until the next create
 	failed                  // not made, an unsure error
 	refused                 // not made, a refusal
+	landsLate               // cut short by its context, made a second later
 )
 
 var errUnsure = errors.New("502 bad gateway")
@@ -56,6 +58,15 @@ func (p *plane) create(ctx context.Context) (string, error) {
 	switch o {
 	case made:
 		return id, nil
+	case landsLate:
+		p.cancel()
+		go func() {
+			time.Sleep(time.Second)
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.boxes[id] = true
+		}()
+		return "", ctx.Err()
 	case refused:
 		if p.cancel != nil {
 			p.cancel()
@@ -130,6 +141,8 @@ func TestIdempotentCreate(t *testing.T) {
 			wantErr: "destroy refused", wantCalls: 2, wantLeft: []string{"box-1"}, cleanupID: "box-1"},
 		{name: "a cancelled create removes what it made", script: []outcome{lostLate, refused}, cancel: true,
 			wantErr: "context canceled", wantCalls: 2},
+		{name: "a cancelled create removes the box that lands after", script: []outcome{landsLate}, cancel: true,
+			wantErr: "context canceled", wantCalls: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
