@@ -19,12 +19,12 @@ import (
 type outcome int
 
 const (
-	made     outcome = iota // made and answered
-	lost                    // made, its answer lost (an unsure error)
-	lostLate                // made, its answer lost, and missing from listings until the next create
-	failed                  // not made, an unsure error
-	refused                 // not made, a refusal
-	landsLate               // cut short by its context, made a second later
+	made      outcome = iota // made and answered
+	lost                     // made, its answer lost (an unsure error)
+	lostLate                 // made, its answer lost, and missing from listings until the next create
+	failed                   // not made, an unsure error
+	refused                  // not made, a refusal
+	landsLate                // cut short by its context, made a second later
 )
 
 var errUnsure = errors.New("502 bad gateway")
