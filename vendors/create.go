@@ -38,7 +38,7 @@ func Discard(ctx context.Context, vendor, id string, destroy func(context.Contex
 // unsure one, a box found so is kept and any other with the token (a late
 // duplicate) destroyed, and a create given up removes every box with the
 // token. A create cut short by its context is looked for a while longer
-// (landing), since the control plane finishes a request it had after the
+// (Landing), since the control plane finishes a request it had after the
 // caller went. So a retry never leaves a second box, and a failed Create
 // leaves none, or names it in a *CleanupError.
 type IdempotentCreate[B any] struct {
@@ -154,14 +154,15 @@ func (c IdempotentCreate[B]) abandon(ctx context.Context, cause error) error {
 	return c.sweep(ctx, cause, 0)
 }
 
-// landing is how long a create cut short by its context is looked for
-// after: a control plane that had the request finishes it all the same.
-const landing = 5 * time.Second
+// Landing is how long a create cut short by its context is looked for
+// after: a control plane (or engine) that had the request finishes it all
+// the same, and the box it makes must not be left behind.
+const Landing = 5 * time.Second
 
 // settle is abandon for a create cut short by its context: it looks for
-// the box again, at growing intervals, until landing has passed with none.
+// the box again, at growing intervals, until Landing has passed with none.
 func (c IdempotentCreate[B]) settle(ctx context.Context, cause error) error {
-	return c.sweep(ctx, cause, landing)
+	return c.sweep(ctx, cause, Landing)
 }
 
 // sweep destroys the boxes of the token, looking for them until one is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -253,6 +254,44 @@ func TestVendor_FailedCreateLeavesNoBox(t *testing.T) {
 		t.Error("Create from a missing image succeeded")
 	}
 	_ = json.Valid
+}
+
+// A create cut short by its context at any point leaves no box: one the
+// engine makes after the cancellation is removed too. The cancels land
+// from the start of the call to past its end, in steps.
+func TestVendor_CancelledCreateLeavesNoBox(t *testing.T) {
+	t.Parallel()
+	v, img := newVendor(t)
+	tag := vendortest.RunTag(t)
+	var g errgroup.Group
+	g.SetLimit(4)
+	made := 0
+	var mu sync.Mutex
+	for i := range 16 {
+		g.Go(func() error {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Duration(i)*50*time.Millisecond)
+			defer cancel()
+			box, err := v.Create(ctx, vendors.CreateSpec{Image: img, RunTag: tag, Lifetime: time.Minute})
+			var ce *vendors.CleanupError
+			switch {
+			case errors.As(err, &ce):
+				return fmt.Errorf("Create cancelled after %v = %v, want the box removed", time.Duration(i)*50*time.Millisecond, err)
+			case err == nil:
+				mu.Lock()
+				made++
+				mu.Unlock()
+				return box.Destroy(context.WithoutCancel(t.Context()))
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	list, err := v.List(t.Context(), map[string]string{boxmeta.LabelRunTag: tag})
+	if err != nil || len(list) != 0 {
+		t.Fatalf("after 16 cancelled creates (%d finished first) List = %d boxes, %v; want none", made, len(list), err)
+	}
 }
 
 // userNamespacesAllowed fails t, saying why, when this host refuses user

@@ -302,13 +302,11 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		created, err = v.cli.ContainerCreate(ctx, cfg, host, nil, nil, name)
 	}
 	if err != nil {
-		// The engine may have made it before the call failed (a
-		// cancelled context): remove it by name, or it would sit in
-		// "created", where neither auto-remove nor the init can end it.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if rerr := v.cli.ContainerRemove(cctx, name, container.RemoveOptions{Force: true}); rerr != nil && !cerrdefs.IsNotFound(rerr) {
-			return nil, &vendors.CleanupError{Vendor: Name, BoxID: name, Err: fmt.Errorf("docker: create box from %s: %w", spec.Image, err)}
+		// The engine may have made it before the call failed, or make it
+		// after (a cancelled context): remove it by name, or it would sit
+		// in "created", where neither auto-remove nor the init can end it.
+		if rerr := v.removeCreated(ctx, name); rerr != nil {
+			return nil, &vendors.CleanupError{Vendor: Name, BoxID: name, Err: errors.Join(fmt.Errorf("docker: create box from %s: %w", spec.Image, err), rerr)}
 		}
 		return nil, fmt.Errorf("docker: create box from %s: %w", spec.Image, v.mapErr(err, ""))
 	}
@@ -436,4 +434,40 @@ func (v *Vendor) mapErr(err error, id string) error {
 // error it reports, if any.
 func readPull(r io.Reader) error {
 	return jsonmessage.DisplayJSONMessagesStream(r, io.Discard, 0, false, nil)
+}
+
+// removeCreated removes the container name that a failed create may have
+// made. A create cut short by ctx may still be carried out by the engine:
+// its container is looked for until one is removed or vendors.Landing
+// has passed.
+func (v *Vendor) removeCreated(ctx context.Context, name string) error {
+	wait := time.Duration(0)
+	if ctx.Err() != nil {
+		wait = vendors.Landing
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second+wait)
+	defer cancel()
+	end, pause := time.Now().Add(wait), 100*time.Millisecond
+	for {
+		err := v.cli.ContainerRemove(cctx, name, container.RemoveOptions{Force: true})
+		late := !time.Now().Before(end)
+		switch {
+		case err == nil:
+			return nil
+		case cerrdefs.IsConflict(err) && !late:
+			// still being made, or removed by another call: again
+		case !cerrdefs.IsNotFound(err):
+			return err
+		case late:
+			return nil
+		}
+		t := time.NewTimer(min(pause, time.Until(end)))
+		select {
+		case <-cctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		pause *= 2
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -193,8 +194,43 @@ func (s *Store) lock(ctx context.Context) (unlock func(), err error) { return Lo
 
 // LockFile takes the exclusive flock of path's lock file, path+".lock"
 // (its directory made 0700), waiting until ctx ends: the lock of a file
-// that is replaced whole, shared by the processes that change it.
+// that is replaced whole, shared by the processes that change it. Callers
+// in one process queue for it in turn (each is handed the lock as the one
+// before lets go); the flock is polled only against other processes.
 func LockFile(ctx context.Context, path string) (unlock func(), err error) {
+	release, err := lockLocal(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	unlockFile, err := lockFile(ctx, path)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return func() { unlockFile(); release() }, nil
+}
+
+// localLocks are the in-process locks of LockFile, by absolute path: a
+// channel with room for one holder.
+var localLocks sync.Map
+
+func lockLocal(ctx context.Context, path string) (func(), error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("lock state: %w", err)
+	}
+	v, _ := localLocks.LoadOrStore(abs, make(chan struct{}, 1))
+	held := v.(chan struct{})
+	select {
+	case held <- struct{}{}:
+		return func() { <-held }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("lock state %s: %w", path, context.Cause(ctx))
+	}
+}
+
+// lockFile takes the flock of path's lock file, polling it.
+func lockFile(ctx context.Context, path string) (unlock func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
