@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/pool"
 	"github.com/tangle-network/boxctl/vendors/kubernetes"
 )
 
@@ -15,9 +18,6 @@ import (
 // claim needs no exec), its pods recycled past --max-age, until ctx ends,
 // when the pool is deleted (claimed boxes live on).
 func runKubePoolUp(ctx context.Context, a *app, kv *kubernetes.Vendor, p *sandbox.Provider, o *poolOptions, name, image string) (err error) {
-	if o.metrics != "" {
-		return usageErrorf("--metrics: a Kubernetes pool is claimed through agent-sandbox, whose controller serves its metrics")
-	}
 	env, err := p.StandbyEnv(o.harness)
 	if err != nil {
 		return usageError{err}
@@ -33,11 +33,37 @@ func runKubePoolUp(ctx context.Context, a *app, kv *kubernetes.Vendor, p *sandbo
 		defer cancel()
 		err = errors.Join(err, kv.DeletePool(dctx, name))
 	}()
-	return kv.KeepPool(ctx, name, o.maxAge, func(st kubernetes.PoolStatus, recycled int) {
-		age := "-"
-		if !st.Oldest.IsZero() {
-			age = time.Since(st.Oldest).Round(time.Second).String()
+	var last atomic.Pointer[pool.VendorStats]
+	last.Store(&pool.VendorStats{Size: o.size})
+	if o.metrics != "" {
+		// The keeper's view of the pool; claims are agent-sandbox's to
+		// count, in its controller's metrics.
+		stop, err := pool.ServeMetrics(o.metrics, pool.VendorMetrics(name, func() pool.VendorStats { return *last.Load() }))
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(a.errOut, "\r\x1b[Kpool %s: %d of %d ready, %d idle, oldest %s, %d recycled", name, st.Ready, st.Want, st.Idle, age, recycled)
+		defer stop()
+	}
+	return kv.KeepPool(ctx, name, o.maxAge, func(st kubernetes.PoolStatus, recycled int) {
+		last.Store(&pool.VendorStats{Size: st.Want, Idle: st.Idle, Ready: st.Ready, Recycled: int64(recycled), Oldest: st.Oldest})
+		fmt.Fprintf(a.errOut, "\r\x1b[Kpool %s: %d of %d ready, %d idle, oldest %s, %d recycled", name, st.Ready, st.Want, st.Idle, oldest(st.Oldest), recycled)
 	})
+}
+
+// oldest is the age of a pool's oldest idle box, "-" for none.
+func oldest(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return time.Since(t).Round(time.Second).String()
+}
+
+// writeKubePools writes one line per Kubernetes warm pool.
+func writeKubePools(w io.Writer, rows []kubernetes.PoolSummary) error {
+	for _, r := range rows {
+		if _, err := fmt.Fprintf(w, "%s\tready %d of %d\tidle %d\toldest %s\n", r.Name, r.Ready, r.Want, r.Idle, oldest(r.Oldest)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

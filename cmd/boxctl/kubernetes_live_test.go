@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,9 +117,10 @@ func kubePoolUpClaim(t *testing.T, kv *kubernetes.Vendor, tr *transcript, image 
 	kctx, stop := context.WithCancel(t.Context())
 	kept := make(chan cmdResult, 1)
 	var status lockedBuffer
+	metrics := "127.0.0.1:" + freePort(t)
 	go func() {
 		var out lockedBuffer
-		kept <- boxctlTo(t, kctx, tr, &out, &status, "pool", "up", "--target", "kubernetes", "--size", "1", "--max-age", "1h")
+		kept <- boxctlTo(t, kctx, tr, &out, &status, "pool", "up", "--target", "kubernetes", "--size", "1", "--max-age", "1h", "--metrics", metrics)
 	}()
 	defer func() {
 		stop()
@@ -130,6 +134,27 @@ func kubePoolUpClaim(t *testing.T, kv *kubernetes.Vendor, tr *transcript, image 
 	})
 	if err := kv.WaitPool(ctx, name); err != nil {
 		t.Fatal(err)
+	}
+	// The keeper's metrics and pool ls see the ready pod.
+	vendortest.Poll(t, time.Minute, "the keeper's metrics to show the ready pod", func() bool {
+		res, err := http.Get("http://" + metrics + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return strings.Contains(string(body), `boxctl_pool_ready{pool="`+name+`"} 1`) &&
+			strings.Contains(string(body), `boxctl_pool_size{pool="`+name+`"} 1`)
+	})
+	var pools []kubernetes.PoolSummary
+	if r := boxctl(t, t.Context(), tr, "pool", "ls", "--target", "kubernetes", "-o", "json"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &pools) != nil {
+		t.Fatalf("pool ls --target kubernetes: exit %d (%v): %s", r.code, r.err, r.stdout)
+	}
+	if i := slices.IndexFunc(pools, func(p kubernetes.PoolSummary) bool { return p.Name == name }); i < 0 || pools[i].Want != 1 || pools[i].Ready != 1 || pools[i].Oldest.IsZero() {
+		t.Errorf("pool ls --target kubernetes = %+v, want %s with 1 of 1 ready", pools, name)
+	}
+	if r := boxctl(t, t.Context(), tr, "pool", "ls", "--target", "docker"); r.code != 2 {
+		t.Errorf("pool ls --target docker: exit %d, want 2 (a usage error: its pools are local)", r.code)
 	}
 	r := boxctl(t, t.Context(), tr, "up", "--target", "kubernetes", "--router", "local", "--lifetime", "10m", "-o", "json")
 	var up upResult

@@ -32,10 +32,15 @@ boxctl up with the same --target, --harness and image claims from it. --metrics 
 serves the keeper's Prometheus metrics on http://ADDR/metrics. With --target kubernetes
 the pool is a SandboxWarmPool whose pods run the standby bridge from their start:
 agent-sandbox keeps it full and a claim adopts a pod; the keeper recycles pods past
---max-age and deletes the pool at Ctrl-C.`,
+--max-age and deletes the pool at Ctrl-C, and its --metrics are what it sees of the
+pool (size, idle, ready, recycled, the oldest idle pod's age).`,
 		Args: boxArgs(cobra.NoArgs), RunE: func(cmd *cobra.Command, _ []string) error { return runPoolUp(cmd.Context(), a, o) }}
+	lsTarget := ""
 	ls := &cobra.Command{Use: "ls", Short: "List the pools and their waiting boxes", Args: boxArgs(cobra.NoArgs),
-		RunE: func(*cobra.Command, []string) error { return runPoolLs(a) }}
+		Long: `pool ls lists the pools of this machine's keepers (Docker, E2B, Daytona), or with
+--target kubernetes the warm pools boxctl made in the cluster's namespace.`,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runPoolLs(cmd.Context(), a, lsTarget) }}
+	ls.Flags().StringVar(&lsTarget, "target", "", "list the warm pools of this target's cluster (kubernetes) instead of the local keepers'")
 	rm := &cobra.Command{Use: "rm NAME", Short: "Destroy the boxes waiting in a pool", Args: boxArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			v, closeVendor, err := a.openVendor(o.target)
@@ -101,7 +106,26 @@ func runPoolUp(ctx context.Context, a *app, o *poolOptions) error {
 	return pl.Keep(ctx, o.metrics, a.errOut)
 }
 
-func runPoolLs(a *app) error {
+func runPoolLs(ctx context.Context, a *app, target string) error {
+	if target != "" {
+		if err := checkBoxTarget(target); err != nil {
+			return err
+		}
+		v, closeVendor, err := a.openVendor(target)
+		if err != nil {
+			return err
+		}
+		defer closeVendor()
+		kv, ok := v.(*kubernetes.Vendor)
+		if !ok {
+			return usageErrorf("--target %s: its pools are kept on this machine; pool ls without --target lists them", target)
+		}
+		rows, err := kv.Pools(ctx)
+		if err != nil {
+			return err
+		}
+		return a.print(rows, func(w io.Writer) error { return writeKubePools(w, rows) })
+	}
 	rows, err := pool.Summaries("")
 	if err != nil {
 		return err

@@ -535,9 +535,39 @@ func (v *Vendor) deleteClaim(ctx context.Context, name string) error {
 type PoolStatus struct {
 	// Want is the pool's replicas; Idle its unclaimed pods, Ready those
 	// of them that are ready.
-	Want, Idle, Ready int
+	Want  int `json:"want"`
+	Idle  int `json:"idle"`
+	Ready int `json:"ready"`
 	// Oldest is when the oldest idle pod was made (zero: none).
-	Oldest time.Time
+	Oldest time.Time `json:"oldest,omitzero"`
+}
+
+// PoolSummary is a warm pool boxctl made, with its status.
+type PoolSummary struct {
+	Name string `json:"name"`
+	PoolStatus
+}
+
+// Pools lists the warm pools boxctl made in the vendor's namespace, by
+// name, with their status.
+func (v *Vendor) Pools(ctx context.Context) ([]PoolSummary, error) {
+	l, err := v.ext.ExtensionsV1alpha1().SandboxWarmPools(v.ns).List(ctx, metav1.ListOptions{LabelSelector: boxmeta.LabelManaged + "=true"})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: list pools: %w", v.mapErr(err, ""))
+	}
+	out := []PoolSummary{}
+	for _, p := range l.Items {
+		st, err := v.PoolState(ctx, p.Name)
+		if errors.Is(err, vendors.ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, PoolSummary{Name: p.Name, PoolStatus: st})
+	}
+	slices.SortFunc(out, func(a, b PoolSummary) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 // idlePods lists the unclaimed pods of pool name, oldest first.

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"strings"
 	"time"
 )
@@ -21,13 +19,11 @@ func (p *Pool) Keep(ctx context.Context, metricsAddr string, status io.Writer) (
 		err = errors.Join(err, p.Close(context.WithoutCancel(ctx)))
 	}()
 	if metricsAddr != "" {
-		l, err := net.Listen("tcp", metricsAddr)
+		stop, err := ServeMetrics(metricsAddr, p)
 		if err != nil {
-			return fmt.Errorf("metrics: %w", err)
+			return err
 		}
-		srv := &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(l) }()
-		defer srv.Close()
+		defer stop()
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()

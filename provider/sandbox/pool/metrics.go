@@ -1,6 +1,8 @@
 package pool
 
 import (
+	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -55,15 +57,9 @@ func (p *Pool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := p.Stats()
-	label := []*dto.LabelPair{{Name: ptr("pool"), Value: ptr(p.o.Name)}}
-	counter := func(name, help string, v int64) *dto.MetricFamily {
-		return &dto.MetricFamily{Name: ptr(name), Help: ptr(help), Type: dto.MetricType_COUNTER.Enum(),
-			Metric: []*dto.Metric{{Label: label, Counter: &dto.Counter{Value: ptr(float64(v))}}}}
-	}
-	gauge := func(name, help string, v int) *dto.MetricFamily {
-		return &dto.MetricFamily{Name: ptr(name), Help: ptr(help), Type: dto.MetricType_GAUGE.Enum(),
-			Metric: []*dto.Metric{{Label: label, Gauge: &dto.Gauge{Value: ptr(float64(v))}}}}
-	}
+	label := poolLabel(p.o.Name)
+	counter := func(name, help string, v int64) *dto.MetricFamily { return counterFamily(label, name, help, float64(v)) }
+	gauge := func(name, help string, v int) *dto.MetricFamily { return gaugeFamily(label, name, help, float64(v)) }
 	breaker := 0
 	if s.BreakerOpen {
 		breaker = 1
@@ -83,6 +79,25 @@ func (p *Pool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		gauge("boxctl_pool_breaker_open", "1 while boots are paused after failures.", breaker),
 		p.m.refillFamily(label),
 	}
+	writeFamilies(w, fams)
+}
+
+func poolLabel(name string) []*dto.LabelPair {
+	return []*dto.LabelPair{{Name: ptr("pool"), Value: ptr(name)}}
+}
+
+func counterFamily(label []*dto.LabelPair, name, help string, v float64) *dto.MetricFamily {
+	return &dto.MetricFamily{Name: ptr(name), Help: ptr(help), Type: dto.MetricType_COUNTER.Enum(),
+		Metric: []*dto.Metric{{Label: label, Counter: &dto.Counter{Value: ptr(v)}}}}
+}
+
+func gaugeFamily(label []*dto.LabelPair, name, help string, v float64) *dto.MetricFamily {
+	return &dto.MetricFamily{Name: ptr(name), Help: ptr(help), Type: dto.MetricType_GAUGE.Enum(),
+		Metric: []*dto.Metric{{Label: label, Gauge: &dto.Gauge{Value: ptr(v)}}}}
+}
+
+// writeFamilies answers with fams in the Prometheus text format.
+func writeFamilies(w http.ResponseWriter, fams []*dto.MetricFamily) {
 	w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
 	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
 	for _, f := range fams {
@@ -90,6 +105,55 @@ func (p *Pool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// VendorStats are the figures of a pool its vendor keeps full (a
+// Kubernetes SandboxWarmPool, which agent-sandbox refills and claims
+// from): what its keeper sees of it.
+type VendorStats struct {
+	// Size is the boxes the pool keeps; Idle those unclaimed, Ready
+	// those of them that are ready.
+	Size, Idle, Ready int
+	// Recycled counts the boxes the keeper recycled past the maximum age.
+	Recycled int64
+	// Oldest is when the oldest idle box was made (zero: none).
+	Oldest time.Time
+}
+
+// VendorMetrics answers GET /metrics with the stats of a pool its vendor
+// keeps, read at each request, in the Prometheus text format: the names
+// of a keeper's own metrics where they mean the same, and the age of the
+// oldest idle box. Claims and refills are the vendor's to count.
+func VendorMetrics(name string, stats func() VendorStats) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" || r.Method != http.MethodGet {
+			http.NotFound(w, r)
+			return
+		}
+		s, label := stats(), poolLabel(name)
+		age := 0.0
+		if !s.Oldest.IsZero() {
+			age = time.Since(s.Oldest).Seconds()
+		}
+		writeFamilies(w, []*dto.MetricFamily{
+			counterFamily(label, "boxctl_pool_recycled_total", "Boxes recycled past the pool's maximum age.", float64(s.Recycled)),
+			gaugeFamily(label, "boxctl_pool_size", "Boxes the pool keeps.", float64(s.Size)),
+			gaugeFamily(label, "boxctl_pool_idle", "Boxes not claimed yet, ready or not.", float64(s.Idle)),
+			gaugeFamily(label, "boxctl_pool_ready", "Boxes waiting to be claimed.", float64(s.Ready)),
+			gaugeFamily(label, "boxctl_pool_oldest_idle_seconds", "Age of the oldest box not claimed yet.", age),
+		})
+	})
+}
+
+// ServeMetrics serves h on addr until stop is called.
+func ServeMetrics(addr string, h http.Handler) (stop func(), err error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	return func() { _ = srv.Close() }, nil
 }
 
 func (m *metrics) refillFamily(label []*dto.LabelPair) *dto.MetricFamily {

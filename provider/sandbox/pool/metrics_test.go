@@ -65,3 +65,46 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A pool its vendor keeps is served from the stats read at each request,
+// under the keeper's own names.
+func TestVendorMetrics(t *testing.T) {
+	stats := VendorStats{Size: 10, Idle: 8, Ready: 7, Recycled: 2, Oldest: time.Now().Add(-time.Minute)}
+	h := VendorMetrics("k", func() VendorStats { return stats })
+	get := func(path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec
+	}
+	if rec := get("/other"); rec.Code != 404 {
+		t.Errorf("GET /other = %d, want 404", rec.Code)
+	}
+	for round, want := range []map[string]float64{
+		{"boxctl_pool_size": 10, "boxctl_pool_idle": 8, "boxctl_pool_ready": 7, "boxctl_pool_recycled_total": 2},
+		{"boxctl_pool_size": 10, "boxctl_pool_idle": 3, "boxctl_pool_ready": 3, "boxctl_pool_recycled_total": 5},
+	} {
+		if round == 1 {
+			stats.Idle, stats.Ready, stats.Recycled = 3, 3, 5
+		}
+		rec := get("/metrics")
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(strings.NewReader(rec.Body.String()))
+		if err != nil {
+			t.Fatalf("parse: %v\n%s", err, rec.Body.String())
+		}
+		for name, v := range want {
+			f, ok := fams[name]
+			if !ok {
+				t.Errorf("round %d: no %s", round, name)
+				continue
+			}
+			m := f.GetMetric()[0]
+			if got := m.GetCounter().GetValue() + m.GetGauge().GetValue(); got != v || m.GetLabel()[0].GetValue() != "k" {
+				t.Errorf("round %d: %s = %v %v, want %v", round, name, got, m.GetLabel(), v)
+			}
+		}
+		if age := fams["boxctl_pool_oldest_idle_seconds"].GetMetric()[0].GetGauge().GetValue(); age < 60 || age > 120 {
+			t.Errorf("round %d: oldest idle age %v s, want about 60", round, age)
+		}
+	}
+}
