@@ -58,7 +58,9 @@ func (p *Pool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s := p.Stats()
 	label := poolLabel(p.o.Name)
-	counter := func(name, help string, v int64) *dto.MetricFamily { return counterFamily(label, name, help, float64(v)) }
+	counter := func(name, help string, v int64) *dto.MetricFamily {
+		return counterFamily(label, name, help, float64(v))
+	}
 	gauge := func(name, help string, v int) *dto.MetricFamily { return gaugeFamily(label, name, help, float64(v)) }
 	breaker := 0
 	if s.BreakerOpen {
