@@ -60,12 +60,11 @@ func (p *plane) create(ctx context.Context) (string, error) {
 		return id, nil
 	case landsLate:
 		p.cancel()
-		go func() {
-			time.Sleep(time.Second)
+		time.AfterFunc(time.Second, func() {
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			p.boxes[id] = true
-		}()
+		})
 		return "", ctx.Err()
 	case refused:
 		if p.cancel != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync/atomic"
 	"time"
 
@@ -46,24 +45,7 @@ func runKubePoolUp(ctx context.Context, a *app, kv *kubernetes.Vendor, p *sandbo
 	}
 	return kv.KeepPool(ctx, name, o.maxAge, func(st kubernetes.PoolStatus, recycled int) {
 		last.Store(&pool.VendorStats{Size: st.Want, Idle: st.Idle, Ready: st.Ready, Recycled: int64(recycled), Oldest: st.Oldest})
-		fmt.Fprintf(a.errOut, "\r\x1b[Kpool %s: %d of %d ready, %d idle, oldest %s, %d recycled", name, st.Ready, st.Want, st.Idle, oldest(st.Oldest), recycled)
+		fmt.Fprintf(a.errOut, "\r\x1b[Kpool %s: %d of %d ready, %d idle, oldest %s, %d recycled", name, st.Ready, st.Want, st.Idle, st.OldestAge(), recycled)
 	})
 }
 
-// oldest is the age of a pool's oldest idle box, "-" for none.
-func oldest(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return time.Since(t).Round(time.Second).String()
-}
-
-// writeKubePools writes one line per Kubernetes warm pool.
-func writeKubePools(w io.Writer, rows []kubernetes.PoolSummary) error {
-	for _, r := range rows {
-		if _, err := fmt.Fprintf(w, "%s\tready %d of %d\tidle %d\toldest %s\n", r.Name, r.Ready, r.Want, r.Idle, oldest(r.Oldest)); err != nil {
-			return err
-		}
-	}
-	return nil
-}

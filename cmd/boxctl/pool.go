@@ -124,7 +124,7 @@ func runPoolLs(ctx context.Context, a *app, target string) error {
 		if err != nil {
 			return err
 		}
-		return a.print(rows, func(w io.Writer) error { return writeKubePools(w, rows) })
+		return a.print(rows, func(w io.Writer) error { return kubernetes.WritePools(w, rows) })
 	}
 	rows, err := pool.Summaries("")
 	if err != nil {

@@ -87,10 +87,17 @@ func claimRounds(b *testing.B, rounds, conc int, gap time.Duration, before func(
 		var mu sync.Mutex
 		var envs []*sandbox.Environment
 		var wg sync.WaitGroup
-		first := time.Now()
+		var pace <-chan time.Time
+		if gap > 0 {
+			tick := time.NewTicker(gap)
+			defer tick.Stop()
+			pace = tick.C
+		}
 		for i := range conc {
+			if i > 0 && pace != nil {
+				<-pace
+			}
 			wg.Go(func() {
-				time.Sleep(time.Until(first.Add(time.Duration(i) * gap)))
 				start := time.Now()
 				e, err := claim(b.Context())
 				took := time.Since(start)

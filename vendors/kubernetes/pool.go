@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -540,6 +541,25 @@ type PoolStatus struct {
 	Ready int `json:"ready"`
 	// Oldest is when the oldest idle pod was made (zero: none).
 	Oldest time.Time `json:"oldest,omitzero"`
+}
+
+// OldestAge is the age of the oldest idle pod, to the second; "-" for
+// none.
+func (s PoolStatus) OldestAge() string {
+	if s.Oldest.IsZero() {
+		return "-"
+	}
+	return time.Since(s.Oldest).Round(time.Second).String()
+}
+
+// WritePools writes one line per pool.
+func WritePools(w io.Writer, rows []PoolSummary) error {
+	for _, r := range rows {
+		if _, err := fmt.Fprintf(w, "%s\tready %d of %d\tidle %d\toldest %s\n", r.Name, r.Ready, r.Want, r.Idle, r.OldestAge()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // PoolSummary is a warm pool boxctl made, with its status.
