@@ -170,22 +170,37 @@ func (c IdempotentCreate[B]) settle(ctx context.Context, cause error) error {
 func (c IdempotentCreate[B]) sweep(ctx context.Context, cause error, wait time.Duration) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout+wait)
 	defer cancel()
-	end, pause := time.Now().Add(wait), 100*time.Millisecond
-	for {
-		found, err := c.Find(cctx)
+	err := Landed(cctx, wait, func(ctx context.Context) (bool, error) {
+		found, err := c.Find(ctx)
 		if err != nil {
-			return errors.Join(cause, fmt.Errorf("%s: look for a box the failed create made: %w", c.Vendor, err))
+			return false, errors.Join(cause, fmt.Errorf("%s: look for a box the failed create made: %w", c.Vendor, err))
 		}
 		for _, b := range found {
-			if err := c.Destroy(cctx, c.ID(b)); err != nil {
-				return &CleanupError{Vendor: c.Vendor, BoxID: c.ID(b), Err: errors.Join(cause, err)}
+			if err := c.Destroy(ctx, c.ID(b)); err != nil {
+				return false, &CleanupError{Vendor: c.Vendor, BoxID: c.ID(b), Err: errors.Join(cause, err)}
 			}
 		}
-		if len(found) > 0 || !time.Now().Before(end) {
-			return cause
+		return len(found) > 0, nil
+	})
+	if err != nil {
+		return err
+	}
+	return cause
+}
+
+// Landed calls try until it reports done or fails, again at growing
+// intervals for up to wait (once when wait is 0): the look-up, after a
+// create cut short, for a box the control plane may still make (wait
+// Landing). It returns try's error; ctx ending only stops the looking.
+func Landed(ctx context.Context, wait time.Duration, try func(context.Context) (bool, error)) error {
+	end, pause := time.Now().Add(wait), 100*time.Millisecond
+	for {
+		done, err := try(ctx)
+		if err != nil || done || !time.Now().Before(end) {
+			return err
 		}
-		if err := vendorhttp.Sleep(cctx, min(pause, time.Until(end))); err != nil {
-			return cause
+		if vendorhttp.Sleep(ctx, min(pause, time.Until(end))) != nil {
+			return nil
 		}
 		pause *= 2
 	}

@@ -447,27 +447,17 @@ func (v *Vendor) removeCreated(ctx context.Context, name string) error {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second+wait)
 	defer cancel()
-	end, pause := time.Now().Add(wait), 100*time.Millisecond
-	for {
-		err := v.cli.ContainerRemove(cctx, name, container.RemoveOptions{Force: true})
-		late := !time.Now().Before(end)
+	end := time.Now().Add(wait)
+	return vendors.Landed(cctx, wait, func(ctx context.Context) (bool, error) {
+		err := v.cli.ContainerRemove(ctx, name, container.RemoveOptions{Force: true})
 		switch {
 		case err == nil:
-			return nil
-		case cerrdefs.IsConflict(err) && !late:
-			// still being made, or removed by another call: again
-		case !cerrdefs.IsNotFound(err):
-			return err
-		case late:
-			return nil
+			return true, nil
+		case cerrdefs.IsConflict(err) && time.Now().Before(end):
+			return false, nil // still being made, or removed by another call: again
+		case cerrdefs.IsNotFound(err):
+			return false, nil
 		}
-		t := time.NewTimer(min(pause, time.Until(end)))
-		select {
-		case <-cctx.Done():
-			t.Stop()
-			return nil
-		case <-t.C:
-		}
-		pause *= 2
-	}
+		return false, err
+	})
 }
