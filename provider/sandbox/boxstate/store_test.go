@@ -266,3 +266,50 @@ func readUntil(s *Store, done <-chan struct{}) <-chan error {
 	}()
 	return readErr
 }
+
+// LockFile excludes callers of one process from each other, hands the
+// lock to the next one waiting when it is let go, and gives up a wait
+// when its context ends.
+func TestLockFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.json")
+	ctx := t.Context()
+	var mu sync.Mutex
+	inside, most := 0, 0
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			unlock, err := LockFile(ctx, path)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			inside++
+			most = max(most, inside)
+			mu.Unlock()
+			mu.Lock()
+			inside--
+			mu.Unlock()
+			unlock()
+		})
+	}
+	wg.Wait()
+	if most != 1 {
+		t.Errorf("%d callers held the lock at once, want 1", most)
+	}
+	unlock, err := LockFile(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := LockFile(wctx, path); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("LockFile while held = %v, want the context's end", err)
+	}
+	unlock()
+	again, err := LockFile(ctx, path)
+	if err != nil {
+		t.Fatalf("LockFile after the release = %v", err)
+	}
+	again()
+}
