@@ -333,8 +333,12 @@ func suspendedCase(c *caseCtx) error {
 	if err != nil {
 		return failf(c.step("environment.Session(%s, its ControlRef)", ref.ID), "the session", "%v", err)
 	}
-	if res, err := s.Result(c.ctx); err != nil || !res.Success {
+	res, err := s.Result(c.ctx)
+	if err != nil || !res.Success {
 		return failf(req, "a completed run", "%+v, %v", res, err)
+	}
+	if err := c.wantText(req, res.Text, ReplyText); err != nil {
+		return err
 	}
 	full, err := replay(c.ctx, s, "0")
 	if err != nil {
@@ -367,6 +371,10 @@ func suspendedCase(c *caseCtx) error {
 	}
 	if diff := diffEvents(got, full, true); diff != "" {
 		return failf(req, "the replay before the suspend: "+listEvents(full), "%s: %s", diff, listEvents(got))
+	}
+	req = c.step("Session.Result(run %s) on the resumed box", ref.ControlRef.RunID)
+	if again, err := rs.Result(c.ctx); err != nil || again.Text != res.Text || again.RunID != ref.ControlRef.RunID {
+		return failf(req, fmt.Sprintf("run %s with text %q", ref.ControlRef.RunID, clip(res.Text, 200)), "%+v, %v", again, err)
 	}
 
 	next := "Which word did I ask you to remember? Answer in one short sentence."
