@@ -48,4 +48,3 @@ func runKubePoolUp(ctx context.Context, a *app, kv *kubernetes.Vendor, p *sandbo
 		fmt.Fprintf(a.errOut, "\r\x1b[Kpool %s: %d of %d ready, %d idle, oldest %s, %d recycled", name, st.Ready, st.Want, st.Idle, st.OldestAge(), recycled)
 	})
 }
-
