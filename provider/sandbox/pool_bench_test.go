@@ -87,15 +87,13 @@ func claimRounds(b *testing.B, rounds, conc int, gap time.Duration, before func(
 		var mu sync.Mutex
 		var envs []*sandbox.Environment
 		var wg sync.WaitGroup
-		var pace <-chan time.Time
+		var pace *time.Ticker
 		if gap > 0 {
-			tick := time.NewTicker(gap)
-			defer tick.Stop()
-			pace = tick.C
+			pace = time.NewTicker(gap)
 		}
 		for i := range conc {
 			if i > 0 && pace != nil {
-				<-pace
+				<-pace.C
 			}
 			wg.Go(func() {
 				start := time.Now()
@@ -109,6 +107,9 @@ func claimRounds(b *testing.B, rounds, conc int, gap time.Duration, before func(
 				lat, envs = append(lat, took), append(envs, e)
 				mu.Unlock()
 			})
+		}
+		if pace != nil {
+			pace.Stop()
 		}
 		wg.Wait()
 		for _, e := range envs {
