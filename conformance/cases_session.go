@@ -44,8 +44,14 @@ func dispatchDone(c *caseCtx) (*dispatched, error) {
 		return nil, err
 	}
 	exec := newID("conformance-exec")
-	req := c.step("Dispatch(%q, execution %s)", plainPrompt, exec)
-	ref, err := env.Dispatch(c.ctx, provider.Turn{Prompt: plainPrompt, ExecutionID: exec, SessionID: newID("conformance-session")})
+	return dispatchOn(c, env, provider.Turn{Prompt: plainPrompt, ExecutionID: exec, SessionID: newID("conformance-session")})
+}
+
+// dispatchOn dispatches turn on env and waits for its completed result,
+// whose text must be the scripted reply.
+func dispatchOn(c *caseCtx, env *sandbox.Environment, turn provider.Turn) (*dispatched, error) {
+	req := c.step("Dispatch(%q, execution %s, session %s)", turn.Prompt, turn.ExecutionID, turn.SessionID)
+	ref, err := env.Dispatch(c.ctx, turn)
 	if err != nil {
 		return nil, failf(req, "an admitted run", "%v", err)
 	}
@@ -324,28 +330,17 @@ func suspendedCase(c *caseCtx) error {
 	}
 	ses, word := newID("conformance-session"), newID("remember")
 	first := fmt.Sprintf("Remember the word %s and reply with one short sentence.", word)
-	req := c.step("Dispatch(%q, session %s)", first, ses)
-	ref, err := env.Dispatch(c.ctx, provider.Turn{Prompt: first, SessionID: ses})
+	d, err := dispatchOn(c, env, provider.Turn{Prompt: first, SessionID: ses})
 	if err != nil {
-		return failf(req, "an admitted run", "%v", err)
-	}
-	s, err := env.Session(ref.ID, provider.SessionOptions{ControlRef: &ref.ControlRef})
-	if err != nil {
-		return failf(c.step("environment.Session(%s, its ControlRef)", ref.ID), "the session", "%v", err)
-	}
-	res, err := s.Result(c.ctx)
-	if err != nil || !res.Success {
-		return failf(req, "a completed run", "%+v, %v", res, err)
-	}
-	if err := c.wantText(req, res.Text, ReplyText); err != nil {
 		return err
 	}
-	full, err := replay(c.ctx, s, "0")
+	ref, res := d.ref, d.res
+	full, err := replay(c.ctx, d.sess, "0")
 	if err != nil {
 		return failf(c.step("Session.Events(from the start)"), "the run's events", "%v", err)
 	}
 
-	req = c.step("Suspend box %s at the turn boundary, then Resume", env.Reference().BoxID)
+	req := c.step("Suspend box %s at the turn boundary, then Resume", env.Reference().BoxID)
 	sref, err := env.Suspend(c.ctx, sandbox.SuspendOptions{})
 	if err != nil {
 		return failErr(req, "a suspended box", err)
