@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/tangle-network/boxctl/bridge/engine"
+	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/server"
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/internal/buildinfo"
@@ -48,7 +49,7 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 		return err
 	}
 	defer st.Close()
-	eng, srv, err := start(ctx, c, st, log, nil, nil)
+	eng, srv, err := start(ctx, c, st, log, nil, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ func (c Config) backends() []*engine.Backend {
 
 // start makes the engine and the server of c over st; probes and environ
 // (the harnesses' environment) are nil for the defaults.
-func start(ctx context.Context, c Config, st *store.Store, log *slog.Logger, probes *server.Probes, environ []string) (*engine.Engine, *server.Server, error) {
+func start(ctx context.Context, c Config, st *store.Store, log *slog.Logger, probes *server.Probes, environ []string, probed *jail.Jailer) (*engine.Engine, *server.Server, error) {
 	secrets := []string{}
 	if c.Bearer != "" {
 		secrets = append(secrets, c.Bearer)
@@ -99,7 +100,7 @@ func start(ctx context.Context, c Config, st *store.Store, log *slog.Logger, pro
 	eng, err := engine.New(ctx, st, engine.Options{DataDir: c.DataDir, RouterURL: c.RouterURL, RouterKey: c.RouterKey,
 		MaxRuns: c.MaxRuns, MaxLifetime: c.MaxLifetime, IdleTimeout: c.IdleTimeout, ResultGrace: c.ResultGrace,
 		SessionIdleTimeout: c.SessionIdle, MaxSessionProcs: c.MaxSessionProcs, Environ: environ,
-		Secrets: secrets, Logger: log, Background: true})
+		Secrets: secrets, Logger: log, Background: true, Probed: probed})
 	if err != nil {
 		return nil, nil, err
 	}

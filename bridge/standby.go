@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/bridge/engine"
+	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/server"
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/buildinfo"
@@ -52,6 +53,9 @@ func ServeStandby(ctx context.Context, c Config, token string, log *slog.Logger,
 	defer st.Close()
 	backends := c.backends()
 	probes := server.NewProbes(server.Options{})
+	// The jail is probed in standby, so that the claim's engine takes the
+	// verdict instead of making namespaces at the claim.
+	jailer := jail.New(jail.Options{DataDir: c.DataDir, Logger: log})
 	var handler switchHandler
 	var eng *engine.Engine
 	claimed := make(chan struct{})
@@ -65,7 +69,7 @@ func ServeStandby(ctx context.Context, c Config, token string, log *slog.Logger,
 			}
 			cc := c
 			cc.Bearer, cc.RouterURL, cc.RouterKey = cl.Bearer, cl.RouterURL, cl.RouterKey
-			e, srv, err := start(ctx, cc, st, log, probes, harnessEnviron(os.Environ(), cl.Env))
+			e, srv, err := start(ctx, cc, st, log, probes, harnessEnviron(os.Environ(), cl.Env), jailer)
 			if err != nil {
 				return err
 			}
@@ -78,6 +82,13 @@ func ServeStandby(ctx context.Context, c Config, token string, log *slog.Logger,
 		return err
 	}
 	handler.h.Store(&handlerBox{sb})
+	// Before the bridge listens (a pool claims it only once it answers):
+	// the jail's probe, and the store's first writes folded into its file,
+	// which the claimed engine's start would do otherwise.
+	jailer.Probe(ctx)
+	if err := st.Checkpoint(ctx); err != nil {
+		log.Warn("checkpoint in standby", "err", err)
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.Host, strconv.Itoa(c.Port)))
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

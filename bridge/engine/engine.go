@@ -99,6 +99,10 @@ type Options struct {
 	// on PATH); Relay the executable that serves a net jail's relay
 	// (default: this process's, whose main calls jail.ServeRelayIfAsked).
 	Bwrap, Relay string
+	// Probed, when set, is a jailer that probed this host already (a
+	// standby bridge's): the engine takes its verdict (jail.Jailer.Adopt)
+	// and does not probe at its start.
+	Probed *jail.Jailer
 	// ProcDir is the proc filesystem used to find leftover processes
 	// (default /proc).
 	ProcDir string
@@ -283,10 +287,14 @@ func New(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
 // A jail that cannot run here is reported, not fatal: turns that ask for
 // one are refused (Check probes again on each).
 func (e *Engine) start(ctx context.Context) error {
-	go func() {
-		defer close(e.probed)
-		e.jail.Probe(ctx)
-	}()
+	if e.jail.Adopt(e.opts.Probed) {
+		close(e.probed)
+	} else {
+		go func() {
+			defer close(e.probed)
+			e.jail.Probe(ctx)
+		}()
+	}
 	err := errors.Join(e.recover(ctx), e.exact.Start(ctx))
 	if !e.opts.Background {
 		<-e.probed

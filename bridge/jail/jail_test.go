@@ -341,3 +341,40 @@ func TestPrepared_runs(t *testing.T) {
 		t.Error("Wrap with a missing run = nil error")
 	}
 }
+
+// TestJailer_Adopt takes the verdict of another jailer's probe of the
+// same binary, and only of one that probed.
+func TestJailer_Adopt(t *testing.T) {
+	f := newFixture(t)
+	probed := newJailer(t, f, "https://router.example.com/v1") // probed: available
+	missing := jail.New(jail.Options{Bwrap: "/nonexistent/bwrap"})
+	if err := missing.Probe(context.Background()); err == nil {
+		t.Fatal("Probe() without bwrap = nil")
+	}
+	cases := []struct {
+		name        string
+		j, from     *jail.Jailer
+		adopted     bool
+		unavailable bool // the adopter's Caps say the jail is unavailable
+	}{
+		{"available", jail.New(jail.Options{RouterURL: "https://router.example.com/v1"}), probed, true, false},
+		{"unavailable", jail.New(jail.Options{Bwrap: "/nonexistent/bwrap"}), missing, true, true},
+		{"none", jail.New(jail.Options{}), nil, false, true},
+		{"not probed", jail.New(jail.Options{}), jail.New(jail.Options{}), false, true},
+		{"another binary", jail.New(jail.Options{}), missing, false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := c.j.Adopt(c.from); got != c.adopted {
+				t.Fatalf("Adopt() = %v, want %v", got, c.adopted)
+			}
+			caps := c.j.Caps()
+			if got := caps.Jail.Unavailable != ""; got != c.unavailable {
+				t.Errorf("Caps().Jail = %+v, want unavailable %v", caps.Jail, c.unavailable)
+			}
+			if c.adopted && c.unavailable && caps.Jail.Unavailable == "not probed yet" {
+				t.Errorf("Caps().Jail.Unavailable = %q, want the adopted verdict", caps.Jail.Unavailable)
+			}
+		})
+	}
+}

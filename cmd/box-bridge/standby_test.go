@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +32,12 @@ func TestStandby_Process(t *testing.T) {
 	if err := os.WriteFile(claude, []byte("#!/bin/sh\necho '9.9.9 (stub)'\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A bwrap that only counts its runs: the jail's probe is the one run
+	// before the claim, in standby; the claim makes no namespaces.
+	bwrapRuns := filepath.Join(dir, "bwrap-runs")
+	if err := os.WriteFile(filepath.Join(dir, "bwrap"), []byte("#!/bin/sh\necho run >> "+bwrapRuns+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +47,7 @@ func TestStandby_Process(t *testing.T) {
 	const token = "pool-token-from-stdin-0123"
 	deadlineFile := filepath.Join(dir, "deadline")
 	cmd := exec.Command(bin, "--standby")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "BRIDGE_HOST=127.0.0.1", "BRIDGE_PORT=" + port, "BRIDGE_BACKENDS=claude",
+	cmd.Env = []string{"PATH=" + dir + ":" + os.Getenv("PATH"), "BRIDGE_HOST=127.0.0.1", "BRIDGE_PORT=" + port, "BRIDGE_BACKENDS=claude",
 		"CLAUDE_BIN=" + claude, "BRIDGE_DATA_DIR=" + filepath.Join(dir, "data"), wire.EnvDeadlineFile + "=" + deadlineFile}
 	cmd.Stdin = strings.NewReader(token + "\n")
 	var logs bytes.Buffer
@@ -104,6 +111,21 @@ func TestStandby_Process(t *testing.T) {
 	}
 	if b, err := os.ReadFile(deadlineFile); err != nil || strings.TrimSpace(string(b)) != strconv.FormatInt(end, 10) {
 		t.Errorf("deadline file = %q, %v; want %d", b, err, end)
+	}
+	status, body := do("GET", "/", bearer, "")
+	var root struct {
+		Capabilities struct {
+			Execution wire.ExecutionCaps `json:"execution"`
+		} `json:"capabilities"`
+	}
+	if err := json.Unmarshal(body, &root); status != 200 || err != nil {
+		t.Fatalf("GET / after the claim = %d %s", status, body)
+	}
+	if x := root.Capabilities.Execution.Jail; !slices.Contains(x.Modes, wire.JailWrite) {
+		t.Errorf("the claimed bridge's jail = %+v, want the standby's verdict (available)", x)
+	}
+	if b, _ := os.ReadFile(bwrapRuns); strings.Count(string(b), "run") != 1 {
+		t.Errorf("bwrap ran %d times, want once (the standby's probe)", strings.Count(string(b), "run"))
 	}
 	tests := []struct {
 		method, path, bearer string
