@@ -133,6 +133,8 @@ type Pool struct {
 	failures  int
 	openUntil time.Time
 	waiting   int
+	handing   int           // claims taking a box of the pool now
+	yielded   time.Time     // when refill first yielded to them (zero: not now)
 	avail     chan struct{} // closed when a box was added
 	closed    bool
 	lastErr   string
@@ -215,7 +217,14 @@ func (p *Pool) run() {
 	}
 }
 
-// refill starts boots until the pool's boxes and boots make its size.
+// refillYield is the longest refill waits for claims under way: boots
+// compete with their handovers for the host (on Docker, the engine's and
+// the boxes' CPU), so a burst of claims is served first and the pool
+// refilled after it, or after this at the latest.
+const refillYield = 250 * time.Millisecond
+
+// refill starts boots until the pool's boxes and boots make its size. It
+// yields to claims under way (refillYield), unless claims wait for a box.
 func (p *Pool) refill() {
 	have := len(p.own())
 	p.mu.Lock()
@@ -223,10 +232,31 @@ func (p *Pool) refill() {
 	if p.closed || time.Now().Before(p.openUntil) {
 		return
 	}
+	if p.yields(time.Now()) {
+		return
+	}
 	for have+p.booting < p.o.Size && p.booting < p.o.Parallel {
 		p.booting++
 		p.wg.Go(p.boot)
 	}
+}
+
+// yields reports whether a refill at now waits for the claims under way
+// (p.mu held). The first wait asks for a refill at its end.
+func (p *Pool) yields(now time.Time) bool {
+	if p.handing == 0 || p.waiting > 0 {
+		p.yielded = time.Time{}
+		return false
+	}
+	if p.yielded.IsZero() {
+		p.yielded = now
+		time.AfterFunc(refillYield, p.poke)
+	}
+	if now.Sub(p.yielded) < refillYield {
+		return true
+	}
+	p.yielded = time.Time{}
+	return false
 }
 
 func (p *Pool) boot() {
@@ -309,7 +339,13 @@ func (p *Pool) Claim(ctx context.Context, req sandbox.CreateRequest) (*sandbox.E
 	}
 	p.m.claims.Add(1)
 	defer p.poke()
+	p.mu.Lock()
+	p.handing++
+	p.mu.Unlock()
 	e, err := claimTaken(ctx, p.o.Provider, p.reg, req)
+	p.mu.Lock()
+	p.handing--
+	p.mu.Unlock()
 	if e != nil || err != nil {
 		if e != nil {
 			p.m.hits.Add(1)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -112,22 +114,100 @@ func (r registry) update(ctx context.Context, fn func(*poolFile) error) error {
 }
 
 // take removes and returns the oldest box of harness whose keeper runs
-// and that lives until at least until.
+// and that lives until at least until. The takes of this process queue
+// by pool file and are served in batches, each in one update of the file
+// (a burst of claims costs a few writes of it, not one each). A take
+// whose ctx ends while it waits in the queue leaves it; one whose batch
+// is being served gets its box, which the caller then gives back or
+// destroys as any box it cannot use.
 func (r registry) take(ctx context.Context, harness string, until time.Time) (sandbox.StandbyRecord, bool, error) {
-	var got sandbox.StandbyRecord
-	found := false
-	err := r.update(ctx, func(f *poolFile) error {
-		for i, b := range f.Boxes {
-			if b.Harness != harness || reaper.OwnerGone(b.Keeper) || (!b.Deadline.IsZero() && b.Deadline.Before(until)) {
-				continue
-			}
-			got, found = b, true
-			f.Boxes = append(f.Boxes[:i], f.Boxes[i+1:]...)
-			return nil
+	v, _ := takeQueues.LoadOrStore(r.path, &takeQueue{})
+	q := v.(*takeQueue)
+	t := &pendingTake{harness: harness, until: until, done: make(chan takeResult, 1)}
+	q.mu.Lock()
+	q.pending = append(q.pending, t)
+	if !q.serving {
+		q.serving = true
+		go r.serveTakes(q)
+	}
+	q.mu.Unlock()
+	select {
+	case res := <-t.done:
+		return res.rec, res.ok, res.err
+	case <-ctx.Done():
+	}
+	q.mu.Lock()
+	if i := slices.Index(q.pending, t); i >= 0 {
+		q.pending = slices.Delete(q.pending, i, i+1)
+		q.mu.Unlock()
+		return sandbox.StandbyRecord{}, false, fmt.Errorf("take a pool box: %w", context.Cause(ctx))
+	}
+	q.mu.Unlock()
+	res := <-t.done // its batch is being served: that ends within takeLockWait
+	return res.rec, res.ok, res.err
+}
+
+// takeLockWait bounds how long a batch of takes waits for the pool file's
+// lock, which another process may hold.
+const takeLockWait = time.Minute
+
+// takeQueues are the take queues of this process, by pool file path.
+var takeQueues sync.Map
+
+type takeQueue struct {
+	mu      sync.Mutex
+	pending []*pendingTake
+	serving bool // a serveTakes runs
+}
+
+type pendingTake struct {
+	harness string
+	until   time.Time
+	done    chan takeResult
+}
+
+type takeResult struct {
+	rec sandbox.StandbyRecord
+	ok  bool
+	err error
+}
+
+// serveTakes serves q's takes, a batch per update of the file, until none
+// is left.
+func (r registry) serveTakes(q *takeQueue) {
+	for {
+		q.mu.Lock()
+		batch := q.pending
+		q.pending = nil
+		if len(batch) == 0 {
+			q.serving = false
+			q.mu.Unlock()
+			return
 		}
-		return nil
-	})
-	return got, found, err
+		q.mu.Unlock()
+		got := make([]takeResult, len(batch))
+		ctx, cancel := context.WithTimeout(context.Background(), takeLockWait)
+		err := r.update(ctx, func(f *poolFile) error {
+			for i, t := range batch {
+				for j, b := range f.Boxes {
+					if b.Harness != t.harness || reaper.OwnerGone(b.Keeper) || (!b.Deadline.IsZero() && b.Deadline.Before(t.until)) {
+						continue
+					}
+					got[i] = takeResult{rec: b, ok: true}
+					f.Boxes = slices.Delete(f.Boxes, j, j+1)
+					break
+				}
+			}
+			return nil
+		})
+		cancel()
+		for i, t := range batch {
+			if err != nil {
+				got[i] = takeResult{err: err} // the file is as it was
+			}
+			t.done <- got[i]
+		}
+	}
 }
 
 // remove drops the box id; it reports whether it was there (and so no

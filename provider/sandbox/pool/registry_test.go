@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,7 +13,9 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/vendors/reaper"
+	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 const helperEnv = "BOXCTL_POOL_TAKE_HELPER"
@@ -94,6 +97,77 @@ func TestTake_AcrossProcesses(t *testing.T) {
 	}
 	if len(seen) != n {
 		t.Errorf("%d boxes taken, want %d", len(seen), n)
+	}
+}
+
+// TestTake_Queue: concurrent takes of one process get distinct boxes,
+// as many as the file holds; a take whose ctx ends while it waits in the
+// queue leaves it without a box, and one whose batch is under way gets
+// its box.
+func TestTake_Queue(t *testing.T) {
+	r, _ := newRegistry(t.TempDir(), "p")
+	fill(t, r, 10, reaper.ProcessOwner())
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	misses := 0
+	var wg sync.WaitGroup
+	for range 12 {
+		wg.Go(func() {
+			rec, ok, err := r.take(context.Background(), "claude-code", time.Now())
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				t.Error(err)
+			case !ok:
+				misses++
+			case seen[rec.BoxID]:
+				t.Errorf("box %s taken twice", rec.BoxID)
+			default:
+				seen[rec.BoxID] = true
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != 10 || misses != 2 {
+		t.Errorf("12 takes of 10 boxes: %d boxes, %d misses; want 10 and 2", len(seen), misses)
+	}
+
+	// The file's lock held elsewhere: the first take's batch waits for it,
+	// the second waits in the queue until its ctx ends.
+	fill(t, r, 2, reaper.ProcessOwner())
+	unlock, err := boxstate.LockFile(context.Background(), r.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan takeResult, 1)
+	go func() {
+		rec, ok, err := r.take(context.Background(), "claude-code", time.Now())
+		first <- takeResult{rec, ok, err}
+	}()
+	v, _ := takeQueues.Load(r.path)
+	q := v.(*takeQueue)
+	vendortest.Poll(t, 10*time.Second, "the first take's batch under way", func() bool { q.mu.Lock(); defer q.mu.Unlock(); return q.serving && len(q.pending) == 0 })
+	ctx, cancel := context.WithCancel(context.Background())
+	second := make(chan error, 1)
+	go func() {
+		_, ok, err := r.take(ctx, "claude-code", time.Now())
+		if ok {
+			err = errors.New("the queued take got a box")
+		}
+		second <- err
+	}()
+	vendortest.Poll(t, 10*time.Second, "the second take queued", func() bool { q.mu.Lock(); defer q.mu.Unlock(); return len(q.pending) == 1 })
+	cancel()
+	if err := <-second; !errors.Is(err, context.Canceled) {
+		t.Errorf("a take cancelled in the queue = %v, want context.Canceled", err)
+	}
+	unlock()
+	if res := <-first; res.err != nil || !res.ok {
+		t.Errorf("the take whose batch waited for the lock = %v, %v; want a box", res.ok, res.err)
+	}
+	if left, _ := List(filepath.Dir(r.path), "p"); len(left) != 1 {
+		t.Errorf("%d boxes left, want 1 (the cancelled take's)", len(left))
 	}
 }
 
