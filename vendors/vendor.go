@@ -160,6 +160,18 @@ type Endpoint struct {
 	Transport http.RoundTripper
 }
 
+// Shared returns e with a transport of its own fixed (a clone of
+// http.DefaultTransport when it has none), so that the clients of the copy
+// share one pool of connections: a request that follows another reuses
+// its connection rather than dialing again. Whoever holds the last client
+// closes its idle connections.
+func (e Endpoint) Shared() Endpoint {
+	if e.Transport == nil {
+		e.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	return e
+}
+
 // Client returns an HTTP client for the endpoint: Transport (or a clone
 // of http.DefaultTransport) with Header added to every request. The client
 // has no overall timeout; streams are long-lived.

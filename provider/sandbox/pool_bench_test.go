@@ -63,15 +63,36 @@ func BenchmarkPoolClaim(b *testing.B) {
 func benchKeeperClaims(b *testing.B, f *fixture, tg target, rounds, conc int, gap time.Duration) {
 	pl, _, _ := newPoolOpts(b, f, tg, "bench-"+randText()[:6], pool.Options{Size: conc, Parallel: 4})
 	for b.Loop() {
+		var mu sync.Mutex
+		var handover, attach []time.Duration
 		lat := claimRounds(b, rounds, conc, gap, func() { waitFull(b, pl, conc) }, func(ctx context.Context) (*sandbox.Environment, error) {
 			e, outcome, err := pl.Claim(ctx, sandbox.CreateRequest{Profile: claude, Env: map[string]string{"SECRET": randText()}})
 			if err == nil && outcome != pool.Hit {
 				b.Errorf("claim = %s, want a hit", outcome)
 			}
+			if e != nil {
+				mu.Lock()
+				handover = append(handover, phaseTime(e, sandbox.PhaseClaim))
+				attach = append(attach, phaseTime(e, sandbox.PhaseAttach))
+				mu.Unlock()
+			}
 			return e, err
 		})
 		vendortest.ReportLatency(b, lat)
+		b.ReportMetric(float64(quantile(handover, 0.5).Microseconds())/1000, "handover-p50-ms")
+		b.ReportMetric(float64(quantile(attach, 0.5).Microseconds())/1000, "attach-p50-ms")
 	}
+}
+
+// phaseTime is how long e's create spent in the phase name.
+func phaseTime(e *sandbox.Environment, name string) time.Duration {
+	var d time.Duration
+	for _, ph := range e.Timings() {
+		if ph.Name == name {
+			d += ph.Duration
+		}
+	}
+	return d
 }
 
 // claimRounds runs rounds of conc claims, each round after before (nil:

@@ -298,9 +298,15 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 		return nil, err
 	}
 	claim := p.newClaim(req, deadline)
+	// The claim's connection carries the environment's requests after it.
+	ep = ep.Shared()
 	client := ep.Client()
+	defer func() {
+		if err != nil {
+			client.CloseIdleConnections()
+		}
+	}()
 	err = postClaim(pctx, client, ep.URL, rec, claim)
-	client.CloseIdleConnections()
 	end(err)
 	if err != nil {
 		return nil, err
@@ -386,10 +392,12 @@ func (p *Provider) claimVendorStandby(ctx context.Context, t *timeline, req Crea
 			err = fmt.Errorf("bridge endpoint: %w", err)
 		}
 		claim := p.newClaim(req, deadline)
-		// One connection through the endpoint carries both requests. A
-		// pool's pod is ready only once its bridge answered /health
-		// with its backend ready; the pin of this provider's image is
-		// checked on the first claim of each harness.
+		// One connection through the endpoint carries the requests of
+		// the claim and of the environment after it. A pool's pod is
+		// ready only once its bridge answered /health with its backend
+		// ready; the pin of this provider's image is checked on the
+		// first claim of each harness.
+		ep = ep.Shared()
 		client := ep.Client()
 		if _, ok := p.pinned.Load(h.Name); err == nil && !ok {
 			if err = p.standbyReady(pctx, client, ep.URL, h); err == nil {
@@ -399,9 +407,9 @@ func (p *Provider) claimVendorStandby(ctx context.Context, t *timeline, req Crea
 		if err == nil {
 			err = postClaim(pctx, client, ep.URL, rec, claim)
 		}
-		client.CloseIdleConnections()
 		end(err)
 		if err != nil {
+			client.CloseIdleConnections()
 			return nil, err
 		}
 		return p.afterClaim(ctx, t, box, ep, rec, req, h, claim)
