@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -123,7 +124,7 @@ func (r registry) update(ctx context.Context, fn func(*poolFile) error) error {
 func (r registry) take(ctx context.Context, harness string, until time.Time) (sandbox.StandbyRecord, bool, error) {
 	v, _ := takeQueues.LoadOrStore(r.path, &takeQueue{})
 	q := v.(*takeQueue)
-	t := &pendingTake{harness: harness, until: until, done: make(chan takeResult, 1)}
+	t := &pendingTake{ctx: ctx, harness: harness, until: until, done: make(chan takeResult, 1)}
 	q.mu.Lock()
 	q.pending = append(q.pending, t)
 	if !q.serving {
@@ -143,12 +144,13 @@ func (r registry) take(ctx context.Context, harness string, until time.Time) (sa
 		return sandbox.StandbyRecord{}, false, fmt.Errorf("take a pool box: %w", context.Cause(ctx))
 	}
 	q.mu.Unlock()
-	res := <-t.done // its batch is being served: that ends within takeLockWait
+	res := <-t.done // its batch is being served (see serveTakes)
 	return res.rec, res.ok, res.err
 }
 
 // takeLockWait bounds how long a batch of takes waits for the pool file's
-// lock, which another process may hold.
+// lock, which another process may hold; the wait also ends once the ctx
+// of every take in the batch has.
 const takeLockWait = time.Minute
 
 // takeQueues are the take queues of this process, by pool file path.
@@ -161,6 +163,7 @@ type takeQueue struct {
 }
 
 type pendingTake struct {
+	ctx     context.Context
 	harness string
 	until   time.Time
 	done    chan takeResult
@@ -187,6 +190,16 @@ func (r registry) serveTakes(q *takeQueue) {
 		q.mu.Unlock()
 		got := make([]takeResult, len(batch))
 		ctx, cancel := context.WithTimeout(context.Background(), takeLockWait)
+		var left atomic.Int32
+		left.Store(int32(len(batch)))
+		stops := make([]func() bool, len(batch))
+		for i, t := range batch {
+			stops[i] = context.AfterFunc(t.ctx, func() {
+				if left.Add(-1) == 0 {
+					cancel()
+				}
+			})
+		}
 		err := r.update(ctx, func(f *poolFile) error {
 			for i, t := range batch {
 				for j, b := range f.Boxes {
@@ -200,6 +213,9 @@ func (r registry) serveTakes(q *takeQueue) {
 			}
 			return nil
 		})
+		for _, stop := range stops {
+			stop()
+		}
 		cancel()
 		for i, t := range batch {
 			if err != nil {

@@ -169,6 +169,30 @@ func TestTake_Queue(t *testing.T) {
 	if left, _ := List(filepath.Dir(r.path), "p"); len(left) != 1 {
 		t.Errorf("%d boxes left, want 1 (the cancelled take's)", len(left))
 	}
+
+	// A batch whose every take's ctx ended stops waiting for the lock.
+	if unlock, err = boxstate.LockFile(context.Background(), r.path); err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	ctx, cancel = context.WithCancel(context.Background())
+	alone := make(chan error, 1)
+	go func() {
+		_, _, err := r.take(ctx, "claude-code", time.Now())
+		alone <- err
+	}()
+	vendortest.Poll(t, 10*time.Second, "the lone take's batch under way", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.serving && len(q.pending) == 0
+	})
+	cancel()
+	if err := <-alone; !errors.Is(err, context.Canceled) {
+		t.Errorf("the lone take cancelled while its batch waited for the lock = %v, want context.Canceled", err)
+	}
+	if left, _ := List(filepath.Dir(r.path), "p"); len(left) != 1 {
+		t.Errorf("%d boxes left, want 1", len(left))
+	}
 }
 
 func TestTake_Skips(t *testing.T) {
