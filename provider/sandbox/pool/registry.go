@@ -118,9 +118,9 @@ func (r registry) update(ctx context.Context, fn func(*poolFile) error) error {
 // and that lives until at least until. The takes of this process queue
 // by pool file and are served in batches, each in one update of the file
 // (a burst of claims costs a few writes of it, not one each). A take
-// whose ctx ends while it waits in the queue leaves it; one whose batch
-// is being served gets its box, which the caller then gives back or
-// destroys as any box it cannot use.
+// whose ctx ends before its batch takes the file's lock gets no box; one
+// whose ctx ends after that gets its box, which the caller then destroys
+// as any box it cannot use.
 func (r registry) take(ctx context.Context, harness string, until time.Time) (sandbox.StandbyRecord, bool, error) {
 	v, _ := takeQueues.LoadOrStore(r.path, &takeQueue{})
 	q := v.(*takeQueue)
@@ -202,6 +202,11 @@ func (r registry) serveTakes(q *takeQueue) {
 		}
 		err := r.update(ctx, func(f *poolFile) error {
 			for i, t := range batch {
+				if err := t.ctx.Err(); err != nil {
+					// Ended meanwhile: no box for it to give back.
+					got[i] = takeResult{err: fmt.Errorf("take a pool box: %w", context.Cause(t.ctx))}
+					continue
+				}
 				for j, b := range f.Boxes {
 					if b.Harness != t.harness || reaper.OwnerGone(b.Keeper) || (!b.Deadline.IsZero() && b.Deadline.Before(t.until)) {
 						continue
@@ -218,7 +223,7 @@ func (r registry) serveTakes(q *takeQueue) {
 		}
 		cancel()
 		for i, t := range batch {
-			if err != nil {
+			if err != nil && got[i].err == nil {
 				got[i] = takeResult{err: err} // the file is as it was
 			}
 			t.done <- got[i]

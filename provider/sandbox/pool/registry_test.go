@@ -170,6 +170,53 @@ func TestTake_Queue(t *testing.T) {
 		t.Errorf("%d boxes left, want 1 (the cancelled take's)", len(left))
 	}
 
+	// Two takes in a batch that waits for the lock, one of which ends
+	// meanwhile: it gets no box, the other one does.
+	fill(t, r, 1, reaper.ProcessOwner())
+	if unlock, err = boxstate.LockFile(context.Background(), r.path); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	pair := make(chan takeResult, 2)
+	q.mu.Lock()
+	q.serving = true // as if served already: both queue, then one batch serves them
+	q.mu.Unlock()
+	for _, c := range []context.Context{ctx, context.Background()} {
+		go func() {
+			rec, ok, err := r.take(c, "claude-code", time.Now())
+			pair <- takeResult{rec, ok, err}
+		}()
+	}
+	vendortest.Poll(t, 10*time.Second, "two takes queued", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.pending) == 2
+	})
+	go r.serveTakes(q)
+	vendortest.Poll(t, 10*time.Second, "their batch under way", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.pending) == 0
+	})
+	cancel()
+	unlock()
+	var oks, cancelled int
+	for range 2 {
+		res := <-pair
+		switch {
+		case res.ok && res.err == nil:
+			oks++
+		case errors.Is(res.err, context.Canceled):
+			cancelled++
+		}
+	}
+	if oks != 1 || cancelled != 1 {
+		t.Errorf("a batch of two, one cancelled: %d boxes, %d cancelled; want 1 and 1", oks, cancelled)
+	}
+	if left, _ := List(filepath.Dir(r.path), "p"); len(left) != 1 {
+		t.Errorf("%d boxes left, want 1 (the cancelled take's)", len(left))
+	}
+
 	// A batch whose every take's ctx ended stops waiting for the lock.
 	if unlock, err = boxstate.LockFile(context.Background(), r.path); err != nil {
 		t.Fatal(err)
