@@ -2,7 +2,6 @@ package sandbox_test
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -136,13 +135,6 @@ func benchKubeStandbyClaims(b *testing.B, f *fixture, rounds, conc int, gap time
 		})
 		vendortest.ReportLatency(b, lat)
 	}
-	median := func(d []time.Duration) float64 {
-		if len(d) == 0 {
-			return 0
-		}
-		slices.Sort(d)
-		return float64(d[len(d)/2].Microseconds()) / 1000
-	}
-	b.ReportMetric(median(bind), "bind-p50-ms")
-	b.ReportMetric(median(handover), "handover-p50-ms")
+	reportMedian(b, bind, "bind-p50-ms")
+	reportMedian(b, handover, "handover-p50-ms")
 }
