@@ -66,7 +66,7 @@ func readCanonical(r io.Reader) (n int, text string, err error) {
 // update) and pipe-ratio, the bridge's rate over the pipe's.
 func BenchmarkRetainedDelivery(b *testing.B) {
 	prompt := "many:" + strconv.Itoa(benchDeltas)
-	pipe := newPipeTurn(b, prompt)
+	pipe := newPipeTurn(b, prompt, false)
 	var piped, delivered time.Duration
 	bb := newBenchBridge(b)
 	ctx := context.Background()

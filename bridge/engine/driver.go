@@ -237,7 +237,7 @@ func (d *driver) run() {
 			}
 		case <-drainC:
 			// Something outside the group holds stdout open: stop reading.
-			proc.stdout.Close()
+			proc.stdout.Stop()
 			drainC = nil
 		case <-graceC:
 			d.log.Debug("harness still running after its terminal line; killing it")

@@ -322,6 +322,25 @@ func TestEngine_CancelKillsGroup(t *testing.T) {
 	}
 }
 
+// TestEngine_StdoutHeldOutsideTheGroup runs a harness that leaves a
+// process of another session holding its stdout open: the run still ends
+// (done) once the harness exits and ResultGrace passes, and the bridge
+// stops reading the pipe.
+func TestEngine_StdoutHeldOutsideTheGroup(t *testing.T) {
+	f := newFixture(t, Options{ResultGrace: 200 * time.Millisecond})
+	pidfile := filepath.Join(f.dir, "orphan")
+	f.start(t, "r", "orphan", func(r *StartRequest) { r.Env = map[string]string{"FAKE_PIDFILE": pidfile} })
+	orphan := readPIDs(t, pidfile)[0]
+	t.Cleanup(func() { syscall.Kill(orphan, syscall.SIGKILL) })
+	r := waitRun(t, f, "r")
+	if r.Status != store.StatusDone {
+		t.Fatalf("run = %s/%s (%s), want done", r.Status, r.ErrType, r.ErrMessage)
+	}
+	if !alive(orphan) {
+		t.Fatalf("the orphan (pid %d) is gone: the case did not hold stdout open", orphan)
+	}
+}
+
 // TestEngine_CancelWinsOverItsError cancels a run whose harness answers
 // SIGTERM by ending its turn with an error: the run reads cancelled, not
 // the error the cancel caused.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/internal/pipe"
 	"github.com/tangle-network/boxctl/bridge/store"
 )
 
@@ -182,7 +183,7 @@ type process struct {
 	exitErr error
 	stderr  *tail
 	errDone chan struct{} // closed at stderr EOF
-	stdout  *os.File
+	stdout  *pipe.Reader
 	// closeStdin ends a held stdin (harness.Command.HoldStdin); it is
 	// safe to call more than once, and a no-op otherwise.
 	closeStdin func()
@@ -199,11 +200,10 @@ func startProcess(spec harness.Command, marker string) (*process, error) {
 	// no controlling terminal of the bridge's reaches the harness, so a
 	// jailed one cannot type into it (TIOCSTI).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	outR, outW, err := os.Pipe()
+	outR, outW, err := pipe.Open()
 	if err != nil {
 		return nil, err
 	}
-	growPipe(outR)
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
@@ -271,11 +271,11 @@ func startProcess(spec harness.Command, marker string) (*process, error) {
 		var sent time.Time
 		for {
 			// A batch is the lines the pipe holds: within a burst the
-			// next one is read readWindow after the last (the pipe holds
+			// next one is read ReadWindow after the last (the pipe holds
 			// the lines meanwhile), so that a burst costs a wake of the
 			// driver per window, not one per line. A line after a quiet
 			// spell is read at once.
-			if wait := readWindow - time.Since(sent); wait > 0 {
+			if wait := ReadWindow - time.Since(sent); wait > 0 {
 				time.Sleep(wait)
 			}
 			var batch [][]byte
@@ -306,9 +306,9 @@ func startProcess(spec harness.Command, marker string) (*process, error) {
 	return p, nil
 }
 
-// readWindow is the least time between two reads of a harness's output
+// ReadWindow is the least time between two reads of a harness's output
 // while it prints faster than that.
-const readWindow = time.Millisecond
+const ReadWindow = time.Millisecond
 
 // lineChunk is the size of the chunks a lineArena copies lines into.
 const lineChunk = 64 << 10

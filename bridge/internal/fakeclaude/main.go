@@ -22,6 +22,10 @@
 //	dial:ADDR      opens a TCP connection to ADDR (host:port)
 //	model          POSTs to $ANTHROPIC_BASE_URL/v1/messages; replies
 //	               "ok <status> <body>"
+//	orphan         starts a child in a session of its own (out of reach of
+//	               a kill of the harness's group) that holds stdout open
+//	               and sleeps; writes the child's pid to $FAKE_PIDFILE; then
+//	               a normal turn, and exits
 //	whoami         replies with its session id (--session-id or --resume)
 //	pid            replies "pid=<its pid> session=<its session id>"
 //	bash:CMD       in a retained turn (--permission-prompt-tool stdio), asks
@@ -198,6 +202,19 @@ func turn(prompt, session string, retained bool, sc *bufio.Scanner) {
 		}
 		text("working")
 		time.Sleep(time.Hour)
+	case "orphan":
+		child := exec.Command("sleep", "3600")
+		child.Stdout = os.Stdout
+		child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		if f := os.Getenv("FAKE_PIDFILE"); f != "" {
+			os.WriteFile(f, []byte(strconv.Itoa(child.Process.Pid)), 0o600)
+		}
+		text("done")
+		result(false, "done")
 	case "whoami":
 		text(session)
 		result(false, session)
