@@ -41,42 +41,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, curso
 	defer rd.Close()
 	bp := pageBufs.Get().(*[]byte)
 	defer pageBufs.Put(bp)
-	buf := (*bp)[:0]
-	failed := false
-	// frame appends one frame to buf, built straight from the store's
-	// (or the run's) buffers, and writes buf out whenever it is full.
-	frame := func(seq int64, data []byte) {
-		if failed {
-			return
-		}
-		if len(buf)+len(data)+32 > cap(buf) && len(buf) > 0 {
-			failed = !sw.writeChunk(buf)
-			buf = buf[:0]
-		}
-		buf = append(buf, "id: "...)
-		buf = strconv.AppendInt(buf, seq, 10)
-		buf = append(buf, "\ndata: "...)
-		if len(buf)+len(data)+2 > cap(buf) {
-			// A frame larger than the buffer goes out from its own bytes.
-			failed = failed || !sw.writeChunk(buf) || !sw.writeChunk(data)
-			buf = buf[:0]
-		} else {
-			buf = append(buf, data...)
-		}
-		buf = append(buf, "\n\n"...)
-	}
+	pg := &page{sw: sw, buf: (*bp)[:0]}
 	for {
 		ctx, cancel := context.WithTimeout(r.Context(), s.opts.Keepalive)
 		// A page goes out in a few large writes and one flush: formatting
 		// each frame with fmt and writing it alone cost more than reading
 		// it from the store.
 		sw.startPage()
-		err := rd.NextFunc(ctx, streamPage, frame)
+		err := rd.NextFunc(ctx, streamPage, pg.frame)
 		cancel()
 		switch {
 		case err == nil:
-			ok := !failed && sw.write(buf)
-			buf = buf[:0]
+			ok := !pg.failed && sw.write(pg.buf[:pg.n])
+			pg.n = 0
 			if !ok {
 				return
 			}
@@ -103,6 +80,42 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, curso
 			return
 		}
 	}
+}
+
+// page builds the frames of a page of an event stream, straight from the
+// store's (or the run's) buffers, in a buffer of streamChunk bytes that it
+// writes out whenever it is full. Building a frame changes only the
+// buffer's fill, never the buffer: it stores no pointer into the heap, so
+// it costs no write barrier while a collection runs (those cost more than
+// formatting the frame).
+type page struct {
+	sw     *streamWriter
+	buf    []byte // the page's buffer, of capacity streamChunk
+	n      int    // how much of buf is filled
+	failed bool   // a write failed: the client is gone
+}
+
+func (p *page) frame(seq int64, data []byte) {
+	if p.failed {
+		return
+	}
+	b := p.buf[:p.n]
+	if len(b)+len(data)+32 > cap(b) && len(b) > 0 {
+		p.failed = !p.sw.writeChunk(b)
+		b = b[:0]
+	}
+	b = append(b, "id: "...)
+	b = strconv.AppendInt(b, seq, 10)
+	b = append(b, "\ndata: "...)
+	if len(b)+len(data)+2 > cap(b) {
+		// A frame larger than the buffer goes out from its own bytes.
+		p.failed = p.failed || !p.sw.writeChunk(b) || !p.sw.writeChunk(data)
+		b = b[:0]
+	} else {
+		b = append(b, data...)
+	}
+	b = append(b, "\n\n"...)
+	p.n = len(b)
 }
 
 // streamWriter writes an event stream. Each write, with its flush, must
