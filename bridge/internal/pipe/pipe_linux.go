@@ -49,11 +49,17 @@ func Open() (*Reader, *os.File, error) {
 }
 
 // Reader reads the read end of a pipe. Read and Close belong to the
-// one goroutine that reads; Stop may be called from any goroutine.
+// one goroutine that reads; Stop may be called from any goroutine, also
+// after Close.
 type Reader struct {
 	fd, stop int
 	stopped  atomic.Bool
-	once     sync.Once
+	// mu orders Stop's write to the eventfd before Close closes it: a
+	// Stop that came late must not write to a descriptor that Close freed
+	// and the process has since opened again (a store file, another pipe).
+	mu       sync.Mutex
+	signaled bool // the eventfd was written
+	closed   bool
 }
 
 func (r *Reader) Read(b []byte) (int, error) {
@@ -85,14 +91,21 @@ func (r *Reader) Read(b []byte) (int, error) {
 // Stop makes a waiting Read, and every later one, return ErrStopped.
 func (r *Reader) Stop() {
 	r.stopped.Store(true)
-	r.once.Do(func() {
-		var one = [8]byte{1}
-		unix.Write(r.stop, one[:])
-	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.signaled || r.closed {
+		return
+	}
+	r.signaled = true
+	var one = [8]byte{1}
+	unix.Write(r.stop, one[:])
 }
 
 // Close releases the pipe; it is called once, after the last Read.
 func (r *Reader) Close() error {
+	r.mu.Lock()
+	r.closed = true
 	unix.Close(r.stop)
+	r.mu.Unlock()
 	return unix.Close(r.fd)
 }

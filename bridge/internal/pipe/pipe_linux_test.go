@@ -5,6 +5,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestReader(t *testing.T) {
@@ -77,5 +79,34 @@ func TestReader_Stop(t *testing.T) {
 	r.Stop()
 	if _, err := r.Read(make([]byte, 64)); !errors.Is(err, ErrStopped) {
 		t.Fatalf("Read after Stop with data = %v, want ErrStopped", err)
+	}
+}
+
+// A Stop after Close writes nothing: the descriptor Close freed may
+// already be another file of the process.
+func TestReader_StopAfterClose(t *testing.T) {
+	r, w, err := Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	freed := r.stop
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Put a pipe's write end at the number the eventfd had.
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	if err := unix.Dup3(p[1], freed, unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(freed)
+	unix.Close(p[1])
+	r.Stop()
+	if n, err := unix.Read(p[0], make([]byte, 8)); err != unix.EAGAIN {
+		t.Fatalf("Stop after Close wrote to descriptor %d: read %d bytes (%v)", freed, n, err)
 	}
 }
