@@ -91,14 +91,15 @@ func (p *Proxy) Drop() int {
 		bodies = append(bodies, b)
 	}
 	p.mu.Unlock()
+	// Counted before the cuts: whoever sees a cut sees it counted.
+	n := len(pairs) + len(bodies)
+	p.drops.Add(int64(n))
 	for _, c := range pairs {
 		c.close()
 	}
 	for _, b := range bodies {
 		b.cut()
 	}
-	n := len(pairs) + len(bodies)
-	p.drops.Add(int64(n))
 	return n
 }
 
@@ -205,8 +206,8 @@ func (p *Proxy) watchBodies() {
 			}
 			p.mu.Unlock()
 			for _, b := range idle {
+				p.idleCuts.Add(1) // before the cut, as Drop counts
 				b.cut()
-				p.idleCuts.Add(1)
 			}
 		}
 	}
