@@ -69,8 +69,14 @@ func TestManager_Restart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, err := m.Status(ctx, id, done.PID, 10*time.Second); err != nil || s.Running {
-		t.Fatalf("echo = %+v, %v; want it ended", s, err)
+	if s, err := m.Status(ctx, id, done.PID, 10*time.Second); err != nil || s.Running || s.ExitCode != 0 {
+		var stderr bytesBuffer
+		m.Output(ctx, id, done.PID, "stderr", &stderr, func() {})
+		t.Fatalf("echo = %+v, %v, stderr %q; want it ended with 0", s, err, stderr)
+	}
+	var out bytesBuffer
+	if err := m.Output(ctx, id, done.PID, "stdout", &out, func() {}); err != nil || string(out) != "kept\n" {
+		t.Fatalf("output before the restart = %q, %v; want kept", out, err)
 	}
 	// The predecessor's running process: a process group of its own whose
 	// leader carries the marker, recorded running.
@@ -113,7 +119,7 @@ func TestManager_Restart(t *testing.T) {
 	if err != nil || s.Running || s.ExitSignal != "SIGKILL" || !cmp.Equal(s.Termination, want) {
 		t.Errorf("the running process after the restart = %+v, %v; want ended by SIGKILL", s, err)
 	}
-	var out bytesBuffer
+	out = out[:0]
 	if err := next.Output(ctx, id, done.PID, "stdout", &out, func() {}); err != nil || string(out) != "kept\n" {
 		t.Errorf("output after the restart = %q, %v; want kept", out, err)
 	}
