@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/tangle-network/boxctl/boximage"
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/vendors/docker"
 )
 
@@ -23,7 +22,15 @@ type ImageSource struct {
 	// Vendor is the vendor's name (docker, e2b, ...).
 	Vendor string
 	// Last is the user's last build, or nil.
-	Last *boxstate.LastBuild
+	Last *Built
+}
+
+// Built is an image a build made for a target (docker, e2b, ...).
+type Built struct {
+	Target string
+	Image  string
+	// Digest is "" when unknown.
+	Digest string
 }
 
 // Image is the image a suite runs against.

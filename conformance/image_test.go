@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 )
 
 func TestResolveImage(t *testing.T) {
@@ -22,9 +21,9 @@ func TestResolveImage(t *testing.T) {
 		{"reference with its digest", ImageSource{Image: "reg.example/box@" + digest, Vendor: "e2b"},
 			Image{Reference: "reg.example/box@" + digest, Digest: digest}, false},
 		{"reference without a digest off docker", ImageSource{Image: "tpl-1", Vendor: "e2b"}, Image{Reference: "tpl-1"}, false},
-		{"last build of the target", ImageSource{Vendor: "e2b", Last: &boxstate.LastBuild{Target: "e2b", Image: "tpl-2", Digest: digest}},
+		{"last build of the target", ImageSource{Vendor: "e2b", Last: &Built{Target: "e2b", Image: "tpl-2", Digest: digest}},
 			Image{Reference: "tpl-2", Digest: digest}, false},
-		{"last build of another target", ImageSource{Vendor: "e2b", Last: &boxstate.LastBuild{Target: "docker", Image: "x"}}, Image{}, true},
+		{"last build of another target", ImageSource{Vendor: "e2b", Last: &Built{Target: "docker", Image: "x"}}, Image{}, true},
 		{"no image at all", ImageSource{Vendor: "e2b"}, Image{}, true},
 		{"missing record", ImageSource{BuildRecord: missing, Vendor: "e2b"}, Image{}, true},
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/open"
 )

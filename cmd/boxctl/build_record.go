@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/boximage"
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 )
 
 // rememberBuild records rec, the image (or template, or snapshot) a

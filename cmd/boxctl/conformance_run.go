@@ -7,6 +7,8 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/render"
+
 	"github.com/tangle-network/boxctl/conformance"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors/emukit"
@@ -21,7 +23,9 @@ func (o *conformanceOptions) resolveImage(ctx context.Context, a *app) (conforma
 		if err != nil {
 			return conformance.Image{}, err
 		}
-		src.Last = st.LastBuild
+		if lb := st.LastBuild; lb != nil {
+			src.Last = &conformance.Built{Target: lb.Target, Image: lb.Image, Digest: lb.Digest}
+		}
 	}
 	img, err := conformance.ResolveImage(ctx, src, a.log)
 	if err != nil {
@@ -80,7 +84,7 @@ func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
 		a.log.Info("local model endpoint started", "url", l.Router.URL)
 	}
 	chaos := o.chaosOptions(&t)
-	view := conformance.NewProgressView(a.errOut, conformance.IsTerminal(a.errOut))
+	view := render.NewProgressView(a.errOut, render.IsTerminal(a.errOut))
 	a.log.Info("running the conformance suite", "target", o.target, "image", img.Reference, "harnesses", harnesses)
 	rep, runErr := conformance.Run(ctx, t, conformance.Options{Harnesses: harnesses, Cases: o.cases, Parallel: o.parallel,
 		CaseTimeout: o.caseTimeout, ReadyTimeout: o.readyTimeout, Progress: view.Update, Logger: a.log, Chaos: chaos})

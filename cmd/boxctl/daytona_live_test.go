@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/boximage"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
-	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
 	"github.com/tangle-network/boxctl/vendors/daytona"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
 	"github.com/tangle-network/boxctl/vendors/docker"

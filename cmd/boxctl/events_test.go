@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/provider/sandbox"
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 )
 
 func appendEvent(t *testing.T, ev sandbox.Event) {

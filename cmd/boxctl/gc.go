@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/vendors/docker"
 )
 

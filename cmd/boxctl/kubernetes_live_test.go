@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/kubetest"
 	"github.com/tangle-network/boxctl/internal/testbed"
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
-	"github.com/tangle-network/boxctl/provider/sandbox/pool"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/kubernetes"

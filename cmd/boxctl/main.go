@@ -12,8 +12,8 @@ import (
 
 	"github.com/tangle-network/boxctl/boximage"
 	"github.com/tangle-network/boxctl/bridge"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/internal/tracing"
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/vendors/open"
 )
 

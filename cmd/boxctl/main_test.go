@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 )
 
 // runMainEnv makes this test binary run boxctl's main instead of the

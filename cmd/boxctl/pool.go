@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
 	"github.com/tangle-network/boxctl/provider/sandbox"
-	"github.com/tangle-network/boxctl/provider/sandbox/pool"
 	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/kubernetes"
 )

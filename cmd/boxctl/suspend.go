@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 )
 
 // newSuspendCmds returns `boxctl suspend` and `boxctl resume` (its Router from the environment, as up's).

@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/turntext"
 	"github.com/tangle-network/boxctl/provider"
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
-	"github.com/tangle-network/boxctl/provider/turntext"
 )
 
 // turnOptions are the flags and arguments of `boxctl turn`.

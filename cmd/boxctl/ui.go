@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tangle-network/boxctl/provider/sandbox/inspector"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/inspector"
 	"github.com/tangle-network/boxctl/vendors/open"
 )
 

@@ -5,9 +5,9 @@ import (
 	"io"
 	"time"
 
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
 	"github.com/tangle-network/boxctl/provider/sandbox"
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
-	"github.com/tangle-network/boxctl/provider/sandbox/pool"
 )
 
 // upResult is what `up` prints.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 

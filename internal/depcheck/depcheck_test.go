@@ -111,6 +111,11 @@ var testOnly = map[string]testOnlyPkg{
 	// The Kubernetes vendor on the test bed's cluster, with the real box
 	// image in the test bed's registry.
 	"internal/kubetest":  {kind: helper, extra: []string{"vendors", "internal/boxtest", "internal/testbed"}},
+	// The live fixture of the sandbox provider and what is built on it:
+	// the Docker vendor and the emulators and cluster beside it, the box
+	// image, a local model endpoint.
+	"internal/sandboxtest": {kind: helper, extra: []string{"provider", "vendors", "internal/boxtest",
+		"internal/e2btest", "internal/kubetest", "internal/testbed"}},
 	"pins/pinstest":      {kind: helper},
 	"vendors/vendortest": {kind: helper},
 }
@@ -380,11 +385,14 @@ func TestAllowed(t *testing.T) {
 		{"boximage", "vendors/e2b", false},
 		{"boximage", "vendors/reaper", false},
 		{"provider/sandbox", "vendors/reaper", true},
-		{"provider/sandbox/boxstate", "vendors/reaper", true},
-		{"provider/sandbox/boxstate", "vendors/open", false},
-		{"provider/turntext", "provider", true},
-		{"provider/turntext", "bridge/wire", true},
-		{"provider/turntext", "provider/sandbox", false},
+		{"cmd/boxctl/internal/boxstate", "vendors/reaper", true},
+		{"cmd/boxctl/internal/boxstate", "vendors/open", true},
+		{"cmd/boxctl/internal/turntext", "provider", true},
+		{"provider", "cmd/boxctl/internal/turntext", false},
+		{"provider/sandbox", "cmd/boxctl/internal/boxstate", false},
+		{"conformance", "cmd/boxctl/internal/boxstate", false},
+		{"vendors/kubernetes", "cmd/boxctl/internal/pool", false},
+		{"internal/routerstub", "cmd/boxctl/internal/localrouter", false},
 		{"vendors/e2b", "vendors/reaper", true},
 		{"vendors/reaper", "vendors", true},
 		{"vendors/reaper", "vendors/docker", false},

@@ -44,7 +44,7 @@ func BenchmarkColdStart(b *testing.B) {
 		}
 	})
 	b.Run("impl=boxctl", func(b *testing.B) {
-		p := f.provider(b, nil)
+		p := f.Provider(b, nil)
 		for b.Loop() {
 			e, err := p.Create(b.Context(), sandbox.CreateRequest{Profile: claude})
 			if err != nil {
@@ -66,9 +66,9 @@ func bareRun(b *testing.B, cli *client.Client, f *fixture) (string, string) {
 	b.Helper()
 	ctx := context.Background()
 	port := nat.Port(strconv.Itoa(sandbox.BridgePort) + "/tcp")
-	cfg := &container.Config{Image: f.image, Cmd: []string{"box-bridge"}, ExposedPorts: nat.PortSet{port: {}},
+	cfg := &container.Config{Image: f.Image, Cmd: []string{"box-bridge"}, ExposedPorts: nat.PortSet{port: {}},
 		Env: []string{"BRIDGE_HOST=0.0.0.0", "BRIDGE_PORT=" + strconv.Itoa(sandbox.BridgePort), "BRIDGE_BEARER=bench",
-			"BRIDGE_BACKENDS=claude", "BRIDGE_DATA_DIR=/tmp/bridge", "TANGLE_API_KEY=" + f.router.Key, "TANGLE_ROUTER_URL=" + f.router.URL,
+			"BRIDGE_BACKENDS=claude", "BRIDGE_DATA_DIR=/tmp/bridge", "TANGLE_API_KEY=" + f.Router.Key, "TANGLE_ROUTER_URL=" + f.Router.URL,
 			boxmeta.EnvLifetime + "=600"}}
 	hc := &container.HostConfig{NetworkMode: testNetwork, PortBindings: nat.PortMap{port: {{HostIP: "127.0.0.1"}}}}
 	created, err := cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")

@@ -13,17 +13,10 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
-)
-
-// A paced turn streams pacedDeltas text deltas pacedGap apart.
-const (
-	promptPaced = "PACED: write slowly"
-	pacedText   = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen"
-	pacedDeltas = 16
-	pacedGap    = 150 * time.Millisecond
 )
 
 // servingBridge returns the pid of the serving bridge in env's box (the
@@ -46,7 +39,7 @@ func servingBridge(t *testing.T, env *sandbox.Environment) string {
 func TestProvider_BridgeCrashInBox(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	env := create(t, f.provider(t, nil), sandbox.CreateRequest{Profile: claude})
+	env := create(t, f.Provider(t, nil), sandbox.CreateRequest{Profile: claude})
 	first := servingBridge(t, env)
 	if first == "" || strings.Contains(first, "\n") {
 		t.Fatalf("serving bridges in the box: %q, want one", first)
@@ -114,7 +107,7 @@ func TestProvider_BridgeCrashInBox(t *testing.T) {
 	if second == "" || second == first {
 		t.Errorf("serving bridge after the kill = %q, want a new one (the first was %s)", second, first)
 	}
-	if text, _, err := turn(t.Context(), env, provider.Turn{Prompt: "Say hello."}); err != nil || !strings.Contains(text, replyText) {
+	if text, _, err := sandboxtest.Turn(t.Context(), env, provider.Turn{Prompt: "Say hello."}); err != nil || !strings.Contains(text, replyText) {
 		t.Errorf("a turn after the restart = %q, %v, want the reply (bearer and router key kept)", text, err)
 	}
 	_, stderr, _ := env.BridgeLog(t.Context())
@@ -171,7 +164,7 @@ func TestProvider_CallerDiesMidStream(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	tag := sandbox.NewRunTag()
-	t.Cleanup(func() { assertNoBoxes(t, f.vendor, tag) })
+	t.Cleanup(func() { assertNoBoxes(t, f.Vendor, tag) })
 	cmd, dec := execChild(t, f, "follow", tag, 10*time.Minute)
 	var fw followed
 	if err := dec.Decode(&fw.Box); err != nil {
@@ -199,7 +192,7 @@ func TestProvider_CallerDiesMidStream(t *testing.T) {
 	if err := json.Unmarshal(raw, &saved); err != nil {
 		t.Fatal(err)
 	}
-	p := f.provider(t, func(o *sandbox.Options) { o.RunTag = tag })
+	p := f.Provider(t, func(o *sandbox.Options) { o.RunTag = tag })
 	env, err := p.Connect(t.Context(), saved.Box)
 	if err != nil {
 		t.Fatalf("Connect: %v", err)

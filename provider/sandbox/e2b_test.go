@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/e2btest"
+	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
@@ -17,12 +18,6 @@ import (
 // whose sandboxes are containers on the test bed's engine and network
 // (so they reach the fixture's model endpoint), with the box image
 // published as a template through the emulator.
-func init() { extraTargets = append(extraTargets, e2bTarget) }
-
-func e2bTarget(t testing.TB, _ *fixture) target {
-	env := e2btest.Shared(t)
-	return target{name: "e2b", vendor: env.Client(t), image: env.Template, inspect: env.Inspect}
-}
 
 // TestProvider_E2BGoneMidTurn deletes a sandbox behind the client's back
 // (another client's DELETE /sandboxes/{id}) while a turn streams: the turn
@@ -31,8 +26,8 @@ func TestProvider_E2BGoneMidTurn(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	env := e2btest.Shared(t)
-	tg := e2bTarget(t, f)
-	p := f.on(t, tg, nil)
+	tg := sandboxtest.E2BTarget(t, f)
+	p := f.On(t, tg, nil)
 	e, err := p.Create(t.Context(), sandbox.CreateRequest{Profile: claude})
 	if err != nil {
 		t.Fatal(err)
@@ -41,12 +36,12 @@ func TestProvider_E2BGoneMidTurn(t *testing.T) {
 	marker := promptStall + " " + randText()
 	errC := make(chan error, 1)
 	go func() {
-		_, _, err := turn(t.Context(), e, provider.Turn{Prompt: marker})
+		_, _, err := sandboxtest.Turn(t.Context(), e, provider.Turn{Prompt: marker})
 		errC <- err
 	}()
 	// Once the turn's model call is in flight, another client deletes the
 	// sandbox.
-	vendortest.Poll(t, 2*time.Minute, "the turn's model call", func() bool { return f.sawPrompt(marker) })
+	vendortest.Poll(t, 2*time.Minute, "the turn's model call", func() bool { return f.SawPrompt(marker) })
 	other, err := env.Client(t).Connect(t.Context(), e.Box().ID())
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +71,7 @@ func TestProvider_E2BGoneMidTurn(t *testing.T) {
 	if err := e.Destroy(context.WithoutCancel(t.Context())); err != nil && !errors.Is(err, vendors.ErrGone) {
 		t.Errorf("Destroy of the deleted box = %v, want nil or the gone error", err)
 	}
-	if _, err := tg.vendor.Connect(t.Context(), e.Box().ID()); !errors.Is(err, vendors.ErrNotFound) {
+	if _, err := tg.Vendor.Connect(t.Context(), e.Box().ID()); !errors.Is(err, vendors.ErrNotFound) {
 		t.Errorf("Connect(deleted box) = %v, want ErrNotFound", err)
 	}
 }

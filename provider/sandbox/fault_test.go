@@ -95,7 +95,7 @@ func TestProvider_CreateFaults(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p := f.provider(t, tc.opts)
+			p := f.Provider(t, tc.opts)
 			env, err := p.Create(t.Context(), tc.req)
 			if env != nil {
 				_ = env.Destroy(context.WithoutCancel(t.Context()))
@@ -111,8 +111,8 @@ func TestProvider_CreateFaults(t *testing.T) {
 
 	t.Run("destroy fails", func(t *testing.T) {
 		t.Parallel()
-		p := f.provider(t, func(o *sandbox.Options) {
-			o.Vendor = failingDestroy{f.vendor}
+		p := f.Provider(t, func(o *sandbox.Options) {
+			o.Vendor = failingDestroy{f.Vendor}
 			o.Pins = mismatch
 		})
 		_, err := p.Create(t.Context(), sandbox.CreateRequest{Profile: claude})
@@ -124,7 +124,7 @@ func TestProvider_CreateFaults(t *testing.T) {
 		if !errors.As(err, &pm) {
 			t.Errorf("the cleanup error %v lost the original failure", err)
 		}
-		box, err := f.vendor.Connect(t.Context(), ce.BoxID)
+		box, err := f.Vendor.Connect(t.Context(), ce.BoxID)
 		if err != nil {
 			t.Fatalf("the cleanup handle %s names no box: %v", ce.BoxID, err)
 		}
@@ -151,7 +151,7 @@ func TestProvider_CloneWorkspace(t *testing.T) {
 			t.Fatalf("git %v: %v %s", args, err, out)
 		}
 	}
-	host, err := f.vendor.HostAddress(t.Context())
+	host, err := f.Vendor.HostAddress(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestProvider_CloneWorkspace(t *testing.T) {
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { srv.Close() })
 
-	p := f.provider(t, nil)
+	p := f.Provider(t, nil)
 	env := create(t, p, sandbox.CreateRequest{Profile: claude,
 		Workspace: &sandbox.WorkspaceRepo{RepoURL: fmt.Sprintf("http://%s/", l.Addr()), GitRef: "v1"}})
 	res, err := env.Box().Exec(t.Context(), vendors.ExecSpec{Command: []string{"git", "log", "--format=%s"}, Dir: sandbox.Workspace})

@@ -218,8 +218,8 @@ func boxFile(t *testing.T, b vendors.Box, file string) bool {
 // twin that succeeds, so a refusal is the jail's doing.
 func TestJail_InDockerBox(t *testing.T) {
 	f := setup(t)
-	jr := newJailRouter(t, f.vendor)
-	p := f.on(t, target{name: "docker", vendor: f.vendor, image: f.image}, func(o *sandbox.Options) { o.Router = jr.router })
+	jr := newJailRouter(t, f.Vendor)
+	p := f.On(t, target{Name: "docker", Vendor: f.Vendor, Image: f.Image}, func(o *sandbox.Options) { o.Router = jr.router })
 	env := create(t, p, sandbox.CreateRequest{Profile: claude})
 	box := env.Box()
 
@@ -297,7 +297,7 @@ func TestJail_StockProfileRefusesJails(t *testing.T) {
 	}
 	t.Cleanup(func() { v.Close() })
 	jr := newJailRouter(t, v)
-	p := f.on(t, target{name: "docker", vendor: v, image: f.image}, func(o *sandbox.Options) { o.Router = jr.router })
+	p := f.On(t, target{Name: "docker", Vendor: v, Image: f.Image}, func(o *sandbox.Options) { o.Router = jr.router })
 	senv := create(t, p, sandbox.CreateRequest{Profile: claude})
 	err = jailTurn(t, jr, senv, provider.Execution{Kind: provider.ExecutionHost, Jail: &provider.Jail{Mode: "write-jail"}},
 		"stockwrite", probe("write", "stockwrite", "/home/box/jail-stock"))

@@ -12,7 +12,6 @@ import (
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/kubernetes"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // BenchmarkKubernetesStart measures Create to a ready environment on the
@@ -58,7 +57,7 @@ func BenchmarkKubernetesStart(b *testing.B) {
 // benchStarts times sandbox creates on v; after (untimed) checks each and
 // readies the next.
 func benchStarts(b *testing.B, f *fixture, tv *timedVendor, img string, after func(*sandbox.Environment)) {
-	p, err := sandbox.New(sandbox.Options{Vendor: tv, Image: img, Router: f.router, Lifetime: 10 * time.Minute})
+	p, err := sandbox.New(sandbox.Options{Vendor: tv, Image: img, Router: f.Router, Lifetime: 10 * time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -99,42 +98,4 @@ func (v *timedVendor) total() time.Duration {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.sum
-}
-
-// benchKubeStandbyClaims is BenchmarkPoolClaim's impl=agent-sandbox: rounds
-// of conc Creates (at once, or gap apart), each a claim of a standby warm
-// pool of conc pods (refilled and ready before each round, untimed), with
-// a personal env.
-// Beside the claim latency it reports the medians of its two parts:
-// bind-p50-ms, agent-sandbox's claim to the bound pod (PhaseVendorClaim),
-// and handover-p50-ms, the bridge's health, pin and claim request
-// (PhaseClaim).
-func benchKubeStandbyClaims(b *testing.B, f *fixture, rounds, conc int, gap time.Duration) {
-	p, kv, name := kubeStandbyPool(b, f, int32(conc))
-	var mu sync.Mutex
-	var bind, handover []time.Duration
-	for b.Loop() {
-		lat := claimRounds(b, rounds, conc, gap, func() { waitKubePool(b, kv, name) }, func(ctx context.Context) (*sandbox.Environment, error) {
-			e, err := p.Create(ctx, sandbox.CreateRequest{Profile: claude, Env: map[string]string{"SECRET": randText()}})
-			if err != nil {
-				return nil, err
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			for _, ph := range e.Timings() {
-				switch ph.Name {
-				case sandbox.PhaseVendorClaim:
-					bind = append(bind, ph.Duration)
-				case sandbox.PhaseClaim:
-					handover = append(handover, ph.Duration)
-				case sandbox.PhaseVendor:
-					b.Errorf("box %s was created, not claimed", e.Box().ID())
-				}
-			}
-			return e, nil
-		})
-		vendortest.ReportLatency(b, lat)
-	}
-	reportMedian(b, bind, "bind-p50-ms")
-	reportMedian(b, handover, "handover-p50-ms")
 }

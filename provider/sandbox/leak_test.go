@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/e2btest"
+	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
@@ -152,7 +153,7 @@ func TestLeaks_Emulators(t *testing.T) {
 			return env.Client(t), env.Template, env.Server
 		}},
 		{"daytona", func(t *testing.T) (vendors.Vendor, string, faulty) {
-			emu, v := daytonaEmulator(t, f, daytonaemu.Options{})
+			emu, v := sandboxtest.DaytonaEmulator(t, f, daytonaemu.Options{})
 			return v, "box", emu
 		}},
 	} {
@@ -196,7 +197,7 @@ func TestLeaks_DockerCallerKilled(t *testing.T) {
 		killed := time.Now()
 		_ = cmd.Wait()
 		filter := map[string]string{reaper.LabelRunTag: tag}
-		left, err := f.vendor.List(t.Context(), filter)
+		left, err := f.Vendor.List(t.Context(), filter)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,10 +209,10 @@ func TestLeaks_DockerCallerKilled(t *testing.T) {
 		// shows up after the kill: gc until none is left, under a deadline.
 		var after []vendors.Info
 		for deadline := time.Now().Add(time.Minute); ; {
-			if _, err := sandbox.GC(t.Context(), f.vendor, sandbox.GCOptions{Filter: filter}); err != nil {
+			if _, err := sandbox.GC(t.Context(), f.Vendor, sandbox.GCOptions{Filter: filter}); err != nil {
 				t.Fatalf("gc: %v", err)
 			}
-			if after, err = f.vendor.List(t.Context(), filter); err != nil {
+			if after, err = f.Vendor.List(t.Context(), filter); err != nil {
 				t.Fatal(err)
 			}
 			if len(after) == 0 || time.Now().After(deadline) {
@@ -226,7 +227,7 @@ func TestLeaks_DockerCallerKilled(t *testing.T) {
 			took = append(took, time.Since(killed))
 		}
 	}
-	q := func(p float64) time.Duration { return quantile(took, p).Round(time.Millisecond) }
+	q := func(p float64) time.Duration { return sandboxtest.Quantile(took, p).Round(time.Millisecond) }
 	t.Logf("docker: %d callers killed mid-Create, %d had made a box (%d with two, %d gc rounds for boxes that showed after the kill), kill to removal p50 %v p99 %v max %v",
 		*leakKills, len(took), dups, late, q(0.5), q(0.99), q(1))
 	if dups != 0 {

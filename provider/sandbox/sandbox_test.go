@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -19,165 +17,36 @@ import (
 
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/boxmeta"
-	"github.com/tangle-network/boxctl/internal/boxtest"
-	"github.com/tangle-network/boxctl/internal/routerstub"
+	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
-	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
-// The local model endpoint's replies, chosen by the turn's prompt.
-const (
-	replyText   = "hello from inside the box"
-	promptStall = "STALL: think for a long time"
-	servedModel = "router-served-model"
-	testNetwork = "boxctl-test"
+// The fixture the live tests share (internal/sandboxtest).
+type (
+	fixture = sandboxtest.Fixture
+	target  = sandboxtest.Target
 )
 
-// fixture is what the live tests share: the Docker vendor, the box image
-// and a local model endpoint on the boxes' network.
-type fixture struct {
-	vendor *docker.Vendor
-	image  string
-	router sandbox.Router
-	stub   *routerstub.Server
-}
+const (
+	replyText   = sandboxtest.ReplyText
+	promptStall = sandboxtest.PromptStall
+	promptPaced = sandboxtest.PromptPaced
+	pacedText   = sandboxtest.PacedText
+	servedModel = sandboxtest.ServedModel
+	testNetwork = sandboxtest.Network
+)
 
 var (
-	fixOnce sync.Once
-	fix     *fixture
-	fixErr  error
+	setup         = sandboxtest.Setup
+	randText      = sandboxtest.RandText
+	assertNoBoxes = sandboxtest.AssertNoBoxes
+	claude        = sandboxtest.Claude
 )
-
-func setup(t testing.TB) *fixture {
-	t.Helper()
-	env := testbed.Require(t)
-	image := boxtest.Image(t, boxtest.Options{})
-	fixOnce.Do(func() { fix, fixErr = newFixture(env, image) })
-	if fixErr != nil {
-		t.Fatal(fixErr)
-	}
-	return fix
-}
-
-func newFixture(env testbed.Env, image string) (*fixture, error) {
-	v, err := docker.New(docker.WithHost(env.DockerHost), docker.WithNetwork(testNetwork))
-	if err != nil {
-		return nil, err
-	}
-	host, err := v.HostAddress(context.Background())
-	if err != nil {
-		return nil, err
-	}
-	key := "router-key-" + strings.ToLower(randText())
-	script := routerstub.ScriptFunc(func(r routerstub.Request) routerstub.Reply {
-		switch {
-		case r.Side:
-			return routerstub.Text("side")
-		case strings.Contains(r.Prompt, promptStall):
-			return routerstub.Stall(10 * time.Minute)
-		case strings.Contains(r.Prompt, promptPaced):
-			return routerstub.Deltas(pacedText, pacedDeltas).Paced(pacedGap)
-		}
-		return routerstub.Deltas(replyText, 4)
-	})
-	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, Script: script, ServedModel: servedModel})
-	if err != nil {
-		return nil, err
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return nil, fmt.Errorf("listen on the boxes' network: %w", err)
-	}
-	go func() { _ = http.Serve(l, stub) }()
-	return &fixture{vendor: v, image: image, stub: stub, router: sandbox.Router{URL: "http://" + l.Addr().String(), Key: key}}, nil
-}
-
-// sawPrompt reports whether the model endpoint received a request whose
-// prompt contains s.
-func (f *fixture) sawPrompt(s string) bool {
-	for _, r := range f.stub.Requests() {
-		if strings.Contains(r.Prompt, s) {
-			return true
-		}
-	}
-	return false
-}
-
-func randText() string { return strings.ToLower(sandbox.NewRunTag()[4:]) }
-
-func (f *fixture) provider(t testing.TB, edit func(*sandbox.Options)) *sandbox.Provider {
-	t.Helper()
-	return f.on(t, f.docker(), edit)
-}
-
-// on returns a provider of the target's boxes, checking at the end of t
-// that none is left.
-func (f *fixture) on(t testing.TB, tg target, edit func(*sandbox.Options)) *sandbox.Provider {
-	t.Helper()
-	o := sandbox.Options{Vendor: tg.vendor, Image: tg.image, Router: f.router, Lifetime: 10 * time.Minute}
-	if edit != nil {
-		edit(&o)
-	}
-	p, err := sandbox.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { assertNoBoxes(t, tg.vendor, p.RunTag()) })
-	return p
-}
-
-// target is a vendor the sandbox flow runs on, with an image it creates
-// boxes from.
-type target struct {
-	name   string
-	vendor vendors.Vendor
-	image  string
-	// inspect returns everything the vendor's control plane shows of a
-	// box, for the secrets check; nil where the test cannot see it.
-	inspect func(t testing.TB, boxID string) string
-}
-
-func (f *fixture) docker() target {
-	return target{name: "docker", vendor: f.vendor, image: f.image, inspect: boxtest.Inspect}
-}
-
-// targets returns every vendor the flow tests run on: Docker, and those
-// of extraTargets.
-func (f *fixture) targets(t testing.TB) []target {
-	out := []target{f.docker()}
-	for _, mk := range extraTargets {
-		out = append(out, mk(t, f))
-	}
-	return out
-}
-
-// extraTargets make the vendors beside Docker (their emulators).
-var extraTargets []func(testing.TB, *fixture) target
-
-// assertNoBoxes fails t if any box with the run tag remains.
-func assertNoBoxes(t testing.TB, v vendors.Vendor, tag string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	list, err := v.List(ctx, map[string]string{boxmeta.LabelRunTag: tag})
-	if err != nil {
-		t.Errorf("list boxes of %s: %v", tag, err)
-		return
-	}
-	for _, b := range list {
-		t.Errorf("box %s with run tag %s remains (%s)", b.ID, tag, b.State)
-		if box, err := v.Connect(ctx, b.ID); err == nil {
-			_ = box.Destroy(ctx)
-		}
-	}
-}
-
-var claude = provider.Profile{Harness: "claude-code", Model: provider.ProfileModel{Default: "claude-sonnet-4-5"}}
 
 func create(t *testing.T, p *sandbox.Provider, req sandbox.CreateRequest) *sandbox.Environment {
 	t.Helper()
@@ -197,25 +66,11 @@ func create(t *testing.T, p *sandbox.Provider, req sandbox.CreateRequest) *sandb
 	return env
 }
 
-// turn streams one turn and returns its text, its last event and its error.
-func turn(ctx context.Context, env *sandbox.Environment, tr provider.Turn) (string, []provider.Event, error) {
-	var text string
-	var evs []provider.Event
-	for ev, err := range env.Stream(ctx, tr) {
-		if err != nil {
-			return text, evs, err
-		}
-		text += ev.Delta
-		evs = append(evs, ev)
-	}
-	return text, evs, nil
-}
-
 func TestProvider_LiveTurn(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	for _, tg := range f.targets(t) {
-		t.Run(tg.name, func(t *testing.T) {
+	for _, tg := range f.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
 			t.Parallel()
 			liveTurn(t, f, tg)
 		})
@@ -224,7 +79,7 @@ func TestProvider_LiveTurn(t *testing.T) {
 
 func liveTurn(t *testing.T, f *fixture, tg target) {
 	var logs bytes.Buffer
-	p := f.on(t, tg, func(o *sandbox.Options) {
+	p := f.On(t, tg, func(o *sandbox.Options) {
 		o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		o.BridgeEnv = map[string]string{"BRIDGE_LOG_LEVEL": "debug"}
 	})
@@ -234,7 +89,7 @@ func liveTurn(t *testing.T, f *fixture, tg target) {
 		t.Errorf("deadline %v is %v away, want within the lifetime", ref.Deadline, left)
 	}
 
-	text, evs, err := turn(t.Context(), env, provider.Turn{Prompt: "Say hello."})
+	text, evs, err := sandboxtest.Turn(t.Context(), env, provider.Turn{Prompt: "Say hello."})
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
@@ -289,10 +144,10 @@ func liveTurn(t *testing.T, f *fixture, tg target) {
 	}
 
 	// Neither secret in the box's inspect data, any exec's, or any log.
-	secrets := map[string]string{"bearer": ref.Bearer, "router key": f.router.Key}
+	secrets := map[string]string{"bearer": ref.Bearer, "router key": f.Router.Key}
 	raw := ""
-	if tg.inspect != nil {
-		raw = tg.inspect(t, env.Box().ID())
+	if tg.Inspect != nil {
+		raw = tg.Inspect(t, env.Box().ID())
 	}
 	stdout, stderr := bridgeLog(t, env)
 	for name, s := range secrets {
@@ -326,8 +181,8 @@ func bridgeLog(t *testing.T, env *sandbox.Environment) (string, string) {
 func TestProvider_LiveControl(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	for _, tg := range f.targets(t) {
-		t.Run(tg.name, func(t *testing.T) {
+	for _, tg := range f.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
 			t.Parallel()
 			liveControl(t, f, tg)
 		})
@@ -335,11 +190,11 @@ func TestProvider_LiveControl(t *testing.T) {
 }
 
 func liveControl(t *testing.T, f *fixture, tg target) {
-	p := f.on(t, tg, nil)
+	p := f.On(t, tg, nil)
 	env := create(t, p, sandbox.CreateRequest{Profile: claude})
 
 	t.Run("timeout", func(t *testing.T) {
-		_, evs, err := turn(t.Context(), env, provider.Turn{Prompt: promptStall, Timeout: 3 * time.Second})
+		_, evs, err := sandboxtest.Turn(t.Context(), env, provider.Turn{Prompt: promptStall, Timeout: 3 * time.Second})
 		var te *provider.TimeoutError
 		if !errors.As(err, &te) || te.Timeout != 3*time.Second {
 			t.Fatalf("Stream past its timeout = %v, want a *provider.TimeoutError of 3s", err)
@@ -358,7 +213,7 @@ func liveControl(t *testing.T, f *fixture, tg target) {
 			defer cancel()
 			tick := time.NewTicker(50 * time.Millisecond)
 			defer tick.Stop()
-			for !f.sawPrompt(marker) {
+			for !f.SawPrompt(marker) {
 				select {
 				case <-ctx.Done():
 					return
@@ -366,7 +221,7 @@ func liveControl(t *testing.T, f *fixture, tg target) {
 				}
 			}
 		}()
-		_, _, err := turn(ctx, env, provider.Turn{Prompt: marker})
+		_, _, err := sandboxtest.Turn(ctx, env, provider.Turn{Prompt: marker})
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("Stream after cancel = %v, want context.Canceled", err)
 		}
@@ -376,7 +231,7 @@ func liveControl(t *testing.T, f *fixture, tg target) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = turn(t.Context(), env, provider.Turn{Prompt: "Say hello."})
+		_, _, err = sandboxtest.Turn(t.Context(), env, provider.Turn{Prompt: "Say hello."})
 		var ce *provider.ConflictError
 		if !errors.As(err, &ce) {
 			t.Errorf("a turn on a busy environment = %v, want a *provider.ConflictError", err)
@@ -389,7 +244,7 @@ func liveControl(t *testing.T, f *fixture, tg target) {
 		if err != nil || st.Status != provider.StatusCancelled {
 			t.Fatalf("Cancel = %+v, %v; want cancelled", st, err)
 		}
-		if text, _, err := turn(t.Context(), env, provider.Turn{Prompt: "Say hello."}); err != nil || !strings.Contains(text, replyText) {
+		if text, _, err := sandboxtest.Turn(t.Context(), env, provider.Turn{Prompt: "Say hello."}); err != nil || !strings.Contains(text, replyText) {
 			t.Errorf("a turn after the cancel = %q, %v", text, err)
 		}
 	})
@@ -413,7 +268,7 @@ func child(mode string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	f, err := newFixture(env, os.Getenv("BOXCTL_SANDBOX_IMAGE"))
+	f, err := sandboxtest.New(env, os.Getenv("BOXCTL_SANDBOX_IMAGE"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -422,14 +277,11 @@ func child(mode string) int {
 	if lifetime, err = time.ParseDuration(os.Getenv("BOXCTL_SANDBOX_LIFETIME")); err != nil {
 		lifetime = 10 * time.Minute
 	}
-	p, err := sandbox.New(sandbox.Options{Vendor: f.vendor, Image: f.image, Router: sandbox.Router{URL: os.Getenv("BOXCTL_SANDBOX_ROUTER"), Key: os.Getenv("BOXCTL_SANDBOX_KEY")},
+	p, err := sandbox.New(sandbox.Options{Vendor: f.Vendor, Image: f.Image, Router: sandbox.Router{URL: os.Getenv("BOXCTL_SANDBOX_ROUTER"), Key: os.Getenv("BOXCTL_SANDBOX_KEY")},
 		Lifetime: lifetime, RunTag: os.Getenv("BOXCTL_SANDBOX_RUN")})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
-	}
-	if mode == "keeper" || mode == "claimer" {
-		return poolChild(mode, p)
 	}
 	e, err := p.Create(context.Background(), sandbox.CreateRequest{Profile: claude})
 	if err != nil {
@@ -454,7 +306,7 @@ func child(mode string) int {
 func startChild(t *testing.T, f *fixture, mode string, lifetime time.Duration) (*exec.Cmd, string, sandbox.Reference) {
 	t.Helper()
 	tag := sandbox.NewRunTag()
-	t.Cleanup(func() { assertNoBoxes(t, f.vendor, tag) })
+	t.Cleanup(func() { assertNoBoxes(t, f.Vendor, tag) })
 	cmd, dec := execChild(t, f, mode, tag, lifetime)
 	var ref sandbox.Reference
 	if err := dec.Decode(&ref); err != nil {
@@ -466,8 +318,8 @@ func startChild(t *testing.T, f *fixture, mode string, lifetime time.Duration) (
 func execChild(t *testing.T, f *fixture, mode, tag string, lifetime time.Duration) (*exec.Cmd, *json.Decoder) {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childVar+"="+mode, "BOXCTL_SANDBOX_IMAGE="+f.image, "BOXCTL_SANDBOX_ROUTER="+f.router.URL,
-		"BOXCTL_SANDBOX_KEY="+f.router.Key, "BOXCTL_SANDBOX_RUN="+tag, "BOXCTL_SANDBOX_LIFETIME="+lifetime.String())
+	cmd.Env = append(os.Environ(), childVar+"="+mode, "BOXCTL_SANDBOX_IMAGE="+f.Image, "BOXCTL_SANDBOX_ROUTER="+f.Router.URL,
+		"BOXCTL_SANDBOX_KEY="+f.Router.Key, "BOXCTL_SANDBOX_RUN="+tag, "BOXCTL_SANDBOX_LIFETIME="+lifetime.String())
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -487,7 +339,7 @@ func TestProvider_ReconnectAfterExit(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("child: %v", err)
 	}
-	p := f.provider(t, func(o *sandbox.Options) { o.RunTag = tag })
+	p := f.Provider(t, func(o *sandbox.Options) { o.RunTag = tag })
 	env, err := p.Connect(t.Context(), ref)
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
@@ -496,7 +348,7 @@ func TestProvider_ReconnectAfterExit(t *testing.T) {
 	if env.ID() == "" || env.Reference().BoxID != ref.BoxID {
 		t.Errorf("Connect = %s in box %s, want box %s", env.ID(), env.Reference().BoxID, ref.BoxID)
 	}
-	if text, _, err := turn(t.Context(), env, provider.Turn{Prompt: "Say hello."}); err != nil || !strings.Contains(text, replyText) {
+	if text, _, err := sandboxtest.Turn(t.Context(), env, provider.Turn{Prompt: "Say hello."}); err != nil || !strings.Contains(text, replyText) {
 		t.Fatalf("turn after reconnect = %q, %v", text, err)
 	}
 	if err := env.Destroy(t.Context()); err != nil {
@@ -521,7 +373,7 @@ func TestProvider_AbandonedBoxEnds(t *testing.T) {
 	_ = cmd.Wait()
 	deadline := ref.Deadline.Add(15 * time.Second)
 	vendortest.Poll(t, time.Until(deadline), "the abandoned box to end by itself", func() bool {
-		_, err := f.vendor.Connect(t.Context(), ref.BoxID)
+		_, err := f.Vendor.Connect(t.Context(), ref.BoxID)
 		return errors.Is(err, vendors.ErrNotFound)
 	})
 }
@@ -531,23 +383,23 @@ func TestGC_RemovesOrphans(t *testing.T) {
 	f := setup(t)
 	cmd, tag, ref := startChild(t, f, "hang", 10*time.Minute)
 	filter := map[string]string{boxmeta.LabelRunTag: tag}
-	if reaped, err := sandbox.GC(t.Context(), f.vendor, sandbox.GCOptions{Filter: filter}); err != nil || len(reaped) != 0 {
+	if reaped, err := sandbox.GC(t.Context(), f.Vendor, sandbox.GCOptions{Filter: filter}); err != nil || len(reaped) != 0 {
 		t.Fatalf("GC while the owner lives = %+v, %v; want nothing", reaped, err)
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
-	dry, err := sandbox.GC(t.Context(), f.vendor, sandbox.GCOptions{Filter: filter, DryRun: true})
+	dry, err := sandbox.GC(t.Context(), f.Vendor, sandbox.GCOptions{Filter: filter, DryRun: true})
 	if err != nil || len(dry) != 1 || dry[0].Box.ID != ref.BoxID || dry[0].Reason != reaper.ReasonOwnerGone {
 		t.Fatalf("GC dry run = %+v, %v; want the orphan", dry, err)
 	}
-	if _, err := f.vendor.Connect(t.Context(), ref.BoxID); err != nil {
+	if _, err := f.Vendor.Connect(t.Context(), ref.BoxID); err != nil {
 		t.Fatalf("the dry run removed the box: %v", err)
 	}
-	reaped, err := sandbox.GC(t.Context(), f.vendor, sandbox.GCOptions{Filter: filter})
+	reaped, err := sandbox.GC(t.Context(), f.Vendor, sandbox.GCOptions{Filter: filter})
 	if err != nil || len(reaped) != 1 || reaped[0].Err != nil {
 		t.Fatalf("GC = %+v, %v", reaped, err)
 	}
-	if _, err := f.vendor.Connect(t.Context(), ref.BoxID); !errors.Is(err, vendors.ErrNotFound) {
+	if _, err := f.Vendor.Connect(t.Context(), ref.BoxID); !errors.Is(err, vendors.ErrNotFound) {
 		t.Errorf("the orphan remains after GC: %v", err)
 	}
 }
@@ -557,7 +409,7 @@ func TestGC_RemovesOrphans(t *testing.T) {
 func TestProvider_ConcurrentCreates(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	p := f.provider(t, nil)
+	p := f.Provider(t, nil)
 	const n = 20
 	envs := make([]*sandbox.Environment, n)
 	errs := make([]error, n)

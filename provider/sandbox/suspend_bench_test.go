@@ -8,6 +8,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/tangle-network/boxctl/internal/dockerclient"
+	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -29,10 +30,10 @@ func BenchmarkSuspendResume(b *testing.B) {
 	env := testbed.Require(b)
 	b.Run("op=suspend/impl=baseline", func(b *testing.B) { bareCycle(b, f, env, true) })
 	b.Run("op=resume/impl=baseline", func(b *testing.B) { bareCycle(b, f, env, false) })
-	b.Run("op=suspend/impl=boxctl", func(b *testing.B) { boxCycle(b, f, f.docker(), true) })
-	b.Run("op=resume/impl=boxctl", func(b *testing.B) { boxCycle(b, f, f.docker(), false) })
-	b.Run("op=suspend/vendor=kubernetes/impl=boxctl", func(b *testing.B) { boxCycle(b, f, kubernetesTarget(b, f), true) })
-	b.Run("op=resume/vendor=kubernetes/impl=boxctl", func(b *testing.B) { boxCycle(b, f, kubernetesTarget(b, f), false) })
+	b.Run("op=suspend/impl=boxctl", func(b *testing.B) { boxCycle(b, f, f.Docker(), true) })
+	b.Run("op=resume/impl=boxctl", func(b *testing.B) { boxCycle(b, f, f.Docker(), false) })
+	b.Run("op=suspend/vendor=kubernetes/impl=boxctl", func(b *testing.B) { boxCycle(b, f, sandboxtest.KubernetesTarget(b, f), true) })
+	b.Run("op=resume/vendor=kubernetes/impl=boxctl", func(b *testing.B) { boxCycle(b, f, sandboxtest.KubernetesTarget(b, f), false) })
 }
 
 func bareCycle(b *testing.B, f *fixture, env testbed.Env, timeStop bool) {
@@ -81,13 +82,13 @@ func bareCycle(b *testing.B, f *fixture, env testbed.Env, timeStop bool) {
 }
 
 func boxCycle(b *testing.B, f *fixture, tg target, timeSuspend bool) {
-	p := f.on(b, tg, suspendable(f, &events{}, nil))
+	p := f.On(b, tg, suspendable(f, &events{}, nil))
 	e, err := p.Create(b.Context(), sandbox.CreateRequest{Profile: claude})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer func() { _ = e.Destroy(context.Background()) }()
-	if _, _, err := turn(b.Context(), e, provider.Turn{Prompt: "bench turn"}); err != nil {
+	if _, _, err := sandboxtest.Turn(b.Context(), e, provider.Turn{Prompt: "bench turn"}); err != nil {
 		b.Fatal(err)
 	}
 	var lat []time.Duration
@@ -130,7 +131,7 @@ func BenchmarkFork10(b *testing.B) {
 	const n = 10
 	f := setup(b)
 	b.Run("impl=baseline", func(b *testing.B) {
-		p := f.provider(b, nil)
+		p := f.Provider(b, nil)
 		var lat []time.Duration
 		for b.Loop() {
 			start := time.Now()
@@ -165,21 +166,21 @@ func BenchmarkFork10(b *testing.B) {
 		}
 		vendortest.ReportLatency(b, lat)
 	})
-	b.Run("impl=boxctl", func(b *testing.B) { forkBench(b, f, f.docker(), n) })
-	b.Run("vendor=e2b/impl=boxctl", func(b *testing.B) { forkBench(b, f, e2bTarget(b, f), n) })
-	b.Run("vendor=kubernetes/impl=boxctl", func(b *testing.B) { forkBench(b, f, kubernetesTarget(b, f), n) })
+	b.Run("impl=boxctl", func(b *testing.B) { forkBench(b, f, f.Docker(), n) })
+	b.Run("vendor=e2b/impl=boxctl", func(b *testing.B) { forkBench(b, f, sandboxtest.E2BTarget(b, f), n) })
+	b.Run("vendor=kubernetes/impl=boxctl", func(b *testing.B) { forkBench(b, f, sandboxtest.KubernetesTarget(b, f), n) })
 }
 
 // forkBench times p.Fork of a suspended box that ran a turn into n ready
 // environments on tg.
 func forkBench(b *testing.B, f *fixture, tg target, n int) {
-	p := f.on(b, tg, suspendable(f, &events{}, nil))
+	p := f.On(b, tg, suspendable(f, &events{}, nil))
 	e, err := p.Create(b.Context(), sandbox.CreateRequest{Profile: claude})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer func() { _ = e.Destroy(context.Background()) }()
-	if _, _, err := turn(b.Context(), e, provider.Turn{Prompt: "fork bench turn"}); err != nil {
+	if _, _, err := sandboxtest.Turn(b.Context(), e, provider.Turn{Prompt: "fork bench turn"}); err != nil {
 		b.Fatal(err)
 	}
 	ref, err := e.Suspend(b.Context(), sandbox.SuspendOptions{})

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
@@ -158,9 +159,9 @@ func rawReplay(t *testing.T, env *sandbox.Environment, runID string) []string {
 
 // mainRequest returns the body of the model request of the turn whose
 // prompt holds marker.
-func (f *fixture) mainRequest(t *testing.T, marker string) string {
+func mainRequest(t *testing.T, f *fixture, marker string) string {
 	t.Helper()
-	for _, r := range slices.Backward(f.stub.Requests()) {
+	for _, r := range slices.Backward(f.Stub.Requests()) {
 		if !r.Side && strings.Contains(r.Prompt, marker) {
 			return string(r.Body)
 		}
@@ -204,7 +205,7 @@ func TestProvider_LiveSuspendResume(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	for _, tg := range suspendTargets(t, f) {
-		t.Run(tg.name, func(t *testing.T) {
+		t.Run(tg.Name, func(t *testing.T) {
 			t.Parallel()
 			suspendResume(t, f, tg)
 		})
@@ -217,10 +218,10 @@ func suspendResume(t *testing.T, f *fixture, tg target) {
 	// run takes more than the default 10 minutes of it), within what the
 	// vendor allows (the E2B emulator's sandboxes run at most an hour).
 	life := 2 * time.Hour
-	if tg.name == "e2b" {
+	if tg.Name == "e2b" {
 		life = 25 * time.Minute
 	}
-	p := f.on(t, tg, suspendable(f, rec, func(o *sandbox.Options) { o.Lifetime = life }))
+	p := f.On(t, tg, suspendable(f, rec, func(o *sandbox.Options) { o.Lifetime = life }))
 	env := create(t, p, sandbox.CreateRequest{Profile: claude})
 	ctx := t.Context()
 	if _, err := env.Box().Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c",
@@ -241,7 +242,7 @@ func suspendResume(t *testing.T, f *fixture, tg target) {
 		ref, _ := sessionTurn(t, env, ses, mark(i))
 		runs = append(runs, run{ref, rawReplay(t, env, ref.ControlRef.RunID)})
 		if i > 0 {
-			body := f.mainRequest(t, mark(i))
+			body := mainRequest(t, f, mark(i))
 			for j := range i {
 				if !strings.Contains(body, mark(j)) {
 					t.Fatalf("cycle %d: the model's request lacks the earlier turn %q: the session forgot it", i, mark(j))
@@ -283,22 +284,9 @@ func suspendResume(t *testing.T, f *fixture, tg target) {
 	if n, m := rec.count(sandbox.EventSuspended, sandbox.ReasonUser), rec.count(sandbox.EventResumed, ""); n != cycles || m != cycles {
 		t.Errorf("events: %d suspended, %d resumed, want %d each", n, m, cycles)
 	}
-	t.Logf("%s: %d cycles: suspend p50 %v, resume to ready p50 %v", tg.name, cycles, p50(suspendTook), p50(resumeTook))
+	t.Logf("%s: %d cycles: suspend p50 %v, resume to ready p50 %v", tg.Name, cycles, sandboxtest.Quantile(suspendTook, 0.5), sandboxtest.Quantile(resumeTook, 0.5))
 	// The last resumed environment is the one to destroy.
 	t.Cleanup(func() { _ = env.Destroy(context.WithoutCancel(ctx)) })
-}
-
-func p50(ds []time.Duration) time.Duration { return quantile(ds, 0.5) }
-
-// quantile is the p-quantile of ds (the nearest rank at or above it), 0
-// for none.
-func quantile(ds []time.Duration, p float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(p*float64(len(s))))]
 }
 
 // TestProvider_LiveSuspendBusy refuses a suspend while a turn is live.
@@ -306,7 +294,7 @@ func TestProvider_LiveSuspendBusy(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	for _, tg := range suspendTargets(t, f) {
-		t.Run(tg.name, func(t *testing.T) {
+		t.Run(tg.Name, func(t *testing.T) {
 			t.Parallel()
 			suspendBusy(t, f, tg)
 		})
@@ -316,11 +304,11 @@ func TestProvider_LiveSuspendBusy(t *testing.T) {
 // suspendTargets are the vendors the suspend tests run on: Docker, the
 // Daytona and E2B emulators, and Kubernetes.
 func suspendTargets(t *testing.T, f *fixture) []target {
-	return []target{f.docker(), daytonaTarget(t, f), e2bTarget(t, f), kubernetesTarget(t, f)}
+	return []target{f.Docker(), sandboxtest.DaytonaTarget(t, f), sandboxtest.E2BTarget(t, f), sandboxtest.KubernetesTarget(t, f)}
 }
 
 func suspendBusy(t *testing.T, f *fixture, tg target) {
-	p := f.on(t, tg, suspendable(f, &events{}, nil))
+	p := f.On(t, tg, suspendable(f, &events{}, nil))
 	env := create(t, p, sandbox.CreateRequest{Profile: claude})
 	if _, err := env.Dispatch(t.Context(), provider.Turn{Prompt: promptStall}); err != nil {
 		t.Fatal(err)
@@ -344,7 +332,7 @@ func TestProvider_LiveIdleSuspend(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	rec := &events{}
-	p := f.provider(t, suspendable(f, rec, func(o *sandbox.Options) { o.IdleSuspend = 3 * time.Second }))
+	p := f.Provider(t, suspendable(f, rec, func(o *sandbox.Options) { o.IdleSuspend = 3 * time.Second }))
 	env := create(t, p, sandbox.CreateRequest{Profile: claude})
 	sessionTurn(t, env, "idle-ses", "idle-turn")
 	endpoint := env.Reference().Endpoint
@@ -386,7 +374,7 @@ func TestProvider_LiveFork(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	for _, tg := range forkTargets(t, f) {
-		t.Run(tg.name, func(t *testing.T) {
+		t.Run(tg.Name, func(t *testing.T) {
 			t.Parallel()
 			liveFork(t, f, tg)
 		})
@@ -396,19 +384,19 @@ func TestProvider_LiveFork(t *testing.T) {
 // forkTargets are the vendors the fork tests run on: Docker, both
 // emulators and Kubernetes.
 func forkTargets(t *testing.T, f *fixture) []target {
-	return []target{f.docker(), daytonaTarget(t, f), e2bTarget(t, f), kubernetesTarget(t, f)}
+	return []target{f.Docker(), sandboxtest.DaytonaTarget(t, f), sandboxtest.E2BTarget(t, f), sandboxtest.KubernetesTarget(t, f)}
 }
 
 func liveFork(t *testing.T, f *fixture, tg target) {
-	p := f.on(t, tg, suspendable(f, &events{}, nil))
+	p := f.On(t, tg, suspendable(f, &events{}, nil))
 	env := create(t, p, sandbox.CreateRequest{Profile: claude})
 	if _, err := env.Box().Exec(t.Context(), vendors.ExecSpec{Command: []string{"sh", "-c",
 		"head -c 65536 /dev/urandom > blob && mkdir -p sub && echo kept > sub/file"}, Dir: sandbox.Workspace}); err != nil {
 		t.Fatal(err)
 	}
 	hash := hashWorkspace(t, env.Box())
-	ses := "fork-ses-" + tg.name
-	origin := "fork-origin-marker-" + tg.name
+	ses := "fork-ses-" + tg.Name
+	origin := "fork-origin-marker-" + tg.Name
 	sessionTurn(t, env, ses, origin)
 	forks, self, err := env.Fork(t.Context(), 2)
 	for _, e := range append(slices.Clone(forks), self) {
@@ -420,7 +408,7 @@ func liveFork(t *testing.T, f *fixture, tg target) {
 		t.Fatalf("Fork: %v", err)
 	}
 	bearers := map[string]bool{self.Reference().Bearer: true}
-	marker := func(i int) string { return fmt.Sprintf("fork-%d-marker-%s", i, tg.name) }
+	marker := func(i int) string { return fmt.Sprintf("fork-%d-marker-%s", i, tg.Name) }
 	for i, fe := range forks {
 		bearers[fe.Reference().Bearer] = true
 		if fe.Box().ID() == self.Box().ID() {
@@ -430,7 +418,7 @@ func liveFork(t *testing.T, f *fixture, tg target) {
 			t.Errorf("fork %d's workspace hash %s, want the source's %s", i, got, hash)
 		}
 		sessionTurn(t, fe, ses, marker(i))
-		body := f.mainRequest(t, marker(i))
+		body := mainRequest(t, f, marker(i))
 		if !strings.Contains(body, origin) || (i == 1 && strings.Contains(body, marker(0))) {
 			t.Errorf("fork %d's turn: the model's request lacks the origin turn, or holds the other fork's", i)
 		}
@@ -439,8 +427,8 @@ func liveFork(t *testing.T, f *fixture, tg target) {
 		t.Errorf("%d distinct bearers among the source and 2 forks, want 3", len(bearers))
 	}
 	const after = "fork-source-after-marker"
-	sessionTurn(t, self, ses, after+"-"+tg.name)
-	if body := f.mainRequest(t, after+"-"+tg.name); !strings.Contains(body, origin) || strings.Contains(body, marker(0)) || strings.Contains(body, marker(1)) {
+	sessionTurn(t, self, ses, after+"-"+tg.Name)
+	if body := mainRequest(t, f, after+"-"+tg.Name); !strings.Contains(body, origin) || strings.Contains(body, marker(0)) || strings.Contains(body, marker(1)) {
 		t.Error("the source's turn after the fork: the model's request lacks the origin turn, or holds a fork's")
 	}
 }
@@ -456,7 +444,7 @@ func TestProvider_LiveGCIdleSuspend(t *testing.T) {
 	f := setup(t)
 	rec := &events{}
 	const after = 3 * time.Second
-	p := f.provider(t, suspendable(f, rec, func(o *sandbox.Options) { o.IdleSuspend = after }))
+	p := f.Provider(t, suspendable(f, rec, func(o *sandbox.Options) { o.IdleSuspend = after }))
 	env := create(t, p, sandbox.CreateRequest{Profile: claude})
 	ctx := t.Context()
 	const ses = "gc-idle-ses"
@@ -491,13 +479,13 @@ func TestProvider_LiveGCIdleSuspend(t *testing.T) {
 	}()
 	gc := func() []sandbox.IdleSuspended {
 		t.Helper()
-		got, err := sandbox.SuspendIdle(ctx, f.vendor, sandbox.IdleOptions{Filter: map[string]string{boxmeta.LabelRunTag: p.RunTag()}, OnEvent: rec.add})
+		got, err := sandbox.SuspendIdle(ctx, f.Vendor, sandbox.IdleOptions{Filter: map[string]string{boxmeta.LabelRunTag: p.RunTag()}, OnEvent: rec.add})
 		if err != nil {
 			t.Fatalf("SuspendIdle: %v", err)
 		}
 		return got
 	}
-	vendortest.Poll(t, time.Minute, "the stalled turn to reach the model", func() bool { return f.sawPrompt(stall) })
+	vendortest.Poll(t, time.Minute, "the stalled turn to reach the model", func() bool { return f.SawPrompt(stall) })
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	pace := func() {
@@ -562,7 +550,7 @@ func TestProvider_LiveGCIdleSuspend(t *testing.T) {
 	}
 	defer resumed.Close(context.WithoutCancel(ctx))
 	sessionTurn(t, resumed, ses, "gc-idle-resumed")
-	if body := f.mainRequest(t, "gc-idle-resumed"); !strings.Contains(body, "gc-idle-origin") {
+	if body := mainRequest(t, f, "gc-idle-resumed"); !strings.Contains(body, "gc-idle-origin") {
 		t.Error("the turn after the resume: the model's request lacks the earlier turn: the session forgot it")
 	}
 	t.Logf("suspended by gc %v after the turn's end (threshold %v), %d health polls", took.Round(time.Millisecond), after, polls.Load())

@@ -21,6 +21,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -219,7 +220,7 @@ func TestProvider_LiveTrace(t *testing.T) {
 	tb := testbed.RequireTracing(t)
 	f := setup(t)
 	tp := exportTo(t, tb.OTLPEndpoint)
-	host, err := f.vendor.HostAddress(t.Context())
+	host, err := f.Vendor.HostAddress(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +232,7 @@ func TestProvider_LiveTrace(t *testing.T) {
 		mu     sync.Mutex
 		events []sandbox.Event
 	)
-	p := f.provider(t, func(o *sandbox.Options) {
+	p := f.Provider(t, func(o *sandbox.Options) {
 		o.BridgeEnv = map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": forwardTo(t, host, otlp.Host), "OTEL_BSP_SCHEDULE_DELAY": "100"}
 		o.OnEvent = func(ev sandbox.Event) { mu.Lock(); events = append(events, ev); mu.Unlock() }
 	})
@@ -262,7 +263,7 @@ func TestProvider_LiveTrace(t *testing.T) {
 	var turns []trace.TraceID
 	for i := range 2 {
 		ctx, span := caller.Start(t.Context(), "test.turn")
-		text, _, err := turn(ctx, env, provider.Turn{Prompt: fmt.Sprintf("Say hello, %d.", i)})
+		text, _, err := sandboxtest.Turn(ctx, env, provider.Turn{Prompt: fmt.Sprintf("Say hello, %d.", i)})
 		span.End()
 		if err != nil || !strings.Contains(text, replyText) {
 			t.Fatalf("turn %d = %q, %v; want %q", i, text, err, replyText)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
-	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
 )
 
 // TestStore_Create checks record-then-create: the record is in the state

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/daytona"
 	"github.com/tangle-network/boxctl/vendors/e2b"

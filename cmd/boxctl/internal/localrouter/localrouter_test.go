@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
 )
 
 // TestStart starts a detached endpoint that prints its URL, checks that it

@@ -1,4 +1,8 @@
-package conformance
+// Package render holds boxctl's renderers for a person at a terminal: the
+// tables and status lines its commands print (the conformance run's
+// progress, a create's phase timings, the boxes, what gc collected, the
+// pools). JSON output is the commands' own, never rendered here.
+package render
 
 import (
 	"fmt"
@@ -6,6 +10,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/tangle-network/boxctl/conformance"
 )
 
 // ProgressView shows a run as it goes: a line per finished case ("pass",
@@ -42,7 +48,7 @@ func IsTerminal(w io.Writer) bool {
 }
 
 // Update shows one progress report. Run makes one call at a time.
-func (v *ProgressView) Update(p Progress) {
+func (v *ProgressView) Update(p conformance.Progress) {
 	id := p.Harness + "/" + p.Case.ID
 	if p.Result == nil {
 		v.running = append(v.running, id)
@@ -53,7 +59,7 @@ func (v *ProgressView) Update(p Progress) {
 	r := p.Result
 	mark, detail := "pass", ""
 	switch r.Outcome {
-	case Fail:
+	case conformance.Fail:
 		v.fail++
 		mark = "FAIL"
 		switch {
@@ -62,7 +68,7 @@ func (v *ProgressView) Update(p Progress) {
 		case len(r.Cleanup) > 0:
 			detail = "cleanup: " + r.Cleanup[0]
 		}
-	case NotApplicable:
+	case conformance.NotApplicable:
 		v.na++
 		mark, detail = "n/a ", "needs "+r.Capability
 	default:
@@ -71,7 +77,7 @@ func (v *ProgressView) Update(p Progress) {
 	v.clear()
 	line := fmt.Sprintf("%s  %-44s %6.1fs", mark, id, r.Seconds)
 	if detail != "" {
-		line += "  " + oneLine(detail, 80)
+		line += "  " + OneLine(detail, 80)
 	}
 	fmt.Fprintln(v.w, line)
 	v.status()
@@ -87,7 +93,7 @@ func (v *ProgressView) status() {
 	if len(v.running) > 0 {
 		s += " · " + strings.Join(v.running, ", ")
 	}
-	fmt.Fprint(v.w, oneLine(s, 120))
+	fmt.Fprint(v.w, OneLine(s, 120))
 	v.drawn = true
 }
 
@@ -101,3 +107,13 @@ func (v *ProgressView) clear() {
 
 // Close erases the status line for what follows.
 func (v *ProgressView) Close() { v.clear() }
+
+// OneLine flattens s to one line of at most n runes, ending in "…" when
+// cut.
+func OneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n-1]) + "…"
+	}
+	return s
+}

@@ -12,36 +12,34 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/provider/sandbox"
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 const helperEnv = "BOXCTL_POOL_TAKE_HELPER"
 
-// TestMain runs the take helper when asked to: it takes boxes of the pool
-// file named in the environment until none is left and prints their ids.
-func TestMain(m *testing.M) {
-	if dir := os.Getenv(helperEnv); dir != "" {
-		r, err := newRegistry(dir, "p")
+// takeHelper is the take helper that TestMain runs when asked to: it
+// takes boxes of the pool file in dir until none is left and prints their
+// ids.
+func takeHelper(dir string) int {
+	r, err := newRegistry(dir, "p")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	for {
+		rec, ok, err := r.take(context.Background(), "claude-code", time.Now())
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
+			return 2
 		}
-		for {
-			rec, ok, err := r.take(context.Background(), "claude-code", time.Now())
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				os.Exit(2)
-			}
-			if !ok {
-				os.Exit(0)
-			}
-			fmt.Println(rec.BoxID)
+		if !ok {
+			return 0
 		}
+		fmt.Println(rec.BoxID)
 	}
-	os.Exit(m.Run())
 }
 
 func fill(t *testing.T, r registry, n int, keeper string) {

@@ -3,7 +3,7 @@ package inspector
 import (
 	"net/http"
 
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/vendors"
 )
 

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
-	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/tangle-network/boxctl/provider/sandbox/pool"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
 )
 
 // PoolsShown says where the pool page's figures come from.

@@ -1,4 +1,4 @@
-package conformance_test
+package render_test
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/render"
 	"github.com/tangle-network/boxctl/conformance"
 )
 
@@ -60,7 +61,7 @@ func TestProgressView(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			v := conformance.NewProgressView(&buf, tt.terminal)
+			v := render.NewProgressView(&buf, tt.terminal)
 			for _, p := range tt.reports {
 				v.Update(p)
 			}
@@ -79,7 +80,7 @@ func TestIsTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if conformance.IsTerminal(&bytes.Buffer{}) || conformance.IsTerminal(f) {
+	if render.IsTerminal(&bytes.Buffer{}) || render.IsTerminal(f) {
 		t.Error("IsTerminal of a buffer or a regular file = true")
 	}
 }

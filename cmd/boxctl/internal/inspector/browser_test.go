@@ -29,8 +29,8 @@ import (
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
-	"github.com/tangle-network/boxctl/provider/sandbox/inspector"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/inspector"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
 )

@@ -12,6 +12,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/render"
+
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/provider"
 )
@@ -216,9 +218,9 @@ func toolLine(p *provider.Part) string {
 	in := ""
 	if p.State != nil {
 		status = p.State.Status
-		in = oneLine(string(p.State.Input), 80)
+		in = render.OneLine(string(p.State.Input), 80)
 		if p.State.Status == provider.ToolError && p.State.Error != "" {
-			in = oneLine(p.State.Error, 80)
+			in = render.OneLine(p.State.Error, 80)
 		}
 	}
 	name := p.Tool
@@ -228,16 +230,6 @@ func toolLine(p *provider.Part) string {
 	s := fmt.Sprintf("⏺ %s [%s]", name, status)
 	if in != "" && in != "null" && in != "{}" {
 		s += " " + in
-	}
-	return s
-}
-
-// oneLine flattens s to one line of at most n runes, ending in "…" when
-// cut.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		s = string(r[:n-1]) + "…"
 	}
 	return s
 }

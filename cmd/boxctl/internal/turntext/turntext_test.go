@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/turntext"
 	"github.com/tangle-network/boxctl/provider"
-	"github.com/tangle-network/boxctl/provider/turntext"
 )
 
 func i64(n int64) *int64 { return &n }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/provider/sandbox"
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/vendors"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
-	"github.com/tangle-network/boxctl/provider/sandbox/localrouter"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
 )
 
 func TestDefaultPath(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/provider/sandbox"
-	"github.com/tangle-network/boxctl/provider/sandbox/boxstate"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/vendors"
 )
 

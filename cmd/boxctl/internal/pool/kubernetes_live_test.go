@@ -1,4 +1,4 @@
-package sandbox_test
+package pool_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/kubetest"
+	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -32,7 +33,7 @@ func kubeStandbyPool(t testing.TB, f *fixture, size int32) (*sandbox.Provider, *
 	name := "sb-" + randText()[:8]
 	kv := kubetest.Vendor(t, kubernetes.WithWarmPool(name))
 	img := kubetest.Image(t, boxtest.Options{})
-	p := f.on(t, target{name: "kubernetes", vendor: kv, image: img}, nil)
+	p := f.On(t, target{Name: "kubernetes", Vendor: kv, Image: img}, nil)
 	env, err := p.StandbyEnv(claude.Harness)
 	if err != nil {
 		t.Fatal(err)
@@ -138,12 +139,12 @@ func TestProvider_KubernetesStandbyPool(t *testing.T) {
 	if res, err := box.Exec(t.Context(), vendors.ExecSpec{Command: []string{"sh", "-c", "ls -A /run/boxctl-pool; cat /run/boxctl-pool-secret/* 2>/dev/null; true"}}); err != nil || len(bytes.TrimSpace(res.Stdout)) != 0 {
 		t.Errorf("the box can still read a pool token: %q, %v", res.Stdout, err)
 	}
-	text, _, err := turn(t.Context(), env, provider.Turn{Prompt: "Say hello."})
-	if err != nil || !strings.Contains(text, replyText) {
+	text, _, err := sandboxtest.Turn(t.Context(), env, provider.Turn{Prompt: "Say hello."})
+	if err != nil || !strings.Contains(text, sandboxtest.ReplyText) {
 		t.Errorf("turn in a claimed box = %q, %v", text, err)
 	}
 	after := kubePoolConfig(t, name, box)
-	for what, s := range map[string]string{"bearer": ref.Bearer, "router key": f.router.Key, "pool token": string(token)} {
+	for what, s := range map[string]string{"bearer": ref.Bearer, "router key": f.Router.Key, "pool token": string(token)} {
 		if strings.Contains(before, s) || strings.Contains(after, s) {
 			t.Errorf("the %s is in the API server's objects or audit log", what)
 		}
@@ -159,7 +160,7 @@ func TestProvider_KubernetesStandbyPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for what, s := range map[string]string{"bearer": ref.Bearer, "router key": f.router.Key, "pool token": string(token),
+	for what, s := range map[string]string{"bearer": ref.Bearer, "router key": f.Router.Key, "pool token": string(token),
 		"pool token in base64": string(raw), "SECRET_0": secrets["SECRET_0"]} {
 		if bytes.Contains(audit, []byte(s)) {
 			t.Errorf("the %s is in the API server's audit log", what)
@@ -184,7 +185,7 @@ func TestProvider_KubernetesStandbyPool(t *testing.T) {
 		t.Errorf("a second claim = %d %s, want 409 %s", resp.StatusCode, e.Error.Type, wire.TypeAlreadyClaimed)
 	}
 	// The claimed box's bridge keeps the claim's bearer.
-	if text, _, err := turn(t.Context(), env, provider.Turn{Prompt: "Say hello."}); err != nil || !strings.Contains(text, replyText) {
+	if text, _, err := sandboxtest.Turn(t.Context(), env, provider.Turn{Prompt: "Say hello."}); err != nil || !strings.Contains(text, sandboxtest.ReplyText) {
 		t.Errorf("turn after the refused claim = %q, %v", text, err)
 	}
 	// Another Create gets the other pod.
@@ -255,7 +256,7 @@ func TestProvider_KubernetesStandbyPoolAtOnce(t *testing.T) {
 		if e == nil {
 			continue
 		}
-		if text, _, err := turn(t.Context(), e, provider.Turn{Prompt: "Say hello."}); err != nil || !strings.Contains(text, replyText) {
+		if text, _, err := sandboxtest.Turn(t.Context(), e, provider.Turn{Prompt: "Say hello."}); err != nil || !strings.Contains(text, sandboxtest.ReplyText) {
 			t.Errorf("turn in %s = %q, %v", e.Box().ID(), text, err)
 		}
 	}

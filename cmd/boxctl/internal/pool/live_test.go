@@ -1,4 +1,4 @@
-package sandbox_test
+package pool_test
 
 import (
 	"cmp"
@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
 	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
-	"github.com/tangle-network/boxctl/provider/sandbox/pool"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
@@ -32,7 +33,7 @@ func newPool(t testing.TB, f *fixture, tg target, name string, size int, wait bo
 // newPoolOpts is newPool with more of the pool's options.
 func newPoolOpts(t testing.TB, f *fixture, tg target, name string, o pool.Options) (*pool.Pool, *sandbox.Provider, string) {
 	t.Helper()
-	p := f.on(t, tg, nil)
+	p := f.On(t, tg, nil)
 	dir := t.TempDir()
 	o.Provider, o.Name, o.Harness, o.Dir, o.MaxAge = p, name, claude.Harness, dir, 10*time.Minute
 	pl, err := pool.New(o)
@@ -45,13 +46,13 @@ func newPoolOpts(t testing.TB, f *fixture, tg target, name string, o pool.Option
 		if err := pl.Close(ctx); err != nil {
 			t.Errorf("Close: %v", err)
 		}
-		list, err := tg.vendor.List(ctx, map[string]string{boxmeta.LabelPool: name})
+		list, err := tg.Vendor.List(ctx, map[string]string{boxmeta.LabelPool: name})
 		if err != nil {
 			t.Errorf("list the pool's boxes: %v", err)
 		}
 		for _, b := range list {
 			t.Errorf("box %s of pool %s remains after Close", b.ID, name)
-			if box, err := tg.vendor.Connect(ctx, b.ID); err == nil {
+			if box, err := tg.Vendor.Connect(ctx, b.ID); err == nil {
 				_ = box.Destroy(ctx)
 			}
 		}
@@ -97,7 +98,7 @@ func waitReady(t testing.TB, pl *pool.Pool) {
 // and deadline.
 func TestPool_PersonalizedClaimsStayHits(t *testing.T) {
 	f := setup(t)
-	tg := f.docker()
+	tg := f.Docker()
 	n := *poolClaims
 	size := poolSizeFor(n)
 	pl, _, dir := newPool(t, f, tg, "hits-"+randText()[:6], size, false)
@@ -113,7 +114,7 @@ func TestPool_PersonalizedClaimsStayHits(t *testing.T) {
 			if _, ok := before[rec.BoxID]; ok {
 				continue
 			}
-			before[rec.BoxID] = tg.inspect(t, rec.BoxID)
+			before[rec.BoxID] = tg.Inspect(t, rec.BoxID)
 			if strings.Contains(before[rec.BoxID], rec.Token) {
 				t.Errorf("the pool token of %s is in its inspect data", rec.BoxID)
 			}
@@ -144,8 +145,8 @@ func TestPool_PersonalizedClaimsStayHits(t *testing.T) {
 		}
 		checkClaim(t, f, tg, env, i, secrets, before)
 		if i == 0 {
-			text, _, err := turn(t.Context(), env, provider.Turn{Prompt: "Say hello."})
-			if err != nil || !strings.Contains(text, replyText) {
+			text, _, err := sandboxtest.Turn(t.Context(), env, provider.Turn{Prompt: "Say hello."})
+			if err != nil || !strings.Contains(text, sandboxtest.ReplyText) {
 				t.Errorf("turn in a claimed box = %q, %v", text, err)
 			}
 		}
@@ -155,7 +156,7 @@ func TestPool_PersonalizedClaimsStayHits(t *testing.T) {
 			t.Errorf("destroy claim %d: %v", i, err)
 		}
 	}
-	t.Logf("%d personalized claims from a pool of %d: %d hits; claim p50 %v, p99 %v", n, size, hits, p50(took), quantile(took, 0.99))
+	t.Logf("%d personalized claims from a pool of %d: %d hits; claim p50 %v, p99 %v", n, size, hits, sandboxtest.Quantile(took, 0.5), sandboxtest.Quantile(took, 0.99))
 	if 100*hits < 99*n {
 		t.Errorf("%d hits of %d claims, want at least 99%%", hits, n)
 	}
@@ -184,7 +185,7 @@ func checkClaim(t *testing.T, f *fixture, tg target, env *sandbox.Environment, i
 	if err != nil || strings.TrimSpace(string(got)) != fmt.Sprint(ref.Deadline.Unix()) {
 		t.Errorf("box-init's deadline file = %q, %v; want %d", got, err, ref.Deadline.Unix())
 	}
-	after := tg.inspect(t, ref.BoxID)
+	after := tg.Inspect(t, ref.BoxID)
 	b, ok := before[ref.BoxID]
 	if !ok {
 		t.Errorf("claim %d got box %s, which did not wait in the pool", i, ref.BoxID)
@@ -196,7 +197,7 @@ func checkClaim(t *testing.T, f *fixture, tg target, env *sandbox.Environment, i
 			t.Errorf("claim %d: %s is in the box's inspect data", i, name)
 		}
 	}
-	for name, s := range map[string]string{"bearer": ref.Bearer, "router key": f.router.Key} {
+	for name, s := range map[string]string{"bearer": ref.Bearer, "router key": f.Router.Key} {
 		if strings.Contains(b, s) || strings.Contains(after, s) {
 			t.Errorf("claim %d: the %s is in the box's inspect data", i, name)
 		}
@@ -209,8 +210,8 @@ func checkClaim(t *testing.T, f *fixture, tg target, env *sandbox.Environment, i
 // data of the box.
 func TestPool_ClaimClonesRepository(t *testing.T) {
 	f := setup(t)
-	tg := f.docker()
-	url, head := serveRepo(t, f, repoShape{files: 12, fileBytes: 512, commits: 2, churn: 6})
+	tg := f.Docker()
+	url, head := sandboxtest.ServeRepo(t, f, sandboxtest.RepoShape{Files: 12, FileBytes: 512, Commits: 2, Churn: 6})
 	pl, _, _ := newPool(t, f, tg, "repo-"+randText()[:6], 1, false)
 	waitFull(t, pl, 1)
 	token := "repo-token-" + randText()
@@ -238,7 +239,7 @@ func TestPool_ClaimClonesRepository(t *testing.T) {
 	if got := strings.Fields(string(res.Stdout)); len(got) != 2 || got[0] != head || got[1] == "0" {
 		t.Errorf("workspace HEAD and directories = %q, want %s and the repository's files", res.Stdout, head)
 	}
-	if strings.Contains(tg.inspect(t, env.Box().ID()), token) {
+	if strings.Contains(tg.Inspect(t, env.Box().ID()), token) {
 		t.Error("the repository's credentials are in the box's inspect data")
 	}
 }
@@ -247,7 +248,7 @@ func TestPool_ClaimClonesRepository(t *testing.T) {
 // without Wait, and waits for the next box with it.
 func TestPool_EmptyFallsBack(t *testing.T) {
 	f := setup(t)
-	tg := f.docker()
+	tg := f.Docker()
 	pl, _, _ := newPool(t, f, tg, "empty-"+randText()[:6], 1, true)
 	waitFull(t, pl, 1)
 	for i, want := range []pool.Outcome{pool.Hit, pool.Waited} {
@@ -260,7 +261,7 @@ func TestPool_EmptyFallsBack(t *testing.T) {
 			t.Errorf("claim %d = %s, want %s", i, outcome, want)
 		}
 	}
-	var _ vendors.Vendor = tg.vendor
+	var _ vendors.Vendor = tg.Vendor
 }
 
 // poolChild is a child process of the pool tests: "keeper" keeps the
@@ -299,8 +300,8 @@ func poolChild(mode string, p *sandbox.Provider) int {
 
 func poolChildCmd(t *testing.T, f *fixture, mode, name, dir string, env ...string) *exec.Cmd {
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childVar+"="+mode, "BOXCTL_SANDBOX_IMAGE="+f.image, "BOXCTL_SANDBOX_ROUTER="+f.router.URL,
-		"BOXCTL_SANDBOX_KEY="+f.router.Key, "BOXCTL_SANDBOX_RUN="+sandbox.NewRunTag(), "BOXCTL_SANDBOX_POOL="+name,
+	cmd.Env = append(os.Environ(), childVar+"="+mode, "BOXCTL_SANDBOX_IMAGE="+f.Image, "BOXCTL_SANDBOX_ROUTER="+f.Router.URL,
+		"BOXCTL_SANDBOX_KEY="+f.Router.Key, "BOXCTL_SANDBOX_RUN="+sandbox.NewRunTag(), "BOXCTL_SANDBOX_POOL="+name,
 		"BOXCTL_SANDBOX_POOL_DIR="+dir)
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
@@ -313,7 +314,7 @@ func poolChildCmd(t *testing.T, f *fixture, mode, name, dir string, env ...strin
 // so each claim's box is its own either way.
 func TestPool_TwoProcessesClaim(t *testing.T) {
 	f := setup(t)
-	tg := f.docker()
+	tg := f.Docker()
 	total := max(*poolSharedClaims, 2)
 	size := poolSizeFor(total)
 	pl, _, dir := newPool(t, f, tg, "two-"+randText()[:6], size, false)
@@ -366,7 +367,7 @@ func TestPool_TwoProcessesClaim(t *testing.T) {
 // whose owner process is gone) has run.
 func TestPool_KeeperKilledMidRefill(t *testing.T) {
 	f := setup(t)
-	tg := f.docker()
+	tg := f.Docker()
 	name := "kill-" + randText()[:6]
 	cmd := poolChildCmd(t, f, "keeper", name, t.TempDir())
 	if err := cmd.Start(); err != nil {
@@ -374,7 +375,7 @@ func TestPool_KeeperKilledMidRefill(t *testing.T) {
 	}
 	filter := map[string]string{boxmeta.LabelPool: name}
 	vendortest.Poll(t, 2*time.Minute, "a box of the keeper", func() bool {
-		list, err := tg.vendor.List(t.Context(), filter)
+		list, err := tg.Vendor.List(t.Context(), filter)
 		return err == nil && len(list) > 0
 	})
 	if err := cmd.Process.Kill(); err != nil {
@@ -382,10 +383,10 @@ func TestPool_KeeperKilledMidRefill(t *testing.T) {
 	}
 	_ = cmd.Wait()
 	vendortest.Poll(t, 2*time.Minute, "no box of the killed keeper after gc", func() bool {
-		if _, err := reaper.Reap(t.Context(), tg.vendor, reaper.Options{Filter: filter}); err != nil {
+		if _, err := reaper.Reap(t.Context(), tg.Vendor, reaper.Options{Filter: filter}); err != nil {
 			t.Logf("reap: %v", err)
 		}
-		list, err := tg.vendor.List(t.Context(), filter)
+		list, err := tg.Vendor.List(t.Context(), filter)
 		return err == nil && len(list) == 0
 	})
 }
