@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
 )
 
 func TestResolveImage(t *testing.T) {

@@ -110,7 +110,7 @@ var testOnly = map[string]testOnlyPkg{
 	"internal/e2btest": {kind: helper, extra: []string{"vendors", "internal/boxtest", "internal/testbed"}},
 	// The Kubernetes vendor on the test bed's cluster, with the real box
 	// image in the test bed's registry.
-	"internal/kubetest":  {kind: helper, extra: []string{"vendors", "internal/boxtest", "internal/testbed"}},
+	"internal/kubetest": {kind: helper, extra: []string{"vendors", "internal/boxtest", "internal/testbed"}},
 	// The live fixture of the sandbox provider and what is built on it:
 	// the Docker vendor and the emulators and cluster beside it, the box
 	// image, a local model endpoint.

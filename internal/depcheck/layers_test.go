@@ -102,8 +102,8 @@ func TestLayers_Planted(t *testing.T) {
 // boxctl's commands.
 func sdkSourceErrors(t *testing.T, pkgs []pkg) []string {
 	forbidden := map[string]string{
-		`\x1b[`:      "writes terminal control sequences (a renderer belongs to the application)",
-		`\033[`:      "writes terminal control sequences (a renderer belongs to the application)",
+		`\x1b[`:       "writes terminal control sequences (a renderer belongs to the application)",
+		`\033[`:       "writes terminal control sequences (a renderer belongs to the application)",
 		"router-stub": "knows boxctl's command line",
 	}
 	var errs []string

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
+	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 )

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
+	"github.com/tangle-network/boxctl/provider/sandbox"
 )
 
 // TestStore_Create checks record-then-create: the record is in the state

@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
+	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 )
 

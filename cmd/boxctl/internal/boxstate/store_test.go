@@ -14,8 +14,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
+	"github.com/tangle-network/boxctl/provider/sandbox"
 )
 
 func TestDefaultPath(t *testing.T) {
