@@ -47,6 +47,10 @@ type CreateSpec struct {
 	// its active budget, and a suspended box is kept this long after each
 	// suspend. Zero means not suspendable.
 	Retention time.Duration
+	// Pool names a warm pool of the vendor's own (WarmPools) to claim the
+	// box from, when one of its boxes can serve the spec; else the box is
+	// made as usual.
+	Pool string
 }
 
 // Resources are a box's limits.
@@ -96,6 +100,8 @@ const (
 	FieldRuntime Field = "runtime"
 	// FieldRetention is CreateSpec.Retention: a suspendable box.
 	FieldRetention Field = "retention"
+	// FieldPool is CreateSpec.Pool: a claim from the vendor's warm pool.
+	FieldPool Field = "pool"
 )
 
 // Fields is a set of create fields.
@@ -128,6 +134,7 @@ func (s CreateSpec) Set() []Field {
 	add(FieldPorts, len(s.Ports) > 0)
 	add(FieldRuntime, s.Runtime != "")
 	add(FieldRetention, s.Retention != 0)
+	add(FieldPool, s.Pool != "")
 	return fs
 }
 

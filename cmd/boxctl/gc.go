@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/render"
+
 	"github.com/spf13/cobra"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
@@ -59,6 +61,6 @@ func runGC(ctx context.Context, a *app, o *gcOptions) error {
 	}
 	defer closeVendor()
 	return s.CollectEvery(ctx, v, o.target, o.dryRun, o.every, func(res boxstate.Collected) error {
-		return a.print(res, func(w io.Writer) error { return boxstate.WriteCollected(w, res) })
+		return a.print(res, func(w io.Writer) error { return render.Collected(w, res) })
 	})
 }

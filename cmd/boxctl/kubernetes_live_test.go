@@ -146,15 +146,15 @@ func kubePoolUpClaim(t *testing.T, kv *kubernetes.Vendor, tr *transcript, image 
 		return strings.Contains(string(body), `boxctl_pool_ready{pool="`+name+`"} 1`) &&
 			strings.Contains(string(body), `boxctl_pool_size{pool="`+name+`"} 1`)
 	})
-	var pools []kubernetes.PoolSummary
+	var pools []pool.Summary
 	if r := boxctl(t, t.Context(), tr, "pool", "ls", "--target", "kubernetes", "-o", "json"); r.code != 0 || json.Unmarshal([]byte(r.stdout), &pools) != nil {
 		t.Fatalf("pool ls --target kubernetes: exit %d (%v): %s", r.code, r.err, r.stdout)
 	}
-	if i := slices.IndexFunc(pools, func(p kubernetes.PoolSummary) bool { return p.Name == name }); i < 0 || pools[i].Want != 1 || pools[i].Ready != 1 || pools[i].Oldest.IsZero() {
+	if i := slices.IndexFunc(pools, func(p pool.Summary) bool { return p.Name == name }); i < 0 || pools[i].Want != 1 || pools[i].Ready != 1 || pools[i].Oldest.IsZero() || !pools[i].VendorKept {
 		t.Errorf("pool ls --target kubernetes = %+v, want %s with 1 of 1 ready", pools, name)
 	}
-	if r := boxctl(t, t.Context(), tr, "pool", "ls", "--target", "docker"); r.code != 2 {
-		t.Errorf("pool ls --target docker: exit %d, want 2 (a usage error: its pools are local)", r.code)
+	if r := boxctl(t, t.Context(), tr, "pool", "ls", "--target", "docker", "-o", "json"); r.code != 0 || strings.Contains(r.stdout, name) {
+		t.Errorf("pool ls --target docker: exit %d, %s; want this machine's docker pools, not %s", r.code, r.stdout, name)
 	}
 	r := boxctl(t, t.Context(), tr, "up", "--target", "kubernetes", "--router", "local", "--lifetime", "10m", "-o", "json")
 	var up upResult
@@ -172,7 +172,7 @@ func kubePoolUpClaim(t *testing.T, kv *kubernetes.Vendor, tr *transcript, image 
 		t.Fatalf("turn on the claimed box: exit %d (%v), stdout %q", r.code, r.err, r.stdout)
 	}
 	stop()
-	if res := <-kept; res.code != 0 || !strings.Contains(status.String(), "pool "+name+": ") || !strings.Contains(status.String(), "deleting pool "+name) {
+	if res := <-kept; res.code != 0 || !strings.Contains(status.String(), "pool "+name+": ") || !strings.Contains(status.String(), "closing pool "+name) {
 		t.Errorf("pool up: exit %d (%v), status %q; want status lines, then the pool deleted", res.code, res.err, status.String())
 	}
 	kept <- cmdResult{}

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/render"
+
 	"github.com/spf13/cobra"
 
-	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/vendors/docker"
 )
 
@@ -50,5 +51,5 @@ func runLs(ctx context.Context, a *app, o *lsOptions) error {
 		return err
 	}
 	rows := st.Rows(o.target, s.Owner(), infos)
-	return a.print(rows, func(w io.Writer) error { return boxstate.WriteRows(w, rows, time.Now()) })
+	return a.print(rows, func(w io.Writer) error { return render.Rows(w, rows, time.Now()) })
 }

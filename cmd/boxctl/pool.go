@@ -4,15 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/render"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors/docker"
-	"github.com/tangle-network/boxctl/vendors/kubernetes"
 )
 
 // poolOptions are the flags of `boxctl pool`.
@@ -37,10 +38,11 @@ pool (size, idle, ready, recycled, the oldest idle pod's age).`,
 		Args: boxArgs(cobra.NoArgs), RunE: func(cmd *cobra.Command, _ []string) error { return runPoolUp(cmd.Context(), a, o) }}
 	lsTarget := ""
 	ls := &cobra.Command{Use: "ls", Short: "List the pools and their waiting boxes", Args: boxArgs(cobra.NoArgs),
-		Long: `pool ls lists the pools of this machine's keepers (Docker, E2B, Daytona), or with
---target kubernetes the warm pools boxctl made in the cluster's namespace.`,
+		Long: `pool ls lists the pools of this machine's keepers, or with --target the pools of that
+target: a target whose vendor keeps warm pools itself (kubernetes) lists the pools boxctl
+made there; any other lists this machine's keepers' pools.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runPoolLs(cmd.Context(), a, lsTarget) }}
-	ls.Flags().StringVar(&lsTarget, "target", "", "list the warm pools of this target's cluster (kubernetes) instead of the local keepers'")
+	ls.Flags().StringVar(&lsTarget, "target", "", "list the pools of this target (a vendor that keeps its own: kubernetes)")
 	rm := &cobra.Command{Use: "rm NAME", Short: "Destroy the boxes waiting in a pool", Args: boxArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			v, closeVendor, err := a.openVendor(o.target)
@@ -48,15 +50,12 @@ pool (size, idle, ready, recycled, the oldest idle pod's age).`,
 				return err
 			}
 			defer closeVendor()
-			if kv, ok := v.(*kubernetes.Vendor); ok {
-				if err := kv.DeletePool(cmd.Context(), args[0]); err != nil {
-					return err
-				}
-				fmt.Fprintf(a.out, "deleted Kubernetes warm pool %s\n", args[0])
-				return nil
+			n, err := pool.For(v, "").Drain(cmd.Context(), args[0])
+			if n < 0 {
+				fmt.Fprintf(a.out, "deleted %s warm pool %s\n", o.target, args[0])
+			} else {
+				fmt.Fprintf(a.out, "destroyed %d boxes of pool %s\n", n, args[0])
 			}
-			n, err := pool.Drain(cmd.Context(), v, "", args[0])
-			fmt.Fprintf(a.out, "destroyed %d boxes of pool %s\n", n, args[0])
 			return err
 		}}
 	for _, c := range []*cobra.Command{up, rm} {
@@ -94,20 +93,39 @@ func runPoolUp(ctx context.Context, a *app, o *poolOptions) error {
 		return err
 	}
 	name := pool.DefaultName(o.target, o.harness, up.image)
-	if kv, ok := v.(*kubernetes.Vendor); ok {
-		fmt.Fprintf(a.errOut, "keeping Kubernetes warm pool %s (%s, %s); Ctrl-C deletes it\n", name, o.harness, up.image)
-		return runKubePoolUp(ctx, a, kv, p, o, name, up.image)
-	}
-	pl, err := pool.New(pool.Options{Provider: p, Name: name, Harness: o.harness, Size: o.size, MaxAge: o.maxAge, Logger: a.log})
+	pools := pool.For(v, "")
+	k, err := pools.Keeper(pool.Options{Provider: p, Name: name, Harness: o.harness, Size: o.size, MaxAge: o.maxAge, Logger: a.log})
 	if err != nil {
+		return usageError{err}
+	}
+	if err := k.Ensure(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.errOut, "keeping pool %s (%s, %s on %s); Ctrl-C drains it\n", name, o.harness, up.image, o.target)
-	return pl.Keep(ctx, o.metrics, a.errOut)
+	if pools.VendorKept() {
+		fmt.Fprintf(a.errOut, "keeping %s warm pool %s (%s, %s); Ctrl-C deletes it\n", o.target, name, o.harness, up.image)
+	} else {
+		fmt.Fprintf(a.errOut, "keeping pool %s (%s, %s on %s); Ctrl-C drains it\n", name, o.harness, up.image, o.target)
+	}
+	if o.metrics != "" {
+		stop, err := pool.ServeMetrics(o.metrics, pool.Handler(k))
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	defer fmt.Fprintf(a.errOut, "\nclosing pool %s\n", name)
+	return k.Keep(ctx, func(s pool.Stats) { render.StatusLine(a.errOut, name, s) })
 }
 
 func runPoolLs(ctx context.Context, a *app, target string) error {
-	if target != "" {
+	var rows []pool.Summary
+	if target == "" {
+		sums, err := pool.Summaries("")
+		if err != nil {
+			return err
+		}
+		rows = sums
+	} else {
 		if err := checkBoxTarget(target); err != nil {
 			return err
 		}
@@ -116,19 +134,14 @@ func runPoolLs(ctx context.Context, a *app, target string) error {
 			return err
 		}
 		defer closeVendor()
-		kv, ok := v.(*kubernetes.Vendor)
-		if !ok {
-			return usageErrorf("--target %s: its pools are kept on this machine; pool ls without --target lists them", target)
-		}
-		rows, err := kv.Pools(ctx)
-		if err != nil {
+		pools := pool.For(v, "")
+		if rows, err = pools.List(ctx); err != nil {
 			return err
 		}
-		return a.print(rows, func(w io.Writer) error { return kubernetes.WritePools(w, rows) })
+		if !pools.VendorKept() {
+			// This machine's pools of the target, by their names.
+			rows = slices.DeleteFunc(rows, func(s pool.Summary) bool { return !strings.HasPrefix(s.Name, target+"-") })
+		}
 	}
-	rows, err := pool.Summaries("")
-	if err != nil {
-		return err
-	}
-	return a.print(rows, func(w io.Writer) error { return pool.WriteSummaries(w, rows) })
+	return a.print(rows, func(w io.Writer) error { return render.Pools(w, rows, time.Now()) })
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/inspector"
+	"github.com/tangle-network/boxctl/vendors/kubernetes"
 	"github.com/tangle-network/boxctl/vendors/open"
 )
 
@@ -15,6 +17,7 @@ import (
 type uiOptions struct {
 	addr, jaegerURL string
 	poolMetrics     []string
+	poolTargets     []string
 }
 
 func newUICmd(a *app, runF func(context.Context, *uiOptions) error) *cobra.Command {
@@ -28,6 +31,7 @@ suspend, resume, destroy; the pools) on loopback unless --addr says otherwise. O
 	cmd.Flags().StringVar(&o.addr, "addr", o.addr, "address to listen on (port 0: any free one)")
 	cmd.Flags().StringVar(&o.jaegerURL, "jaeger-url", "", "Jaeger query API whose spans the trace view shows")
 	cmd.Flags().StringSliceVar(&o.poolMetrics, "pool-metrics", nil, "pool keepers' --metrics addresses whose size, claims and hits the pool page shows")
+	cmd.Flags().StringSliceVar(&o.poolTargets, "pool-targets", nil, "targets whose vendors keep their own warm pools for the pool page to list (default: kubernetes when KUBECONFIG is set)")
 	return cmd
 }
 
@@ -39,7 +43,7 @@ func runUI(ctx context.Context, a *app, o *uiOptions) error {
 	vs := open.NewSet(open.Options{Logger: a.log})
 	defer func() { _ = vs.Close() }()
 	srv, err := inspector.New(inspector.Options{Store: s, Logger: a.log, JaegerURL: o.jaegerURL, Vendor: vs.Opener(),
-		KeeperMetrics: o.poolMetrics})
+		KeeperMetrics: o.poolMetrics, PoolTargets: o.targetsOfPools()})
 	if err != nil {
 		return usageError{err}
 	}
@@ -49,4 +53,13 @@ func runUI(ctx context.Context, a *app, o *uiOptions) error {
 	}
 	fmt.Fprintln(a.out, srv.URL(l.Addr()))
 	return srv.Serve(ctx, l)
+}
+
+// targetsOfPools is --pool-targets, by default kubernetes where a cluster
+// is configured.
+func (o *uiOptions) targetsOfPools() []string {
+	if o.poolTargets == nil && os.Getenv("KUBECONFIG") != "" {
+		return []string{kubernetes.Name}
+	}
+	return o.poolTargets
 }

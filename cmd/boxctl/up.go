@@ -18,8 +18,6 @@ import (
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
-	"github.com/tangle-network/boxctl/vendors/kubernetes"
-	"github.com/tangle-network/boxctl/vendors/open"
 )
 
 // The Router's environment: its URL and the key (never a flag).
@@ -151,7 +149,7 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 	if err := o.lastImage(a); err != nil {
 		return err
 	}
-	v, closeVendor, err := a.openUpVendor(o)
+	v, closeVendor, err := a.openVendor(o.target)
 	if err != nil {
 		return err
 	}
@@ -188,27 +186,6 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 	return printUp(a, o, rec, phases, outcome)
 }
 
-// openUpVendor opens the vendor of up: on Kubernetes, one that claims
-// from the warm pool of the target, harness and image (boxctl pool up),
-// or BOXCTL_KUBE_POOL's, when the box may be pooled.
-func (a *app) openUpVendor(o *upOptions) (vendors.Vendor, func(), error) {
-	if o.target != kubernetes.Name || !o.poolable() {
-		return a.openVendor(o.target)
-	}
-	name := pool.DefaultName(o.target, o.harness, o.image)
-	getenv := func(k string) string {
-		if v := os.Getenv(k); v != "" || k != open.EnvKubePool {
-			return v
-		}
-		return name
-	}
-	v, err := open.Vendor(o.target, open.Options{Logger: a.log, Getenv: getenv})
-	if err != nil {
-		return nil, nil, err
-	}
-	return v, func() { _ = v.Close() }, nil
-}
-
 // poolable reports whether up's box may come from a pool: a pooled box
 // is not suspendable.
 func (o *upOptions) poolable() bool { return !o.noPool && o.retention == 0 && o.idle == 0 }
@@ -237,7 +214,7 @@ func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag,
 	if !o.poolable() {
 		env, err = p.Create(ctx, req)
 	} else {
-		env, outcome, err = pool.ClaimFrom(ctx, p, "", pool.DefaultName(o.target, o.harness, o.image), req)
+		env, outcome, err = pool.For(v, "").Claim(ctx, p, pool.DefaultName(o.target, o.harness, o.image), req)
 	}
 	a.log.Debug("box", "pool", outcome)
 	if errors.Is(err, pins.ErrUnknownHarness) {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/render"
+
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -70,6 +72,6 @@ func printUp(a *app, o *upOptions, rec boxstate.Record, phases []sandbox.Phase, 
 		if _, err := fmt.Fprintln(w); err != nil {
 			return err
 		}
-		return sandbox.WriteTimings(w, phases)
+		return render.Timings(w, phases)
 	})
 }

@@ -32,7 +32,7 @@ func BenchmarkKubernetesStart(b *testing.B) {
 	b.Run("start=warm", func(b *testing.B) {
 		pool := "bench-" + randText()[:8]
 		kv := kubetest.Vendor(b, kubernetes.WithWarmPool(pool))
-		if err := kv.EnsurePool(b.Context(), kubernetes.PoolSpec{Name: pool, Image: img, Replicas: 2}); err != nil {
+		if err := kv.EnsurePool(b.Context(), vendors.PoolSpec{Name: pool, Image: img, Replicas: 2}); err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = kv.DeletePool(context.Background(), pool) })

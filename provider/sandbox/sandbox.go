@@ -50,6 +50,9 @@ func New(o Options) (*Provider, error) {
 // RunTag returns the run tag of this provider's boxes.
 func (p *Provider) RunTag() string { return p.o.RunTag }
 
+// Image is the image the provider makes boxes from.
+func (p *Provider) Image() string { return p.o.Image }
+
 // WorkspaceRepo asks for a repository checkout in the box.
 type WorkspaceRepo struct {
 	// RepoURL is cloned into the box's workspace. Credentials in it are
@@ -74,6 +77,10 @@ type CreateRequest struct {
 	Lifetime time.Duration
 	// Labels are added to this box's labels.
 	Labels map[string]string
+	// Pool names a warm pool of the vendor's own (vendors.WarmPools) to
+	// claim the box from when one of its boxes serves the request; a
+	// vendor that keeps no pools refuses it.
+	Pool string
 }
 
 func (p *Provider) spec(req CreateRequest) vendors.CreateSpec {
@@ -91,7 +98,7 @@ func (p *Provider) spec(req CreateRequest) vendors.CreateSpec {
 		labels[boxmeta.LabelIdleSuspend] = boxmeta.FormatIdle(p.o.IdleSuspend)
 	}
 	return vendors.CreateSpec{Image: p.o.Image, Lifetime: life, RunTag: p.o.RunTag, Owner: p.o.Owner,
-		Labels: labels, Resources: p.o.Resources, Ports: []int{BridgePort}, Retention: p.o.Retention}
+		Labels: labels, Resources: p.o.Resources, Ports: []int{BridgePort}, Retention: p.o.Retention, Pool: req.Pool}
 }
 
 // check refuses what would fail later, before any vendor call.

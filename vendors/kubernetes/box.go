@@ -333,8 +333,9 @@ func (b *Box) Destroy(ctx context.Context) error {
 		}
 	} else if !apierrors.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("sandbox: %w", err))
-	} else if b.v.o.pool != "" {
-		// A claim whose Sandbox the controller has not made yet.
+	} else {
+		// A claim whose Sandbox the controller has not made yet (none
+		// is not an error).
 		errs = append(errs, b.v.deleteClaim(ctx, b.id))
 	}
 	if err := b.v.agents.AgentsV1alpha1().Sandboxes(b.v.ns).Delete(ctx, b.id, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {

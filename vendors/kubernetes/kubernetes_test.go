@@ -349,7 +349,7 @@ func TestVendor_WarmPool(t *testing.T) {
 	img := kubetest.Image(t, boxtest.Options{})
 	pool := "vt-pool-" + strings.ToLower(vendortest.RunTag(t)[3:])
 	v := kubetest.Vendor(t, kubernetes.WithWarmPool(pool))
-	if err := v.EnsurePool(t.Context(), kubernetes.PoolSpec{Name: pool, Image: img, Replicas: 2}); err != nil {
+	if err := v.EnsurePool(t.Context(), vendors.PoolSpec{Name: pool, Image: img, Replicas: 2}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = v.DeletePool(context.WithoutCancel(t.Context()), pool) })

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,31 +23,11 @@ import (
 	"github.com/tangle-network/boxctl/vendors"
 )
 
-// PoolSpec is a warm pool of boxes: a SandboxTemplate and a
-// SandboxWarmPool of the same name that keeps Replicas pods of it running,
-// for Create to claim (WithWarmPool).
-type PoolSpec struct {
-	// Name names the template and the pool.
-	Name string
-	// Image is the box image of the pool's pods.
-	Image string
-	// Replicas is how many idle boxes the pool keeps ready.
-	Replicas int32
-	// Resources are the boxes' limits; zero fields mean the vendor's
-	// defaults.
-	Resources vendors.Resources
-	// Standby, when set, makes the pool's pods run the standby bridge
-	// from their start, for ClaimStandby; its Secret is the pool's
-	// (StandbySecret), made with a random pool token when missing. Create
-	// claims only from a pool without it.
-	Standby *StandbySpec
-}
-
 // EnsurePool creates or updates the template and the warm pool of spec
 // (and a standby pool's Secret). A pool's pods run until claimed (their
 // init's lifetime is the longest a box may have); a claimed box ends at
 // its claim's shutdown time.
-func (v *Vendor) EnsurePool(ctx context.Context, spec PoolSpec) error {
+func (v *Vendor) EnsurePool(ctx context.Context, spec vendors.PoolSpec) error {
 	if spec.Name == "" || spec.Image == "" || spec.Replicas < 0 {
 		return errors.New("kubernetes: pool: want a name, an image and replicas >= 0")
 	}
@@ -63,9 +42,7 @@ func (v *Vendor) EnsurePool(ctx context.Context, spec PoolSpec) error {
 		if err := v.ensureStandbySecret(ctx, spec.Name); err != nil {
 			return err
 		}
-		st := *s
-		st.Secret = StandbySecret(spec.Name)
-		podSpec = standbyPodSpec(podSpec, st)
+		podSpec = standbyPodSpec(podSpec, *s, StandbySecret(spec.Name))
 		annotations = map[string]string{HarnessAnnotation: s.Harness}
 	}
 	tmpl := &extv1.SandboxTemplate{
@@ -225,6 +202,22 @@ func (v *Vendor) DeletePool(ctx context.Context, name string) error {
 	return nil
 }
 
+// poolsFor returns the warm pools a create of spec may claim from, in
+// order: the request's (CreateSpec.Pool), then the vendor's
+// (WithWarmPool); none when spec asks for what no pool's box has.
+func (v *Vendor) poolsFor(spec vendors.CreateSpec) []string {
+	if !claimable(spec) {
+		return nil
+	}
+	var out []string
+	for _, p := range []string{spec.Pool, v.o.pool} {
+		if p != "" && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // claimable reports whether a warm box can serve spec: it asks for nothing
 // a pool's pod was not started with.
 func claimable(spec vendors.CreateSpec) bool {
@@ -241,13 +234,13 @@ type poolTemplate struct {
 // poolTemplate reads the vendor's pool template (zero when it is
 // missing). It is read at each create: another process may change the
 // pool.
-func (v *Vendor) poolTemplate(ctx context.Context) (poolTemplate, error) {
-	t, err := v.ext.ExtensionsV1alpha1().SandboxTemplates(v.ns).Get(ctx, v.o.pool, metav1.GetOptions{})
+func (v *Vendor) poolTemplate(ctx context.Context, pool string) (poolTemplate, error) {
+	t, err := v.ext.ExtensionsV1alpha1().SandboxTemplates(v.ns).Get(ctx, pool, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return poolTemplate{}, nil
 	}
 	if err != nil {
-		return poolTemplate{}, fmt.Errorf("kubernetes: pool template %s: %w", v.o.pool, err)
+		return poolTemplate{}, fmt.Errorf("kubernetes: pool template %s: %w", pool, err)
 	}
 	out := poolTemplate{harness: t.Annotations[HarnessAnnotation]}
 	for _, c := range t.Spec.PodTemplate.Spec.Containers {
@@ -261,12 +254,12 @@ func (v *Vendor) poolTemplate(ctx context.Context) (poolTemplate, error) {
 // claim makes a SandboxClaim on the vendor's pool for spec, when the
 // pool's template is a plain one with spec's image (ok false otherwise:
 // make a Sandbox), and returns the box once its Sandbox is Ready.
-func (v *Vendor) claim(ctx context.Context, spec vendors.CreateSpec, meta metav1.ObjectMeta, shutdown metav1.Time) (vendors.Box, bool, error) {
-	t, err := v.poolTemplate(ctx)
+func (v *Vendor) claim(ctx context.Context, pool string, spec vendors.CreateSpec, meta metav1.ObjectMeta, shutdown metav1.Time) (vendors.Box, bool, error) {
+	t, err := v.poolTemplate(ctx, pool)
 	if err != nil || t.image != spec.Image || t.harness != "" {
 		return nil, false, err
 	}
-	b, err := v.claimPool(ctx, meta, shutdown, false)
+	b, err := v.claimPool(ctx, pool, meta, shutdown, false)
 	if err != nil {
 		return nil, true, err
 	}
@@ -294,9 +287,9 @@ var errLostPod = errors.New("the adopted pod is another claim's")
 // gives it one, and so stays a candidate. The claim the pod names makes
 // it its own (ownPod); one that lost it gives its claim and Sandbox up,
 // the pod left to the other, and claims anew.
-func (v *Vendor) claimPool(ctx context.Context, meta metav1.ObjectMeta, shutdown metav1.Time, standby bool) (*Box, error) {
+func (v *Vendor) claimPool(ctx context.Context, pool string, meta metav1.ObjectMeta, shutdown metav1.Time, standby bool) (*Box, error) {
 	for i := 1; ; i++ {
-		b, err := v.claimOnce(ctx, meta, shutdown, standby)
+		b, err := v.claimOnce(ctx, pool, meta, shutdown, standby)
 		if !errors.Is(err, errLostPod) || i == claimAttempts {
 			return b, err
 		}
@@ -305,18 +298,18 @@ func (v *Vendor) claimPool(ctx context.Context, meta metav1.ObjectMeta, shutdown
 	}
 }
 
-func (v *Vendor) claimOnce(ctx context.Context, meta metav1.ObjectMeta, shutdown metav1.Time, standby bool) (*Box, error) {
+func (v *Vendor) claimOnce(ctx context.Context, pool string, meta metav1.ObjectMeta, shutdown metav1.Time, standby bool) (*Box, error) {
 	c := &extv1.SandboxClaim{ObjectMeta: meta, Spec: extv1.SandboxClaimSpec{
-		TemplateRef: extv1.SandboxTemplateRef{Name: v.o.pool},
+		TemplateRef: extv1.SandboxTemplateRef{Name: pool},
 		Lifecycle:   &extv1.Lifecycle{ShutdownTime: &shutdown, ShutdownPolicy: extv1.ShutdownPolicyDelete},
 	}}
 	claims := v.ext.ExtensionsV1alpha1().SandboxClaims(v.ns)
 	made, err := claims.Create(ctx, c, metav1.CreateOptions{})
 	if err != nil {
 		if derr := v.deleteByName(context.WithoutCancel(ctx), meta.Name); derr != nil {
-			return nil, &vendors.CleanupError{Vendor: Name, BoxID: meta.Name, Err: errors.Join(fmt.Errorf("kubernetes: claim a box of pool %s: %w", v.o.pool, err), derr)}
+			return nil, &vendors.CleanupError{Vendor: Name, BoxID: meta.Name, Err: errors.Join(fmt.Errorf("kubernetes: claim a box of pool %s: %w", pool, err), derr)}
 		}
-		return nil, fmt.Errorf("kubernetes: claim a box of pool %s: %w", v.o.pool, v.mapErr(err, ""))
+		return nil, fmt.Errorf("kubernetes: claim a box of pool %s: %w", pool, v.mapErr(err, ""))
 	}
 	b := v.box(meta.Name, meta.Name)
 	sb, err := v.waitSandbox(ctx, meta.Name)
@@ -370,7 +363,7 @@ func (v *Vendor) claimOnce(ctx context.Context, meta metav1.ObjectMeta, shutdown
 			return nil, v.failCreate(ctx, b, err)
 		}
 	}
-	v.o.logger.Debug("kubernetes box claimed", "id", meta.Name, "pod", b.pod, "pool", v.o.pool)
+	v.o.logger.Debug("kubernetes box claimed", "id", meta.Name, "pod", b.pod, "pool", pool)
 	return b, nil
 }
 
@@ -532,50 +525,14 @@ func (v *Vendor) deleteClaim(ctx context.Context, name string) error {
 	return nil
 }
 
-// PoolStatus is what a warm pool holds now.
-type PoolStatus struct {
-	// Want is the pool's replicas; Idle its unclaimed pods, Ready those
-	// of them that are ready.
-	Want  int `json:"want"`
-	Idle  int `json:"idle"`
-	Ready int `json:"ready"`
-	// Oldest is when the oldest idle pod was made (zero: none).
-	Oldest time.Time `json:"oldest,omitzero"`
-}
-
-// OldestAge is the age of the oldest idle pod, to the second; "-" for
-// none.
-func (s PoolStatus) OldestAge() string {
-	if s.Oldest.IsZero() {
-		return "-"
-	}
-	return time.Since(s.Oldest).Round(time.Second).String()
-}
-
-// WritePools writes one line per pool.
-func WritePools(w io.Writer, rows []PoolSummary) error {
-	for _, r := range rows {
-		if _, err := fmt.Fprintf(w, "%s\tready %d of %d\tidle %d\toldest %s\n", r.Name, r.Ready, r.Want, r.Idle, r.OldestAge()); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// PoolSummary is a warm pool boxctl made, with its status.
-type PoolSummary struct {
-	Name string `json:"name"`
-	PoolStatus
-}
-
 // Pools lists the warm pools boxctl made in the vendor's namespace, by
 // name, with their status.
-func (v *Vendor) Pools(ctx context.Context) ([]PoolSummary, error) {
+func (v *Vendor) Pools(ctx context.Context) ([]vendors.PoolSummary, error) {
 	l, err := v.ext.ExtensionsV1alpha1().SandboxWarmPools(v.ns).List(ctx, metav1.ListOptions{LabelSelector: boxmeta.LabelManaged + "=true"})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: list pools: %w", v.mapErr(err, ""))
 	}
-	out := []PoolSummary{}
+	out := []vendors.PoolSummary{}
 	for _, p := range l.Items {
 		st, err := v.PoolState(ctx, p.Name)
 		if errors.Is(err, vendors.ErrNotFound) {
@@ -584,9 +541,9 @@ func (v *Vendor) Pools(ctx context.Context) ([]PoolSummary, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, PoolSummary{Name: p.Name, PoolStatus: st})
+		out = append(out, vendors.PoolSummary{Name: p.Name, PoolStatus: st})
 	}
-	slices.SortFunc(out, func(a, b PoolSummary) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b vendors.PoolSummary) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -608,16 +565,16 @@ func (v *Vendor) idlePods(ctx context.Context, name string) ([]corev1.Pod, error
 }
 
 // PoolState reads the pool named name.
-func (v *Vendor) PoolState(ctx context.Context, name string) (PoolStatus, error) {
+func (v *Vendor) PoolState(ctx context.Context, name string) (vendors.PoolStatus, error) {
 	p, err := v.ext.ExtensionsV1alpha1().SandboxWarmPools(v.ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return PoolStatus{}, fmt.Errorf("kubernetes: pool %s: %w", name, v.mapErr(err, name))
+		return vendors.PoolStatus{}, fmt.Errorf("kubernetes: pool %s: %w", name, v.mapErr(err, name))
 	}
 	pods, err := v.idlePods(ctx, name)
 	if err != nil {
-		return PoolStatus{}, err
+		return vendors.PoolStatus{}, err
 	}
-	st := PoolStatus{Want: int(p.Spec.Replicas), Idle: len(pods)}
+	st := vendors.PoolStatus{Want: int(p.Spec.Replicas), Idle: len(pods)}
 	for i := range pods {
 		if podReady(&pods[i]) {
 			st.Ready++
@@ -666,46 +623,4 @@ func (v *Vendor) RecyclePool(ctx context.Context, name string, maxAge time.Durat
 		v.o.logger.Debug("kubernetes pool recycled", "pool", name, "pods", n, "max_age", maxAge)
 	}
 	return n, nil
-}
-
-// KeepPool keeps the pool named name until ctx ends: each second it reads
-// the pool's state for report (with how many pods it recycled so far),
-// and every tenth of maxAge (at least each second) it recycles the pods
-// older than maxAge (RecyclePool). A failed call is logged and tried
-// again at the next tick, so a passing API error does not end the
-// keeper; a pool that is gone does. The pool itself stays: DeletePool
-// removes it.
-func (v *Vendor) KeepPool(ctx context.Context, name string, maxAge time.Duration, report func(st PoolStatus, recycled int)) error {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	every := max(maxAge/10, time.Second)
-	last := time.Now()
-	recycled := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
-		if time.Since(last) >= every {
-			n, err := v.RecyclePool(ctx, name, maxAge)
-			if err != nil && ctx.Err() == nil {
-				v.o.logger.Warn("kubernetes pool: recycle failed, again at the next tick", "pool", name, "err", err)
-			} else {
-				last = time.Now()
-			}
-			recycled += n
-		}
-		st, err := v.PoolState(ctx, name)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, vendors.ErrNotFound):
-			return err
-		case err != nil:
-			v.o.logger.Warn("kubernetes pool: state not read, again at the next tick", "pool", name, "err", err)
-		case report != nil:
-			report(st, recycled)
-		}
-	}
 }

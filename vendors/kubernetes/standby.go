@@ -34,22 +34,6 @@ import (
 // bridge refuses a second claim). Reading the Secret needs the rights
 // that exec into the pods needs already, so it grants nothing new.
 
-// StandbySpec is how a pool's pods start the standby bridge.
-type StandbySpec struct {
-	// Harness names the harness the bridges serve: a claim asks for it.
-	Harness string
-	// Port is the bridge's port, probed on /health for the pod's
-	// readiness (0: no probe).
-	Port int
-	// Secret names the Secret holding the pool token under
-	// StandbyTokenKey. EnsurePool sets it (StandbySecret).
-	Secret string
-	// Env is the standby bridge's environment: nothing personal.
-	Env map[string]string
-	// Dir is the bridge's working directory.
-	Dir string
-}
-
 // StandbyTokenKey is the key of the pool token in a standby Secret.
 const StandbyTokenKey = "pool-token"
 
@@ -75,12 +59,12 @@ func StandbySecret(pool string) string { return pool + "-pool-token" }
 // entrypoint), its pool token read as its stdin from the file an init
 // container copied from the Secret, and ready once the bridge answers
 // /health in standby.
-func standbyPodSpec(base corev1.PodSpec, s StandbySpec) corev1.PodSpec {
+func standbyPodSpec(base corev1.PodSpec, s vendors.PoolStandby, secret string) corev1.PodSpec {
 	ps := *base.DeepCopy()
 	mode := int32(0o444)
 	ps.Volumes = append(ps.Volumes,
 		corev1.Volume{Name: standbySecretVolume, VolumeSource: corev1.VolumeSource{
-			Secret: &corev1.SecretVolumeSource{SecretName: s.Secret, DefaultMode: &mode,
+			Secret: &corev1.SecretVolumeSource{SecretName: secret, DefaultMode: &mode,
 				Items: []corev1.KeyToPath{{Key: StandbyTokenKey, Path: StandbyTokenKey}}},
 		}},
 		corev1.Volume{Name: standbyTokenVolume, VolumeSource: corev1.VolumeSource{
@@ -152,7 +136,7 @@ func (v *Vendor) standbyToken(ctx context.Context, pool string) (string, error) 
 
 var _ vendors.StandbyPooler = (*Vendor)(nil)
 
-// ClaimStandby claims a box of the vendor's warm pool (WithWarmPool)
+// ClaimStandby claims a box of the warm pool spec.Pool, else WithWarmPool's,
 // when that pool is a standby pool of harness and spec asks for its image
 // and nothing its pods were not started with: a SandboxClaim, whose
 // Sandbox and claim end at spec's Lifetime from now, and the pool token
@@ -160,7 +144,8 @@ var _ vendors.StandbyPooler = (*Vendor)(nil)
 // Ready condition may follow a moment later). The box's bridge waits for
 // its claim. See vendors.StandbyPooler.
 func (v *Vendor) ClaimStandby(ctx context.Context, spec vendors.CreateSpec, harness string) (vendors.Box, string, bool, error) {
-	if v.o.pool == "" || !claimable(spec) {
+	pools := v.poolsFor(spec)
+	if len(pools) == 0 {
 		return nil, "", false, nil
 	}
 	if err := vendors.Check(v, spec); err != nil {
@@ -169,15 +154,25 @@ func (v *Vendor) ClaimStandby(ctx context.Context, spec vendors.CreateSpec, harn
 	if err := checkSpec(spec); err != nil {
 		return nil, "", false, &vendors.SpecError{Vendor: Name, Err: err}
 	}
-	t, err := v.poolTemplate(ctx)
-	if err != nil || t.image != spec.Image || t.harness == "" || t.harness != harness {
-		return nil, "", false, err
+	pool := ""
+	for _, p := range pools {
+		t, err := v.poolTemplate(ctx, p)
+		if err != nil {
+			return nil, "", false, err
+		}
+		if t.image == spec.Image && t.harness != "" && t.harness == harness {
+			pool = p
+			break
+		}
+	}
+	if pool == "" {
+		return nil, "", false, nil
 	}
 	tokc := make(chan error, 1)
 	var token string
 	go func() {
 		var err error
-		token, err = v.standbyToken(ctx, v.o.pool)
+		token, err = v.standbyToken(ctx, pool)
 		tokc <- err
 	}()
 	now := time.Now()
@@ -192,7 +187,7 @@ func (v *Vendor) ClaimStandby(ctx context.Context, spec vendors.CreateSpec, harn
 	}
 	// A standby pod is ready once its bridge answers: that is the box the
 	// caller wants, before the Sandbox says Ready too.
-	b, err := v.claimPool(ctx, meta, metav1.NewTime(now.Add(spec.Lifetime)), true)
+	b, err := v.claimPool(ctx, pool, meta, metav1.NewTime(now.Add(spec.Lifetime)), true)
 	if terr := <-tokc; err == nil && terr != nil {
 		err = v.failCreate(ctx, b, terr)
 	}

@@ -6,12 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tangle-network/boxctl/vendors"
 	corev1 "k8s.io/api/core/v1"
 )
 
 func TestStandbyPodSpec(t *testing.T) {
 	base := boxPodSpec("img:1", []corev1.EnvVar{{Name: "BOX_LIFETIME", Value: "60"}}, nil, corev1.ResourceRequirements{}, 5)
-	ps := standbyPodSpec(base, StandbySpec{Secret: "pool-a", Env: map[string]string{"B": "2", "A": "1"}, Dir: "/home/box/workspace", Port: 8080})
+	ps := standbyPodSpec(base, vendors.PoolStandby{Env: map[string]string{"B": "2", "A": "1"}, Dir: "/home/box/workspace", Port: 8080}, "pool-a")
 	raw, err := json.Marshal(ps)
 	if err != nil {
 		t.Fatal(err)

@@ -75,7 +75,10 @@ type Vendor struct {
 	closed   bool
 }
 
-var _ vendors.Vendor = (*Vendor)(nil)
+var (
+	_ vendors.Vendor    = (*Vendor)(nil)
+	_ vendors.WarmPools = (*Vendor)(nil)
+)
 
 // Option configures a Vendor.
 type Option func(*options)
@@ -252,7 +255,7 @@ func (v *Vendor) Namespace() string { return v.ns }
 // retention makes a suspendable box (suspend.go).
 func (v *Vendor) Supports() vendors.Fields {
 	return vendors.NewFields(vendors.FieldOwner, vendors.FieldLabels, vendors.FieldCPUs, vendors.FieldMemory,
-		vendors.FieldDisk, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRuntime, vendors.FieldRetention)
+		vendors.FieldDisk, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRuntime, vendors.FieldRetention, vendors.FieldPool)
 }
 
 // Create makes a Sandbox (or claims a warm one) and returns the box once
@@ -270,12 +273,12 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		all[boxmeta.LabelPorts] = boxmeta.FormatPorts(spec.Ports)
 	}
 	shutdown := metav1.NewTime(now.Add(spec.Lifetime))
-	if v.o.pool != "" && claimable(spec) {
+	for _, pool := range v.poolsFor(spec) {
 		meta, err := objectMeta(boxName(spec.RunTag), all)
 		if err != nil {
 			return nil, err
 		}
-		if b, ok, err := v.claim(ctx, spec, meta, shutdown); ok || err != nil {
+		if b, ok, err := v.claim(ctx, pool, spec, meta, shutdown); ok || err != nil {
 			return b, err
 		}
 	}

@@ -8,9 +8,10 @@
 // permission interactions (allow or deny), shows the bridge's log, the
 // box's lifecycle events and a turn's trace, suspends and resumes the box
 // (through boxstate.Verb, as `boxctl suspend` and `resume`), and destroys
-// it. The pool page lists the pools' files (pool.Summaries) and, for the
-// keepers whose metrics address it was given, their size, claims and
-// hits. The
+// it. The pool page lists the pools' files (pool.Summaries), the pools of
+// the targets whose vendors keep their own (Options.PoolTargets, read
+// through pool.For) and, for the keepers whose metrics address it was
+// given, their size, claims and hits. The
 // server drives each box through the sandbox provider from the reference
 // the state keeps: the box's bearer stays in this process and never
 // reaches the browser, whose event streams the server relays.

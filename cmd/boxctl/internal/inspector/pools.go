@@ -8,17 +8,14 @@ import (
 	"net/url"
 	"strings"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
 )
 
 // PoolsShown says where the pool page's figures come from.
 const PoolsShown = "Ready and orphaned boxes and keepers are read from the pools' files. " +
 	"Size, claims and hits are known only to a keeper process: they are shown for the keepers " +
-	"whose --metrics address boxctl ui was given (--pool-metrics), read from their /metrics."
+	"whose --metrics address boxctl ui was given (--pool-metrics), read from their /metrics. " +
+	"A pool its vendor keeps (Kubernetes) is read from the vendor: its size and ready boxes."
 
 // KeeperStats are a keeper's figures, read from its /metrics.
 type KeeperStats struct {
@@ -40,6 +37,8 @@ type KeeperStats struct {
 // keeper's metrics were read, the keeper's figures.
 type Pool struct {
 	pool.Summary
+	// Target is the target of a pool its vendor keeps.
+	Target string       `json:"target,omitempty"`
 	Keeper *KeeperStats `json:"keeper,omitempty"`
 }
 
@@ -87,50 +86,17 @@ func (s *Server) keeperStats(ctx context.Context, src string) (map[string]*Keepe
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", src, resp.Status)
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(io.LimitReader(resp.Body, 1<<20))
+	stats, err := pool.ParseMetrics(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", src, err)
 	}
 	out := map[string]*KeeperStats{}
-	fields := map[string]func(*KeeperStats, float64){
-		"boxctl_pool_size":                func(k *KeeperStats, v float64) { k.Size = int64(v) },
-		"boxctl_pool_ready":               func(k *KeeperStats, v float64) { k.Ready = int64(v) },
-		"boxctl_pool_booting":             func(k *KeeperStats, v float64) { k.Booting = int64(v) },
-		"boxctl_pool_waiting_claims":      func(k *KeeperStats, v float64) { k.WaitingClaims = int64(v) },
-		"boxctl_pool_claims_total":        func(k *KeeperStats, v float64) { k.Claims = int64(v) },
-		"boxctl_pool_hits_total":          func(k *KeeperStats, v float64) { k.Hits = int64(v) },
-		"boxctl_pool_waits_total":         func(k *KeeperStats, v float64) { k.Waits = int64(v) },
-		"boxctl_pool_misses_total":        func(k *KeeperStats, v float64) { k.Misses = int64(v) },
-		"boxctl_pool_boot_failures_total": func(k *KeeperStats, v float64) { k.BootFailures = int64(v) },
-		"boxctl_pool_breaker_open":        func(k *KeeperStats, v float64) { k.BreakerOpen = v != 0 },
-	}
-	for name, set := range fields {
-		fam := fams[name]
-		if fam == nil {
-			continue
-		}
-		for _, m := range fam.GetMetric() {
-			pl := labelValue(m, "pool")
-			if pl == "" {
-				continue
-			}
-			if out[pl] == nil {
-				out[pl] = &KeeperStats{Source: src}
-			}
-			set(out[pl], m.GetCounter().GetValue()+m.GetGauge().GetValue())
-		}
+	for name, st := range stats {
+		out[name] = &KeeperStats{Source: src, Size: int64(st.Size), Ready: int64(st.Ready), Booting: int64(st.Booting),
+			WaitingClaims: int64(st.Waiting), Claims: st.Claims, Hits: st.Hits, Waits: st.Waits, Misses: st.Misses,
+			BootFailures: st.Failures, BreakerOpen: st.BreakerOpen}
 	}
 	return out, nil
-}
-
-func labelValue(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
 }
 
 func (s *Server) pools(w http.ResponseWriter, r *http.Request) {
@@ -144,6 +110,22 @@ func (s *Server) pools(w http.ResponseWriter, r *http.Request) {
 	for _, sum := range sums {
 		byName[sum.Name] = len(out.Pools)
 		out.Pools = append(out.Pools, Pool{Summary: sum})
+	}
+	for _, target := range s.o.PoolTargets {
+		v, err := s.o.Vendor(target)
+		var sums []pool.Summary
+		if err == nil {
+			sums, err = pool.For(v, "").List(r.Context())
+		}
+		if err != nil {
+			out.Errors = append(out.Errors, MetricsError{Source: target, Message: err.Error()})
+			continue
+		}
+		for _, sum := range sums {
+			if sum.VendorKept {
+				out.Pools = append(out.Pools, Pool{Summary: sum, Target: target})
+			}
+		}
 	}
 	for _, src := range s.o.KeeperMetrics {
 		stats, err := s.keeperStats(r.Context(), src)

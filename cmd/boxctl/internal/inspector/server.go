@@ -60,6 +60,10 @@ type Options struct {
 	// URLs) of pool keepers whose size, claims and hits the pool page
 	// shows. Default: none; the page shows what the pools' files hold.
 	KeeperMetrics []string
+	// PoolTargets are targets whose vendors keep warm pools of their own
+	// (kubernetes): the pool page lists the pools boxctl made there.
+	// Default: none.
+	PoolTargets []string
 }
 
 func (o Options) normalized() (Options, error) {

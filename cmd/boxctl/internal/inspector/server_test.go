@@ -386,9 +386,25 @@ func TestServer_Boxes(t *testing.T) {
 	}
 }
 
+// warmVendor is a vendor that keeps warm pools of its own.
+type warmVendor struct {
+	vendors.Vendor
+	pools []vendors.PoolSummary
+}
+
+func (w warmVendor) Pools(context.Context) ([]vendors.PoolSummary, error) { return w.pools, nil }
+func (warmVendor) EnsurePool(context.Context, vendors.PoolSpec) error     { return nil }
+func (warmVendor) WaitPool(context.Context, string) error                 { return nil }
+func (warmVendor) DeletePool(context.Context, string) error               { return nil }
+func (warmVendor) PoolState(context.Context, string) (vendors.PoolStatus, error) {
+	return vendors.PoolStatus{}, vendors.ErrNotFound
+}
+func (warmVendor) RecyclePool(context.Context, string, time.Duration) (int, error) { return 0, nil }
+
 // TestServer_Pools lists a pool's file (one box of a running keeper, one
 // of a keeper that is gone) with the figures of its keeper's /metrics, a
-// keeper's pool without a file, and a keeper that cannot be read.
+// keeper's pool without a file, a pool its vendor keeps (Kubernetes), and
+// a keeper that cannot be read.
 func TestServer_Pools(t *testing.T) {
 	dir := t.TempDir()
 	self := reaper.ProcessOwner()
@@ -422,9 +438,19 @@ boxctl_pool_breaker_open{pool="e2b-codex-00000000"} 1
 	t.Cleanup(keeper.Close)
 	down := httptest.NewServer(http.NotFoundHandler())
 	down.Close()
+	oldest := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	kube := warmVendor{pools: []vendors.PoolSummary{{Name: "kubernetes-pi-00000000", PoolStatus: vendors.PoolStatus{Want: 2, Idle: 2, Ready: 1, Oldest: oldest}}}}
 	f := newFixture(t, func(o *Options) {
 		o.PoolDir = dir
 		o.KeeperMetrics = []string{strings.TrimPrefix(keeper.URL, "http://"), down.URL}
+		o.PoolTargets = []string{"kubernetes"}
+		docker := o.Vendor
+		o.Vendor = func(target string) (vendors.Vendor, error) {
+			if target == "kubernetes" {
+				return kube, nil
+			}
+			return docker(target)
+		}
 	})
 	c, _ := f.login(t)
 	var got Pools
@@ -433,6 +459,8 @@ boxctl_pool_breaker_open{pool="e2b-codex-00000000"} 1
 	want := []Pool{
 		{Summary: pool.Summary{Name: "docker-claude-code-0a1b2c3d", Ready: 1, Orphaned: 1, Keepers: []string{self}},
 			Keeper: &KeeperStats{Source: src, Size: 3, Claims: 7, Hits: 5, Misses: 2}},
+		{Summary: pool.Summary{Name: "kubernetes-pi-00000000", VendorKept: true, Ready: 1, Want: 2, Idle: 2, Oldest: oldest, Keepers: []string{}},
+			Target: "kubernetes"},
 		{Summary: pool.Summary{Name: "e2b-codex-00000000", Keepers: []string{}},
 			Keeper: &KeeperStats{Source: src, Size: 1, BreakerOpen: true}},
 	}

@@ -3,28 +3,18 @@ package pool
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"strings"
 	"time"
 )
 
-// Keep runs the keeper in the foreground until ctx ends: it serves its
-// metrics on metricsAddr (host:port, "" for none) at /metrics, rewrites
-// its status line on status every second, and then drains the pool
-// (Close).
-func (p *Pool) Keep(ctx context.Context, metricsAddr string, status io.Writer) (err error) {
-	defer func() {
-		fmt.Fprintf(status, "\ndraining pool %s\n", p.o.Name)
-		err = errors.Join(err, p.Close(context.WithoutCancel(ctx)))
-	}()
-	if metricsAddr != "" {
-		stop, err := ServeMetrics(metricsAddr, p)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
+var _ Keeper = (*Pool)(nil)
+
+// Ensure does nothing more: a Pool boots its boxes from New on.
+func (p *Pool) Ensure(context.Context) error { return nil }
+
+// Keep runs the keeper until ctx ends, calling report (when not nil) with
+// its stats every second, and then drains the pool (Close).
+func (p *Pool) Keep(ctx context.Context, report func(Stats)) (err error) {
+	defer func() { err = errors.Join(err, p.Close(context.WithoutCancel(ctx))) }()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -32,7 +22,9 @@ func (p *Pool) Keep(ctx context.Context, metricsAddr string, status io.Writer) (
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-			fmt.Fprintf(status, "\r\x1b[K%s", p.Stats())
+			if report != nil {
+				report(p.Stats())
+			}
 		}
 	}
 }
@@ -52,14 +44,4 @@ func Summaries(dir string) ([]Summary, error) {
 		out = append(out, s)
 	}
 	return out, nil
-}
-
-// WriteSummaries writes one line per pool.
-func WriteSummaries(w io.Writer, rows []Summary) error {
-	for _, s := range rows {
-		if _, err := fmt.Fprintf(w, "%s\tready %d\torphaned %d\tkeepers %s\n", s.Name, s.Ready, s.Orphaned, strings.Join(s.Keepers, ",")); err != nil {
-			return err
-		}
-	}
-	return nil
 }

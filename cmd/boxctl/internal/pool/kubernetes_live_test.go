@@ -38,8 +38,8 @@ func kubeStandbyPool(t testing.TB, f *fixture, size int32) (*sandbox.Provider, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := kubernetes.PoolSpec{Name: name, Image: img, Replicas: size,
-		Standby: &kubernetes.StandbySpec{Harness: claude.Harness, Port: sandbox.BridgePort, Env: env, Dir: sandbox.Workspace}}
+	spec := vendors.PoolSpec{Name: name, Image: img, Replicas: size,
+		Standby: &vendors.PoolStandby{Harness: claude.Harness, Port: sandbox.BridgePort, Env: env, Dir: sandbox.Workspace}}
 	if err := kv.EnsurePool(t.Context(), spec); err != nil {
 		t.Fatal(err)
 	}

@@ -48,16 +48,6 @@ func Names(dir string) ([]string, error) {
 	return out, nil
 }
 
-// Summary describes one pool's file.
-type Summary struct {
-	Name string `json:"name"`
-	// Ready counts the boxes whose keeper runs; Orphaned those of a
-	// keeper that is gone (`boxctl gc` removes them).
-	Ready    int      `json:"ready"`
-	Orphaned int      `json:"orphaned"`
-	Keepers  []string `json:"keepers"`
-}
-
 // Summarize reads the pool name in dir.
 func Summarize(dir, name string) (Summary, error) {
 	boxes, err := List(dir, name)
@@ -110,17 +100,4 @@ func Drain(ctx context.Context, v vendors.Vendor, dir, name string) (int, error)
 		n++
 	}
 	return n, errors.Join(errs...)
-}
-
-// String is the keeper's status line.
-func (s Stats) String() string {
-	line := fmt.Sprintf("ready %d/%d, booting %d, waiting %d; claims %d (hits %d, waited %d, cold %d), boot failures %d, recycled %d, healed %d",
-		s.Ready, s.Size, s.Booting, s.Waiting, s.Claims, s.Hits, s.Waits, s.Misses, s.Failures, s.Recycled, s.Healed)
-	if s.BreakerOpen {
-		line += "; boots paused"
-	}
-	if s.LastError != "" {
-		line += "; last boot failure: " + s.LastError
-	}
-	return line
 }

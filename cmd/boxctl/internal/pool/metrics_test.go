@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -20,7 +21,7 @@ func TestMetrics(t *testing.T) {
 	p.m.observeRefill(700 * time.Millisecond)
 	p.m.observeRefill(3 * time.Second)
 	rec := httptest.NewRecorder()
-	p.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	Handler(p).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/plain") {
 		t.Errorf("Content-Type %q", rec.Header().Get("Content-Type"))
 	}
@@ -66,11 +67,23 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+// fixedKeeper is a keeper whose stats the test sets.
+type fixedKeeper struct {
+	name  string
+	stats *Stats
+}
+
+func (k fixedKeeper) Name() string                            { return k.name }
+func (k fixedKeeper) Ensure(context.Context) error            { return nil }
+func (k fixedKeeper) Keep(context.Context, func(Stats)) error { return nil }
+func (k fixedKeeper) Stats() Stats                            { return *k.stats }
+
 // A pool its vendor keeps is served from the stats read at each request,
-// under the keeper's own names.
+// under the keeper's own names, without the claim counters the vendor
+// keeps itself.
 func TestVendorMetrics(t *testing.T) {
-	stats := VendorStats{Size: 10, Idle: 8, Ready: 7, Recycled: 2, Oldest: time.Now().Add(-time.Minute)}
-	h := VendorMetrics("k", func() VendorStats { return stats })
+	stats := Stats{Size: 10, Idle: 8, Ready: 7, Recycled: 2, Oldest: time.Now().Add(-time.Minute), VendorKept: true}
+	h := Handler(fixedKeeper{"k", &stats})
 	get := func(path string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
@@ -106,5 +119,23 @@ func TestVendorMetrics(t *testing.T) {
 		if age := fams["boxctl_pool_oldest_idle_seconds"].GetMetric()[0].GetGauge().GetValue(); age < 60 || age > 120 {
 			t.Errorf("round %d: oldest idle age %v s, want about 60", round, age)
 		}
+		if _, ok := fams["boxctl_pool_claims_total"]; ok {
+			t.Errorf("round %d: a vendor's pool serves claim counts it does not keep", round)
+		}
+	}
+}
+
+// TestParseMetrics: a scrape of Handler reads back into the same stats.
+func TestParseMetrics(t *testing.T) {
+	want := Stats{Size: 4, Ready: 3, Idle: 3, Booting: 1, Waiting: 2, BreakerOpen: true, Claims: 9, Hits: 7, Waits: 1, Misses: 1,
+		Failures: 2, Recycled: 3, Healed: 1}
+	rec := httptest.NewRecorder()
+	Handler(fixedKeeper{"p", &want}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	got, err := ParseMetrics(strings.NewReader(rec.Body.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["p"] != want || len(got) != 1 {
+		t.Errorf("ParseMetrics = %+v, want {p: %+v}", got, want)
 	}
 }

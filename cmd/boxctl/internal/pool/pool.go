@@ -121,7 +121,7 @@ type Pool struct {
 	o     Options
 	reg   registry
 	owner string
-	m     metrics
+	m     counters
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -155,16 +155,6 @@ func New(o Options) (*Pool, error) {
 		kick: make(chan struct{}, 1), avail: make(chan struct{})}
 	p.wg.Go(p.run)
 	return p, nil
-}
-
-// Stats is a snapshot of the keeper.
-type Stats struct {
-	Ready, Booting, Waiting, Size int
-	// BreakerOpen is set while boots are paused after failures.
-	BreakerOpen                                             bool
-	Claims, Hits, Waits, Misses, Failures, Recycled, Healed int64
-	// LastError is the last boot's failure ("" after a success).
-	LastError string
 }
 
 // Stats returns the keeper's snapshot; Ready counts its boxes in the

@@ -370,10 +370,12 @@ async function showPools() {
   }
   for (const me of data.errors) showError({ type: "keeper " + me.source, message: me.message });
   const k = (p, f) => (p.keeper ? String(p.keeper[f]) : "–");
+  const size = (p) => (p.keeper ? String(p.keeper.size) : p.vendorKept ? String(p.want) : "–");
+  const keepers = (p) => (p.vendorKept ? `kept by ${p.target}` : p.keepers.join(", "));
   const rows = data.pools.map((p) => el("tr", { "data-pool": p.name },
     el("td", { class: "mono" }, p.name), el("td", { class: "ready" }, p.ready), el("td", {}, p.orphaned),
-    el("td", { class: "mono" }, p.keepers.join(", ")),
-    el("td", { class: "size" }, k(p, "size")), el("td", {}, k(p, "booting")), el("td", {}, k(p, "waitingClaims")),
+    el("td", { class: "mono keepers" }, keepers(p)),
+    el("td", { class: "size" }, size(p)), el("td", {}, k(p, "booting")), el("td", {}, k(p, "waitingClaims")),
     el("td", { class: "claims" }, k(p, "claims")), el("td", { class: "hits" }, k(p, "hits")), el("td", {}, k(p, "misses")),
     el("td", {}, p.keeper ? (p.keeper.breakerOpen ? "boots paused" : "") : "")));
   main.replaceChildren(

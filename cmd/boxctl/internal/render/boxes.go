@@ -1,16 +1,18 @@
-package boxstate
+package render
 
 import (
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
+
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 )
 
-// WriteRows writes rows as a text table for people, deadlines relative to
+// Rows writes rows as a text table for people, deadlines relative to
 // now, or "no boxes". A box the state does not know is marked with "*",
 // explained below the table.
-func WriteRows(w io.Writer, rows []Row, now time.Time) error {
+func Rows(w io.Writer, rows []boxstate.Row, now time.Time) error {
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, "no boxes")
 		return err
@@ -19,7 +21,7 @@ func WriteRows(w io.Writer, rows []Row, now time.Time) error {
 	fmt.Fprintln(tw, "ID\tSTATE\tRUN TAG\tOWNER\tDEADLINE\tHARNESS")
 	unknown := false
 	for _, r := range rows {
-		id := ShortID(r.ID)
+		id := boxstate.ShortID(r.ID)
 		if !r.InState {
 			id += "*"
 			unknown = true
@@ -59,9 +61,9 @@ func deadlineText(d, now time.Time) string {
 	return "in " + left.String()
 }
 
-// WriteCollected writes what Collect did (or, with DryRun, would do) as
+// Collected writes what Collect did (or, with DryRun, would do) as
 // text, a line a box or record.
-func WriteCollected(w io.Writer, res Collected) error {
+func Collected(w io.Writer, res boxstate.Collected) error {
 	verb, forgot, suspend := "removed", "forgot", "suspended"
 	if res.DryRun {
 		verb, forgot, suspend = "would remove", "would forget", "would suspend"
@@ -74,7 +76,7 @@ func WriteCollected(w io.Writer, res Collected) error {
 		return err
 	}
 	for _, r := range res.Forgotten {
-		id := ShortID(r.ID)
+		id := boxstate.ShortID(r.ID)
 		if id == "" {
 			id = "a box being created"
 		}
@@ -87,11 +89,11 @@ func WriteCollected(w io.Writer, res Collected) error {
 
 // writeEntries writes a line a box: done (the verb of what Collect did),
 // or that it could not do what.
-func writeEntries(w io.Writer, es []Entry, done, what string) error {
+func writeEntries(w io.Writer, es []boxstate.Entry, done, what string) error {
 	for _, r := range es {
-		line := fmt.Sprintf("%s %s (run %s): %s", done, ShortID(r.ID), r.RunTag, r.Reason)
+		line := fmt.Sprintf("%s %s (run %s): %s", done, boxstate.ShortID(r.ID), r.RunTag, r.Reason)
 		if r.Error != "" {
-			line = fmt.Sprintf("could not %s %s (run %s, %s): %s", what, ShortID(r.ID), r.RunTag, r.Reason, r.Error)
+			line = fmt.Sprintf("could not %s %s (run %s, %s): %s", what, boxstate.ShortID(r.ID), r.RunTag, r.Reason, r.Error)
 		}
 		if _, err := fmt.Fprintln(w, line); err != nil {
 			return err

@@ -1,16 +1,18 @@
-package sandbox
+package render
 
 import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/tangle-network/boxctl/provider/sandbox"
 )
 
-// WriteTimings writes the phase table of a create (Environment.Timings):
+// Timings writes the phase table of a create (Environment.Timings):
 // each phase, how long it took and its share of the whole, then the
 // total. A phase the create failed in is marked.
-func WriteTimings(w io.Writer, phases []Phase) error {
-	total := Total(phases)
+func Timings(w io.Writer, phases []sandbox.Phase) error {
+	total := sandbox.Total(phases)
 	if _, err := fmt.Fprintf(w, "%-14s %10s %6s\n", "phase", "took", "share"); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package sandbox_test
+package render_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/render"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 )
 
@@ -26,14 +27,14 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test ./provider/sandbox -run %s -update)", err, t.Name())
+		t.Fatalf("%v (run go test ./cmd/boxctl/internal/render -run %s -update)", err, t.Name())
 	}
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
 		t.Errorf("%s differs; run with -update if intended (-golden +got):\n%s", name, diff)
 	}
 }
 
-func TestWriteTimings(t *testing.T) {
+func TestTimings(t *testing.T) {
 	// The phases of a Docker create, their durations fixed.
 	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
 	tests := []struct {
@@ -56,7 +57,7 @@ func TestWriteTimings(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := sandbox.WriteTimings(&b, tc.phases); err != nil {
+			if err := render.Timings(&b, tc.phases); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, "timings_"+tc.name+".golden", b.Bytes())
