@@ -12,13 +12,20 @@ import (
 
 // newSuspendCmds returns `boxctl suspend` and `boxctl resume` (its Router from the environment, as up's).
 func newSuspendCmds(a *app) (cmds []*cobra.Command) {
-	for use, c := range map[string][2]string{"suspend": {"suspended", "Stop a box between turns, keeping its workspace and sessions"}, "resume": {"resumed", "Start a suspended box again, with a fresh bearer"}} {
-		cmds = append(cmds, &cobra.Command{Use: use + " <box>", Short: c[1], Args: boxArgs(cobra.ExactArgs(1)), RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := boxstate.Verb(cmd.Context(), a.openState, use, args[0], a.openVendor, os.Getenv, a.log)
+	for _, c := range []struct {
+		use, short string
+		act        boxstate.Action
+	}{
+		{"suspend", "Stop a box between turns, keeping its workspace and sessions", boxstate.Suspend},
+		{"resume", "Start a suspended box again, with a fresh bearer", boxstate.Resume},
+	} {
+		cmds = append(cmds, &cobra.Command{Use: c.use + " <box>", Short: c.short, Args: boxArgs(cobra.ExactArgs(1)), RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := boxstate.Apply(cmd.Context(), a.openState, c.act, args[0], a.openVendor, os.Getenv, a.log)
 			if err != nil {
 				return err
 			}
-			return a.print(map[string]string{"id": id, "state": c[0]}, func(w io.Writer) error { _, err := fmt.Fprintf(w, "%s %s\n", c[0], shortID(id)); return err })
+			done := c.act.String()
+			return a.print(map[string]string{"id": id, "state": done}, func(w io.Writer) error { _, err := fmt.Fprintf(w, "%s %s\n", done, shortID(id)); return err })
 		}})
 	}
 	return cmds

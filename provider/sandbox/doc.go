@@ -57,9 +57,15 @@
 //
 // GC removes boxes of a vendor whose deadline passed or whose owner is gone
 // (reaper.ProcessOwner, reaper.UserOwner), by label alone: it is the reaper
-// of package vendors/reaper, which owns the labels and owners. The
-// per-user box state of boxctl (provider/sandbox/boxstate) reconciles
-// with a vendor through the same reaper.
+// of package vendors/reaper, which owns the labels and owners; boxctl's
+// per-user box state reconciles with a vendor through the same reaper.
+//
+// # The SDK
+//
+// This package is part of boxctl's SDK: it writes nothing to a terminal
+// and knows nothing of boxctl's command line. The program's own parts
+// (its state file, pool keepers, inspector, renderers) live under
+// cmd/boxctl/internal and build on it.
 //
 // # Traces, timings and events
 //

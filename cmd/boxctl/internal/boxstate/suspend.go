@@ -85,15 +85,32 @@ func (s *Store) ResumeArg(ctx context.Context, arg string, open VendorOpener, ro
 	})
 }
 
-// Verb runs `boxctl suspend` or `boxctl resume` (verb) on the box arg
-// names in the state openState opens; resume's model Router is the one
-// the environment names (sandbox.RouterFromEnv, through getenv).
-func Verb(ctx context.Context, openState func() (*Store, error), verb, arg string, open VendorOpener, getenv func(string) string, log *slog.Logger) (string, error) {
+// Action is a change of a box's run: Suspend or Resume.
+type Action int
+
+// Actions.
+const (
+	Suspend Action = iota + 1
+	Resume
+)
+
+// String is the action's past tense, the state it leaves the box in.
+func (a Action) String() string {
+	if a == Suspend {
+		return "suspended"
+	}
+	return "resumed"
+}
+
+// Apply suspends or resumes the box arg names in the state openState
+// opens; a resume's model Router is the one the environment names
+// (sandbox.RouterFromEnv, through getenv).
+func Apply(ctx context.Context, openState func() (*Store, error), act Action, arg string, open VendorOpener, getenv func(string) string, log *slog.Logger) (string, error) {
 	s, err := openState()
 	if err != nil {
 		return "", err
 	}
-	if verb == "suspend" {
+	if act == Suspend {
 		return s.SuspendArg(ctx, arg, open, log)
 	}
 	router, err := sandbox.RouterFromEnv("", getenv)

@@ -7,7 +7,7 @@
 // earlier runs from the bridge's store, cancels a run, answers its
 // permission interactions (allow or deny), shows the bridge's log, the
 // box's lifecycle events and a turn's trace, suspends and resumes the box
-// (through boxstate.Verb, as `boxctl suspend` and `resume`), and destroys
+// (through boxstate.Apply, as `boxctl suspend` and `resume`), and destroys
 // it. The pool page lists the pools' files (pool.Summaries), the pools of
 // the targets whose vendors keep their own (Options.PoolTargets, read
 // through pool.For) and, for the keepers whose metrics address it was

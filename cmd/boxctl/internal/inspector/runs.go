@@ -21,7 +21,7 @@ import (
 	"github.com/tangle-network/boxctl/provider/sandbox"
 )
 
-var tracer = tracing.Tracer("provider/sandbox/inspector")
+var tracer = tracing.Tracer("cmd/boxctl/internal/inspector")
 
 // MaxPrompt bounds a turn's prompt, in bytes.
 const MaxPrompt = 64 << 10

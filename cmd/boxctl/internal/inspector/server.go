@@ -158,8 +158,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/boxes/{box}/logs", s.logs)
 	mux.HandleFunc("GET /api/boxes/{box}/events", s.events)
 	mux.HandleFunc("POST /api/boxes/{box}/destroy", s.destroy)
-	mux.HandleFunc("POST /api/boxes/{box}/suspend", s.lifecycle("suspend", "suspended"))
-	mux.HandleFunc("POST /api/boxes/{box}/resume", s.lifecycle("resume", "resumed"))
+	mux.HandleFunc("POST /api/boxes/{box}/suspend", s.lifecycle(boxstate.Suspend))
+	mux.HandleFunc("POST /api/boxes/{box}/resume", s.lifecycle(boxstate.Resume))
 	mux.HandleFunc("GET /api/pools", s.pools)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		for _, m := range []string{http.MethodGet, http.MethodPost} {
