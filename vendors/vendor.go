@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/netip"
 	"syscall"
 	"time"
 
@@ -205,4 +206,13 @@ func (h headerTransport) CloseIdleConnections() {
 	if c, ok := h.rt.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
+}
+
+// Addressed is a box whose vendor can tell the address its traffic comes
+// from as a server on the host (HostAddress) sees it: a credential broker
+// binds the box's token to it, so that another box presenting the token
+// is refused.
+type Addressed interface {
+	// Address returns the box's address on the boxes' network.
+	Address(ctx context.Context) (netip.Addr, error)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
 )
@@ -47,13 +48,18 @@ const (
 // Claude is the profile of a Claude Code turn.
 var Claude = provider.Profile{Harness: "claude-code", Model: provider.ProfileModel{Default: "claude-sonnet-4-5"}}
 
-// Fixture is what the live tests share: the Docker vendor, the box image
-// and a local model endpoint on the boxes' network.
+// Fixture is what the live tests share: the Docker vendor, the box image,
+// a local model endpoint on the boxes' network and a credential broker in
+// front of it, where the boxes reach this machine.
 type Fixture struct {
 	Vendor *docker.Vendor
 	Image  string
+	// Router is the model endpoint and its key, which only the broker
+	// holds.
 	Router sandbox.Router
 	Stub   *routerstub.Server
+	// Broker is what the boxes reach: each gets a token of its own.
+	Broker *sandbox.LocalBroker
 }
 
 var (
@@ -107,7 +113,13 @@ func New(env testbed.Env, image string) (*Fixture, error) {
 		return nil, fmt.Errorf("listen on the boxes' network: %w", err)
 	}
 	go func() { _ = http.Serve(l, stub) }()
-	return &Fixture{Vendor: v, Image: image, Stub: stub, Router: sandbox.Router{URL: "http://" + l.Addr().String(), Key: key}}, nil
+	router := sandbox.Router{URL: "http://" + l.Addr().String(), Key: key}
+	lb, err := sandbox.StartBroker(context.Background(), v, broker.Options{Upstreams: []broker.Upstream{
+		{Name: broker.Router, URL: router.URL, Key: router.Key, Auth: broker.AuthAsPresented}}})
+	if err != nil {
+		return nil, err
+	}
+	return &Fixture{Vendor: v, Image: image, Stub: stub, Router: router, Broker: lb}, nil
 }
 
 // SawPrompt reports whether the model endpoint received a request whose
@@ -130,14 +142,19 @@ func (f *Fixture) Provider(t testing.TB, edit func(*sandbox.Options)) *sandbox.P
 	return f.On(t, f.Docker(), edit)
 }
 
-// On returns a provider of the target's boxes with the fixture's model
-// endpoint and a ten-minute lifetime, edited by edit when non-nil,
-// checking at the end of t that none of its boxes is left.
+// On returns a provider of the target's boxes with a ten-minute lifetime
+// whose boxes reach the fixture's model endpoint through its broker,
+// edited by edit when non-nil (an edit that sets a Router of its own has
+// the boxes use it directly), checking at the end of t that none of its
+// boxes is left.
 func (f *Fixture) On(t testing.TB, tg Target, edit func(*sandbox.Options)) *sandbox.Provider {
 	t.Helper()
 	o := sandbox.Options{Vendor: tg.Vendor, Image: tg.Image, Router: f.Router, Lifetime: 10 * time.Minute}
 	if edit != nil {
 		edit(&o)
+	}
+	if o.Router == f.Router && o.Broker == nil {
+		o.Router, o.Broker, o.BrokerURL = sandbox.Router{}, f.Broker, f.Broker.URL
 	}
 	p, err := sandbox.New(o)
 	if err != nil {

@@ -239,6 +239,7 @@ func (e *Environment) Destroy(ctx context.Context) (err error) {
 	if err := e.box.Destroy(cctx); err != nil {
 		return &vendors.CleanupError{Vendor: e.ref.Vendor, BoxID: e.box.ID(), Err: errors.Join(cancelErr, fmt.Errorf("destroy box: %w", err))}
 	}
+	e.p.revokeModel(cctx, e.box.ID())
 	e.p.emit(Event{Type: EventDestroyed, BoxID: e.box.ID(), RunTag: e.ref.RunTag, Reason: ReasonUser})
 	if cancelErr != nil {
 		// The box and every run in it are gone: a cancel that failed

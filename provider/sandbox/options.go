@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -100,8 +101,24 @@ type Options struct {
 	// Image is the box image (a reference the vendor can create from).
 	Image string
 	// Router is the model Router the box's harnesses use; required by
-	// Create (a provider that only reconnects with Connect needs none).
+	// Create without a Broker (a provider that only reconnects with
+	// Connect needs none). Without a Broker, its key enters every box.
 	Router Router
+	// Broker keeps the model credential out of the boxes: each box gets a
+	// token of its own from it (broker.Granter: a broker in this process,
+	// or a client of one in another), valid while the box lives, rotated
+	// at each claim and resume, and reaches it at BrokerURL. Router is
+	// then not used.
+	Broker broker.Granter
+	// BrokerURL is the broker's base URL as the boxes reach it. Required
+	// with Broker.
+	BrokerURL string
+	// Upstream names the broker's upstream of this provider's boxes ("" for
+	// the broker's default).
+	Upstream string
+	// Budget bounds what each box spends through the broker (zero: no
+	// bound).
+	Budget broker.Budget
 	// Pins are the versions to check the box's harnesses against.
 	// Default: the embedded pins.
 	Pins *pins.Pins
@@ -165,6 +182,13 @@ func (o Options) normalized() (Options, error) {
 		if err := o.Router.check(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if o.Broker != nil {
+		if err := CheckRouterURL(o.BrokerURL); err != nil {
+			errs = append(errs, fmt.Errorf("BrokerURL: %w", err))
+		}
+	} else if o.BrokerURL != "" || o.Upstream != "" || o.Budget != (broker.Budget{}) {
+		errs = append(errs, errors.New("BrokerURL, Upstream and Budget need a Broker"))
 	}
 	for k := range o.BridgeEnv {
 		if reservedBridgeEnv[k] {

@@ -104,7 +104,7 @@ func (p *Provider) spec(req CreateRequest) vendors.CreateSpec {
 // check refuses what would fail later, before any vendor call.
 func (p *Provider) check(req CreateRequest) (*pins.Harness, vendors.CreateSpec, error) {
 	spec := p.spec(req)
-	if err := p.o.Router.check(); err != nil {
+	if err := p.checkModel(); err != nil {
 		return nil, spec, fmt.Errorf("create box: %w", err)
 	}
 	if req.Lifetime < 0 {
@@ -198,6 +198,7 @@ func (p *Provider) cleanup(ctx context.Context, box vendors.Box, cause error) er
 		attribute.String("boxctl.box_id", box.ID()), attribute.String("boxctl.reason", ReasonFailure)))
 	derr := box.Destroy(cctx)
 	tracing.End(span, derr)
+	p.revokeModel(cctx, box.ID())
 	if derr != nil {
 		return &vendors.CleanupError{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Err: errors.Join(cause, fmt.Errorf("destroy: %w", derr))}
 	}
@@ -236,10 +237,14 @@ func (p *Provider) boot(ctx context.Context, t *timeline, box vendors.Box, req C
 // backend is ready and checks its version against the pin.
 func (p *Provider) startBridge(ctx context.Context, t *timeline, box vendors.Box, h *pins.Harness) (vendors.Endpoint, string, error) {
 	bearer := newSecret()
+	modelURL, modelKey, err := p.modelAccess(ctx, box)
+	if err != nil {
+		return vendors.Endpoint{}, "", err
+	}
 	env := map[string]string{}
 	maps.Copy(env, p.o.BridgeEnv)
 	maps.Copy(env, map[string]string{
-		wire.EnvBearer: bearer, wire.EnvRouterKey: p.o.Router.Key, wire.EnvRouterURL: p.o.Router.URL,
+		wire.EnvBearer: bearer, wire.EnvRouterKey: modelKey, wire.EnvRouterURL: modelURL,
 		wire.EnvHost: "0.0.0.0", wire.EnvPort: strconv.Itoa(BridgePort), wire.EnvBackends: h.Backend,
 		wire.EnvDataDir: "/home/box/.box-bridge", envMaxRuns: "1",
 	})

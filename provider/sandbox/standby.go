@@ -297,7 +297,11 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 		end(err)
 		return nil, err
 	}
-	claim := p.newClaim(req, deadline)
+	claim, err := p.newClaim(pctx, box, req, deadline)
+	if err != nil {
+		end(err)
+		return nil, fmt.Errorf("claim: %w", err)
+	}
 	// The claim's connection carries the environment's requests after it.
 	ep = ep.Shared()
 	client := ep.Client()
@@ -314,12 +318,16 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 	return p.afterClaim(ctx, t, box, ep, rec, req, h, claim)
 }
 
-// newClaim is the handover of req's environment, ending at deadline, with
-// a fresh bearer.
-func (p *Provider) newClaim(req CreateRequest, deadline time.Time) wire.Claim {
+// newClaim is the handover of req's environment to box, ending at
+// deadline, with a fresh bearer and the box's model access.
+func (p *Provider) newClaim(ctx context.Context, box vendors.Box, req CreateRequest, deadline time.Time) (wire.Claim, error) {
+	modelURL, modelKey, err := p.modelAccess(ctx, box)
+	if err != nil {
+		return wire.Claim{}, err
+	}
 	secs, _ := strconv.ParseInt(boxmeta.FormatDeadline(deadline), 10, 64)
-	return wire.Claim{Bearer: newSecret(), RouterURL: p.o.Router.URL, RouterKey: p.o.Router.Key, Env: req.Env,
-		Metadata: req.Metadata, Labels: req.Labels, Deadline: secs}
+	return wire.Claim{Bearer: newSecret(), RouterURL: modelURL, RouterKey: modelKey, Env: req.Env,
+		Metadata: req.Metadata, Labels: req.Labels, Deadline: secs}, nil
 }
 
 // afterClaim makes the environment of a box whose bridge took claim: the
@@ -391,7 +399,10 @@ func (p *Provider) claimVendorStandby(ctx context.Context, t *timeline, req Crea
 		if err != nil {
 			err = fmt.Errorf("bridge endpoint: %w", err)
 		}
-		claim := p.newClaim(req, deadline)
+		var claim wire.Claim
+		if err == nil {
+			claim, err = p.newClaim(pctx, box, req, deadline)
+		}
 		// One connection through the endpoint carries the requests of
 		// the claim and of the environment after it. A pool's pod is
 		// ready only once its bridge answered /health with its backend

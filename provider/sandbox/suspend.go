@@ -247,7 +247,7 @@ func (p *Provider) resumable(ref SuspendedRef) (*pins.Harness, error) {
 	if ref.BoxID == "" || ref.EnvironmentKey == "" {
 		return nil, errors.New("resume: reference lacks its box id or environment key")
 	}
-	if err := p.o.Router.check(); err != nil {
+	if err := p.checkModel(); err != nil {
 		return nil, fmt.Errorf("resume: %w", err)
 	}
 	h, ok := p.o.Pins.Harness(ref.Harness)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -29,7 +30,25 @@ type Box struct {
 	id        string
 }
 
-var _ vendors.Box = (*Box)(nil)
+var (
+	_ vendors.Box       = (*Box)(nil)
+	_ vendors.Addressed = (*Box)(nil)
+)
+
+// Address returns the container's address on the boxes' network, where
+// its traffic to HostAddress comes from.
+func (b *Box) Address(ctx context.Context) (netip.Addr, error) {
+	c, err := b.v.cli.ContainerInspect(ctx, b.id)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("docker: address: %w", b.v.mapErr(err, b.id))
+	}
+	if c.NetworkSettings != nil {
+		if n := c.NetworkSettings.Networks[b.v.opts.network]; n != nil && n.IPAddress != "" {
+			return netip.ParseAddr(n.IPAddress)
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("docker: box %s has no address on network %s", short(b.id), b.v.opts.network)
+}
 
 // ID returns the container id.
 func (b *Box) ID() string { return b.id }

@@ -1,0 +1,198 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"time"
+)
+
+// Status is what GET /v1/status of the admin API answers.
+type Status struct {
+	Upstreams []string          `json:"upstreams"`
+	Boxes     int               `json:"boxes"`
+	Refusals  map[Refusal]int64 `json:"refusals"`
+}
+
+// Status reports the broker's upstreams, the boxes holding a token and the
+// refusals by reason.
+func (b *Broker) Status() Status {
+	b.mu.Lock()
+	n := len(b.byBox)
+	b.mu.Unlock()
+	return Status{Upstreams: b.Upstreams(), Boxes: n, Refusals: b.Refusals()}
+}
+
+type adminError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+// Admin returns the admin API of b, for its owner only (serve it on a unix
+// socket of mode 0600): POST /v1/grants (a Grant; answers {"token"}),
+// POST /v1/grants/{box}/bind ({"addr"}), DELETE /v1/grants/{box},
+// GET /v1/usage/{box} and GET /v1/status. Bodies are JSON; errors are
+// {"type","message"} with a 4xx status.
+func (b *Broker) Admin() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/grants", func(w http.ResponseWriter, r *http.Request) {
+		var g Grant
+		if !decodeStrict(w, r, &g) {
+			return
+		}
+		tok, err := b.Grant(r.Context(), g)
+		if err != nil {
+			writeAdmin(w, http.StatusBadRequest, adminError{"invalid_grant", err.Error()})
+			return
+		}
+		writeAdmin(w, http.StatusOK, map[string]string{"token": tok})
+	})
+	mux.HandleFunc("POST /v1/grants/{box}/bind", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Addr netip.Addr `json:"addr"`
+		}
+		if !decodeStrict(w, r, &body) {
+			return
+		}
+		if err := b.Bind(r.Context(), r.PathValue("box"), body.Addr); err != nil {
+			writeAdmin(w, http.StatusNotFound, adminError{"not_found", err.Error()})
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("DELETE /v1/grants/{box}", func(w http.ResponseWriter, r *http.Request) {
+		_ = b.Revoke(r.Context(), r.PathValue("box"))
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /v1/usage/{box}", func(w http.ResponseWriter, r *http.Request) {
+		u, err := b.Usage(r.Context(), r.PathValue("box"))
+		if err != nil {
+			writeAdmin(w, http.StatusNotFound, adminError{"not_found", err.Error()})
+			return
+		}
+		writeAdmin(w, http.StatusOK, u)
+	})
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeAdmin(w, http.StatusOK, b.Status()) })
+	return mux
+}
+
+func decodeStrict(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeAdmin(w, http.StatusBadRequest, adminError{"invalid_body", err.Error()})
+		return false
+	}
+	return true
+}
+
+func writeAdmin(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Client is the caller's side of a broker's admin API on a unix socket.
+type Client struct {
+	hc *http.Client
+}
+
+// Dial returns a client of the admin API on the unix socket at path.
+func Dial(path string) *Client {
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}}
+	return &Client{hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+}
+
+var _ Granter = (*Client)(nil)
+
+// APIError is an answer of the admin API that is not a success.
+type APIError struct {
+	Status  int
+	Type    string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("broker: %s (%d): %s", e.Type, e.Status, e.Message)
+}
+
+// Is matches ErrUnknownBox for a not_found answer.
+func (e *APIError) Is(target error) bool { return target == ErrUnknownBox && e.Type == "not_found" }
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://broker"+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e adminError
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&e)
+		return &APIError{Status: resp.StatusCode, Type: e.Type, Message: e.Message}
+	}
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(out)
+}
+
+// Grant issues g.Box's token.
+func (c *Client) Grant(ctx context.Context, g Grant) (string, error) {
+	var out struct {
+		Token string `json:"token"`
+	}
+	if err := c.do(ctx, http.MethodPost, "/v1/grants", g, &out); err != nil {
+		return "", err
+	}
+	if out.Token == "" {
+		return "", errors.New("broker: the grant answered no token")
+	}
+	return out.Token, nil
+}
+
+// Bind ties box's token to addr.
+func (c *Client) Bind(ctx context.Context, box string, addr netip.Addr) error {
+	return c.do(ctx, http.MethodPost, "/v1/grants/"+url.PathEscape(box)+"/bind", map[string]netip.Addr{"addr": addr}, nil)
+}
+
+// Revoke retires box's token.
+func (c *Client) Revoke(ctx context.Context, box string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/grants/"+url.PathEscape(box), nil, nil)
+}
+
+// Usage is what box spent.
+func (c *Client) Usage(ctx context.Context, box string) (Usage, error) {
+	var u Usage
+	err := c.do(ctx, http.MethodGet, "/v1/usage/"+url.PathEscape(box), nil, &u)
+	return u, err
+}
+
+// Status is the broker's status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var s Status
+	err := c.do(ctx, http.MethodGet, "/v1/status", nil, &s)
+	return s, err
+}

@@ -1,0 +1,417 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/tangle-network/boxctl/internal/modelapi"
+)
+
+// Grant is what a box may spend through the broker.
+type Grant struct {
+	// Box is the box's id. Required.
+	Box string `json:"box"`
+	// Upstream names the upstream of the box's requests ("" for the
+	// broker's default: its first).
+	Upstream string `json:"upstream,omitempty"`
+	// Budget bounds what the box spends (zero: no bound).
+	Budget Budget `json:"budget,omitzero"`
+}
+
+// Budget bounds a box's spending; a zero field bounds nothing.
+type Budget struct {
+	// Tokens bounds input and output tokens together.
+	Tokens int64 `json:"tokens,omitempty"`
+	// Requests bounds the model requests.
+	Requests int64 `json:"requests,omitempty"`
+}
+
+// Usage is what a box spent, as the upstream's answers said.
+type Usage struct {
+	Requests     int64 `json:"requests"`
+	InputTokens  int64 `json:"inputTokens"`
+	OutputTokens int64 `json:"outputTokens"`
+	// Models counts the answered requests by the model the upstream said
+	// served them.
+	Models map[string]int64 `json:"models,omitempty"`
+	// Refused counts the box's requests the broker refused.
+	Refused int64 `json:"refused,omitempty"`
+}
+
+// Granter issues and retires box tokens: a Broker in this process, or a
+// Client of one in another.
+type Granter interface {
+	// Grant issues the box's token, rotating any earlier one.
+	Grant(ctx context.Context, g Grant) (token string, err error)
+	// Bind ties the box's token to the address its requests come from.
+	Bind(ctx context.Context, box string, addr netip.Addr) error
+	// Revoke retires the box's token; revoking an unknown box is not an
+	// error.
+	Revoke(ctx context.Context, box string) error
+	// Usage is what the box spent so far (kept after Revoke).
+	Usage(ctx context.Context, box string) (Usage, error)
+}
+
+// Refusal is why the broker refused a request: the value of its
+// X-Boxctl-Broker-Refusal header.
+type Refusal string
+
+// Refusals.
+const (
+	RefusedNoToken  Refusal = "no_token"
+	RefusedUnknown  Refusal = "unknown_token"
+	RefusedRevoked  Refusal = "revoked_token"
+	RefusedRotated  Refusal = "rotated_token"
+	RefusedSource   Refusal = "wrong_source"
+	RefusedRoute    Refusal = "route_not_allowed"
+	RefusedBudget   Refusal = "budget_spent"
+	RefusedUpstream Refusal = "upstream_unknown"
+)
+
+// RefusalHeader carries a refused request's Refusal.
+const RefusalHeader = "X-Boxctl-Broker-Refusal"
+
+// ErrUnknownBox is Bind of a box without a grant.
+var ErrUnknownBox = errors.New("broker: no grant for the box")
+
+// Options configure a Broker.
+type Options struct {
+	// Upstreams are where requests go; the first is the default. At
+	// least one is required, names unique.
+	Upstreams []Upstream
+	// Logger receives refusals and upstream failures, never a secret.
+	// Default: discard.
+	Logger *slog.Logger
+	// Transport carries the upstream requests. Default: a clone of
+	// http.DefaultTransport.
+	Transport http.RoundTripper
+	// MaxRetired bounds the retired tokens remembered to say why they are
+	// refused (default 65536); older ones are refused as unknown.
+	MaxRetired int
+}
+
+type digest [sha256.Size]byte
+
+type grant struct {
+	Grant
+	digest digest
+	source netip.Addr
+}
+
+type retired struct {
+	why Refusal
+	box string
+}
+
+// Broker is the credential broker. It is safe for concurrent use.
+type Broker struct {
+	o     Options
+	up    map[string]Upstream
+	proxy *httputil.ReverseProxy
+
+	mu       sync.Mutex
+	byDigest map[digest]*grant
+	byBox    map[string]*grant
+	retired  map[digest]retired
+	order    []digest // retired, oldest first
+	usage    map[string]*Usage
+	refusals map[Refusal]int64
+}
+
+// New returns a Broker of o's upstreams.
+func New(o Options) (*Broker, error) {
+	if len(o.Upstreams) == 0 {
+		return nil, errors.New("broker: at least one upstream is required")
+	}
+	b := &Broker{o: o, up: map[string]Upstream{}, byDigest: map[digest]*grant{}, byBox: map[string]*grant{},
+		retired: map[digest]retired{}, usage: map[string]*Usage{}, refusals: map[Refusal]int64{}}
+	for _, u := range o.Upstreams {
+		if err := u.check(); err != nil {
+			return nil, err
+		}
+		if _, dup := b.up[u.Name]; dup {
+			return nil, fmt.Errorf("broker: upstream %s named twice", u.Name)
+		}
+		b.up[u.Name] = u
+	}
+	if b.o.Logger == nil {
+		b.o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if b.o.MaxRetired <= 0 {
+		b.o.MaxRetired = 1 << 16
+	}
+	if b.o.Transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 256
+		b.o.Transport = t
+	}
+	b.proxy = &httputil.ReverseProxy{Rewrite: b.rewrite, Transport: b.o.Transport, FlushInterval: -1,
+		ModifyResponse: b.meter, ErrorHandler: b.upstreamFailed}
+	return b, nil
+}
+
+// Upstreams returns the names of the broker's upstreams, the default
+// first.
+func (b *Broker) Upstreams() []string {
+	out := make([]string, 0, len(b.o.Upstreams))
+	for _, u := range b.o.Upstreams {
+		out = append(out, u.Name)
+	}
+	return out
+}
+
+func newToken() string {
+	var raw [32]byte
+	_, _ = rand.Read(raw[:])
+	return "bxt_" + base64.RawURLEncoding.EncodeToString(raw[:])
+}
+
+// Grant issues g.Box's token; an earlier token of the box is refused as
+// rotated from then on, and the box's binding is kept.
+func (b *Broker) Grant(_ context.Context, g Grant) (string, error) {
+	if g.Box == "" {
+		return "", errors.New("broker: a grant needs a box")
+	}
+	if g.Upstream == "" {
+		g.Upstream = b.o.Upstreams[0].Name
+	}
+	if _, ok := b.up[g.Upstream]; !ok {
+		return "", fmt.Errorf("broker: grant of box %s: unknown upstream %q (have %s)", g.Box, g.Upstream, strings.Join(b.Upstreams(), ", "))
+	}
+	if g.Budget.Tokens < 0 || g.Budget.Requests < 0 {
+		return "", errors.New("broker: a budget must not be negative")
+	}
+	token := newToken()
+	ng := &grant{Grant: g, digest: sha256.Sum256([]byte(token))}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if old := b.byBox[g.Box]; old != nil {
+		ng.source = old.source
+		b.retireLocked(old, RefusedRotated)
+	}
+	b.byBox[g.Box], b.byDigest[ng.digest] = ng, ng
+	if b.usage[g.Box] == nil {
+		b.usage[g.Box] = &Usage{}
+	}
+	return token, nil
+}
+
+// Bind ties box's token to addr: a request from any other address is
+// refused (RefusedSource).
+func (b *Broker) Bind(_ context.Context, box string, addr netip.Addr) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := b.byBox[box]
+	if g == nil {
+		return fmt.Errorf("%w %s", ErrUnknownBox, box)
+	}
+	g.source = addr.Unmap()
+	return nil
+}
+
+// Revoke retires box's token.
+func (b *Broker) Revoke(_ context.Context, box string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if g := b.byBox[box]; g != nil {
+		b.retireLocked(g, RefusedRevoked)
+		delete(b.byBox, box)
+	}
+	return nil
+}
+
+func (b *Broker) retireLocked(g *grant, why Refusal) {
+	delete(b.byDigest, g.digest)
+	b.retired[g.digest] = retired{why: why, box: g.Box}
+	b.order = append(b.order, g.digest)
+	for len(b.order) > b.o.MaxRetired {
+		delete(b.retired, b.order[0])
+		b.order = b.order[1:]
+	}
+}
+
+// Usage is what box spent so far.
+func (b *Broker) Usage(_ context.Context, box string) (Usage, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	u := b.usage[box]
+	if u == nil {
+		return Usage{}, fmt.Errorf("%w %s", ErrUnknownBox, box)
+	}
+	out := *u
+	out.Models = maps.Clone(u.Models)
+	return out, nil
+}
+
+// Refusals counts the refused requests by reason.
+func (b *Broker) Refusals() map[Refusal]int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.refusals)
+}
+
+var _ Granter = (*Broker)(nil)
+
+// ServeHTTP serves the boxes' model requests.
+func (b *Broker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	family, _ := modelapi.Route(r.Method, r.URL.Path)
+	kind, token := modelapi.PresentedKey(r)
+	g, why := b.admit(r, family, token)
+	if why != "" {
+		b.refuse(w, r, family, kind, why)
+		return
+	}
+	up := b.up[g.Upstream]
+	ctx := context.WithValue(r.Context(), routeKey{}, route{grant: g, up: up, kind: kind, family: family})
+	b.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// admit finds the request's grant, or why it is refused.
+func (b *Broker) admit(r *http.Request, family modelapi.Family, token string) (*grant, Refusal) {
+	if token == "" {
+		return nil, b.count(nil, RefusedNoToken)
+	}
+	d := digest(sha256.Sum256([]byte(token)))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := b.byDigest[d]
+	if g == nil {
+		if old, ok := b.retired[d]; ok {
+			return nil, b.countLocked(b.usage[old.box], old.why)
+		}
+		return nil, b.countLocked(nil, RefusedUnknown)
+	}
+	u := b.usage[g.Box]
+	if family == modelapi.FamilyNone {
+		return nil, b.countLocked(u, RefusedRoute)
+	}
+	if g.source.IsValid() {
+		ap, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err != nil || ap.Addr().Unmap() != g.source {
+			return nil, b.countLocked(u, RefusedSource)
+		}
+	}
+	if bu := g.Budget; (bu.Requests > 0 && u.Requests >= bu.Requests) || (bu.Tokens > 0 && u.InputTokens+u.OutputTokens >= bu.Tokens) {
+		return nil, b.countLocked(u, RefusedBudget)
+	}
+	u.Requests++
+	return g, ""
+}
+
+func (b *Broker) count(u *Usage, why Refusal) Refusal {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.countLocked(u, why)
+}
+
+func (b *Broker) countLocked(u *Usage, why Refusal) Refusal {
+	b.refusals[why]++
+	if u != nil {
+		u.Refused++
+	}
+	return why
+}
+
+type routeKey struct{}
+
+type route struct {
+	grant  *grant
+	up     Upstream
+	kind   modelapi.AuthKind
+	family modelapi.Family
+}
+
+// authHeaders are where a request may present a key: every one is
+// removed before the upstream's own is set.
+var authHeaders = []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key", "Proxy-Authorization"}
+
+// rewrite points the request at its upstream, with the upstream's
+// credential in place of the box's token.
+func (b *Broker) rewrite(pr *httputil.ProxyRequest) {
+	rt := pr.In.Context().Value(routeKey{}).(route)
+	base, _ := url.Parse(rt.up.URL) // checked by New
+	out := pr.Out
+	out.URL.Scheme, out.URL.Host = base.Scheme, base.Host
+	out.URL.Path = strings.TrimSuffix(base.Path, "/") + pr.In.URL.Path
+	out.URL.RawPath = ""
+	q := out.URL.Query()
+	q.Del("key")
+	for _, h := range authHeaders {
+		out.Header.Del(h)
+	}
+	kind := rt.kind
+	switch rt.up.Auth {
+	case AuthBearer:
+		kind = modelapi.AuthBearer
+	case AuthAPIKey:
+		kind = modelapi.AuthAPIKey
+	case AuthGoogAPIKey:
+		kind = modelapi.AuthGoogAPIKey
+	}
+	switch kind {
+	case modelapi.AuthAPIKey:
+		out.Header.Set("X-Api-Key", rt.up.Key)
+	case modelapi.AuthGoogAPIKey:
+		out.Header.Set("X-Goog-Api-Key", rt.up.Key)
+	case modelapi.AuthGoogQuery:
+		q.Set("key", rt.up.Key)
+	default:
+		out.Header.Set("Authorization", "Bearer "+rt.up.Key)
+	}
+	out.URL.RawQuery = q.Encode()
+	out.Host = base.Host
+	// The box's address is its own business; the upstream sees the
+	// broker's.
+	out.Header.Del("X-Forwarded-For")
+	out.Header.Del("Forwarded")
+}
+
+// upstreamFailed answers a request the upstream did not answer, without
+// its error (which may name the upstream's address).
+func (b *Broker) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
+	rt := r.Context().Value(routeKey{}).(route)
+	if r.Context().Err() == nil {
+		b.o.Logger.Warn("broker: upstream failed", "upstream", rt.up.Name, "box", rt.grant.Box, "err", redact(err, rt.up.Key))
+	}
+	writeError(w, rt.family, rt.kind, http.StatusBadGateway, "", "the model upstream did not answer")
+}
+
+// redact removes key from err's text.
+func redact(err error, key string) string {
+	s := err.Error()
+	if key != "" {
+		s = strings.ReplaceAll(s, key, "[key]")
+	}
+	return s
+}
+
+func (b *Broker) refuse(w http.ResponseWriter, r *http.Request, family modelapi.Family, kind modelapi.AuthKind, why Refusal) {
+	status, msg := http.StatusUnauthorized, "the box token is not valid here"
+	switch why {
+	case RefusedNoToken:
+		msg = "no box token presented"
+	case RefusedRoute:
+		status, msg = http.StatusForbidden, "the box token opens the model APIs only"
+	case RefusedSource:
+		status, msg = http.StatusForbidden, "the box token belongs to another box"
+	case RefusedBudget:
+		status, msg = http.StatusTooManyRequests, "the box's budget is spent"
+	}
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	b.o.Logger.Info("broker: refused", "reason", string(why), "from", host, "method", r.Method, "path", r.URL.Path)
+	w.Header().Set(RefusalHeader, string(why))
+	writeError(w, family, kind, status, why, msg)
+}

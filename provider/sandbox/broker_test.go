@@ -1,0 +1,103 @@
+package sandbox_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/tangle-network/boxctl/internal/sandboxtest"
+	"github.com/tangle-network/boxctl/provider"
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// sh runs script in box as its user and returns its output.
+func sh(t *testing.T, box vendors.Box, script string) string {
+	t.Helper()
+	res, err := box.Exec(t.Context(), vendors.ExecSpec{Command: []string{"sh", "-c", script}})
+	if err != nil {
+		t.Fatalf("exec: %v", err)
+	}
+	return strings.TrimSpace(string(res.Stdout))
+}
+
+// presentScript presents $TOKEN to the broker at $URL on $ROUTE and prints
+// the status and the broker's refusal.
+const presentScript = `node -e '
+fetch(process.env.URL + process.env.ROUTE, {method: "POST", headers: {"x-api-key": process.env.TOKEN, "content-type": "application/json",
+  "anthropic-version": "2023-06-01"}, body: JSON.stringify({model: "m", max_tokens: 8, messages: [{role: "user", content: "hi"}]})})
+  .then(r => console.log(r.status, r.headers.get("x-boxctl-broker-refusal") || "-"), e => console.log("error", e.message))'`
+
+// TestBroker_LiveAttacks: on Docker, a box's harness reaches the model
+// only through the broker with a token of its own; the upstream key is in
+// no process environment of the box nor in its container's config; the
+// token is refused from another box, on another route and after the box
+// is gone, each refusal counted.
+func TestBroker_LiveAttacks(t *testing.T) {
+	f := setup(t)
+	p := f.Provider(t, nil)
+	a := create(t, p, sandbox.CreateRequest{Profile: claude})
+	b := create(t, p, sandbox.CreateRequest{Profile: claude})
+	marker := "broker turn " + randText()
+	text, _, err := sandboxtest.Turn(t.Context(), a, provider.Turn{Prompt: marker})
+	if err != nil || text != replyText {
+		t.Fatalf("turn through the broker = %q, %v", text, err)
+	}
+	var seen bool
+	for _, r := range f.Stub.Requests() {
+		if strings.Contains(r.Prompt, marker) {
+			seen = true
+			if r.Key != f.Router.Key || !r.Authorized {
+				t.Errorf("the upstream got key %q, want the real key", r.Key)
+			}
+		}
+	}
+	if !seen {
+		t.Fatal("the turn's model request never reached the upstream")
+	}
+	u, err := f.Broker.Usage(t.Context(), a.Box().ID())
+	if err != nil || u.Requests == 0 || u.OutputTokens == 0 || u.Models[servedModel] == 0 {
+		t.Errorf("broker usage of the box = %+v, %v; want its requests, tokens and served model", u, err)
+	}
+
+	// What the box's processes and files hold, as its user reads them
+	// (the bridge keeps its own environment from them), and the
+	// container's config: never the upstream key.
+	inBox := sh(t, a.Box(), `cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n'; K=router; grep -rIl --exclude-dir=proc --exclude-dir=sys -F "$K-key-" / 2>/dev/null | head -n 5`)
+	if strings.Contains(inBox, f.Router.Key) || strings.Contains(inBox, "router-key-") || strings.Contains(f.Docker().Inspect(t, a.Box().ID()), f.Router.Key) {
+		t.Errorf("the upstream key is in the box: %s", inBox)
+	}
+	// The token a box's harness holds: granted again, as an attacker
+	// who read it would hold it (the box's earlier one is refused as
+	// rotated from now on).
+	token, err := f.Broker.Grant(t.Context(), broker.Grant{Box: a.Box().ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	present := func(from *sandbox.Environment, tok, route string) string {
+		return sh(t, from.Box(), "URL="+f.Broker.URL+" ROUTE="+route+" TOKEN="+tok+" "+presentScript)
+	}
+	before := f.Broker.Refusals()
+	if got := present(a, token, "/v1/messages"); got != "200 -" {
+		t.Errorf("the token from its own box: %s, want 200", got)
+	}
+	if got := present(b, token, "/v1/messages"); got != "403 "+string(broker.RefusedSource) {
+		t.Errorf("the token from another box: %s, want 403 %s", got, broker.RefusedSource)
+	}
+	if got := present(a, token, "/v1/files"); got != "403 "+string(broker.RefusedRoute) {
+		t.Errorf("the token on another route: %s, want 403 %s", got, broker.RefusedRoute)
+	}
+	if err := a.Destroy(context.WithoutCancel(t.Context())); err != nil {
+		t.Fatal(err)
+	}
+	if got := present(b, token, "/v1/messages"); got != "401 "+string(broker.RefusedRevoked) {
+		t.Errorf("the token after its box was destroyed: %s, want 401 %s", got, broker.RefusedRevoked)
+	}
+	after := f.Broker.Refusals()
+	for _, why := range []broker.Refusal{broker.RefusedSource, broker.RefusedRoute, broker.RefusedRevoked} {
+		if after[why] <= before[why] {
+			t.Errorf("refusal %s not counted", why)
+		}
+	}
+}
