@@ -1,11 +1,11 @@
 package sandbox
 
 import (
-	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"log/slog"
 	"net/url"
 	"strings"
