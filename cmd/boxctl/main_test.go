@@ -30,6 +30,8 @@ func runMainIfReexecuted() {
 func isolateState() {
 	dir := filepath.Join(os.TempDir(), "boxctl-cmd-test-"+strconv.Itoa(os.Getuid()))
 	os.Setenv(boxstate.PathEnv, filepath.Join(dir, "boxes.json"))
+	// The brokers the tests' boxes start end soon after their last box.
+	os.Setenv(brokerIdleEnv, "15s")
 }
 
 // useState points the state file at a fresh directory for one test and

@@ -85,6 +85,7 @@ and proves with a conformance suite that a built image still works.`,
 	root.AddCommand(newVersionCmd(a))
 	root.AddCommand(newBridgeCmd(a))
 	root.AddCommand(newRouterStubCmd(a))
+	root.AddCommand(newBrokerCmd(a))
 	root.AddCommand(newBuildCmd(a))
 	root.AddCommand(newPinsCmd(a))
 	root.AddCommand(newUpCmd(a, nil))

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -20,7 +19,11 @@ func newSuspendCmds(a *app) (cmds []*cobra.Command) {
 		{"resume", "Start a suspended box again, with a fresh bearer", boxstate.Resume},
 	} {
 		cmds = append(cmds, &cobra.Command{Use: c.use + " <box>", Short: c.short, Args: boxArgs(cobra.ExactArgs(1)), RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := boxstate.Apply(cmd.Context(), a.openState, c.act, args[0], a.openVendor, os.Getenv, a.log)
+			s, err := a.openState()
+			if err != nil {
+				return err
+			}
+			id, err := boxstate.Apply(cmd.Context(), func() (*boxstate.Store, error) { return s, nil }, c.act, args[0], a.openVendor, a.brokerAccess(s), a.log)
 			if err != nil {
 				return err
 			}

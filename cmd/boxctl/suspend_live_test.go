@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +126,75 @@ func TestBoxVerbs_GCIdleSuspend(t *testing.T) {
 	}
 	if r := boxctl(t, t.Context(), nil, "turn", "last", "again"); r.code != 0 || !strings.Contains(r.stdout, reply) {
 		t.Fatalf("turn after resume: exit %d (%v), stdout %q", r.code, r.err, r.stdout)
+	}
+	if r := boxctl(t, t.Context(), nil, "rm", "last"); r.code != 0 {
+		t.Fatalf("rm: exit %d: %v", r.code, r.err)
+	}
+}
+
+// TestBoxVerbs_LocalSuspendResume: a box of the local model endpoint is
+// suspended and resumed with no key in the caller's hands (the broker
+// holds the endpoint's key; the resume only rotates the box's token), and
+// the next turn answers; neither the state file nor the box's container
+// config holds the endpoint's key.
+func TestBoxVerbs_LocalSuspendResume(t *testing.T) {
+	v := liveVendor(t)
+	img := boxtest.Image(t, boxtest.Options{})
+	state := useState(t)
+	cleanupState(t, v)
+	for _, k := range []string{routerURLEnv, routerKeyVar, "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"} {
+		t.Setenv(k, "")
+	}
+	r := boxctl(t, t.Context(), nil, "up", "--image", img, "--router", "local", "--retention", "1h", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("up: exit %d: %v", r.code, r.err)
+	}
+	var up upResult
+	if err := json.Unmarshal([]byte(r.stdout), &up); err != nil || !strings.HasPrefix(up.Upstream, "local-") {
+		t.Fatalf("up = %+v, %v; want a local upstream", up, err)
+	}
+	for i, step := range [][]string{{"turn", "last", "hello"}, {"suspend", "last"}, {"resume", "last"}, {"turn", "last", "again"}} {
+		r := boxctl(t, t.Context(), nil, step...)
+		if r.code != 0 || (i%3 == 0 && !strings.Contains(r.stdout, localReply)) {
+			t.Fatalf("%v: exit %d (%v), stdout %q", step, r.code, r.err, r.stdout)
+		}
+	}
+	// The endpoint's key, as its process's environment holds it: in
+	// neither the state file, the container's config nor the box.
+	rec := mustState(t).Find(up.ID)
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", rec.Router.PID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key string
+	for _, kv := range strings.Split(string(environ), "\x00") {
+		if v, ok := strings.CutPrefix(kv, routerKeyEnv+"="); ok {
+			key = v
+		}
+	}
+	if len(key) < 16 {
+		t.Fatalf("the endpoint's key %q: not found", key)
+	}
+	raw, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, err := v.Connect(t.Context(), up.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := box.Exec(t.Context(), vendors.ExecSpec{Command: []string{"sh", "-c",
+		`cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null; grep -rIl --exclude-dir=proc --exclude-dir=sys -e "$0" / 2>/dev/null; echo`,
+		// The key as a pattern that matches it, so that the command line
+		// does not hold it.
+		key[:8] + "[" + key[8:9] + "]" + key[9:]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for where, text := range map[string]string{"state file": string(raw), "container config": boxtest.Inspect(t, up.ID), "box": string(res.Stdout)} {
+		if strings.Contains(text, key) {
+			t.Errorf("the model key is in the %s", where)
+		}
 	}
 	if r := boxctl(t, t.Context(), nil, "rm", "last"); r.code != 0 {
 		t.Fatalf("rm: exit %d: %v", r.code, r.err)

@@ -43,7 +43,7 @@ func runUI(ctx context.Context, a *app, o *uiOptions) error {
 	vs := open.NewSet(open.Options{Logger: a.log})
 	defer func() { _ = vs.Close() }()
 	srv, err := inspector.New(inspector.Options{Store: s, Logger: a.log, JaegerURL: o.jaegerURL, Vendor: vs.Opener(),
-		KeeperMetrics: o.poolMetrics, PoolTargets: o.targetsOfPools()})
+		KeeperMetrics: o.poolMetrics, PoolTargets: o.targetsOfPools(), Access: a.brokerAccess(s)})
 	if err != nil {
 		return usageError{err}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
 )
@@ -49,9 +50,12 @@ type upOptions struct {
 	timings    bool
 	bridgeOTLP string
 	noPool     bool
+	upstream   string
+	upURL      string
 
-	// Resolved by resolve: the Router, unless routerLocal.
-	routerURL, routerKey string
+	// Resolved by resolve: the upstream whose key the broker holds for
+	// the box, unless routerLocal (up starts the local endpoint).
+	up broker.Upstream
 }
 
 func newUpCmd(a *app, runF func(context.Context, *upOptions) error) *cobra.Command {
@@ -60,15 +64,21 @@ func newUpCmd(a *app, runF func(context.Context, *upOptions) error) *cobra.Comma
 		Use:   "up",
 		Short: "Create a box with the bridge inside and remember it",
 		Long: `up creates a box from a box image (default: the last ` + "`boxctl build`" + ` for --target),
-starts the bridge in it with a random bearer and the Router's key, waits until
+starts the bridge in it with a random bearer and a box token, waits until
 the harness is ready, and records the box in the state file so that turn, exec,
 logs and rm can find it by id, id prefix or "last". It prints the box's id,
 endpoint, harness and deadline; the bearer only with --show-bearer.
 
-The model Router is --router URL with the key in $` + routerKeyVar + `, else $` + routerURLEnv + `
-and $` + routerKeyVar + `. --router local instead runs a local model endpoint
-(boxctl router-stub, with a random key) where the box reaches it, for as long as
-the box lives.
+The model key never enters the box: the user's credential broker (boxctl broker,
+started on demand, outliving up) holds it, and the box holds a token of its own
+that the broker swaps for the key on each model request, refused once the box is
+gone, from any other box, or on any route but the model APIs. The upstream is
+--upstream: router (--router URL with the key in $` + routerKeyVar + `, else $` + routerURLEnv + `
+and $` + routerKeyVar + `), anthropic ($ANTHROPIC_API_KEY), openai ($OPENAI_API_KEY) or gemini
+($GEMINI_API_KEY), each at its public API or at --upstream-url; by default the Router
+when its environment is set, else the provider whose key is set (the harness's own
+when several are). --router local instead runs a local model endpoint (boxctl
+router-stub, with a random key) behind the broker, for as long as the box lives.
 
 The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.json, else
 ~/.local/state/boxctl/boxes.json (mode 0600: it holds each box's bearer).`,
@@ -89,6 +99,8 @@ The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.j
 	f.DurationVar(&o.retention, "retention", 0, "make the box suspendable: --lifetime is then its running time, and a suspended box is kept this long")
 	f.DurationVar(&o.idle, "idle-suspend", 0, "have boxctl gc suspend the box once it had no turn this long (it is suspendable: --retention defaults to 168h)")
 	f.StringVar(&o.router, "router", "", `model Router URL (key in $`+routerKeyVar+`), or "local" for a local model endpoint (default: $`+routerURLEnv+`)`)
+	f.StringVar(&o.upstream, "upstream", "", "where the broker sends the box's model requests: router, anthropic, openai or gemini (default: see above)")
+	f.StringVar(&o.upURL, "upstream-url", "", "the base URL of --upstream anthropic, openai or gemini (default: the provider's public API)")
 	f.BoolVar(&o.showBearer, "show-bearer", false, "also print the bridge's bearer token (a secret)")
 	f.BoolVar(&o.timings, "timings", false, "also print how long each phase of the create took")
 	f.BoolVar(&o.noPool, "no-pool", false, "create the box even when a pool of the same target, harness and image has one waiting")
@@ -125,8 +137,32 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 	if _, ok := p.Harness(o.harness); !ok {
 		return usageErrorf("--harness %q: known harnesses are %s", o.harness, strings.Join(p.HarnessNames(), ", "))
 	}
-	o.routerURL, o.routerKey, err = routerFromFlag(o.router, getenv)
-	return err
+	if o.router == routerLocal {
+		if o.upstream != "" || o.upURL != "" {
+			return usageErrorf("--router local is the upstream: drop --upstream and --upstream-url")
+		}
+		return nil
+	}
+	kind, err := pickUpstream(o.upstream, o.router, o.harness, getenv)
+	if err != nil {
+		return err
+	}
+	if kind != broker.Router {
+		if o.router != "" {
+			return usageErrorf("--router goes with --upstream router")
+		}
+		o.up, err = providerUpstream(kind, o.upURL, getenv)
+		return err
+	}
+	if o.upURL != "" {
+		return usageErrorf("--upstream router takes its URL from --router")
+	}
+	url, key, err := routerFromFlag(o.router, getenv)
+	if err != nil {
+		return err
+	}
+	o.up = broker.Upstream{Name: upstreamName(broker.Router, url, false), URL: url, Key: key, Auth: broker.AuthAsPresented}
+	return nil
 }
 
 // lastImage defaults --image to the last build for --target.
@@ -157,21 +193,27 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 
 	now := time.Now()
 	rec := boxstate.Record{Target: o.target, Image: o.image, RunTag: sandbox.NewRunTag(), Created: now.UTC(), Deadline: now.Add(o.lifetime).UTC()}
-	router := sandbox.Router{URL: o.routerURL, Key: o.routerKey}
+	up := o.up
 	if o.router == routerLocal {
-		lr, key, err := startRouterFor(ctx, v, s, rec.RunTag, now.Add(o.lifetime+routerMargin))
+		lr, key, err := startRouterFor(ctx, s, rec.RunTag, now.Add(o.lifetime+o.retention+routerMargin))
 		if err != nil {
 			return err
 		}
-		rec.Router, router = lr, sandbox.Router{URL: lr.URL, Key: key}
+		rec.Router = lr
+		up = broker.Upstream{Name: "local-" + strings.ToLower(rec.RunTag), URL: lr.URL, Key: key, Auth: broker.AuthAsPresented}
 		a.log.Info("local model endpoint started", "url", lr.URL, "pid", lr.PID)
 	}
+	access, err := a.upstreamAccess(ctx, s, v, up)
+	if err != nil {
+		return err
+	}
+	rec.Upstream = up.Name
 	var (
 		phases  []sandbox.Phase
 		outcome pool.Outcome
 	)
 	rec, err = s.Create(ctx, v, rec, func(ctx context.Context, tag string) (sandbox.Reference, error) {
-		env, how, err := createBox(ctx, a, v, o, tag, s.Owner(), router, s.Record)
+		env, how, err := createBox(ctx, a, v, o, tag, s.Owner(), access, s.Record)
 		if err != nil {
 			return sandbox.Reference{}, err
 		}
@@ -191,12 +233,13 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 func (o *upOptions) poolable() bool { return !o.noPool && o.retention == 0 && o.idle == 0 }
 
 // createBox makes the box through the sandbox provider.
-func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag, owner string, router sandbox.Router, onEvent func(sandbox.Event)) (*sandbox.Environment, pool.Outcome, error) {
+func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag, owner string, access boxstate.ModelAccess, onEvent func(sandbox.Event)) (*sandbox.Environment, pool.Outcome, error) {
 	var bridgeEnv map[string]string
 	if o.bridgeOTLP != "" {
 		bridgeEnv = map[string]string{tracing.EndpointEnv: o.bridgeOTLP}
 	}
-	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: o.image, Router: router, Lifetime: o.lifetime, Retention: o.retention,
+	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: o.image, Broker: access.Broker, BrokerURL: access.BrokerURL,
+		Upstream: access.Upstream, Lifetime: o.lifetime, Retention: o.retention,
 		IdleSuspend: o.idle, RunTag: tag, Owner: owner, Logger: a.log, OnEvent: onEvent, BridgeEnv: bridgeEnv})
 	if err != nil {
 		return nil, "", err
@@ -221,4 +264,21 @@ func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag,
 		return nil, "", usageError{err}
 	}
 	return env, outcome, err
+}
+
+// upstreamAccess registers up at the user's broker (starting it) and has
+// the broker serve v's boxes: the model access of a new box.
+func (a *app) upstreamAccess(ctx context.Context, s *boxstate.Store, v vendors.Vendor, up broker.Upstream) (boxstate.ModelAccess, error) {
+	bc, err := a.ensureBroker(ctx, s)
+	if err != nil {
+		return boxstate.ModelAccess{}, err
+	}
+	if err := bc.SetUpstream(ctx, up); err != nil {
+		return boxstate.ModelAccess{}, err
+	}
+	url, err := brokerURL(ctx, bc, v)
+	if err != nil {
+		return boxstate.ModelAccess{}, err
+	}
+	return boxstate.ModelAccess{Broker: bc, BrokerURL: url, Upstream: up.Name}, nil
 }

@@ -24,7 +24,10 @@ type upResult struct {
 	Lifetime string    `json:"lifetime"`
 	Deadline time.Time `json:"deadline"`
 	Router   string    `json:"router"`
-	Bearer   string    `json:"bearer,omitempty"`
+	// Upstream names the box's upstream at the user's broker, which holds
+	// its key; the box holds a token of its own.
+	Upstream string `json:"upstream"`
+	Bearer   string `json:"bearer,omitempty"`
 	// Timings are the create's phases (with --timings).
 	Timings []sandbox.Phase `json:"timings,omitempty"`
 	// Pool says where the box came from: hit (it waited in a pool),
@@ -35,7 +38,7 @@ type upResult struct {
 func printUp(a *app, o *upOptions, rec boxstate.Record, phases []sandbox.Phase, outcome pool.Outcome) error {
 	ref := rec.Reference
 	res := upResult{ID: rec.ID, Target: rec.Target, Endpoint: ref.Endpoint, Harness: ref.Harness, Model: o.model,
-		Image: rec.Image, RunTag: rec.RunTag, Lifetime: o.lifetime.String(), Deadline: rec.Deadline, Router: o.routerURL, Pool: outcome}
+		Image: rec.Image, RunTag: rec.RunTag, Lifetime: o.lifetime.String(), Deadline: rec.Deadline, Router: o.up.URL, Upstream: rec.Upstream, Pool: outcome}
 	if rec.Router != nil {
 		res.Router = rec.Router.URL
 	}
@@ -57,7 +60,7 @@ func printUp(a *app, o *upOptions, rec boxstate.Record, phases []sandbox.Phase, 
 		lines := [][2]string{{"id", res.ID}, {"endpoint", res.Endpoint}, {"harness", res.Harness}, {"model", model},
 			{"image", res.Image}, {"run tag", res.RunTag},
 			{"deadline", res.Deadline.Local().Format(time.RFC3339) + " (lifetime " + res.Lifetime + ")"}, {"router", router},
-			{"pool", string(res.Pool)}}
+			{"upstream", res.Upstream + " (through the broker; the box holds a token)"}, {"pool", string(res.Pool)}}
 		if o.showBearer {
 			lines = append(lines, [2]string{"bearer", res.Bearer})
 		}

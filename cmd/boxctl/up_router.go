@@ -18,23 +18,20 @@ import (
 // answers every model request with.
 const localReply = "Hello from inside the box: the local model endpoint answered."
 
-// localHost is where the vendor's boxes reach a server on this machine,
-// for --router local.
+// localHost is where the vendor's boxes reach a server on this machine:
+// the broker's address for them.
 func localHost(ctx context.Context, v vendors.Vendor) (string, error) {
 	host, err := localrouter.HostFor(ctx, v)
 	if errors.Is(err, localrouter.ErrUnreachable) {
-		return "", usageErrorf("--router local: %v; pass --router URL", err)
+		return "", usageErrorf("the broker: %v; give the vendor this machine's address as its boxes reach it", err)
 	}
 	return host, err
 }
 
 // startRouterFor starts the local model endpoint of the box with run tag
-// tag, where the vendor's boxes reach it, until until.
-func startRouterFor(ctx context.Context, v vendors.Vendor, s *boxstate.Store, tag string, until time.Time) (*localrouter.Process, string, error) {
-	host, err := localHost(ctx, v)
-	if err != nil {
-		return nil, "", err
-	}
+// tag on loopback, where only the broker reaches it, until until.
+func startRouterFor(ctx context.Context, s *boxstate.Store, tag string, until time.Time) (*localrouter.Process, string, error) {
+	host := "127.0.0.1"
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, "", fmt.Errorf("local model endpoint: %w", err)

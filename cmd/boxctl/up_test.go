@@ -41,7 +41,7 @@ func TestUpCmd_Flags(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		env     map[string]string // TANGLE_ROUTER_URL, TANGLE_API_KEY
+		env     map[string]string // the Router's and the providers' variables
 		args    []string
 		want    want
 		wantErr string // with exit code 2
@@ -79,11 +79,28 @@ func TestUpCmd_Flags(t *testing.T) {
 		{name: "unknown target", args: []string{"--router", "local", "--target", "k8s"}, wantErr: `--target "k8s"`},
 		{name: "arguments", args: []string{"--router", "local", "extra"}, wantErr: "unknown command"},
 		{name: "router key is no flag", args: []string{"--router-key", "k"}, wantErr: "unknown flag"},
+		{name: "only an Anthropic key: Claude Code's provider", env: map[string]string{"ANTHROPIC_API_KEY": "ak"},
+			want: want{harness: "claude-code", routerURL: "https://api.anthropic.com", routerKey: "ak", lifetime: 30 * time.Minute}},
+		{name: "Codex takes its own provider of several", env: map[string]string{"ANTHROPIC_API_KEY": "ak", "OPENAI_API_KEY": "ok"},
+			args: []string{"--harness", "codex"}, want: want{harness: "codex", routerURL: "https://api.openai.com", routerKey: "ok", lifetime: 30 * time.Minute}},
+		{name: "Pi with its one key", env: map[string]string{"GEMINI_API_KEY": "gk"}, args: []string{"--harness", "pi"},
+			want: want{harness: "pi", routerURL: "https://generativelanguage.googleapis.com", routerKey: "gk", lifetime: 30 * time.Minute}},
+		{name: "Pi with several keys", env: map[string]string{"GEMINI_API_KEY": "gk", "OPENAI_API_KEY": "ok"}, args: []string{"--harness", "pi"},
+			wantErr: "pass --upstream"},
+		{name: "a provider at another URL", env: map[string]string{"ANTHROPIC_API_KEY": "ak", routerURLEnv: "https://r.example", routerKeyVar: "k"},
+			args: []string{"--upstream", "anthropic", "--upstream-url", "http://127.0.0.1:9"},
+			want: want{harness: "claude-code", routerURL: "http://127.0.0.1:9", routerKey: "ak", lifetime: 30 * time.Minute}},
+		{name: "a provider without its key", args: []string{"--upstream", "gemini"}, wantErr: "$GEMINI_API_KEY is not set"},
+		{name: "an unknown upstream", args: []string{"--upstream", "bedrock"}, wantErr: `--upstream "bedrock"`},
+		{name: "router flag with a provider", env: map[string]string{"ANTHROPIC_API_KEY": "ak"},
+			args: []string{"--upstream", "anthropic", "--router", "http://10.0.0.1:9"}, wantErr: "--router goes with --upstream router"},
+		{name: "local with an upstream", args: []string{"--router", "local", "--upstream", "anthropic"}, wantErr: "--router local is the upstream"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv(routerURLEnv, tt.env[routerURLEnv])
-			t.Setenv(routerKeyVar, tt.env[routerKeyVar])
+			for _, k := range []string{routerURLEnv, routerKeyVar, "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"} {
+				t.Setenv(k, tt.env[k])
+			}
 			o, called, err := parseCmd(t, newUpCmd, append([]string{"up"}, tt.args...)...)
 			if tt.wantErr != "" {
 				if exitCode(err) != 2 || !strings.Contains(err.Error(), tt.wantErr) || called {
@@ -95,7 +112,7 @@ func TestUpCmd_Flags(t *testing.T) {
 				t.Fatalf("up %v: %v (ran %v)", tt.args, err, called)
 			}
 			got := want{image: o.image, harness: o.harness, model: o.model, repo: o.repo, gitRef: o.gitRef,
-				routerURL: o.routerURL, routerKey: o.routerKey, lifetime: o.lifetime, local: o.router == routerLocal, showBearer: o.showBearer, timings: o.timings, bridgeOTLP: o.bridgeOTLP}
+				routerURL: o.up.URL, routerKey: o.up.Key, lifetime: o.lifetime, local: o.router == routerLocal, showBearer: o.showBearer, timings: o.timings, bridgeOTLP: o.bridgeOTLP}
 			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(want{})); diff != "" {
 				t.Errorf("up %v options (-want +got):\n%s", tt.args, diff)
 			}

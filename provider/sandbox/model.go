@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"
@@ -19,14 +20,14 @@ func (p *Provider) checkModel() error {
 }
 
 // modelAccess returns the model endpoint and key box's harnesses use: the
-// broker's URL and a token of the box's own (rotating any earlier one,
-// bound to the box's address where its vendor tells it), or without a
-// Broker the Router itself.
-func (p *Provider) modelAccess(ctx context.Context, box vendors.Box) (url, key string, err error) {
+// broker's URL and a token of the box's own valid until until (rotating
+// any earlier one, bound to the box's address where its vendor tells it),
+// or without a Broker the Router itself.
+func (p *Provider) modelAccess(ctx context.Context, box vendors.Box, until time.Time) (url, key string, err error) {
 	if p.o.Broker == nil {
 		return p.o.Router.URL, p.o.Router.Key, nil
 	}
-	token, err := p.o.Broker.Grant(ctx, broker.Grant{Box: box.ID(), Upstream: p.o.Upstream, Budget: p.o.Budget})
+	token, err := p.o.Broker.Grant(ctx, broker.Grant{Box: box.ID(), Upstream: p.o.Upstream, Budget: p.o.Budget, Until: until})
 	if err != nil {
 		return "", "", fmt.Errorf("broker grant: %w", err)
 	}
@@ -50,4 +51,14 @@ func (p *Provider) revokeModel(ctx context.Context, boxID string) {
 	if err := p.o.Broker.Revoke(ctx, boxID); err != nil {
 		p.o.Logger.Warn("broker: revoke failed", "box", boxID, "err", err)
 	}
+}
+
+// tokenMargin is how long a box token outlives its box's deadline: clocks
+// of the box's vendor and of this machine differ.
+const tokenMargin = time.Minute
+
+// tokenUntil is when the token of a box that starts now for life, then
+// kept retention suspended, ends at the latest.
+func tokenUntil(life, retention time.Duration) time.Time {
+	return time.Now().Add(life + retention + tokenMargin)
 }

@@ -206,7 +206,7 @@ func (p *Provider) cleanup(ctx context.Context, box vendors.Box, cause error) er
 }
 
 func (p *Provider) boot(ctx context.Context, t *timeline, box vendors.Box, req CreateRequest, h *pins.Harness, spec vendors.CreateSpec) (*Environment, error) {
-	ep, bearer, err := p.startBridge(ctx, t, box, h)
+	ep, bearer, err := p.startBridge(ctx, t, box, h, tokenUntil(spec.Lifetime, spec.Retention))
 	if err != nil {
 		return nil, err
 	}
@@ -233,11 +233,11 @@ func (p *Provider) boot(ctx context.Context, t *timeline, box vendors.Box, req C
 	return e, err
 }
 
-// startBridge starts the bridge in box with a new bearer, waits until its
-// backend is ready and checks its version against the pin.
-func (p *Provider) startBridge(ctx context.Context, t *timeline, box vendors.Box, h *pins.Harness) (vendors.Endpoint, string, error) {
+// startBridge starts the bridge in box with a new bearer and model access
+// until until, waits until its backend is ready and checks its version against the pin.
+func (p *Provider) startBridge(ctx context.Context, t *timeline, box vendors.Box, h *pins.Harness, until time.Time) (vendors.Endpoint, string, error) {
 	bearer := newSecret()
-	modelURL, modelKey, err := p.modelAccess(ctx, box)
+	modelURL, modelKey, err := p.modelAccess(ctx, box, until)
 	if err != nil {
 		return vendors.Endpoint{}, "", err
 	}

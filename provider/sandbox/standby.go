@@ -321,7 +321,7 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 // newClaim is the handover of req's environment to box, ending at
 // deadline, with a fresh bearer and the box's model access.
 func (p *Provider) newClaim(ctx context.Context, box vendors.Box, req CreateRequest, deadline time.Time) (wire.Claim, error) {
-	modelURL, modelKey, err := p.modelAccess(ctx, box)
+	modelURL, modelKey, err := p.modelAccess(ctx, box, deadline.Add(tokenMargin))
 	if err != nil {
 		return wire.Claim{}, err
 	}

@@ -24,10 +24,7 @@ type Status struct {
 // Status reports the broker's upstreams, the boxes holding a token and the
 // refusals by reason.
 func (b *Broker) Status() Status {
-	b.mu.Lock()
-	n := len(b.byBox)
-	b.mu.Unlock()
-	return Status{Upstreams: b.Upstreams(), Boxes: n, Refusals: b.Refusals()}
+	return Status{Upstreams: b.Upstreams(), Boxes: b.Live(), Refusals: b.Refusals()}
 }
 
 type adminError struct {
@@ -35,13 +32,56 @@ type adminError struct {
 	Message string `json:"message"`
 }
 
+// upstreamBody is an upstream on the admin API, its key included.
+type upstreamBody struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+	Key  string `json:"key"`
+	Auth Auth   `json:"auth"`
+}
+
+// ListenFunc serves the broker for boxes that reach this machine at host,
+// once per host, and returns its base URL there.
+type ListenFunc func(ctx context.Context, host string) (url string, err error)
+
 // Admin returns the admin API of b, for its owner only (serve it on a unix
 // socket of mode 0600): POST /v1/grants (a Grant; answers {"token"}),
 // POST /v1/grants/{box}/bind ({"addr"}), DELETE /v1/grants/{box},
-// GET /v1/usage/{box} and GET /v1/status. Bodies are JSON; errors are
+// GET /v1/usage/{box}, PUT /v1/upstreams/{name} ({"url","key","auth"}),
+// POST /v1/listeners ({"host"}, answers {"url"}; through listen, nil for
+// none) and GET /v1/status. Bodies are JSON; errors are
 // {"type","message"} with a 4xx status.
-func (b *Broker) Admin() http.Handler {
+func (b *Broker) Admin(listen ListenFunc) http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("PUT /v1/upstreams/{name}", func(w http.ResponseWriter, r *http.Request) {
+		var u upstreamBody
+		if !decodeStrict(w, r, &u) {
+			return
+		}
+		if err := b.SetUpstream(Upstream{Name: r.PathValue("name"), URL: u.URL, Key: u.Key, Auth: u.Auth}); err != nil {
+			writeAdmin(w, http.StatusBadRequest, adminError{"invalid_upstream", err.Error()})
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST /v1/listeners", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Host string `json:"host"`
+		}
+		if !decodeStrict(w, r, &body) {
+			return
+		}
+		if listen == nil {
+			writeAdmin(w, http.StatusNotImplemented, adminError{"not_implemented", "this broker serves no more listeners"})
+			return
+		}
+		u, err := listen(r.Context(), body.Host)
+		if err != nil {
+			writeAdmin(w, http.StatusBadRequest, adminError{"listen_failed", err.Error()})
+			return
+		}
+		writeAdmin(w, http.StatusOK, map[string]string{"url": u})
+	})
 	mux.HandleFunc("POST /v1/grants", func(w http.ResponseWriter, r *http.Request) {
 		var g Grant
 		if !decodeStrict(w, r, &g) {
@@ -195,4 +235,19 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	var s Status
 	err := c.do(ctx, http.MethodGet, "/v1/status", nil, &s)
 	return s, err
+}
+
+// SetUpstream adds or replaces the upstream u.
+func (c *Client) SetUpstream(ctx context.Context, u Upstream) error {
+	return c.do(ctx, http.MethodPut, "/v1/upstreams/"+url.PathEscape(u.Name), upstreamBody{URL: u.URL, Key: u.Key, Auth: u.Auth}, nil)
+}
+
+// Listen has the broker serve boxes that reach this machine at host, and
+// returns its URL there.
+func (c *Client) Listen(ctx context.Context, host string) (string, error) {
+	var out struct {
+		URL string `json:"url"`
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/listeners", map[string]string{"host": host}, &out)
+	return out.URL, err
 }

@@ -14,8 +14,10 @@ import (
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tangle-network/boxctl/internal/modelapi"
 )
@@ -29,6 +31,9 @@ type Grant struct {
 	Upstream string `json:"upstream,omitempty"`
 	// Budget bounds what the box spends (zero: no bound).
 	Budget Budget `json:"budget,omitzero"`
+	// Until is when the token ends by itself, at the latest (zero:
+	// never): the box's last possible moment.
+	Until time.Time `json:"until,omitzero"`
 }
 
 // Budget bounds a box's spending; a zero field bounds nothing.
@@ -74,6 +79,7 @@ const (
 	RefusedNoToken  Refusal = "no_token"
 	RefusedUnknown  Refusal = "unknown_token"
 	RefusedRevoked  Refusal = "revoked_token"
+	RefusedExpired  Refusal = "expired_token"
 	RefusedRotated  Refusal = "rotated_token"
 	RefusedSource   Refusal = "wrong_source"
 	RefusedRoute    Refusal = "route_not_allowed"
@@ -89,8 +95,8 @@ var ErrUnknownBox = errors.New("broker: no grant for the box")
 
 // Options configure a Broker.
 type Options struct {
-	// Upstreams are where requests go; the first is the default. At
-	// least one is required, names unique.
+	// Upstreams are where requests go; the first is the default. Names
+	// are unique; SetUpstream adds more.
 	Upstreams []Upstream
 	// Logger receives refusals and upstream failures, never a secret.
 	// Default: discard.
@@ -119,10 +125,11 @@ type retired struct {
 // Broker is the credential broker. It is safe for concurrent use.
 type Broker struct {
 	o     Options
-	up    map[string]Upstream
 	proxy *httputil.ReverseProxy
 
 	mu       sync.Mutex
+	up       map[string]Upstream
+	upOrder  []string
 	byDigest map[digest]*grant
 	byBox    map[string]*grant
 	retired  map[digest]retired
@@ -133,19 +140,15 @@ type Broker struct {
 
 // New returns a Broker of o's upstreams.
 func New(o Options) (*Broker, error) {
-	if len(o.Upstreams) == 0 {
-		return nil, errors.New("broker: at least one upstream is required")
-	}
 	b := &Broker{o: o, up: map[string]Upstream{}, byDigest: map[digest]*grant{}, byBox: map[string]*grant{},
 		retired: map[digest]retired{}, usage: map[string]*Usage{}, refusals: map[Refusal]int64{}}
 	for _, u := range o.Upstreams {
-		if err := u.check(); err != nil {
-			return nil, err
-		}
 		if _, dup := b.up[u.Name]; dup {
 			return nil, fmt.Errorf("broker: upstream %s named twice", u.Name)
 		}
-		b.up[u.Name] = u
+		if err := b.SetUpstream(u); err != nil {
+			return nil, err
+		}
 	}
 	if b.o.Logger == nil {
 		b.o.Logger = slog.New(slog.DiscardHandler)
@@ -163,14 +166,28 @@ func New(o Options) (*Broker, error) {
 	return b, nil
 }
 
+// SetUpstream adds u, or replaces the upstream of its name (grants of it
+// use the new one from their next request). The first one set is the
+// default.
+func (b *Broker) SetUpstream(u Upstream) error {
+	if err := u.check(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.up[u.Name]; !ok {
+		b.upOrder = append(b.upOrder, u.Name)
+	}
+	b.up[u.Name] = u
+	return nil
+}
+
 // Upstreams returns the names of the broker's upstreams, the default
 // first.
 func (b *Broker) Upstreams() []string {
-	out := make([]string, 0, len(b.o.Upstreams))
-	for _, u := range b.o.Upstreams {
-		out = append(out, u.Name)
-	}
-	return out
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.upOrder)
 }
 
 func newToken() string {
@@ -185,19 +202,19 @@ func (b *Broker) Grant(_ context.Context, g Grant) (string, error) {
 	if g.Box == "" {
 		return "", errors.New("broker: a grant needs a box")
 	}
-	if g.Upstream == "" {
-		g.Upstream = b.o.Upstreams[0].Name
-	}
-	if _, ok := b.up[g.Upstream]; !ok {
-		return "", fmt.Errorf("broker: grant of box %s: unknown upstream %q (have %s)", g.Box, g.Upstream, strings.Join(b.Upstreams(), ", "))
-	}
 	if g.Budget.Tokens < 0 || g.Budget.Requests < 0 {
 		return "", errors.New("broker: a budget must not be negative")
 	}
-	token := newToken()
-	ng := &grant{Grant: g, digest: sha256.Sum256([]byte(token))}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if g.Upstream == "" && len(b.upOrder) > 0 {
+		g.Upstream = b.upOrder[0]
+	}
+	if _, ok := b.up[g.Upstream]; !ok {
+		return "", fmt.Errorf("broker: grant of box %s: unknown upstream %q (have %s)", g.Box, g.Upstream, strings.Join(b.upOrder, ", "))
+	}
+	token := newToken()
+	ng := &grant{Grant: g, digest: sha256.Sum256([]byte(token))}
 	if old := b.byBox[g.Box]; old != nil {
 		ng.source = old.source
 		b.retireLocked(old, RefusedRotated)
@@ -274,7 +291,9 @@ func (b *Broker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b.refuse(w, r, family, kind, why)
 		return
 	}
+	b.mu.Lock()
 	up := b.up[g.Upstream]
+	b.mu.Unlock()
 	ctx := context.WithValue(r.Context(), routeKey{}, route{grant: g, up: up, kind: kind, family: family})
 	b.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
@@ -295,6 +314,11 @@ func (b *Broker) admit(r *http.Request, family modelapi.Family, token string) (*
 		return nil, b.countLocked(nil, RefusedUnknown)
 	}
 	u := b.usage[g.Box]
+	if !g.Until.IsZero() && time.Now().After(g.Until) {
+		b.retireLocked(g, RefusedExpired)
+		delete(b.byBox, g.Box)
+		return nil, b.countLocked(u, RefusedExpired)
+	}
 	if family == modelapi.FamilyNone {
 		return nil, b.countLocked(u, RefusedRoute)
 	}
@@ -403,6 +427,8 @@ func (b *Broker) refuse(w http.ResponseWriter, r *http.Request, family modelapi.
 	switch why {
 	case RefusedNoToken:
 		msg = "no box token presented"
+	case RefusedExpired:
+		msg = "the box token's box has ended"
 	case RefusedRoute:
 		status, msg = http.StatusForbidden, "the box token opens the model APIs only"
 	case RefusedSource:
@@ -414,4 +440,19 @@ func (b *Broker) refuse(w http.ResponseWriter, r *http.Request, family modelapi.
 	b.o.Logger.Info("broker: refused", "reason", string(why), "from", host, "method", r.Method, "path", r.URL.Path)
 	w.Header().Set(RefusalHeader, string(why))
 	writeError(w, family, kind, status, why, msg)
+}
+
+// Live counts the grants whose tokens are valid now (expired ones are
+// retired on the way).
+func (b *Broker) Live() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	for box, g := range b.byBox {
+		if !g.Until.IsZero() && now.After(g.Until) {
+			b.retireLocked(g, RefusedExpired)
+			delete(b.byBox, box)
+		}
+	}
+	return len(b.byBox)
 }

@@ -51,6 +51,9 @@ type Record struct {
 	Reference *sandbox.Reference `json:"reference,omitempty"`
 	// Router is the local model endpoint started for the box.
 	Router *localrouter.Process `json:"router,omitempty"`
+	// Upstream names the box's upstream at the user's broker ("" for a
+	// box made before there was one, whose model key it holds itself).
+	Upstream string `json:"upstream,omitempty"`
 }
 
 // Pending reports whether the box is still being created.

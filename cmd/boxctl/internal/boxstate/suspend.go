@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"
 )
 
@@ -33,13 +34,36 @@ func (s *Store) Suspend(ctx context.Context, v vendors.Vendor, rec *Record, log 
 	return ref, s.setReference(ctx, rec.ID, ref.Reference)
 }
 
+// ModelAccess is how a box reaches its model: through a broker (Broker,
+// BrokerURL, Upstream) or, for a box made without one, the Router.
+type ModelAccess struct {
+	Broker    broker.Granter
+	BrokerURL string
+	Upstream  string
+	Router    sandbox.Router
+}
+
+// AccessFunc finds the model access of rec's box on v.
+type AccessFunc func(ctx context.Context, v vendors.Vendor, rec *Record) (ModelAccess, error)
+
+// RouterAccess is the access of a box made without a broker: the Router
+// the environment names (sandbox.RouterFromEnv, through getenv).
+func RouterAccess(getenv func(string) string) AccessFunc {
+	return func(context.Context, vendors.Vendor, *Record) (ModelAccess, error) {
+		router, err := sandbox.RouterFromEnv("", getenv)
+		return ModelAccess{Router: router}, err
+	}
+}
+
 // Resume starts the suspended box of rec again with a fresh bearer and
-// model Router router (`boxctl resume`), and records its new reference.
-func (s *Store) Resume(ctx context.Context, v vendors.Vendor, rec *Record, router sandbox.Router, log *slog.Logger) (sandbox.Reference, error) {
+// model access (a new box token at the broker, or the Router) (`boxctl
+// resume`), and records its new reference.
+func (s *Store) Resume(ctx context.Context, v vendors.Vendor, rec *Record, access ModelAccess, log *slog.Logger) (sandbox.Reference, error) {
 	if rec.Reference == nil {
 		return sandbox.Reference{}, fmt.Errorf("box %s: the state holds no reference to it", ShortID(rec.ID))
 	}
-	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: rec.Image, Router: router, Logger: log, OnEvent: s.Record})
+	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: rec.Image, Router: access.Router, Broker: access.Broker,
+		BrokerURL: access.BrokerURL, Upstream: access.Upstream, Logger: log, OnEvent: s.Record})
 	if err != nil {
 		return sandbox.Reference{}, err
 	}
@@ -77,10 +101,14 @@ func (s *Store) SuspendArg(ctx context.Context, arg string, open VendorOpener, l
 }
 
 // ResumeArg resumes the box arg names in the state, as SuspendArg finds
-// it, and returns its id.
-func (s *Store) ResumeArg(ctx context.Context, arg string, open VendorOpener, router sandbox.Router, log *slog.Logger) (string, error) {
+// it, with the model access access finds, and returns its id.
+func (s *Store) ResumeArg(ctx context.Context, arg string, open VendorOpener, access AccessFunc, log *slog.Logger) (string, error) {
 	return s.onRecord(arg, open, func(v vendors.Vendor, rec *Record) error {
-		_, err := s.Resume(ctx, v, rec, router, log)
+		ma, err := access(ctx, v, rec)
+		if err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
+		_, err = s.Resume(ctx, v, rec, ma, log)
 		return err
 	})
 }
@@ -103,9 +131,8 @@ func (a Action) String() string {
 }
 
 // Apply suspends or resumes the box arg names in the state openState
-// opens; a resume's model Router is the one the environment names
-// (sandbox.RouterFromEnv, through getenv).
-func Apply(ctx context.Context, openState func() (*Store, error), act Action, arg string, open VendorOpener, getenv func(string) string, log *slog.Logger) (string, error) {
+// opens; a resume's model access is the one access finds.
+func Apply(ctx context.Context, openState func() (*Store, error), act Action, arg string, open VendorOpener, access AccessFunc, log *slog.Logger) (string, error) {
 	s, err := openState()
 	if err != nil {
 		return "", err
@@ -113,11 +140,7 @@ func Apply(ctx context.Context, openState func() (*Store, error), act Action, ar
 	if act == Suspend {
 		return s.SuspendArg(ctx, arg, open, log)
 	}
-	router, err := sandbox.RouterFromEnv("", getenv)
-	if err != nil {
-		return "", fmt.Errorf("resume: %w", err)
-	}
-	return s.ResumeArg(ctx, arg, open, router, log)
+	return s.ResumeArg(ctx, arg, open, access, log)
 }
 
 func (s *Store) onRecord(arg string, open VendorOpener, fn func(vendors.Vendor, *Record) error) (string, error) {

@@ -50,9 +50,12 @@ type Options struct {
 	// HTTPClient queries Jaeger and the pools' keepers. Default: a client
 	// with a 10 s timeout.
 	HTTPClient *http.Client
-	// Getenv reads the model Router's environment a resume needs
-	// (sandbox.RouterFromEnv). Default: os.Getenv.
+	// Getenv reads the model Router's environment a resume of a box made
+	// without a broker needs (sandbox.RouterFromEnv). Default: os.Getenv.
 	Getenv func(string) string
+	// Access finds a resumed box's model access (boxctl passes its
+	// broker's). Default: boxstate.RouterAccess(Getenv).
+	Access boxstate.AccessFunc
 	// PoolDir holds the pools' files the pool page lists. Default:
 	// pool.DefaultDir.
 	PoolDir string
@@ -87,6 +90,9 @@ func (o Options) normalized() (Options, error) {
 	}
 	if o.Getenv == nil {
 		o.Getenv = os.Getenv
+	}
+	if o.Access == nil {
+		o.Access = boxstate.RouterAccess(o.Getenv)
 	}
 	for i, a := range o.KeeperMetrics {
 		u, err := metricsURL(a)

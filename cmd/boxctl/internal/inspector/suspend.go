@@ -23,7 +23,7 @@ func (s *Server) opener(target string) (vendors.Vendor, func(), error) {
 
 // lifecycle answers a suspend or a resume (act) of a box through the call
 // the CLI makes (boxstate.Apply): a live turn refuses a suspend
-// (TypeBusy), a resume takes its Router from Options.Getenv.
+// (TypeBusy), a resume takes its model access from Options.Access.
 func (s *Server) lifecycle(act boxstate.Action) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("box")
@@ -35,7 +35,7 @@ func (s *Server) lifecycle(act boxstate.Action) http.HandlerFunc {
 			s.forget(r.Context(), id) // its bearer no longer opens the box
 		}
 		state := func() (*boxstate.Store, error) { return s.o.Store, nil }
-		got, err := boxstate.Apply(r.Context(), state, act, id, s.opener, s.o.Getenv, s.o.Logger)
+		got, err := boxstate.Apply(r.Context(), state, act, id, s.opener, s.o.Access, s.o.Logger)
 		if err != nil {
 			writeError(w, err)
 			return

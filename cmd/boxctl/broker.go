@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localbroker"
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+type brokerOptions struct {
+	admin string
+	idle  time.Duration
+}
+
+func newBrokerCmd(a *app) *cobra.Command {
+	o := &brokerOptions{idle: localbroker.DefaultIdle}
+	cmd := &cobra.Command{
+		Use:   "broker",
+		Short: "Serve the credential broker of this user's boxes in the foreground",
+		Long: `broker holds the model keys of the user's boxes in its memory only and swaps each
+box's token for the real key on the box's model requests (see up --upstream). up starts
+one on demand and it runs on after up returns; this command runs one in the foreground.
+Its admin API listens on a unix socket only this user reaches (--admin, default beside
+the state file); it ends once no box has held a token for --idle (0: never).`,
+		Args: boxArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.admin == "" {
+				s, err := a.openState()
+				if err != nil {
+					return err
+				}
+				o.admin = brokerSocket(s)
+			}
+			return localbroker.Serve(cmd.Context(), localbroker.Options{Admin: o.admin, Idle: o.idle, Logger: a.log})
+		},
+	}
+	cmd.Flags().StringVar(&o.admin, "admin", "", "the admin API's unix socket (default: broker.sock beside the state file)")
+	cmd.Flags().DurationVar(&o.idle, "idle", o.idle, "end once no box has held a token this long (0: never)")
+	return cmd
+}
+
+// brokerSocket is the admin socket of the user's broker, beside the state,
+// or, where that path is too long for a unix socket, in a directory of the
+// user's own under the temporary directory, named by a digest of it.
+func brokerSocket(s *boxstate.Store) string {
+	p := filepath.Join(filepath.Dir(s.Path()), "broker", "broker.sock")
+	if len(p) < 100 {
+		return p
+	}
+	sum := sha256.Sum256([]byte(p))
+	return filepath.Join(os.TempDir(), fmt.Sprintf("boxctl-%d", os.Getuid()), hex.EncodeToString(sum[:8])+".sock")
+}
+
+// brokerIdleEnv overrides how long a broker up starts runs with no box
+// holding a token (a duration).
+const brokerIdleEnv = "BOXCTL_BROKER_IDLE"
+
+// ensureBroker returns a client of the user's broker, starting one.
+func (a *app) ensureBroker(ctx context.Context, s *boxstate.Store) (*broker.Client, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	idle := localbroker.DefaultIdle
+	if v := os.Getenv(brokerIdleEnv); v != "" {
+		if idle, err = time.ParseDuration(v); err != nil {
+			return nil, usageErrorf("$%s: %v", brokerIdleEnv, err)
+		}
+	}
+	sock := brokerSocket(s)
+	return localbroker.Ensure(ctx, exe, sock, filepath.Join(filepath.Dir(sock), "broker.log"), idle)
+}
+
+// brokerAccess is the model access of rec's box on v through the user's
+// broker: a token of its upstream, whose key the broker holds since the
+// box was made (or again from the environment, for an upstream that
+// reads its key there). A box made without a broker uses the Router of
+// the environment.
+func (a *app) brokerAccess(s *boxstate.Store) boxstate.AccessFunc {
+	return func(ctx context.Context, v vendors.Vendor, rec *boxstate.Record) (boxstate.ModelAccess, error) {
+		if rec.Upstream == "" {
+			return boxstate.RouterAccess(os.Getenv)(ctx, v, rec)
+		}
+		bc, err := a.ensureBroker(ctx, s)
+		if err != nil {
+			return boxstate.ModelAccess{}, err
+		}
+		if up, ok := upstreamFromEnv(rec.Upstream, os.Getenv); ok {
+			if err := bc.SetUpstream(ctx, up); err != nil {
+				return boxstate.ModelAccess{}, err
+			}
+		}
+		st, err := bc.Status(ctx)
+		if err != nil {
+			return boxstate.ModelAccess{}, err
+		}
+		if !contains(st.Upstreams, rec.Upstream) {
+			return boxstate.ModelAccess{}, errors.New("the broker holds no key for upstream " + rec.Upstream +
+				" any more (it was restarted): set its key in the environment and try again")
+		}
+		url, err := brokerURL(ctx, bc, v)
+		return boxstate.ModelAccess{Broker: bc, BrokerURL: url, Upstream: rec.Upstream}, err
+	}
+}
+
+// brokerURL has the broker serve v's boxes where they reach this machine.
+func brokerURL(ctx context.Context, bc *broker.Client, v vendors.Vendor) (string, error) {
+	host, err := localHost(ctx, v)
+	if err != nil {
+		return "", err
+	}
+	return bc.Listen(ctx, host)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

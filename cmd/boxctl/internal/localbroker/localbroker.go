@@ -1,0 +1,196 @@
+// Package localbroker is boxctl's credential broker of one user: a
+// process (`boxctl broker`) holding the model keys of the user's boxes in
+// its memory only, that `boxctl up` starts on demand and that outlives
+// the command. Its admin API (package broker's, on a unix socket of mode
+// 0600 in a directory of mode 0700 beside the user's state) registers
+// upstreams, serves the boxes of each vendor where they reach this
+// machine, and issues and revokes box tokens; it ends by itself once no
+// box has held a token for its idle time.
+package localbroker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+)
+
+// DefaultIdle is how long the broker runs with no box holding a token.
+const DefaultIdle = 10 * time.Minute
+
+// Options configure Serve.
+type Options struct {
+	// Admin is the admin API's unix socket. Required.
+	Admin string
+	// Idle ends the broker once no box has held a token this long (0:
+	// never).
+	Idle time.Duration
+	// Logger receives refusals and failures, never a secret.
+	Logger *slog.Logger
+}
+
+// Serve runs the broker until ctx ends or it was idle for o.Idle.
+func Serve(ctx context.Context, o Options) error {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	b, err := broker.New(broker.Options{Logger: o.Logger})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(o.Admin), 0o700); err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	if err := os.Chmod(filepath.Dir(o.Admin), 0o700); err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	if answers(ctx, o.Admin) {
+		return fmt.Errorf("broker: another broker answers at %s", o.Admin)
+	}
+	_ = os.Remove(o.Admin) // a dead broker's
+	old := syscall.Umask(0o177)
+	l, err := net.Listen("unix", o.Admin)
+	syscall.Umask(old)
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	s := &servers{b: b}
+	admin := &http.Server{Handler: b.Admin(s.listen), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = admin.Serve(l) }()
+	defer func() {
+		_ = admin.Close()
+		s.close()
+		_ = os.Remove(o.Admin)
+	}()
+	o.Logger.Info("broker serving", "admin", o.Admin)
+	return s.untilIdle(ctx, o.Idle)
+}
+
+// servers are the broker's listeners for boxes, one per host address.
+type servers struct {
+	b     *broker.Broker
+	mu    sync.Mutex
+	byURL map[string]string // host -> URL
+	srvs  []*http.Server
+}
+
+func (s *servers) listen(ctx context.Context, host string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u, ok := s.byURL[host]; ok {
+		return u, nil
+	}
+	if net.ParseIP(host) == nil {
+		return "", fmt.Errorf("listen: %q is not an IP address", host)
+	}
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", fmt.Errorf("listen on %s: %w", host, err)
+	}
+	srv := &http.Server{Handler: s.b, ReadHeaderTimeout: 30 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	if s.byURL == nil {
+		s.byURL = map[string]string{}
+	}
+	u := "http://" + l.Addr().String()
+	s.byURL[host], s.srvs = u, append(s.srvs, srv)
+	return u, nil
+}
+
+func (s *servers) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, srv := range s.srvs {
+		_ = srv.Close()
+	}
+}
+
+// untilIdle returns when ctx ends, or once no box held a token for idle.
+func (s *servers) untilIdle(ctx context.Context, idle time.Duration) error {
+	if idle <= 0 {
+		<-ctx.Done()
+		return nil
+	}
+	tick := time.NewTicker(min(idle/10, 10*time.Second))
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if s.b.Live() > 0 {
+			last = time.Now()
+		} else if time.Since(last) >= idle {
+			return nil
+		}
+	}
+}
+
+// answers reports whether a broker answers on the admin socket.
+func answers(ctx context.Context, sock string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := broker.Dial(sock).Status(ctx)
+	return err == nil
+}
+
+// StartTimeout bounds Ensure's wait for a broker it started.
+const StartTimeout = 15 * time.Second
+
+// Ensure returns a client of the broker at sock, starting `exe broker
+// --admin sock --idle idle` detached, its output in logPath, when none
+// answers there.
+func Ensure(ctx context.Context, exe, sock, logPath string, idle time.Duration) (*broker.Client, error) {
+	if answers(ctx, sock) {
+		return broker.Dial(sock), nil
+	}
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(exe, "broker", "--admin", sock, "--idle", idle.String())
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if answers(ctx, sock) {
+			return broker.Dial(sock), nil
+		}
+		select {
+		case err := <-exited:
+			if answers(context.WithoutCancel(ctx), sock) { // another up started one first
+				return broker.Dial(sock), nil
+			}
+			return nil, fmt.Errorf("broker exited (%v); its log: %s", err, logPath)
+		case <-ctx.Done():
+			_ = cmd.Process.Kill()
+			return nil, errors.Join(fmt.Errorf("broker did not answer within %v", StartTimeout), context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+}

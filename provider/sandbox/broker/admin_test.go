@@ -1,0 +1,94 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+)
+
+// TestAdmin: a client in another process drives a broker through its
+// admin API on a unix socket: upstreams, listeners, grants, bindings,
+// usage and revocation; bad input is a typed 4xx.
+func TestAdmin(t *testing.T) {
+	r := newRig(t)
+	sock := filepath.Join(t.TempDir(), "broker.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hosts []string
+	srv := &http.Server{Handler: r.b.Admin(func(_ context.Context, host string) (string, error) {
+		hosts = append(hosts, host)
+		return "http://" + host + ":1234", nil
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	c := broker.Dial(sock)
+	ctx := t.Context()
+	if err := c.SetUpstream(ctx, broker.Upstream{Name: "local-1", URL: "http://127.0.0.1:9", Key: "k-local", Auth: broker.AuthBearer}); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := c.Listen(ctx, "172.18.0.1"); err != nil || u != "http://172.18.0.1:1234" || len(hosts) != 1 {
+		t.Errorf("Listen = %q, %v (hosts %v)", u, err, hosts)
+	}
+	tok, err := c.Grant(ctx, broker.Grant{Box: "b1", Until: time.Now().Add(time.Hour)})
+	if err != nil || !strings.HasPrefix(tok, "bxt_") {
+		t.Fatalf("Grant = %q, %v", tok, err)
+	}
+	if err := c.Bind(ctx, "b1", netip.MustParseAddr("127.0.0.1")); err != nil {
+		t.Fatal(err)
+	}
+	resp := r.do(t, calls[0], tok)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a request with the admin's token: %d", resp.StatusCode)
+	}
+	if u, err := c.Usage(ctx, "b1"); err != nil || u.Requests != 1 {
+		t.Errorf("Usage = %+v, %v", u, err)
+	}
+	st, err := c.Status(ctx)
+	if err != nil || st.Boxes != 1 || len(st.Upstreams) != 2 || st.Upstreams[1] != "local-1" {
+		t.Errorf("Status = %+v, %v", st, err)
+	}
+	if err := c.Revoke(ctx, "b1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Usage(ctx, "nobody"); !errors.Is(err, broker.ErrUnknownBox) {
+		t.Errorf("Usage(unknown) = %v, want ErrUnknownBox", err)
+	}
+	var api *broker.APIError
+	for name, err := range map[string]error{
+		"grant without a box":    func() error { _, err := c.Grant(ctx, broker.Grant{}); return err }(),
+		"unknown upstream":       func() error { _, err := c.Grant(ctx, broker.Grant{Box: "x", Upstream: "nope"}); return err }(),
+		"upstream without key":   c.SetUpstream(ctx, broker.Upstream{Name: "x", URL: "http://h", Auth: broker.AuthBearer}),
+		"bind of an unknown box": c.Bind(ctx, "nobody", netip.MustParseAddr("10.0.0.1")),
+	} {
+		if !errors.As(err, &api) || api.Status/100 != 4 || api.Type == "" {
+			t.Errorf("%s: %v, want a typed 4xx", name, err)
+		}
+	}
+}
+
+// TestBroker_Expires: a grant past its Until is refused as expired, and
+// no longer live.
+func TestBroker_Expires(t *testing.T) {
+	r := newRig(t)
+	tok := grant(t, r.b, broker.Grant{Box: "b", Until: time.Now().Add(-time.Second)})
+	resp := r.do(t, calls[0], tok)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get(broker.RefusalHeader) != string(broker.RefusedExpired) {
+		t.Errorf("expired token: %d %s", resp.StatusCode, resp.Header.Get(broker.RefusalHeader))
+	}
+	grant(t, r.b, broker.Grant{Box: "gone", Until: time.Now().Add(-time.Second)})
+	if n := r.b.Live(); n != 0 {
+		t.Errorf("Live = %d, want 0", n)
+	}
+}
