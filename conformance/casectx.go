@@ -74,11 +74,11 @@ func (c *caseCtx) boxIDs() []string {
 func (c *caseCtx) local() *Local { return c.r.t.Local }
 
 // options are the sandbox options of the case's boxes: the target's
-// vendor, image, Router and pins, the case's run tag.
+// vendor, image, Router (through its broker) and pins, the case's run tag.
 func (c *caseCtx) options() sandbox.Options {
 	t := c.r.t
-	return sandbox.Options{Vendor: t.Vendor, Image: t.Image, Router: t.Router, Pins: t.Pins, Lifetime: c.r.o.Lifetime,
-		RunTag: c.runTag, ReadyTimeout: c.r.o.ReadyTimeout, Logger: c.log}
+	return sandbox.Options{Vendor: t.Vendor, Image: t.Image, Router: t.Router, Broker: t.Broker, BrokerURL: t.BrokerURL,
+		Pins: t.Pins, Lifetime: c.r.o.Lifetime, RunTag: c.runTag, ReadyTimeout: c.r.o.ReadyTimeout, Logger: c.log}
 }
 
 // sandbox returns a sandbox provider of the case's boxes; edit, when not

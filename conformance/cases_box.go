@@ -16,6 +16,7 @@ import (
 	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"
 )
 
@@ -29,7 +30,9 @@ func boxCases() []Case {
 		{ID: "box.pin", run: pinCase,
 			Description: "the harness CLI in the box reports exactly its pinned version"},
 		{ID: "box.secrets", run: secretsCase,
-			Description: "the bearer and the router key appear in no inspect data, log or printed reference; the bearer in no process the box's user can read"},
+			Description: "after a turn that ran a tool, the bearer and the router key appear in no inspect data, log, printed reference, process or file of the box (behind a broker)"},
+		{ID: "box.broker", run: brokerCase,
+			Description: "the box's model token is refused on any route but the model APIs, from another box where the vendor tells boxes apart, and once the box is gone"},
 		{ID: "box.clone", run: cloneCase,
 			Description: "the workspace repository is cloned into the box at the asked ref"},
 		{ID: "box.lifetime", run: lifetimeCase,
@@ -120,8 +123,11 @@ func secretsCase(c *caseCtx) error {
 	if err != nil {
 		return err
 	}
-	req := c.step("Stream(%q) with the bridge logging at debug", plainPrompt)
-	if _, _, err := c.stream(c.ctx, env, provider.Turn{Prompt: plainPrompt}); err != nil {
+	// A turn that ran a tool: the tool's process had the harness's
+	// environment.
+	prompt := toolPrompt(c.h, "env > /tmp/conformance-env")
+	req := c.step("Stream(%q) with the bridge logging at debug", prompt)
+	if _, _, err := c.stream(c.ctx, env, provider.Turn{Prompt: prompt}); err != nil {
 		return failf(req, "a completed turn", "%v", err)
 	}
 	ref := env.Reference()
@@ -155,14 +161,33 @@ func secretsCase(c *caseCtx) error {
 	if err != nil || res.ExitCode != 0 || len(res.Stdout) == 0 {
 		return failf(c.step("Box.Exec(read every process's environ and cmdline)"), "what the box's user can read", "exit %d %q, %v", res.ExitCode, res.Stderr, err)
 	}
-	// The harness itself needs the router key (it calls the Router with
-	// it); the bearer no process of the box's user may read.
 	procs := "the processes the box's user can read (/proc environ, cmdline)"
-	if strings.Contains(string(res.Stdout), ref.Bearer) {
-		return failf("look for the bearer in "+procs, "no trace of it", "the bearer appears there")
-	}
-	checked = append(checked, procs+" (bearer)")
 	secrets := map[string]string{"bearer": ref.Bearer, "router key": c.r.t.Router.Key}
+	if c.r.t.Broker == nil {
+		// Without a broker the harness holds the router key itself; the
+		// bearer no process of the box's user may read.
+		if strings.Contains(string(res.Stdout), ref.Bearer) {
+			return failf("look for the bearer in "+procs, "no trace of it", "the bearer appears there")
+		}
+		checked = append(checked, procs+" (bearer; no broker, so the harness holds the router key)")
+	} else {
+		seen[procs] = string(res.Stdout)
+		// Every file of the box (but /proc and /sys), its workspace, the
+		// bridge's store and log and what the tool wrote among them,
+		// searched for the key by a pattern that matches it, so that the
+		// search's own command line does not hold it.
+		key := c.r.t.Router.Key
+		pattern := regexp.QuoteMeta(key[:1]) + "[" + regexp.QuoteMeta(key[1:2]) + "]" + regexp.QuoteMeta(key[2:])
+		files, err := box.Exec(c.ctx, vendors.ExecSpec{Command: []string{"sh", "-c",
+			`grep -rIl --exclude-dir=proc --exclude-dir=sys -e "$0" / 2>/dev/null; true`, pattern}})
+		if err != nil {
+			return failf(c.step("Box.Exec(search every file for the router key)"), "the search's answer", "%v", err)
+		}
+		if f := strings.TrimSpace(string(files.Stdout)); f != "" {
+			return failf("look for the router key in the box's files", "no trace of it", "it is in %s", oneLine(f, 200))
+		}
+		checked = append(checked, "every file of the box but /proc and /sys")
+	}
 	for _, where := range slices.Sorted(maps.Keys(seen)) {
 		checked = append(checked, where)
 		for _, name := range slices.Sorted(maps.Keys(secrets)) {
@@ -276,4 +301,59 @@ func boxDestroyCase(c *caseCtx) error {
 		return failf(req, "no box", "%d boxes (%v), %v", len(left), left, err)
 	}
 	return nil
+}
+
+// presentScript presents $TOKEN to $URL$ROUTE as an Anthropic Messages
+// request and prints the status and the broker's refusal ("-" for none).
+const presentScript = `node -e '
+fetch(process.env.URL + process.env.ROUTE, {method: "POST", headers: {"x-api-key": process.env.TOKEN,
+  "content-type": "application/json", "anthropic-version": "2023-06-01"},
+  body: JSON.stringify({model: "m", max_tokens: 8, messages: [{role: "user", content: "hi"}]})})
+  .then(r => console.log(r.status, r.headers.get("x-boxctl-broker-refusal") || "-"), e => console.log("error", e.message))'`
+
+func brokerCase(c *caseCtx) error {
+	t := c.r.t
+	if t.Broker == nil {
+		return skip("a credential broker", "the vendor's boxes reach no broker of this run (no host address): they hold the Router's key")
+	}
+	a, err := c.create(nil, c.createRequest())
+	if err != nil {
+		return err
+	}
+	b, err := c.create(nil, c.createRequest())
+	if err != nil {
+		return err
+	}
+	// The token the box's harness holds, as one who read it would: a
+	// grant of the same box rotates it.
+	token, err := t.Broker.Grant(c.ctx, broker.Grant{Box: a.Box().ID()})
+	if err != nil {
+		return failf(c.step("Broker.Grant(%s)", a.Box().ID()), "a token", "%v", err)
+	}
+	present := func(from *sandbox.Environment, tok, route, want string) error {
+		req := c.step("present the token from box %s on %s", from.Box().ID(), route)
+		res, err := from.Box().Exec(c.ctx, vendors.ExecSpec{Command: []string{"sh", "-c", presentScript},
+			Env: map[string]string{"URL": t.BrokerURL, "ROUTE": route, "TOKEN": tok}})
+		if err != nil {
+			return failf(req, want, "%v", err)
+		}
+		if got := strings.TrimSpace(string(res.Stdout)); got != want {
+			return failf(req, want, "%s %s", got, strings.TrimSpace(string(res.Stderr)))
+		}
+		return nil
+	}
+	if err := present(a, token, "/v1/files", "403 "+string(broker.RefusedRoute)); err != nil {
+		return err
+	}
+	if _, ok := a.Box().(vendors.Addressed); ok {
+		if err := present(b, token, "/v1/messages", "403 "+string(broker.RefusedSource)); err != nil {
+			return err
+		}
+	} else {
+		c.note("the vendor does not tell the broker a box's address: a token is not bound to its box")
+	}
+	if err := a.Destroy(c.ctx); err != nil {
+		return failf(c.step("Destroy(%s)", a.Box().ID()), "the box gone", "%v", err)
+	}
+	return present(b, token, "/v1/messages", "401 "+string(broker.RefusedRevoked))
 }

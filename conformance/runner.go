@@ -12,6 +12,7 @@ import (
 	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"
 )
 
@@ -30,6 +31,16 @@ func Run(ctx context.Context, t Target, o Options) (*Report, error) {
 	r, err := resolve(t, o)
 	if err != nil {
 		return nil, fmt.Errorf("conformance: %w", err)
+	}
+	if r.t.Broker == nil {
+		lb, err := sandbox.StartBroker(ctx, r.t.Vendor, broker.Options{Logger: r.o.Logger, Upstreams: []broker.Upstream{
+			{Name: broker.Router, URL: r.t.Router.URL, Key: r.t.Router.Key, Auth: broker.AuthAsPresented}}})
+		if err != nil {
+			r.o.Logger.Warn("conformance: no broker where the boxes reach this machine: they hold the Router's key", "err", err)
+		} else {
+			defer lb.Close()
+			r.t.Broker, r.t.BrokerURL = lb.Broker, lb.URL
+		}
 	}
 	rep := newReport(r)
 	type job struct {

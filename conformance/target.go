@@ -9,6 +9,7 @@ import (
 	"github.com/tangle-network/boxctl/conformance/internal/cutproxy"
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"
 )
 
@@ -30,6 +31,13 @@ type Target struct {
 	// Router is the model Router the boxes' harnesses use. Required unless
 	// Local is set.
 	Router sandbox.Router
+	// Broker is the credential broker the boxes reach the model through,
+	// at BrokerURL, in front of Router. Default: Run serves one in this
+	// process where the vendor's boxes reach this machine (its host
+	// address); a vendor without one runs its boxes on the Router itself,
+	// and box.broker does not apply.
+	Broker    broker.Granter
+	BrokerURL string
 	// Local is the local endpoint when the boxes use it: cases then check
 	// the scripted replies exactly. Default Router is Local.Router.
 	Local *Local
