@@ -145,9 +145,18 @@ const emulatorKit = "vendors/emukit"
 
 // shared are the packages under vendors that hold no vendor code and that
 // every part may import as it imports the vendors interface package: the
-// box labels, owners and the reaper.
+// process layer (vendors/boxproc), the owners and the reaper.
 var shared = map[string]bool{
-	"vendors/reaper": true,
+	"vendors/boxproc": true,
+	"vendors/reaper":  true,
+}
+
+// foundations are the shared packages the vendors interface package is
+// written over: it imports them (and exposes their types, so they are
+// public for a vendor outside this module), and they import nothing of
+// ours.
+var foundations = map[string]bool{
+	"vendors/boxproc": true,
 }
 
 // opener is the package that opens any vendor from flags and the
@@ -173,7 +182,8 @@ func looksTestOnly(p string) bool {
 // the architecture's direction: cmd -> everything; provider/sandbox ->
 // provider, vendors, pins; conformance -> provider/sandbox, vendors/...,
 // boximage, pins; boximage -> pins; the bridge none of the client side;
-// bridge/wire and vendors nothing but (for vendors) internal plumbing.
+// bridge/wire nothing of ours, and vendors nothing but internal plumbing
+// and its foundations, which import nothing of ours.
 // It holds for test-only packages by their place in the tree too;
 // permitted adds what separates them from product code.
 func allowed(from, to string) bool {
@@ -182,6 +192,9 @@ func allowed(from, to string) bool {
 		return true
 	case under(from, "bridge/wire"):
 		// The wire types both sides share import nothing of ours.
+		return false
+	case foundations[from]:
+		// Nor does what the vendors interface package is written over.
 		return false
 	case under(to, "internal"):
 		// Shared plumbing, for every part.
@@ -196,8 +209,9 @@ func allowed(from, to string) bool {
 	case under(from, "provider"):
 		return under(to, "provider") && !under(to, "provider/sandbox") || under(to, "bridge/wire")
 	case from == "vendors":
-		// The interface package holds no vendor code.
-		return false
+		// The interface package holds no vendor's code: beside internal
+		// plumbing it imports only its foundations.
+		return foundations[to]
 	case from == opener:
 		return under(to, "vendors") && !emulators[to] && to != opener && to != emulatorKit
 	case emulators[from] && to == emulatorKit:
@@ -375,7 +389,11 @@ func TestAllowed(t *testing.T) {
 		{"vendors/e2b", "vendors/e2b/e2bemu", false},
 		{"vendors/e2b", "vendors/docker", false},
 		{"vendors/kubernetes", "vendors/docker", false},
-		{"vendors/kubernetes", "internal/boxproc", true},
+		{"vendors/kubernetes", "vendors/boxproc", true},
+		{"vendors", "vendors/boxproc", true},
+		{"vendors/boxproc", "vendors", false},
+		{"vendors/boxproc", "internal/vendorhttp", false},
+		{"provider/sandbox", "vendors/boxproc", true},
 		{"cmd/boxctl", "vendors/kubernetes", true},
 		{"cmd/boxctl", "vendors/e2b/e2bemu", true},
 		{"vendors/vendortest", "vendors", true},

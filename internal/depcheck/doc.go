@@ -2,7 +2,8 @@
 // way the architecture allows (cmd -> everything; provider/sandbox ->
 // provider, the vendors interface, pins; conformance -> provider/sandbox,
 // vendors, boximage; boximage -> pins; vendors/X -> vendors; the bridge
-// imports none of the client side; bridge/wire nothing of ours; internal,
+// imports none of the client side; bridge/wire nothing of ours, nor do
+// the foundations of the vendors interface (its process layer); internal,
 // shared plumbing and the local model endpoint, for every part; the
 // emulators -> their kit, vendors/emukit, which no client imports), keep the
 // box-bridge binary free of the Docker client, BuildKit and cobra, and

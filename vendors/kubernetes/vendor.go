@@ -29,9 +29,9 @@ import (
 	extensions "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned"
 
 	"github.com/tangle-network/boxctl/internal/boxmeta"
-	"github.com/tangle-network/boxctl/internal/boxproc"
 	"github.com/tangle-network/boxctl/internal/buildinfo"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxproc"
 )
 
 // Name is the vendor's name.
