@@ -10,7 +10,7 @@
 // A box is a finite-lifetime machine from an image. Create starts one and
 // returns once it runs; its lifetime is required and finite, and the
 // vendor enforces it on its side (a box whose caller crashed still ends at
-// its deadline). Every box carries the labels of package internal/boxmeta
+// its deadline). Every box carries the labels of package vendors/boxmeta
 // (managed, run tag, owner, deadline, version) so that List and gc can find
 // it without any record of the caller's.
 //

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // CreateSpec describes a box to create. Image, Lifetime and RunTag are

@@ -28,9 +28,9 @@ import (
 	agents "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 	extensions "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/buildinfo"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/boxproc"
 )
 

@@ -1,8 +1,11 @@
 // Package boxmeta holds the names every part of boxctl uses to describe a
-// box: the labels a vendor puts on it (and `boxctl gc` selects by), and the
-// lifetime variables the image's init reads. The image renderer, the
-// vendors, the sandbox provider and the harness adapters import these
-// constants; none of them spells the strings itself.
+// box: the labels a vendor puts on it (and the reaper and `boxctl gc`
+// select by), their values' encodings, and the lifetime variables and
+// deadline file the image's init reads. It is their one home: the image
+// renderer, the vendors, the reaper and the sandbox provider import these
+// names, and none of them spells the strings itself. It is public so that
+// a vendor written outside this module labels its boxes as every vendor
+// does (vendors.Labels and vendors.Tag write these labels).
 package boxmeta
 
 import (
@@ -63,11 +66,6 @@ const (
 // DeadlineFile is where box-init looks for a moved deadline (Unix
 // seconds) by default, checked every second.
 const DeadlineFile = "/tmp/.boxctl/deadline"
-
-// EnvHarnessRoot is set by the image to the directory that holds one
-// install prefix per harness (<root>/<harness name>); harness adapters read
-// it to find what the image installed beside a CLI.
-const EnvHarnessRoot = "BOX_HARNESS_ROOT"
 
 // FormatDeadline renders a deadline as the value of LabelDeadline and
 // EnvDeadline: Unix seconds, rounded up so a box never ends early.
