@@ -25,17 +25,19 @@ const (
 	LabelManaged = LabelPrefix + "managed"
 	// LabelRunTag is the run tag: one caller's boxes, removable together.
 	LabelRunTag = LabelPrefix + "run"
-	// LabelOwner names the process or state that owns the box (see
-	// Owner); gc removes boxes whose owner is gone.
+	// LabelOwner names the process or state that owns the box (in
+	// vendors/reaper's owner encoding); gc removes boxes whose owner is
+	// gone.
 	LabelOwner = LabelPrefix + "owner"
 	// LabelDeadline is the box's end, in Unix seconds.
 	LabelDeadline = LabelPrefix + "deadline"
 	// LabelVersion is the boxctl version that created the box.
 	LabelVersion = LabelPrefix + "version"
-	// LabelCreate is a token unique to one Vendor.Create call, on vendors
-	// whose create may succeed although its answer was lost: the vendor
-	// finds the box of an earlier attempt by it before trying again, so a
-	// retry never makes a second box.
+	// LabelCreate is a token unique to one Vendor.Create call (set by
+	// vendors.Tag), on vendors whose create may succeed although its
+	// answer was lost: a vendor that retries finds the box of an earlier
+	// attempt by it before trying again, so a retry never makes a second
+	// box.
 	LabelCreate = LabelPrefix + "create"
 	// LabelPorts lists the ports a box exposes (CreateSpec.Ports, as
 	// FormatPorts writes them), on vendors that reach any port of a box, so that the

@@ -265,10 +265,11 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		return nil, &vendors.SpecError{Vendor: Name, Err: err}
 	}
 	now := time.Now()
-	all := vendors.Labels(spec, now, v.o.version)
-	if len(spec.Ports) > 0 {
-		all[boxmeta.LabelPorts] = boxmeta.FormatPorts(spec.Ports)
+	tag, err := vendors.Tag(Name, spec, now, v.o.version)
+	if err != nil {
+		return nil, err
 	}
+	all := tag.Labels
 	shutdown := metav1.NewTime(now.Add(spec.Lifetime))
 	if v.o.pool != "" && claimable(spec) {
 		meta, err := objectMeta(boxName(spec.RunTag), all)
