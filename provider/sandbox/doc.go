@@ -57,9 +57,10 @@
 //
 // GC removes boxes of a vendor whose deadline passed or whose owner is gone
 // (reaper.ProcessOwner, reaper.UserOwner), by label alone: it is the reaper
-// of package vendors/reaper, which owns the labels and owners. The
-// per-user box state of boxctl (provider/sandbox/boxstate) reconciles
-// with a vendor through the same reaper.
+// of package vendors/reaper, which owns the owners, over the labels of
+// vendors/boxmeta. The per-user box state of boxctl
+// (cmd/boxctl/internal/boxstate) reconciles with a vendor through the
+// same reaper.
 //
 // # Traces, timings and events
 //
