@@ -128,43 +128,21 @@ func Build(ctx context.Context, opts BuildOptions, exp Exporter) (Result, error)
 	if exp == nil {
 		return Result{}, errors.New("build: no exporter")
 	}
-	opts.BuildkitAddr = buildkitAddr(opts.BuildkitAddr)
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
-	if _, err := newDisplay(opts); err != nil {
+	opts, err := opts.withDefaults()
+	if err != nil {
 		return Result{}, err
 	}
-
-	dfDir, err := os.MkdirTemp("", "boximage-dockerfile-")
+	mounts, remove, err := localMounts(opts)
 	if err != nil {
 		return Result{}, fmt.Errorf("build: %w", err)
 	}
-	defer os.RemoveAll(dfDir)
-	if err := os.WriteFile(filepath.Join(dfDir, "Dockerfile"), opts.Dockerfile, 0o644); err != nil {
-		return Result{}, fmt.Errorf("build: %w", err)
-	}
-	ctxDir := opts.ContextDir
-	if ctxDir == "" {
-		ctxDir = filepath.Join(dfDir, "empty")
-		if err := os.Mkdir(ctxDir, 0o755); err != nil {
-			return Result{}, fmt.Errorf("build: %w", err)
-		}
-	}
-	ctxFS, err := fsutil.NewFS(ctxDir)
-	if err != nil {
-		return Result{}, fmt.Errorf("build: context %s: %w", ctxDir, err)
-	}
-	dfFS, err := fsutil.NewFS(dfDir)
-	if err != nil {
-		return Result{}, fmt.Errorf("build: %w", err)
-	}
+	defer remove()
 
 	auth := newAuthLookup(opts.Auth)
 	solveOpt := client.SolveOpt{
 		Frontend:      "dockerfile.v0",
 		FrontendAttrs: frontendAttrs(opts),
-		LocalMounts:   map[string]fsutil.FS{"context": ctxFS, "dockerfile": dfFS},
+		LocalMounts:   mounts,
 		CacheImports:  cacheEntries(opts.CacheFrom, opts.Insecure, false),
 		CacheExports:  cacheEntries(opts.CacheTo, opts.Insecure, true),
 	}
@@ -183,18 +161,7 @@ func Build(ctx context.Context, opts BuildOptions, exp Exporter) (Result, error)
 
 	var probeDigest string
 	if r, ok := exp.(reuser); ok {
-		// Build into buildkitd only, and skip the export if the target
-		// already holds this very image.
-		opts.Log.Debug("build: solving", "buildkit", opts.BuildkitAddr, "platform", opts.Platform)
-		probe := solveOpt
-		probe.Exports = []client.ExportEntry{r.probe()}
-		probe.Session = []session.Attachable{auth.provider()}
-		resp, err := solve(ctx, c, opts, probe, nil)
-		if err != nil {
-			return Result{}, err
-		}
-		probeDigest = resp.ExporterResponse[exptypes.ExporterImageDigestKey]
-		res, found, err := r.reuse(ctx, resp)
+		res, digest, found, err := solveAndReuse(ctx, c, opts, solveOpt, auth, r)
 		if err != nil {
 			return Result{}, err
 		}
@@ -203,6 +170,7 @@ func Build(ctx context.Context, opts BuildOptions, exp Exporter) (Result, error)
 			opts.Log.Debug("build: target already holds the image", "reference", res.Reference, "image", res.ImageID)
 			return res, nil
 		}
+		probeDigest = digest
 	}
 
 	opts.Log.Debug("build: solving and exporting", "buildkit", opts.BuildkitAddr, "platform", opts.Platform)
@@ -232,6 +200,72 @@ func Build(ctx context.Context, opts BuildOptions, exp Exporter) (Result, error)
 	res.Duration = time.Since(start)
 	opts.Log.Debug("build: done", "reference", res.Reference, "digest", res.Digest, "took", res.Duration)
 	return res, nil
+}
+
+// withDefaults returns o with its buildkitd address and logger set, after
+// checking its progress mode.
+func (o BuildOptions) withDefaults() (BuildOptions, error) {
+	o.BuildkitAddr = buildkitAddr(o.BuildkitAddr)
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if _, err := newDisplay(o); err != nil {
+		return BuildOptions{}, err
+	}
+	return o, nil
+}
+
+// localMounts returns the build's local sources, the context directory
+// (an empty one when opts names none) and a directory holding
+// opts.Dockerfile, and remove, which deletes what it made.
+func localMounts(opts BuildOptions) (mounts map[string]fsutil.FS, remove func(), err error) {
+	dfDir, err := os.MkdirTemp("", "boximage-dockerfile-")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dfDir)
+		}
+	}()
+	if err := os.WriteFile(filepath.Join(dfDir, "Dockerfile"), opts.Dockerfile, 0o644); err != nil {
+		return nil, nil, err
+	}
+	ctxDir := opts.ContextDir
+	if ctxDir == "" {
+		ctxDir = filepath.Join(dfDir, "empty")
+		if err := os.Mkdir(ctxDir, 0o755); err != nil {
+			return nil, nil, err
+		}
+	}
+	ctxFS, err := fsutil.NewFS(ctxDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("context %s: %w", ctxDir, err)
+	}
+	dfFS, err := fsutil.NewFS(dfDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return map[string]fsutil.FS{"context": ctxFS, "dockerfile": dfFS}, func() { os.RemoveAll(dfDir) }, nil
+}
+
+// solveAndReuse builds into buildkitd only and asks r whether its target
+// already holds this very image, so that the export can be skipped. It
+// returns that image when found, and the built image's digest.
+func solveAndReuse(ctx context.Context, c *client.Client, opts BuildOptions, so client.SolveOpt, auth authLookup, r reuser) (res Result, digest string, found bool, err error) {
+	opts.Log.Debug("build: solving", "buildkit", opts.BuildkitAddr, "platform", opts.Platform)
+	so.Exports = []client.ExportEntry{r.probe()}
+	so.Session = []session.Attachable{auth.provider()}
+	resp, err := solve(ctx, c, opts, so, nil)
+	if err != nil {
+		return Result{}, "", false, err
+	}
+	digest = resp.ExporterResponse[exptypes.ExporterImageDigestKey]
+	res, found, err = r.reuse(ctx, resp)
+	if err != nil {
+		return Result{}, "", false, err
+	}
+	return res, digest, found, nil
 }
 
 // connect dials buildkitd and waits, at most opts.ConnectTimeout, for it

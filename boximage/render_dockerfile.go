@@ -1,7 +1,8 @@
 package boximage
 
 import (
-	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/internal/imageenv"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 
 	"bytes"
 	"fmt"
@@ -97,7 +98,7 @@ func dockerfile(p *pins.Pins, base pins.Base, hs []pins.Harness, labels map[stri
 	w("COPY --chmod=0755 %s /usr/local/bin/%s", InitFile, InitFile)
 	w("COPY --chmod=0755 %s /usr/local/bin/%s", BridgeFile, p.Bridge.Binary)
 	w("ENV %s=%d \\", boxmeta.EnvLifetime, int64(o.lifetime.Seconds()))
-	w("    %s=%s \\", boxmeta.EnvHarnessRoot, HarnessRoot)
+	w("    %s=%s \\", imageenv.HarnessRoot, HarnessRoot)
 	w("    HOME=/home/%s", o.user)
 	w("USER %d:%d", o.uid, o.uid)
 	w("WORKDIR %s", o.workspace)

@@ -3,7 +3,7 @@ package boximage
 import (
 	"strings"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // initScript is box-init, the image's entrypoint under tini. It runs its

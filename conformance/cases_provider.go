@@ -141,14 +141,14 @@ func capabilitiesCase(c *caseCtx) error {
 	}
 	if ec.Interactions == nil {
 		r := c.step("Session.RespondToInteraction on an environment that claims no interactions")
-		if _, err := s.RespondToInteraction(c.ctx, wire.InteractionCommand{}); !errors.Is(err, provider.ErrUnsupported) {
-			return failf(r, "provider.ErrUnsupported", "%v", err)
+		if _, err := s.RespondToInteraction(c.ctx, wire.InteractionCommand{}); !errors.Is(err, vendors.ErrUnsupported) {
+			return failf(r, "vendors.ErrUnsupported", "%v", err)
 		}
 	}
 	if ec.NativeContinuation == nil {
 		r := c.step("Session.ContextBoundary on an environment that claims no native continuation")
-		if _, err := s.ContextBoundary(c.ctx); !errors.Is(err, provider.ErrUnsupported) {
-			return failf(r, "provider.ErrUnsupported", "%v", err)
+		if _, err := s.ContextBoundary(c.ctx); !errors.Is(err, vendors.ErrUnsupported) {
+			return failf(r, "vendors.ErrUnsupported", "%v", err)
 		}
 	}
 	for claim, by := range map[string]string{"streaming.live": "provider.turn", "streaming.replay": "session.replay-cursor",

@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // cleanupTimeout bounds a case's cleanup: destroys and the run tag check.

@@ -84,6 +84,8 @@
 //
 // Errors are typed (ConflictError, NotFoundError, ReconstructedError,
 // IdentityMismatchError, ExpiredCursorError, TimeoutError, TransportError,
-// ProtocolError, BridgeError) for errors.As; ErrDestroyed, ErrClosed,
-// ErrUnsupported and ErrTurnTimeout for errors.Is.
+// ProtocolError, BridgeError) for errors.As; ErrDestroyed, ErrClosed and
+// ErrTurnTimeout for errors.Is, and the standard library's
+// errors.ErrUnsupported (vendors.ErrUnsupported) for an operation the
+// environment's capability document does not claim.
 package provider

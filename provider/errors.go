@@ -7,10 +7,6 @@ import (
 	"time"
 )
 
-// ErrUnsupported is returned for an operation the environment's capability
-// document does not claim.
-var ErrUnsupported = errors.New("cli-bridge environment does not support this operation")
-
 // ErrDestroyed is returned by every call on a destroyed environment.
 var ErrDestroyed = errors.New("cli-bridge environment is destroyed")
 

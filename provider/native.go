@@ -162,7 +162,7 @@ func (e *Environment) beginNative(ctx context.Context, op string, r *run, turn *
 func (s *Session) ContextBoundary(ctx context.Context) (*wire.BoundaryProof, error) {
 	const op = "session.ContextBoundary"
 	if !s.e.caps.NativeContinuationProven() {
-		return nil, fmt.Errorf("%s: %w: nativeContinuation", op, ErrUnsupported)
+		return nil, fmt.Errorf("%s: %w: nativeContinuation", op, errors.ErrUnsupported)
 	}
 	r, err := s.requireRun()
 	if err != nil {
@@ -239,7 +239,7 @@ func (s *Session) ContinueNative(ctx context.Context, request wire.ContinuationR
 		return nil, fmt.Errorf("%s: %w", op, ErrClosed)
 	}
 	if !s.e.caps.NativeContinuationProven() {
-		return nil, fmt.Errorf("%s: %w: nativeContinuation", op, ErrUnsupported)
+		return nil, fmt.Errorf("%s: %w: nativeContinuation", op, errors.ErrUnsupported)
 	}
 	r, err := s.requireRun()
 	if err != nil {
@@ -338,7 +338,7 @@ func PermissionGrant(grant string) json.RawMessage {
 func (s *Session) RespondToInteraction(ctx context.Context, cmd wire.InteractionCommand) (wire.InteractionAck, error) {
 	const op = "session.RespondToInteraction"
 	if !s.e.caps.InteractionsProven() {
-		return wire.InteractionAck{}, fmt.Errorf("%s: %w: interactions", op, ErrUnsupported)
+		return wire.InteractionAck{}, fmt.Errorf("%s: %w: interactions", op, errors.ErrUnsupported)
 	}
 	ack := wire.InteractionAck{OperationID: cmd.OperationID, Binding: cmd.Binding, CommandDigest: cmd.CommandDigest}
 	b := cmd.Binding

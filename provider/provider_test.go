@@ -108,8 +108,8 @@ func TestReconstructed_refusals(t *testing.T) {
 	_, err = s.Prompt(t.Context(), Turn{Prompt: "x"})
 	checkRefusal(t, "Prompt", err, "a reconstructed cli-bridge session cannot start another turn")
 	_, err = s.ContinueNative(t.Context(), wire.ContinuationRequest{}, wire.ContinuationTurn{})
-	if !errors.Is(err, ErrUnsupported) {
-		t.Errorf("ContinueNative without the capability = %v, want ErrUnsupported", err)
+	if !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("ContinueNative without the capability = %v, want errors.ErrUnsupported", err)
 	}
 	res, err := s.Result(t.Context())
 	if err != nil || res.Text != "Hello world" || res.RequestDigest != ref.RequestDigest {

@@ -1,16 +1,20 @@
 // Package vendors defines what boxctl needs of a place that runs boxes: the
 // Vendor and Box interfaces, the create specification, and the typed
-// errors every vendor returns. It holds no vendor code; docker, e2b,
+// errors every vendor returns. No one vendor's code is here: docker, e2b,
 // daytona and kubernetes implement it in their own packages, each
 // exporting a type named Vendor, and vendortest is the behavioural suite
-// every one of them must pass.
+// every one of them must pass. What several vendors do alike is here,
+// written once for them and for a vendor written outside this module (see
+// "Written once for the vendors" below), over the public packages beside
+// it: the box labels (vendors/boxmeta) and the process layer
+// (vendors/boxproc).
 //
 // # The contract
 //
 // A box is a finite-lifetime machine from an image. Create starts one and
 // returns once it runs; its lifetime is required and finite, and the
 // vendor enforces it on its side (a box whose caller crashed still ends at
-// its deadline). Every box carries the labels of package internal/boxmeta
+// its deadline). Every box carries the labels of package vendors/boxmeta
 // (managed, run tag, owner, deadline, version) so that List and gc can find
 // it without any record of the caller's.
 //
@@ -43,15 +47,32 @@
 // a Daytona snapshot) implements ImageImporter: it turns a box image
 // pushed to an OCI registry into one, and returns the reference
 // CreateSpec.Image takes. One whose vendor hosts the registry too
-// implements ImageRegistry, which names where to push. `boxctl build` and
-// the conformance runner publish through these, so both run the same
-// vendor code.
+// implements ImageRegistry, which names where to push. boximage.Publish
+// (what `boxctl build` runs for a vendor's target, with the importer
+// vendors/open.Importer opens) publishes through these.
 //
 // # Written once for the vendors
 //
-// What more than one vendor does alike is here, over the shared plumbing
-// of internal: Procs (Spawn, Process, Read and Write over the process
-// layer, which a Box embeds), StreamExec (Exec over a streaming exec),
-// Tag (the labels, create token and environment of a box made through a
-// control plane), Resources.Or and NotFound.
+// What more than one vendor does alike is here, and no vendor writes it
+// again:
+//
+//   - the create: Check (a spec against what a vendor honours), Labels and
+//     Tag (the labels, create token and environment of a box), CreateToken,
+//     Resources.Or (a spec's limits over a vendor's defaults);
+//   - its retries and clean-up: IdempotentCreate (a create on a control
+//     plane whose answer may be lost, retried with a back-off without ever
+//     leaving a second box), Landed (the look-up after a create cut short)
+//     and Discard (the removal of a box a Create could not finish);
+//   - the processes: Procs (Spawn, Process, Read and Write over the process
+//     layer, vendors/boxproc, which a Box embeds), StreamExec (Exec over a
+//     streaming exec) and EndEarlier (a resumed box's earlier processes
+//     ended);
+//   - the endpoints: Endpoint.Client and Endpoint.Shared, the HTTP client
+//     of a box's port over the vendor's transport (a tunnel), with the
+//     vendor's headers on every request;
+//   - the errors and listings: NotFound (an API's "no such object" as
+//     ErrNotFound) and HasLabels (List's filter).
+//
+// None of it speaks a vendor's API: each vendor hands it the calls of its
+// own (a create, a find, a destroy, an exec).
 package vendors

@@ -12,8 +12,12 @@ var ErrNotFound = errors.New("box not found")
 // ErrGone means the box vanished while an operation was running in it.
 var ErrGone = errors.New("box gone mid-run")
 
-// ErrUnsupported is matched by every *UnsupportedError.
-var ErrUnsupported = errors.New("unsupported create field")
+// ErrUnsupported is matched by every *UnsupportedError, and by the
+// provider's refusal of an operation an environment does not support: it
+// is the standard library's errors.ErrUnsupported, the one sentinel of
+// both, which the provider (it does not import this package) returns as
+// it is.
+var ErrUnsupported = errors.ErrUnsupported
 
 // ErrRateLimited is matched by every *RateLimitError.
 var ErrRateLimited = errors.New("vendor rate limit")

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"io"
 
-	"github.com/tangle-network/boxctl/internal/boxproc"
+	"github.com/tangle-network/boxctl/vendors/boxproc"
 )
 
 // DefaultMaxOutput caps each of stdout and stderr an Exec keeps when

@@ -7,8 +7,8 @@ import (
 
 // ImageImporter turns a box image pushed to an OCI registry into the
 // vendor's own kind of image (an E2B template, a Daytona snapshot): what
-// CreateSpec.Image names on that vendor. `boxctl build` and the
-// conformance runner publish through it, so both run the same code.
+// CreateSpec.Image names on that vendor. boximage.Publish, which `boxctl
+// build` runs, publishes through it.
 //
 // ImportImage returns once the vendor's image is usable (its build or
 // pull finished), or with the vendor's reason when it failed; ctx bounds

@@ -5,11 +5,11 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/tangle-network/boxctl/internal/boxproc"
+	"github.com/tangle-network/boxctl/vendors/boxproc"
 )
 
 // Procs is a Box's Spawn, Process, Read and Write written once over the
-// process layer (internal/boxproc), which runs each of them through the
+// process layer (vendors/boxproc), which runs each of them through the
 // vendor's one streaming exec. A vendor's Box embeds it, made by NewProcs
 // with the Box; a Box with Read and Write of its own keeps them. It holds
 // no state but the exec: the processes' records are in the box.

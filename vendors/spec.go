@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // CreateSpec describes a box to create. Image, Lifetime and RunTag are
@@ -24,12 +24,16 @@ type CreateSpec struct {
 	// RunTag groups the boxes of one caller or run; gc and cleanup select
 	// by it. Required.
 	RunTag string
-	// Owner names who owns the box (vendors/reaper's ProcessOwner or
-	// UserOwner); empty means none recorded.
+	// Owner names who owns the box, in vendors/reaper's encoding
+	// (ProcessOwner, UserOwner, StateOwner); the box carries it as
+	// boxmeta.LabelOwner. Empty means none recorded.
 	Owner string
-	// Labels are extra labels. Keys under boxmeta.LabelPrefix are
-	// reserved, but for boxmeta.LabelPool (a standby box's pool) and
-	// boxmeta.LabelIdleSuspend (its idle threshold).
+	// Labels are extra labels, carried beside the ones Labels sets. Check
+	// refuses keys under boxmeta.LabelPrefix, but for boxmeta.LabelPool (a
+	// standby box's pool) and boxmeta.LabelIdleSuspend (its idle
+	// threshold, as boxmeta.FormatIdle writes it, on a box with a
+	// Retention). A vendor refuses a key it cannot carry (Kubernetes: a
+	// key that is not a qualified name).
 	Labels map[string]string
 	// Resources are the limits asked for; zero fields mean the vendor's
 	// defaults.

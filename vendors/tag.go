@@ -5,7 +5,7 @@ import (
 	"maps"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // Tagged is what a box made through a vendor's control plane carries.

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // Vendor makes boxes and finds the ones it made.

@@ -16,10 +16,11 @@ import (
 // gc) drive.
 var boxTargets = open.Targets
 
-// client-go also reports through klog, straight to stderr, what it
-// returns as errors (a closed stream of a cancelled exec, say): boxctl
-// reports those errors itself. Set before any client runs.
-func init() { klog.SetLogger(logr.Discard()) }
+// quietClientGo stops client-go's own reports: it also reports through
+// klog, straight to stderr, what it returns as errors (a closed stream of
+// a cancelled exec, say), and boxctl reports those errors itself. main
+// calls it before any client runs.
+func quietClientGo() { klog.SetLogger(logr.Discard()) }
 
 func checkBoxTarget(target string) error { return open.CheckTarget(target) }
 

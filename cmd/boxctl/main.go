@@ -18,6 +18,7 @@ import (
 )
 
 func main() {
+	quietClientGo()
 	// `boxctl bridge` runs its relays and launchers through this executable.
 	bridge.ServeHelpersIfAsked()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 

@@ -8,9 +8,10 @@ import (
 
 // TestMain gives the box-bridge binary the image tests build a scratch
 // directory removed at the end. A re-executed test binary runs boxctl's
-// main instead (see runMainIfReexecuted), and no test touches the user's
-// state file (see isolateState).
+// main instead (see runMainIfReexecuted), no test touches the user's
+// state file (see isolateState), and client-go is as quiet as in boxctl.
 func TestMain(m *testing.M) {
+	quietClientGo()
 	runMainIfReexecuted()
 	isolateState()
 	boxbridgetest.Main(m)

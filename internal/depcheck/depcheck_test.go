@@ -145,9 +145,21 @@ const emulatorKit = "vendors/emukit"
 
 // shared are the packages under vendors that hold no vendor code and that
 // every part may import as it imports the vendors interface package: the
-// box labels, owners and the reaper.
+// box labels and lifetime names (vendors/boxmeta), the process layer
+// (vendors/boxproc), the owners and the reaper (vendors/reaper).
 var shared = map[string]bool{
-	"vendors/reaper": true,
+	"vendors/boxmeta": true,
+	"vendors/boxproc": true,
+	"vendors/reaper":  true,
+}
+
+// foundations are the shared packages the vendors interface package is
+// written over: it imports them (and exposes their types, so they are
+// public for a vendor outside this module), and they import nothing of
+// ours.
+var foundations = map[string]bool{
+	"vendors/boxmeta": true,
+	"vendors/boxproc": true,
 }
 
 // opener is the package that opens any vendor from flags and the
@@ -172,8 +184,10 @@ func looksTestOnly(p string) bool {
 // allowed reports whether a package at from may import our package to by
 // the architecture's direction: cmd -> everything; provider/sandbox ->
 // provider, vendors, pins; conformance -> provider/sandbox, vendors/...,
-// boximage, pins; boximage -> pins; the bridge none of the client side;
-// bridge/wire and vendors nothing but (for vendors) internal plumbing.
+// boximage, pins; boximage -> pins, vendors and the box labels; the
+// bridge none of the client side; bridge/wire nothing of ours, and
+// vendors nothing but internal plumbing and its foundations, which import
+// nothing of ours.
 // It holds for test-only packages by their place in the tree too;
 // permitted adds what separates them from product code.
 func allowed(from, to string) bool {
@@ -182,6 +196,9 @@ func allowed(from, to string) bool {
 		return true
 	case under(from, "bridge/wire"):
 		// The wire types both sides share import nothing of ours.
+		return false
+	case foundations[from]:
+		// Nor does what the vendors interface package is written over.
 		return false
 	case under(to, "internal"):
 		// Shared plumbing, for every part.
@@ -196,8 +213,9 @@ func allowed(from, to string) bool {
 	case under(from, "provider"):
 		return under(to, "provider") && !under(to, "provider/sandbox") || under(to, "bridge/wire")
 	case from == "vendors":
-		// The interface package holds no vendor code.
-		return false
+		// The interface package holds no vendor's code: beside internal
+		// plumbing it imports only its foundations.
+		return foundations[to]
 	case from == opener:
 		return under(to, "vendors") && !emulators[to] && to != opener && to != emulatorKit
 	case emulators[from] && to == emulatorKit:
@@ -216,8 +234,9 @@ func allowed(from, to string) bool {
 		own := strings.Join(strings.Split(from, "/")[:2], "/")
 		return vendorsAPI(to) || under(to, own) && (!emulators[to] || under(from, to))
 	case under(from, "boximage"):
-		// Publishing hands the pushed image to a vendor's ImageImporter.
-		return under(to, "boximage") || under(to, "pins") || to == "vendors"
+		// Publishing hands the pushed image to a vendor's ImageImporter;
+		// the image's init reads the lifetime the vendors set (boxmeta).
+		return under(to, "boximage") || under(to, "pins") || to == "vendors" || to == "vendors/boxmeta"
 	case under(from, "pins"):
 		return under(to, "pins")
 	case under(from, "conformance"):
@@ -345,7 +364,12 @@ func TestAllowed(t *testing.T) {
 		{"provider/sandbox", "bridge/server", false},
 		{"provider/sandbox", "boximage", false},
 		{"provider/sandbox/internal/wait", "provider/sandbox", true},
-		{"vendors", "internal/boxmeta", true},
+		{"vendors", "vendors/boxmeta", true},
+		{"vendors/boxmeta", "internal/buildinfo", false},
+		{"boximage", "vendors/boxmeta", true},
+		{"boximage", "vendors/boxproc", false},
+		{"bridge/harness/opencode", "vendors/boxmeta", false},
+		{"bridge/harness/opencode", "internal/imageenv", true},
 		{"vendors", "bridge/wire", false},
 		{"vendors", "pins", false},
 		{"vendors", "vendors/docker", false},
@@ -375,7 +399,11 @@ func TestAllowed(t *testing.T) {
 		{"vendors/e2b", "vendors/e2b/e2bemu", false},
 		{"vendors/e2b", "vendors/docker", false},
 		{"vendors/kubernetes", "vendors/docker", false},
-		{"vendors/kubernetes", "internal/boxproc", true},
+		{"vendors/kubernetes", "vendors/boxproc", true},
+		{"vendors", "vendors/boxproc", true},
+		{"vendors/boxproc", "vendors", false},
+		{"vendors/boxproc", "internal/vendorhttp", false},
+		{"provider/sandbox", "vendors/boxproc", true},
 		{"cmd/boxctl", "vendors/kubernetes", true},
 		{"cmd/boxctl", "vendors/e2b/e2bemu", true},
 		{"vendors/vendortest", "vendors", true},
@@ -404,7 +432,7 @@ func TestAllowed(t *testing.T) {
 		{"cmd/boxctl", "vendors/open", true},
 		{"pins", "boximage", false},
 		{"internal/dockerclient", "internal/buildinfo", true},
-		{"internal/boxmeta", "pins", false},
+		{"vendors/boxmeta", "pins", false},
 		{"conformance", "provider/sandbox", true},
 		{"conformance", "vendors/docker", true},
 		{"conformance", "bridge/server", false},

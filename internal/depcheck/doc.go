@@ -1,12 +1,15 @@
 // Package depcheck holds only tests. They keep imports flowing the one
 // way the architecture allows (cmd -> everything; provider/sandbox ->
 // provider, the vendors interface, pins; conformance -> provider/sandbox,
-// vendors, boximage; boximage -> pins; vendors/X -> vendors; the bridge
-// imports none of the client side; bridge/wire nothing of ours; internal,
-// shared plumbing and the local model endpoint, for every part; the
-// emulators -> their kit, vendors/emukit, which no client imports), keep the
-// box-bridge binary free of the Docker client, BuildKit and cobra, and
-// keep product code from importing fakes and test helpers.
+// vendors, boximage; boximage -> pins and the box labels; vendors/X ->
+// vendors; vendors -> its foundations, the box labels (vendors/boxmeta)
+// and the process layer (vendors/boxproc), which import nothing of ours;
+// the bridge imports none of the client side; bridge/wire nothing of
+// ours; internal, shared plumbing and the local model endpoint, for every
+// part; the emulators -> their kit, vendors/emukit, which no client
+// imports), keep the box-bridge binary free of the Docker client,
+// BuildKit and cobra, and keep product code from importing fakes and
+// test helpers.
 //
 // The direction holds for test files too (go list's TestImports and
 // XTestImports, attributed to the files that import): a test imports what

@@ -158,6 +158,36 @@ func route(method, path string) (f Family, count bool) {
 
 // ServeHTTP records the request, checks its key and answers it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	in := s.record(w, r)
+	defer func() { s.opts.logger.Debug("model request", "request", s.snapshot(in.rec)) }()
+	if !s.admit(w, r, in) {
+		return
+	}
+	if in.count {
+		s.countTokens(w, in)
+		return
+	}
+	s.answer(w, r, in)
+}
+
+// incoming is a request as ServeHTTP read it.
+type incoming struct {
+	// rec is the request's record in the log.
+	rec *Request
+	// family is the request's API family; count reports a token-count
+	// call.
+	family Family
+	count  bool
+	// body is the request's body, and wire what it holds; parseErr is
+	// why the body could not be read or parsed.
+	body     []byte
+	wire     wireRequest
+	parseErr error
+}
+
+// record reads r (its route, key and body) and adds its record to the
+// log.
+func (s *Server) record(w http.ResponseWriter, r *http.Request) incoming {
 	family, count := route(r.Method, r.URL.Path)
 	kind, key := presentedKey(r.Header)
 	if kind == AuthNone {
@@ -170,57 +200,64 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.maxBytes))
 	rec.Body = body
-	var wr wireRequest
-	parseErr := readErr
-	if parseErr == nil && family != FamilyNone {
-		parseErr = json.Unmarshal(body, &wr)
-		inspect(family, &wr, rec)
-		if family == FamilyGemini && parseErr == nil {
-			parseErr = inspectGemini(r.URL.Path, body, &wr, rec)
+	in := incoming{rec: rec, family: family, count: count, body: body, parseErr: readErr}
+	if in.parseErr == nil && family != FamilyNone {
+		in.parseErr = json.Unmarshal(body, &in.wire)
+		inspect(family, &in.wire, rec)
+		if family == FamilyGemini && in.parseErr == nil {
+			in.parseErr = inspectGemini(r.URL.Path, body, &in.wire, rec)
 		}
 	}
 	s.log.add(rec)
-	defer func() { s.opts.logger.Debug("model request", "request", s.snapshot(rec)) }()
+	return in
+}
 
+// admit answers the error of a request that is not to be served (an
+// unknown path, a missing or wrong key, a body that is not a request) in
+// the shape of its API family, and reports whether it is to be served.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, in incoming) bool {
+	rec, family := in.rec, in.family
 	errFamily := family
-	if family == FamilyNone && (r.Header.Get("Anthropic-Version") != "" || kind == AuthAPIKey) {
+	if family == FamilyNone && (r.Header.Get("Anthropic-Version") != "" || rec.AuthKind == AuthAPIKey) {
 		errFamily = FamilyAnthropic
 	}
-	fail := func(status int, code, msg string) {
+	fail := func(status int, code, msg string) bool {
 		s.log.update(rec, func(r *Request) { r.Status = status })
 		writeError(w, errFamily, status, code, msg, false)
+		return false
 	}
 	switch {
 	case family == FamilyNone:
-		fail(http.StatusNotFound, "unknown_url", fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path))
-		return
-	case !rec.Authorized && key == "":
-		fail(http.StatusUnauthorized, "", missingKeyMessage(family))
-		return
+		return fail(http.StatusNotFound, "unknown_url", fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path))
+	case !rec.Authorized && rec.Key == "":
+		return fail(http.StatusUnauthorized, "", missingKeyMessage(family))
 	case !rec.Authorized:
-		fail(http.StatusUnauthorized, "invalid_api_key", invalidKeyMessage(family))
-		return
-	case parseErr != nil:
-		fail(http.StatusBadRequest, "", "Could not parse the JSON body of your request.")
-		return
-	case wr.Model == "":
-		fail(http.StatusBadRequest, "", "model: Field required")
+		return fail(http.StatusUnauthorized, "invalid_api_key", invalidKeyMessage(family))
+	case in.parseErr != nil:
+		return fail(http.StatusBadRequest, "", "Could not parse the JSON body of your request.")
+	case in.wire.Model == "":
+		return fail(http.StatusBadRequest, "", "model: Field required")
+	}
+	return true
+}
+
+// countTokens answers a token-count call with the body's input tokens.
+func (s *Server) countTokens(w http.ResponseWriter, in incoming) {
+	input := tokens(string(in.body))
+	s.log.update(in.rec, func(r *Request) {
+		r.Status, r.Reply, r.Usage = http.StatusOK, "count_tokens", Usage{InputTokens: input}
+	})
+	if in.family == FamilyGemini {
+		writeJSON(w, http.StatusOK, map[string]int{"totalTokens": input})
 		return
 	}
+	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": input})
+}
 
-	input := tokens(string(body))
-	if count {
-		s.log.update(rec, func(r *Request) {
-			r.Status, r.Reply, r.Usage = http.StatusOK, "count_tokens", Usage{InputTokens: input}
-		})
-		if family == FamilyGemini {
-			writeJSON(w, http.StatusOK, map[string]int{"totalTokens": input})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]int{"input_tokens": input})
-		return
-	}
-
+// answer picks the script's reply to the request and answers it, after
+// the reply's delay, in the shape of its API family.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, in incoming) {
+	rec, family, wr := in.rec, in.family, in.wire
 	served := s.opts.served(wr.Model)
 	s.log.update(rec, func(r *Request) {
 		r.ServedModel = served
@@ -231,7 +268,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	t := &turn{
 		seq: rec.Seq, model: served, reply: reply, stream: wr.Stream,
-		usage:        Usage{InputTokens: input, OutputTokens: reply.outputTokens()},
+		usage:        Usage{InputTokens: tokens(string(in.body)), OutputTokens: reply.outputTokens()},
 		includeUsage: wr.StreamOptions != nil && wr.StreamOptions.IncludeUsage,
 		sse:          newSSE(w),
 	}

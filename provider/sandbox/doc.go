@@ -57,8 +57,9 @@
 //
 // GC removes boxes of a vendor whose deadline passed or whose owner is gone
 // (reaper.ProcessOwner, reaper.UserOwner), by label alone: it is the reaper
-// of package vendors/reaper, which owns the labels and owners; boxctl's
-// per-user box state reconciles with a vendor through the same reaper.
+// of package vendors/reaper, which owns the owners, over the labels of
+// vendors/boxmeta; boxctl's per-user box state reconciles with a vendor
+// through the same reaper.
 //
 // # The SDK
 //

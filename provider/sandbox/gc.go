@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 )
 

@@ -16,6 +16,7 @@ import (
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
 	"github.com/tangle-network/boxctl/vendors/emukit"
 	"github.com/tangle-network/boxctl/vendors/reaper"
@@ -109,7 +110,7 @@ func cycles(t *testing.T, v vendors.Vendor, image string, n int, setFaults func(
 	if err := setFaults(emukit.Faults{}); err != nil {
 		t.Fatal(err)
 	}
-	filter := map[string]string{reaper.LabelRunTag: tag}
+	filter := map[string]string{boxmeta.LabelRunTag: tag}
 	left, err := v.List(t.Context(), filter)
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +197,7 @@ func TestLeaks_DockerCallerKilled(t *testing.T) {
 		}
 		killed := time.Now()
 		_ = cmd.Wait()
-		filter := map[string]string{reaper.LabelRunTag: tag}
+		filter := map[string]string{boxmeta.LabelRunTag: tag}
 		left, err := f.Vendor.List(t.Context(), filter)
 		if err != nil {
 			t.Fatal(err)

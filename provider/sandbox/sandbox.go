@@ -18,11 +18,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/tracing"
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // Provider makes environments in boxes of one vendor from one image. It

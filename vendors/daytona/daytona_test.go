@@ -14,11 +14,11 @@ import (
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/daytona"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
 	"github.com/tangle-network/boxctl/vendors/reaper"

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxproc"
 	"github.com/tangle-network/boxctl/internal/vendorhttp"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxproc"
 )
 
 // boxDir is where the box keeps what this package's commands leave

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/vendorhttp"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // Fork on Daytona is snapshot, then create: the suspended (stopped)

@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxproc"
 	"github.com/tangle-network/boxctl/internal/vendorhttp"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxproc"
 )
 
 // ProcDir holds the pid of each process Spawn started

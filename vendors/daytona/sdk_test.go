@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/jssdk"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )

@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/vendorhttp"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // Suspend on Daytona is stop (POST /sandbox/{id}/stop: the sandbox runs

@@ -14,9 +14,9 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/docker/go-connections/nat"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
-	"github.com/tangle-network/boxctl/internal/boxproc"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
+	"github.com/tangle-network/boxctl/vendors/boxproc"
 )
 
 // ProcDir is where the box keeps the pid, output and exit status of each

@@ -49,7 +49,7 @@
 // Exec runs through the exec API, each command in a session of its own
 // that a cancelled Exec kills. Its environment travels in the exec's
 // create request only: the container's inspect data does not show it.
-// Spawn, Read and Write are the process layer's (internal/boxproc) over
+// Spawn, Read and Write are the process layer's (vendors/boxproc) over
 // that exec: a spawned process's environment travels on a supervisor's
 // stdin, so no exec's inspect data shows it either; the supervisor
 // detaches from the exec and records the process's pid, output and exit

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // maxReadBytes caps a file Read returns.

@@ -28,7 +28,7 @@
 // (process.Process/Start streams envelopes; an end-of-stream frame carries
 // any error; keepalives are skipped; stdin goes in with SendInput, then
 // CloseStdin), and that exec is the Runner of the process layer
-// (internal/boxproc), which writes Spawn and the Process: a process envd
+// (vendors/boxproc), which writes Spawn and the Process: a process envd
 // started outlives the stream that started it, so Spawn runs the command
 // under a supervisor that records its pid, output and exit status in the
 // sandbox (under /tmp/.boxctl/proc), as the Docker and Kubernetes vendors

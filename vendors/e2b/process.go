@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxproc"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxproc"
 )
 
 // The process service's messages (process.proto), in protojson.

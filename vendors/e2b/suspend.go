@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/vendorhttp"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // Suspend on E2B is pause (the sandbox frozen, memory and disk kept; its

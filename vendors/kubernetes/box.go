@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
-	"github.com/tangle-network/boxctl/internal/boxproc"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
+	"github.com/tangle-network/boxctl/vendors/boxproc"
 )
 
 // Box is one Sandbox and its pod. It is safe for concurrent use.

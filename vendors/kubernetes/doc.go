@@ -62,7 +62,7 @@
 // environment, and a command line is in the request and so in the API
 // server's audit log: environment variables travel on the command's
 // stdin, never on a command line or in the pod spec. Spawn, Read and
-// Write are the process layer's (internal/boxproc) over that exec: a
+// Write are the process layer's (vendors/boxproc) over that exec: a
 // spawned process runs under a supervisor that detaches from the exec and
 // records its pid, output and exit status in the box, so it outlives the
 // caller. Read and Write move tar streams, as kubectl cp does.

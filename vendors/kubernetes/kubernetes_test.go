@@ -21,11 +21,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/kubetest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/kubernetes"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 	"github.com/tangle-network/boxctl/vendors/vendortest"

@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 func TestBoxName(t *testing.T) {

@@ -17,8 +17,8 @@ import (
 	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1alpha1"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // EnsurePool creates or updates the template and the warm pool of spec

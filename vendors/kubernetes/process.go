@@ -3,8 +3,8 @@ package kubernetes
 import (
 	"context"
 
-	"github.com/tangle-network/boxctl/internal/boxproc"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxproc"
 )
 
 // Process is a process started by Spawn.

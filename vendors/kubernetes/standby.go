@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // Standby pods. A pool whose pods run the standby bridge from their start
@@ -176,11 +176,12 @@ func (v *Vendor) ClaimStandby(ctx context.Context, spec vendors.CreateSpec, harn
 		tokc <- err
 	}()
 	now := time.Now()
-	all := vendors.Labels(spec, now, v.o.version)
-	if len(spec.Ports) > 0 {
-		all[boxmeta.LabelPorts] = boxmeta.FormatPorts(spec.Ports)
+	tag, err := vendors.Tag(Name, spec, now, v.o.version)
+	if err != nil {
+		<-tokc
+		return nil, "", true, err
 	}
-	meta, err := objectMeta(boxName(spec.RunTag), all)
+	meta, err := objectMeta(boxName(spec.RunTag), tag.Labels)
 	if err != nil {
 		<-tokc
 		return nil, "", true, err

@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // A suspendable box (CreateSpec.Retention) is a Sandbox with a volume

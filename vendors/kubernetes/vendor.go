@@ -28,10 +28,10 @@ import (
 	agents "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 	extensions "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
-	"github.com/tangle-network/boxctl/internal/boxproc"
 	"github.com/tangle-network/boxctl/internal/buildinfo"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
+	"github.com/tangle-network/boxctl/vendors/boxproc"
 )
 
 // Name is the vendor's name.
@@ -268,10 +268,11 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		return nil, &vendors.SpecError{Vendor: Name, Err: err}
 	}
 	now := time.Now()
-	all := vendors.Labels(spec, now, v.o.version)
-	if len(spec.Ports) > 0 {
-		all[boxmeta.LabelPorts] = boxmeta.FormatPorts(spec.Ports)
+	tag, err := vendors.Tag(Name, spec, now, v.o.version)
+	if err != nil {
+		return nil, err
 	}
+	all := tag.Labels
 	shutdown := metav1.NewTime(now.Add(spec.Lifetime))
 	for _, pool := range v.poolsFor(spec) {
 		meta, err := objectMeta(boxName(spec.RunTag), all)

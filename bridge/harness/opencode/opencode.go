@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
-	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/internal/imageenv"
 )
 
 // Adapter drives opencode. The zero value is ready to use.
@@ -148,7 +148,7 @@ func Env(t harness.Turn, config string) []string {
 		"OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
 		"OPENCODE_DISABLE_SHARE":        "1",
 	}
-	if root := environ(t.Environ, boxmeta.EnvHarnessRoot); root != "" {
+	if root := environ(t.Environ, imageenv.HarnessRoot); root != "" {
 		// opencode's global configuration directory is
 		// $XDG_CONFIG_HOME/opencode: in a box image, opencode's install
 		// prefix, where the image installed the plugin SDK opencode would

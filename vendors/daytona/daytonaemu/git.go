@@ -39,7 +39,7 @@ type gitRequest struct {
 var gitStatusCodes = map[byte]string{' ': "Unmodified", '?': "Untracked", 'M': "Modified", 'A': "Added",
 	'D': "Deleted", 'R': "Renamed", 'C': "Copied", 'U': "Updated but unmerged", 'T': "Modified"}
 
-// gitEnv makes a git call non-interactive; credentials travel as an
+// gitPrelude makes a git call non-interactive; credentials travel as an
 // askpass answer, never in a command line or a remote URL on disk.
 const gitPrelude = `export GIT_TERMINAL_PROMPT=0
 if [ -n "$GIT_USER$GIT_PASS" ]; then
@@ -72,132 +72,171 @@ func (s *Server) git(w http.ResponseWriter, r *http.Request, sb *sandbox, req gi
 	return res.Stdout, true
 }
 
+// gitRoute answers the toolbox's git route (its method and path) for the
+// repository at the request's path.
 func (s *Server) gitRoute(w http.ResponseWriter, r *http.Request, sb *sandbox, route string) {
-	var req gitRequest
-	if r.Method == http.MethodGet {
-		req.Path = r.URL.Query().Get("path")
-	} else if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		fsError(w, r, http.StatusBadRequest, "invalid request body: "+err.Error())
-		return
-	}
-	if req.Path == "" {
-		fsError(w, r, http.StatusBadRequest, "path is required")
+	req, ok := decodeGitRequest(w, r)
+	if !ok {
 		return
 	}
 	p := absPath(sb, req.Path)
+	// run runs a git script and answers status when it succeeds.
+	run := func(status int, script string, args ...string) {
+		if _, ok := s.git(w, r, sb, req, script, args...); ok {
+			w.WriteHeader(status)
+		}
+	}
 	switch route {
 	case "POST /git/clone":
-		if req.URL == "" {
-			fsError(w, r, http.StatusBadRequest, "url is required")
-			return
-		}
-		if _, err := url.Parse(req.URL); err != nil {
-			fsError(w, r, http.StatusBadRequest, "invalid url: "+err.Error())
-			return
-		}
-		flags := ""
-		if req.Branch != "" {
-			flags += " --branch " + shq(req.Branch)
-		}
-		if req.Depth > 0 {
-			flags += " --depth " + strconv.Itoa(req.Depth)
-		}
-		if req.InsecureSkip {
-			flags += " -c http.sslVerify=false"
-		}
-		script := `git clone` + flags + ` -- "$0" "$1"`
-		if req.CommitID != "" {
-			script += ` && cd "$1" && git checkout --quiet "$2"`
-		}
-		if _, ok := s.git(w, r, sb, req, script, req.URL, p, req.CommitID); ok {
-			w.WriteHeader(http.StatusOK)
-		}
+		s.gitClone(w, r, sb, req, p)
 	case "GET /git/status":
 		s.gitStatus(w, r, sb, req, p)
 	case "GET /git/branches":
-		out, ok := s.git(w, r, sb, req, `cd "$0" && git branch --format='%(HEAD)%(refname:short)'`, p)
-		if !ok {
-			return
-		}
-		resp := map[string]any{"branches": []string{}}
-		var branches []string
-		for l := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
-			if name, cur := strings.CutPrefix(l, "*"); cur {
-				resp["current"] = name
-				branches = append(branches, name)
-			} else if l = strings.TrimSpace(l); l != "" {
-				branches = append(branches, l)
-			}
-		}
-		if branches != nil {
-			resp["branches"] = branches
-		}
-		writeJSON(w, http.StatusOK, resp)
+		s.gitBranches(w, r, sb, req, p)
 	case "POST /git/branches":
-		if _, ok := s.git(w, r, sb, req, `cd "$0" && git checkout -b "$1"`, p, req.Name); ok {
-			w.WriteHeader(http.StatusCreated)
-		}
+		run(http.StatusCreated, `cd "$0" && git checkout -b "$1"`, p, req.Name)
 	case "DELETE /git/branches":
-		if _, ok := s.git(w, r, sb, req, `cd "$0" && git branch -D "$1"`, p, req.Name); ok {
-			w.WriteHeader(http.StatusNoContent)
-		}
+		run(http.StatusNoContent, `cd "$0" && git branch -D "$1"`, p, req.Name)
 	case "POST /git/add":
 		files := req.Files
 		if len(files) == 0 {
 			files = []string{"."}
 		}
-		if _, ok := s.git(w, r, sb, req, `cd "$0" && shift && git add -- "$@"`, append([]string{p, "_"}, files...)...); ok {
-			w.WriteHeader(http.StatusOK)
-		}
+		run(http.StatusOK, `cd "$0" && shift && git add -- "$@"`, append([]string{p, "_"}, files...)...)
 	case "POST /git/commit":
-		if req.Message == "" || req.Author == "" || req.Email == "" {
-			fsError(w, r, http.StatusBadRequest, "message, author and email are required")
-			return
-		}
-		empty := ""
-		if req.AllowEmpty {
-			empty = "--allow-empty"
-		}
-		out, ok := s.git(w, r, sb, req, `cd "$0" && git -c user.name="$1" -c user.email="$2" commit --quiet $4 -m "$3" && git rev-parse HEAD`,
-			p, req.Author, req.Email, req.Message, empty)
-		if ok {
-			writeJSON(w, http.StatusOK, map[string]string{"hash": strings.TrimSpace(string(out))})
-		}
+		s.gitCommit(w, r, sb, req, p)
 	case "POST /git/checkout":
-		if _, ok := s.git(w, r, sb, req, `cd "$0" && git checkout --quiet "$1"`, p, req.Branch); ok {
-			w.WriteHeader(http.StatusOK)
-		}
+		run(http.StatusOK, `cd "$0" && git checkout --quiet "$1"`, p, req.Branch)
 	case "POST /git/pull":
-		script := `cd "$0" && git pull --quiet`
-		if req.Remote != "" || req.Branch != "" {
-			script += ` "${1:-origin}" $2`
-		}
-		if _, ok := s.git(w, r, sb, req, script, p, req.Remote, req.Branch); ok {
-			w.WriteHeader(http.StatusOK)
-		}
+		run(http.StatusOK, gitPullScript(req), p, req.Remote, req.Branch)
 	case "POST /git/push":
-		script := `cd "$0" && b=${2:-$(git rev-parse --abbrev-ref HEAD)} && git push --quiet`
-		if req.SetUpstream {
-			script += ` --set-upstream`
-		}
-		script += ` "${1:-origin}" "$b"`
-		if _, ok := s.git(w, r, sb, req, script, p, req.Remote, req.Branch); ok {
-			w.WriteHeader(http.StatusOK)
-		}
+		run(http.StatusOK, gitPushScript(req), p, req.Remote, req.Branch)
 	case "POST /git/init":
-		flags := ""
-		if req.Bare {
-			flags += " --bare"
-		}
-		if req.InitialBr != "" {
-			flags += " --initial-branch " + shq(req.InitialBr)
-		}
-		if _, ok := s.git(w, r, sb, req, `mkdir -p "$0" && git init --quiet`+flags+` "$0"`, p); ok {
-			w.WriteHeader(http.StatusOK)
-		}
+		run(http.StatusOK, gitInitScript(req), p)
 	default:
 		notEmulated(w, r, "git "+strings.TrimPrefix(route, r.Method+" /git/"))
 	}
+}
+
+// decodeGitRequest reads a git request, from the query of a GET and the
+// JSON body of any other method, answering 400 when it is unreadable or
+// names no path.
+func decodeGitRequest(w http.ResponseWriter, r *http.Request) (gitRequest, bool) {
+	var req gitRequest
+	if r.Method == http.MethodGet {
+		req.Path = r.URL.Query().Get("path")
+	} else if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		fsError(w, r, http.StatusBadRequest, "invalid request body: "+err.Error())
+		return req, false
+	}
+	if req.Path == "" {
+		fsError(w, r, http.StatusBadRequest, "path is required")
+		return req, false
+	}
+	return req, true
+}
+
+// gitClone clones the request's URL into p, at its branch, depth and
+// commit when it names them.
+func (s *Server) gitClone(w http.ResponseWriter, r *http.Request, sb *sandbox, req gitRequest, p string) {
+	if req.URL == "" {
+		fsError(w, r, http.StatusBadRequest, "url is required")
+		return
+	}
+	if _, err := url.Parse(req.URL); err != nil {
+		fsError(w, r, http.StatusBadRequest, "invalid url: "+err.Error())
+		return
+	}
+	flags := ""
+	if req.Branch != "" {
+		flags += " --branch " + shq(req.Branch)
+	}
+	if req.Depth > 0 {
+		flags += " --depth " + strconv.Itoa(req.Depth)
+	}
+	if req.InsecureSkip {
+		flags += " -c http.sslVerify=false"
+	}
+	script := `git clone` + flags + ` -- "$0" "$1"`
+	if req.CommitID != "" {
+		script += ` && cd "$1" && git checkout --quiet "$2"`
+	}
+	if _, ok := s.git(w, r, sb, req, script, req.URL, p, req.CommitID); ok {
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// gitBranches answers the repository's branches and the current one.
+func (s *Server) gitBranches(w http.ResponseWriter, r *http.Request, sb *sandbox, req gitRequest, p string) {
+	out, ok := s.git(w, r, sb, req, `cd "$0" && git branch --format='%(HEAD)%(refname:short)'`, p)
+	if !ok {
+		return
+	}
+	resp := map[string]any{"branches": []string{}}
+	var branches []string
+	for l := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		if name, cur := strings.CutPrefix(l, "*"); cur {
+			resp["current"] = name
+			branches = append(branches, name)
+		} else if l = strings.TrimSpace(l); l != "" {
+			branches = append(branches, l)
+		}
+	}
+	if branches != nil {
+		resp["branches"] = branches
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// gitCommit commits what is staged as the request's author and answers
+// the new commit's hash.
+func (s *Server) gitCommit(w http.ResponseWriter, r *http.Request, sb *sandbox, req gitRequest, p string) {
+	if req.Message == "" || req.Author == "" || req.Email == "" {
+		fsError(w, r, http.StatusBadRequest, "message, author and email are required")
+		return
+	}
+	empty := ""
+	if req.AllowEmpty {
+		empty = "--allow-empty"
+	}
+	out, ok := s.git(w, r, sb, req, `cd "$0" && git -c user.name="$1" -c user.email="$2" commit --quiet $4 -m "$3" && git rev-parse HEAD`,
+		p, req.Author, req.Email, req.Message, empty)
+	if ok {
+		writeJSON(w, http.StatusOK, map[string]string{"hash": strings.TrimSpace(string(out))})
+	}
+}
+
+// gitPullScript pulls into the repository $0, from remote $1 and branch
+// $2 when the request names either.
+func gitPullScript(req gitRequest) string {
+	script := `cd "$0" && git pull --quiet`
+	if req.Remote != "" || req.Branch != "" {
+		script += ` "${1:-origin}" $2`
+	}
+	return script
+}
+
+// gitPushScript pushes the repository $0's branch $2 (default: the
+// current one) to remote $1 (default: origin).
+func gitPushScript(req gitRequest) string {
+	script := `cd "$0" && b=${2:-$(git rev-parse --abbrev-ref HEAD)} && git push --quiet`
+	if req.SetUpstream {
+		script += ` --set-upstream`
+	}
+	return script + ` "${1:-origin}" "$b"`
+}
+
+// gitInitScript makes the repository $0, bare or with an initial branch
+// when the request asks.
+func gitInitScript(req gitRequest) string {
+	flags := ""
+	if req.Bare {
+		flags += " --bare"
+	}
+	if req.InitialBr != "" {
+		flags += " --initial-branch " + shq(req.InitialBr)
+	}
+	return `mkdir -p "$0" && git init --quiet` + flags + ` "$0"`
 }
 
 func (s *Server) gitStatus(w http.ResponseWriter, r *http.Request, sb *sandbox, req gitRequest, p string) {

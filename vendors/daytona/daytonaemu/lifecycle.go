@@ -7,8 +7,8 @@ import (
 	"maps"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // sweepEvery is how often lifetimes are enforced.

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // sandbox is one sandbox and the Docker box behind it.

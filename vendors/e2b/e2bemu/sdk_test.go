@@ -17,11 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/e2btest"
 	"github.com/tangle-network/boxctl/internal/jssdk"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/e2b/e2bemu"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )

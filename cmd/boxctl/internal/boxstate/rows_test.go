@@ -9,6 +9,7 @@ import (
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 )
 
@@ -23,9 +24,9 @@ func TestState_Rows(t *testing.T) {
 	}}
 	infos := []vendors.Info{
 		{ID: "other-box-0003", State: vendors.StateRunning, Created: now.Add(-2 * time.Minute), Deadline: now.Add(time.Hour),
-			Labels: map[string]string{reaper.LabelRunTag: "run-o", reaper.LabelOwner: "pid:h:1:2"}},
+			Labels: map[string]string{boxmeta.LabelRunTag: "run-o", boxmeta.LabelOwner: "pid:h:1:2"}},
 		{ID: "known-box-0001", State: vendors.StateRunning, Created: now.Add(-time.Minute), Deadline: now.Add(30 * time.Minute),
-			Labels: map[string]string{reaper.LabelRunTag: "run-a", reaper.LabelOwner: owner}},
+			Labels: map[string]string{boxmeta.LabelRunTag: "run-a", boxmeta.LabelOwner: owner}},
 	}
 	rows := st.Rows("docker", owner, infos)
 	want := []Row{

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // Box is one box of the listing: the vendor's view joined with the

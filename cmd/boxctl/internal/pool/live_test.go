@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
-	"github.com/tangle-network/boxctl/internal/boxmeta"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )

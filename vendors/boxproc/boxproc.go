@@ -14,7 +14,9 @@
 // (Follow), Wait waits in the box for the exit record, Read and Write move
 // tar streams, read and unpacked by the box user. The Docker, Kubernetes
 // and E2B vendors run the layer over their exec APIs (E2B: envd's process
-// service, its Read and Write on envd's own files API).
+// service, its Read and Write on envd's own files API). A vendor written
+// outside this module does the same: vendors.NewProcs takes its Runner
+// (a RunnerFunc), and its Box embeds what NewProcs returns.
 //
 // Daytona's toolbox has no such exec: its one-shot /process/execute takes
 // no stdin and answers one combined output at the end, so the Daytona

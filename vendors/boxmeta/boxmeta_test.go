@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxmeta"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 func TestFormatPorts(t *testing.T) {

@@ -1,8 +1,11 @@
 // Package boxmeta holds the names every part of boxctl uses to describe a
-// box: the labels a vendor puts on it (and `boxctl gc` selects by), and the
-// lifetime variables the image's init reads. The image renderer, the
-// vendors, the sandbox provider and the harness adapters import these
-// constants; none of them spells the strings itself.
+// box: the labels a vendor puts on it (and the reaper and `boxctl gc`
+// select by), their values' encodings, and the lifetime variables and
+// deadline file the image's init reads. It is their one home: the image
+// renderer, the vendors, the reaper and the sandbox provider import these
+// names, and none of them spells the strings itself. It is public so that
+// a vendor written outside this module labels its boxes as every vendor
+// does (vendors.Labels and vendors.Tag write these labels).
 package boxmeta
 
 import (
@@ -22,17 +25,19 @@ const (
 	LabelManaged = LabelPrefix + "managed"
 	// LabelRunTag is the run tag: one caller's boxes, removable together.
 	LabelRunTag = LabelPrefix + "run"
-	// LabelOwner names the process or state that owns the box (see
-	// Owner); gc removes boxes whose owner is gone.
+	// LabelOwner names the process or state that owns the box (in
+	// vendors/reaper's owner encoding); gc removes boxes whose owner is
+	// gone.
 	LabelOwner = LabelPrefix + "owner"
 	// LabelDeadline is the box's end, in Unix seconds.
 	LabelDeadline = LabelPrefix + "deadline"
 	// LabelVersion is the boxctl version that created the box.
 	LabelVersion = LabelPrefix + "version"
-	// LabelCreate is a token unique to one Vendor.Create call, on vendors
-	// whose create may succeed although its answer was lost: the vendor
-	// finds the box of an earlier attempt by it before trying again, so a
-	// retry never makes a second box.
+	// LabelCreate is a token unique to one Vendor.Create call (set by
+	// vendors.Tag), on vendors whose create may succeed although its
+	// answer was lost: a vendor that retries finds the box of an earlier
+	// attempt by it before trying again, so a retry never makes a second
+	// box.
 	LabelCreate = LabelPrefix + "create"
 	// LabelPorts lists the ports a box exposes (CreateSpec.Ports, as
 	// FormatPorts writes them), on vendors that reach any port of a box, so that the
@@ -63,11 +68,6 @@ const (
 // DeadlineFile is where box-init looks for a moved deadline (Unix
 // seconds) by default, checked every second.
 const DeadlineFile = "/tmp/.boxctl/deadline"
-
-// EnvHarnessRoot is set by the image to the directory that holds one
-// install prefix per harness (<root>/<harness name>); harness adapters read
-// it to find what the image installed beside a CLI.
-const EnvHarnessRoot = "BOX_HARNESS_ROOT"
 
 // FormatDeadline renders a deadline as the value of LabelDeadline and
 // EnvDeadline: Unix seconds, rounded up so a box never ends early.

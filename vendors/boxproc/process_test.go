@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxproc"
+	"github.com/tangle-network/boxctl/vendors/boxproc"
 )
 
 // localRunner is a boxproc.Runner on this machine: each command a process

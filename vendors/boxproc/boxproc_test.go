@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/boxproc"
+	"github.com/tangle-network/boxctl/vendors/boxproc"
 )
 
 func TestCapped(t *testing.T) {
