@@ -1,12 +1,14 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -87,6 +89,10 @@ const (
 	RefusedUpstream Refusal = "upstream_unknown"
 )
 
+// DefaultMaxRequestBytes bounds a model request's body by default (a long
+// conversation with images fits).
+const DefaultMaxRequestBytes = 64 << 20
+
 // RefusalHeader carries a refused request's Refusal.
 const RefusalHeader = "X-Boxctl-Broker-Refusal"
 
@@ -107,6 +113,9 @@ type Options struct {
 	// MaxRetired bounds the retired tokens remembered to say why they are
 	// refused (default 65536); older ones are refused as unknown.
 	MaxRetired int
+	// MaxRequestBytes bounds a request's body: a larger one is answered
+	// 413. Default: DefaultMaxRequestBytes.
+	MaxRequestBytes int64
 }
 
 type digest [sha256.Size]byte
@@ -152,6 +161,9 @@ func New(o Options) (*Broker, error) {
 	}
 	if b.o.Logger == nil {
 		b.o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if b.o.MaxRequestBytes <= 0 {
+		b.o.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	if b.o.MaxRetired <= 0 {
 		b.o.MaxRetired = 1 << 16
@@ -291,6 +303,21 @@ func (b *Broker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b.refuse(w, r, family, kind, why)
 		return
 	}
+	// The request is read whole before it is forwarded: a model request
+	// is bounded, and net/http's server closes an inbound body once the
+	// answer starts, while the transport may read the body once more
+	// after its declared length (to see that it ends), which then fails
+	// and cuts the upstream's answer short.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, b.o.MaxRequestBytes))
+	if err != nil {
+		status, msg := http.StatusBadRequest, "the request body could not be read"
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is over %d bytes", b.o.MaxRequestBytes)
+		}
+		writeError(w, family, kind, status, "", msg)
+		return
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	b.mu.Lock()
 	up := b.up[g.Upstream]
 	b.mu.Unlock()

@@ -294,3 +294,35 @@ func TestUpstream_Redacted(t *testing.T) {
 		}
 	}
 }
+
+// TestBroker_BodyBound: a request body over the bound is answered 413 in
+// the family's shape and never forwarded.
+func TestBroker_BodyBound(t *testing.T) {
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{upstreamKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(stub)
+	t.Cleanup(up.Close)
+	b, err := broker.New(broker.Options{MaxRequestBytes: 1024,
+		Upstreams: []broker.Upstream{{Name: broker.Router, URL: up.URL, Key: upstreamKey, Auth: broker.AuthAsPresented}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b)
+	t.Cleanup(srv.Close)
+	r := &rig{stub: stub, b: b, srv: srv}
+	tok := grant(t, b, broker.Grant{Box: "b"})
+	big := calls[0]
+	big.body = `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 2048) + `"}]}`
+	resp := r.do(t, big, tok)
+	var body struct {
+		Error struct {
+			Type string `json:"type"`
+		} `json:"error"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || body.Error.Type != "request_too_large" || len(stub.Requests()) != 0 {
+		t.Errorf("an oversized request: %d %q, %d forwarded", resp.StatusCode, body.Error.Type, len(stub.Requests()))
+	}
+}

@@ -25,14 +25,16 @@ func writeError(w http.ResponseWriter, family modelapi.Family, kind modelapi.Aut
 	switch family {
 	case modelapi.FamilyAnthropic:
 		typ := map[int]string{http.StatusUnauthorized: "authentication_error", http.StatusForbidden: "permission_error",
-			http.StatusTooManyRequests: "rate_limit_error"}[status]
+			http.StatusTooManyRequests: "rate_limit_error", http.StatusRequestEntityTooLarge: "request_too_large",
+			http.StatusBadRequest: "invalid_request_error"}[status]
 		if typ == "" {
 			typ = "api_error"
 		}
 		body = map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}}
 	case modelapi.FamilyGemini:
 		st := map[int]string{http.StatusUnauthorized: "UNAUTHENTICATED", http.StatusForbidden: "PERMISSION_DENIED",
-			http.StatusTooManyRequests: "RESOURCE_EXHAUSTED"}[status]
+			http.StatusTooManyRequests: "RESOURCE_EXHAUSTED", http.StatusRequestEntityTooLarge: "INVALID_ARGUMENT",
+			http.StatusBadRequest: "INVALID_ARGUMENT"}[status]
 		if st == "" {
 			st = "UNAVAILABLE"
 		}
