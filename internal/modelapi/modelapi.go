@@ -18,7 +18,7 @@ const (
 	FamilyAnthropic Family = "anthropic-messages"
 	FamilyResponses Family = "openai-responses"
 	FamilyChat      Family = "openai-chat"
-	FamilyGemini    Family = "gemini"
+	FamilyGemini    Family = "google-gemini"
 )
 
 // Route returns the family a request addresses and whether it only counts

@@ -15,42 +15,6 @@ import (
 // POST /v1beta/models/{model}:countTokens, keyed by `x-goog-api-key` (or
 // the `key` query parameter).
 
-// FamilyGemini is the Google Generative Language API.
-const FamilyGemini Family = "google-gemini"
-
-// AuthGoogAPIKey is a key presented in `x-goog-api-key` or `?key=`.
-const AuthGoogAPIKey AuthKind = "x-goog-api-key"
-
-// geminiRoute recognizes a Gemini path; count reports countTokens.
-func geminiRoute(method, path string) (ok, count bool) {
-	rest, found := strings.CutPrefix(path, "/v1beta/models/")
-	if !found || method != http.MethodPost {
-		return false, false
-	}
-	model, verb, found := strings.Cut(rest, ":")
-	if !found || model == "" || strings.Contains(model, "/") {
-		return false, false
-	}
-	switch verb {
-	case "generateContent", "streamGenerateContent":
-		return true, false
-	case "countTokens":
-		return true, true
-	}
-	return false, false
-}
-
-// googKey finds a key presented the Google way.
-func googKey(r *http.Request) (AuthKind, string) {
-	if k := r.Header.Get("X-Goog-Api-Key"); k != "" {
-		return AuthGoogAPIKey, k
-	}
-	if k := r.URL.Query().Get("key"); k != "" {
-		return AuthGoogAPIKey, k
-	}
-	return AuthNone, ""
-}
-
 type geminiRequest struct {
 	Contents []geminiContent `json:"contents"`
 	Tools    []struct {

@@ -3,32 +3,37 @@ package routerstub
 import (
 	"encoding/json"
 	"log/slog"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tangle-network/boxctl/internal/modelapi"
 )
 
-// Family names the model API a request was addressed to.
-type Family string
+// Family names the model API a request was addressed to (package
+// modelapi's).
+type Family = modelapi.Family
 
 // The API families the stub speaks. FamilyNone marks a request on a path
 // the stub does not serve (answered 404).
 const (
-	FamilyAnthropic Family = "anthropic-messages"
-	FamilyResponses Family = "openai-responses"
-	FamilyChat      Family = "openai-chat"
-	FamilyNone      Family = ""
+	FamilyAnthropic = modelapi.FamilyAnthropic
+	FamilyResponses = modelapi.FamilyResponses
+	FamilyChat      = modelapi.FamilyChat
+	FamilyGemini    = modelapi.FamilyGemini
+	FamilyNone      = modelapi.FamilyNone
 )
 
-// AuthKind names the header a request presented its key in.
-type AuthKind string
+// AuthKind names where a request presented its key (package modelapi's;
+// a key in Gemini's ?key= is recorded as AuthGoogAPIKey).
+type AuthKind = modelapi.AuthKind
 
 // The ways a request can present a key.
 const (
-	AuthNone   AuthKind = ""
-	AuthAPIKey AuthKind = "x-api-key"
-	AuthBearer AuthKind = "bearer"
+	AuthNone       = modelapi.AuthNone
+	AuthAPIKey     = modelapi.AuthAPIKey
+	AuthBearer     = modelapi.AuthBearer
+	AuthGoogAPIKey = modelapi.AuthGoogAPIKey
 )
 
 // Usage is the token usage the stub reported for a request. The numbers
@@ -127,20 +132,6 @@ func (l *requestLog) snapshot() []Request {
 		out[i] = *r
 	}
 	return out
-}
-
-// presentedKey finds the key in x-api-key or Authorization: Bearer.
-func presentedKey(h http.Header) (AuthKind, string) {
-	if k := h.Get("X-Api-Key"); k != "" {
-		return AuthAPIKey, k
-	}
-	if v := h.Get("Authorization"); v != "" {
-		scheme, token, ok := strings.Cut(v, " ")
-		if ok && strings.EqualFold(scheme, "Bearer") {
-			return AuthBearer, strings.TrimSpace(token)
-		}
-	}
-	return AuthNone, ""
 }
 
 // wireRequest is the union of the request fields the stub reads from the

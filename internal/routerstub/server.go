@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/tangle-network/boxctl/internal/modelapi"
 )
 
 // Server is the local model endpoint. It is an http.Handler: mount it in an
@@ -135,27 +137,6 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	return nil
 }
 
-// route maps a path to its API family; count reports a token-count call.
-func route(method, path string) (f Family, count bool) {
-	if method != http.MethodPost {
-		return FamilyNone, false
-	}
-	switch path {
-	case "/v1/messages":
-		return FamilyAnthropic, false
-	case "/v1/messages/count_tokens":
-		return FamilyAnthropic, true
-	case "/v1/responses", "/responses":
-		return FamilyResponses, false
-	case "/v1/chat/completions", "/chat/completions":
-		return FamilyChat, false
-	}
-	if ok, count := geminiRoute(method, path); ok {
-		return FamilyGemini, count
-	}
-	return FamilyNone, false
-}
-
 // ServeHTTP records the request, checks its key and answers it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	in := s.record(w, r)
@@ -188,10 +169,10 @@ type incoming struct {
 // record reads r (its route, key and body) and adds its record to the
 // log.
 func (s *Server) record(w http.ResponseWriter, r *http.Request) incoming {
-	family, count := route(r.Method, r.URL.Path)
-	kind, key := presentedKey(r.Header)
-	if kind == AuthNone {
-		kind, key = googKey(r)
+	family, count := modelapi.Route(r.Method, r.URL.Path)
+	kind, key := modelapi.PresentedKey(r)
+	if kind == modelapi.AuthGoogQuery {
+		kind = AuthGoogAPIKey
 	}
 	rec := &Request{
 		Time: time.Now(), Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
