@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tangle-network/boxctl/internal/boxtest"
+	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -99,5 +101,60 @@ func TestBroker_LiveAttacks(t *testing.T) {
 		if after[why] <= before[why] {
 			t.Errorf("refusal %s not counted", why)
 		}
+	}
+}
+
+// TestBroker_LiveProviders: a real turn of each harness in a Docker box
+// through the broker whose upstream is a provider's own API (the local
+// model endpoint standing in for it): the upstream gets the provider's
+// key in the provider's own header, and the turn answers. Pi and opencode
+// speak Anthropic Messages for an anthropic model.
+func TestBroker_LiveProviders(t *testing.T) {
+	f := setup(t)
+	img := boxtest.Image(t, boxtest.Options{Harnesses: []string{"claude-code", "codex", "opencode", "gemini", "pi"}})
+	tests := []struct {
+		harness  string
+		model    provider.ProfileModel
+		upstream string
+		auth     routerstub.AuthKind
+	}{
+		{"claude-code", provider.ProfileModel{Default: "claude-sonnet-4-5"}, broker.Anthropic, routerstub.AuthAPIKey},
+		{"codex", provider.ProfileModel{Default: "gpt-5"}, broker.OpenAI, routerstub.AuthBearer},
+		{"gemini", provider.ProfileModel{Default: "gemini-2.5-pro"}, broker.Gemini, routerstub.AuthGoogAPIKey},
+		{"pi", provider.ProfileModel{Default: "claude-sonnet-4-5", Provider: "anthropic"}, broker.Anthropic, routerstub.AuthAPIKey},
+		{"opencode", provider.ProfileModel{Default: "claude-sonnet-4-5", Provider: "anthropic"}, broker.Anthropic, routerstub.AuthAPIKey},
+	}
+	for _, tt := range tests {
+		t.Run(tt.harness+"/"+tt.upstream, func(t *testing.T) {
+			up, err := broker.ForProvider(tt.upstream, f.Router.URL, f.Router.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			up.Name = tt.upstream + "-" + tt.harness
+			if err := f.Broker.SetUpstream(up); err != nil {
+				t.Fatal(err)
+			}
+			p := f.On(t, sandboxtest.Target{Name: "docker", Vendor: f.Vendor, Image: img}, func(o *sandbox.Options) {
+				o.Router, o.Broker, o.BrokerURL, o.Upstream = sandbox.Router{}, f.Broker, f.Broker.URL, up.Name
+			})
+			env := create(t, p, sandbox.CreateRequest{Profile: provider.Profile{Harness: tt.harness, Model: tt.model}})
+			marker := "provider turn " + randText()
+			text, _, err := sandboxtest.Turn(t.Context(), env, provider.Turn{Prompt: marker})
+			if err != nil || text != replyText {
+				t.Fatalf("turn = %q, %v", text, err)
+			}
+			var kinds []routerstub.AuthKind
+			for _, r := range f.Stub.Requests() {
+				if strings.Contains(r.Prompt, marker) {
+					kinds = append(kinds, r.AuthKind)
+					if r.AuthKind != tt.auth || r.Key != f.Router.Key {
+						t.Errorf("the upstream got the key as %q, want %q", r.AuthKind, tt.auth)
+					}
+				}
+			}
+			if len(kinds) == 0 {
+				t.Error("no model request of the turn reached the upstream")
+			}
+		})
 	}
 }
