@@ -6,7 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/render"
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 
 	"github.com/spf13/cobra"
 
@@ -51,5 +53,23 @@ func runLs(ctx context.Context, a *app, o *lsOptions) error {
 		return err
 	}
 	rows := st.Rows(o.target, s.Owner(), infos)
+	a.meterRows(ctx, s, rows)
 	return a.print(rows, func(w io.Writer) error { return render.Rows(w, rows, time.Now()) })
+}
+
+// meterRows adds to each row of a box with an upstream what the user's
+// broker measured it spend, when the broker runs (ls starts none).
+func (a *app) meterRows(ctx context.Context, s *boxstate.Store, rows []boxstate.Row) {
+	c := broker.Dial(brokerSocket(s))
+	if _, err := c.Status(ctx); err != nil {
+		return
+	}
+	for i := range rows {
+		if rows[i].Upstream == "" {
+			continue
+		}
+		if u, err := c.Usage(ctx, rows[i].ID); err == nil {
+			rows[i].Usage = &u
+		}
+	}
 }

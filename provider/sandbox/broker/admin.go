@@ -49,7 +49,7 @@ type ListenFunc func(ctx context.Context, host string) (url string, err error)
 // POST /v1/grants/{box}/bind ({"addr"}), DELETE /v1/grants/{box},
 // GET /v1/usage/{box}, PUT /v1/upstreams/{name} ({"url","key","auth"}),
 // POST /v1/listeners ({"host"}, answers {"url"}; through listen, nil for
-// none) and GET /v1/status. Bodies are JSON; errors are
+// none), GET /v1/status and GET /metrics (Metrics). Bodies are JSON; errors are
 // {"type","message"} with a 4xx status.
 func (b *Broker) Admin(listen ListenFunc) http.Handler {
 	mux := http.NewServeMux()
@@ -120,6 +120,7 @@ func (b *Broker) Admin(listen ListenFunc) http.Handler {
 		writeAdmin(w, http.StatusOK, u)
 	})
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeAdmin(w, http.StatusOK, b.Status()) })
+	mux.Handle("GET /metrics", b.Metrics())
 	return mux
 }
 

@@ -251,6 +251,14 @@ func TestBroker_Refuses(t *testing.T) {
 	if u, _ := r.b.Usage(ctx, "spent"); u.Requests != 1 || u.Refused != 3 {
 		t.Errorf("usage of the spent box %+v, want 1 request and 3 refused", u)
 	}
+	rec := httptest.NewRecorder()
+	r.b.Metrics().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{`boxctl_broker_requests_total{box="spent"} 1`, `boxctl_broker_refused_total{reason="budget_spent"} 3`,
+		`boxctl_broker_refused_total{reason="wrong_source"} 1`, "boxctl_broker_live_tokens 4"} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, rec.Body.String())
+		}
+	}
 }
 
 // TestBroker_TokenBudget: a token budget ends the box's requests once the

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+
 	"github.com/tangle-network/boxctl/vendors"
 )
 
@@ -21,6 +23,11 @@ type Row struct {
 	// InState reports whether the state file knows the box (turn can
 	// drive it).
 	InState bool `json:"inState"`
+	// Upstream names the box's upstream at the user's broker; Usage is
+	// what the broker measured the box spend there (nil when the broker
+	// does not run).
+	Upstream string        `json:"upstream,omitempty"`
+	Usage    *broker.Usage `json:"usage,omitempty"`
 }
 
 // StateGone is the State of a Row whose box the vendor no longer has.
@@ -36,7 +43,7 @@ func (st *State) Rows(target, owner string, infos []vendors.Info) []Row {
 		row := Row{ID: b.ID, State: string(b.State), RunTag: b.RunTag(), Owner: b.Owner(), Created: b.Created,
 			Deadline: b.Deadline, Image: b.Image}
 		if rec := st.Find(b.ID); rec != nil && rec.Target == target {
-			row.InState, seen[b.ID] = true, true
+			row.InState, seen[b.ID], row.Upstream = true, true, rec.Upstream
 			if rec.Reference != nil {
 				row.Harness = rec.Reference.Harness
 			}
@@ -49,7 +56,7 @@ func (st *State) Rows(target, owner string, infos []vendors.Info) []Row {
 			continue
 		}
 		row := Row{ID: rec.ID, State: StateGone, RunTag: rec.RunTag, Owner: owner, Created: rec.Created,
-			Deadline: rec.Deadline, Image: rec.Image, InState: true}
+			Deadline: rec.Deadline, Image: rec.Image, InState: true, Upstream: rec.Upstream}
 		if rec.Reference != nil {
 			row.Harness = rec.Reference.Harness
 		}

@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -18,7 +19,12 @@ func Rows(w io.Writer, rows []boxstate.Row, now time.Time) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tRUN TAG\tOWNER\tDEADLINE\tHARNESS")
+	metered := slices.ContainsFunc(rows, func(r boxstate.Row) bool { return r.Usage != nil })
+	if metered {
+		fmt.Fprintln(tw, "ID\tSTATE\tRUN TAG\tOWNER\tDEADLINE\tHARNESS\tMODEL USE")
+	} else {
+		fmt.Fprintln(tw, "ID\tSTATE\tRUN TAG\tOWNER\tDEADLINE\tHARNESS")
+	}
 	unknown := false
 	for _, r := range rows {
 		id := boxstate.ShortID(r.ID)
@@ -30,7 +36,15 @@ func Rows(w io.Writer, rows []boxstate.Row, now time.Time) error {
 		if harness == "" {
 			harness = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", id, r.State, r.RunTag, dash(r.Owner), deadlineText(r.Deadline, now), harness)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", id, r.State, r.RunTag, dash(r.Owner), deadlineText(r.Deadline, now), harness)
+		if metered {
+			use := "-"
+			if u := r.Usage; u != nil {
+				use = fmt.Sprintf("%d requests, %d in / %d out tokens", u.Requests, u.InputTokens, u.OutputTokens)
+			}
+			fmt.Fprintf(tw, "\t%s", use)
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/render"
@@ -40,6 +42,14 @@ func TestRows(t *testing.T) {
 				"b1  running  run-b    -      -         -\n",
 		},
 		{name: "none", want: "no boxes\n"},
+		{
+			name: "with what the broker measured",
+			rows: []boxstate.Row{{ID: "b1", State: "running", RunTag: "run-b", InState: true, Usage: &broker.Usage{Requests: 3, InputTokens: 1200, OutputTokens: 450}},
+				{ID: "b2", State: "running", RunTag: "run-c", InState: true}},
+			want: "ID  STATE    RUN TAG  OWNER  DEADLINE  HARNESS  MODEL USE\n" +
+				"b1  running  run-b    -      -         -        3 requests, 1200 in / 450 out tokens\n" +
+				"b2  running  run-c    -      -         -        -\n",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
