@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -31,7 +32,23 @@ type Box struct {
 	ports []int
 }
 
-var _ vendors.Box = (*Box)(nil)
+var (
+	_ vendors.Box       = (*Box)(nil)
+	_ vendors.Addressed = (*Box)(nil)
+)
+
+// Address returns the pod's IP, where its traffic to HostAddress comes
+// from (the cluster's network does not masquerade traffic to the node).
+func (b *Box) Address(ctx context.Context) (netip.Addr, error) {
+	pod, err := b.v.core.CoreV1().Pods(b.v.ns).Get(ctx, b.pod, metav1.GetOptions{})
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("kubernetes: address of box %s: %w", b.id, b.v.mapErr(err, b.id))
+	}
+	if pod.Status.PodIP == "" {
+		return netip.Addr{}, fmt.Errorf("kubernetes: box %s: its pod has no IP yet", b.id)
+	}
+	return netip.ParseAddr(pod.Status.PodIP)
+}
 
 // ID returns the Sandbox's name.
 func (b *Box) ID() string { return b.id }
