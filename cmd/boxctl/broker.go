@@ -19,8 +19,10 @@ import (
 )
 
 type brokerOptions struct {
-	admin string
-	idle  time.Duration
+	admin           string
+	idle            time.Duration
+	listen          []string
+	tlsCert, tlsKey string
 }
 
 func newBrokerCmd(a *app) *cobra.Command {
@@ -42,11 +44,18 @@ the state file); it ends once no box has held a token for --idle (0: never).`,
 				}
 				o.admin = brokerSocket(s)
 			}
-			return localbroker.Serve(cmd.Context(), localbroker.Options{Admin: o.admin, Idle: o.idle, Logger: a.log})
+			if (o.tlsCert == "") != (o.tlsKey == "") {
+				return usageErrorf("--tls-cert and --tls-key go together")
+			}
+			return localbroker.Serve(cmd.Context(), localbroker.Options{Admin: o.admin, Idle: o.idle, Logger: a.log,
+				Listen: o.listen, TLSCert: o.tlsCert, TLSKey: o.tlsKey})
 		},
 	}
 	cmd.Flags().StringVar(&o.admin, "admin", "", "the admin API's unix socket (default: broker.sock beside the state file)")
 	cmd.Flags().DurationVar(&o.idle, "idle", o.idle, "end once no box has held a token this long (0: never)")
+	cmd.Flags().StringSliceVar(&o.listen, "listen", nil, "also serve boxes on these addresses (host:port), e.g. one a tunnel exposes to E2B or Daytona boxes (up --broker-url)")
+	cmd.Flags().StringVar(&o.tlsCert, "tls-cert", "", "serve --listen over HTTPS with this certificate (PEM)")
+	cmd.Flags().StringVar(&o.tlsKey, "tls-key", "", "the key of --tls-cert (PEM)")
 	return cmd
 }
 
@@ -109,8 +118,13 @@ func (a *app) brokerAccess(s *boxstate.Store) boxstate.AccessFunc {
 			return boxstate.ModelAccess{}, errors.New("the broker holds no key for upstream " + rec.Upstream +
 				" any more (it was restarted): set its key in the environment and try again")
 		}
-		url, err := brokerURL(ctx, bc, v)
-		return boxstate.ModelAccess{Broker: bc, BrokerURL: url, Upstream: rec.Upstream}, err
+		url := rec.BrokerURL
+		if url == "" {
+			if url, err = brokerURL(ctx, bc, v); err != nil {
+				return boxstate.ModelAccess{}, err
+			}
+		}
+		return boxstate.ModelAccess{Broker: bc, BrokerURL: url, Upstream: rec.Upstream}, nil
 	}
 }
 

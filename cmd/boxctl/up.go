@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -52,6 +54,7 @@ type upOptions struct {
 	noPool     bool
 	upstream   string
 	upURL      string
+	brokerURL  string
 
 	// Resolved by resolve: the upstream whose key the broker holds for
 	// the box, unless routerLocal (up starts the local endpoint).
@@ -101,6 +104,7 @@ The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.j
 	f.StringVar(&o.router, "router", "", `model Router URL (key in $`+routerKeyVar+`), or "local" for a local model endpoint (default: $`+routerURLEnv+`)`)
 	f.StringVar(&o.upstream, "upstream", "", "where the broker sends the box's model requests: router, anthropic, openai or gemini (default: see above)")
 	f.StringVar(&o.upURL, "upstream-url", "", "the base URL of --upstream anthropic, openai or gemini (default: the provider's public API)")
+	f.StringVar(&o.brokerURL, "broker-url", "", "the broker's URL as the box reaches it (boxctl broker --listen behind a tunnel; https unless loopback), for vendors whose boxes do not reach this machine")
 	f.BoolVar(&o.showBearer, "show-bearer", false, "also print the bridge's bearer token (a secret)")
 	f.BoolVar(&o.timings, "timings", false, "also print how long each phase of the create took")
 	f.BoolVar(&o.noPool, "no-pool", false, "create the box even when a pool of the same target, harness and image has one waiting")
@@ -136,6 +140,11 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 	}
 	if _, ok := p.Harness(o.harness); !ok {
 		return usageErrorf("--harness %q: known harnesses are %s", o.harness, strings.Join(p.HarnessNames(), ", "))
+	}
+	if o.brokerURL != "" {
+		if err := checkBrokerURL(o.brokerURL); err != nil {
+			return err
+		}
 	}
 	if o.router == routerLocal {
 		if o.upstream != "" || o.upURL != "" {
@@ -203,11 +212,11 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 		up = broker.Upstream{Name: "local-" + strings.ToLower(rec.RunTag), URL: lr.URL, Key: key, Auth: broker.AuthAsPresented}
 		a.log.Info("local model endpoint started", "url", lr.URL, "pid", lr.PID)
 	}
-	access, err := a.upstreamAccess(ctx, s, v, up)
+	access, err := a.upstreamAccess(ctx, s, v, up, o.brokerURL)
 	if err != nil {
 		return err
 	}
-	rec.Upstream = up.Name
+	rec.Upstream, rec.BrokerURL = up.Name, o.brokerURL
 	var (
 		phases  []sandbox.Phase
 		outcome pool.Outcome
@@ -268,7 +277,7 @@ func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag,
 
 // upstreamAccess registers up at the user's broker (starting it) and has
 // the broker serve v's boxes: the model access of a new box.
-func (a *app) upstreamAccess(ctx context.Context, s *boxstate.Store, v vendors.Vendor, up broker.Upstream) (boxstate.ModelAccess, error) {
+func (a *app) upstreamAccess(ctx context.Context, s *boxstate.Store, v vendors.Vendor, up broker.Upstream, url string) (boxstate.ModelAccess, error) {
 	bc, err := a.ensureBroker(ctx, s)
 	if err != nil {
 		return boxstate.ModelAccess{}, err
@@ -276,9 +285,23 @@ func (a *app) upstreamAccess(ctx context.Context, s *boxstate.Store, v vendors.V
 	if err := bc.SetUpstream(ctx, up); err != nil {
 		return boxstate.ModelAccess{}, err
 	}
-	url, err := brokerURL(ctx, bc, v)
-	if err != nil {
-		return boxstate.ModelAccess{}, err
+	if url == "" {
+		if url, err = brokerURL(ctx, bc, v); err != nil {
+			return boxstate.ModelAccess{}, err
+		}
 	}
 	return boxstate.ModelAccess{Broker: bc, BrokerURL: url, Upstream: up.Name}, nil
+}
+
+// checkBrokerURL refuses a --broker-url that is not http(s), carries
+// credentials, or is plain http to anything but loopback.
+func checkBrokerURL(raw string) error {
+	if err := sandbox.CheckRouterURL(raw); err != nil {
+		return usageErrorf("--broker-url: %v", err)
+	}
+	u, _ := url.Parse(raw)
+	if ip := net.ParseIP(u.Hostname()); u.Scheme == "http" && (ip == nil || !ip.IsLoopback()) && u.Hostname() != "localhost" {
+		return usageErrorf("--broker-url %s: boxes reach a broker off this machine over https only", raw)
+	}
+	return nil
 }

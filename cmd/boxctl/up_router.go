@@ -23,7 +23,7 @@ const localReply = "Hello from inside the box: the local model endpoint answered
 func localHost(ctx context.Context, v vendors.Vendor) (string, error) {
 	host, err := localrouter.HostFor(ctx, v)
 	if errors.Is(err, localrouter.ErrUnreachable) {
-		return "", usageErrorf("the broker: %v; give the vendor this machine's address as its boxes reach it", err)
+		return "", usageErrorf("the broker: %v; serve one the boxes reach (boxctl broker --listen, behind a tunnel) and pass --broker-url", err)
 	}
 	return host, err
 }

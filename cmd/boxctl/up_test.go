@@ -95,6 +95,12 @@ func TestUpCmd_Flags(t *testing.T) {
 		{name: "router flag with a provider", env: map[string]string{"ANTHROPIC_API_KEY": "ak"},
 			args: []string{"--upstream", "anthropic", "--router", "http://10.0.0.1:9"}, wantErr: "--router goes with --upstream router"},
 		{name: "local with an upstream", args: []string{"--router", "local", "--upstream", "anthropic"}, wantErr: "--router local is the upstream"},
+		{name: "a broker off this machine over http", args: []string{"--router", "local", "--broker-url", "http://broker.example:8080"},
+			wantErr: "over https only"},
+		{name: "a broker URL with credentials", args: []string{"--router", "local", "--broker-url", "https://u:p@broker.example"},
+			wantErr: "must not carry credentials"},
+		{name: "a broker over https", args: []string{"--router", "local", "--broker-url", "https://broker.example:8443"},
+			want: want{harness: "claude-code", lifetime: 30 * time.Minute, local: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -54,6 +54,9 @@ type Record struct {
 	// Upstream names the box's upstream at the user's broker ("" for a
 	// box made before there was one, whose model key it holds itself).
 	Upstream string `json:"upstream,omitempty"`
+	// BrokerURL is where the box reaches the broker when it was given
+	// (up --broker-url); empty: where the broker serves the vendor's boxes.
+	BrokerURL string `json:"brokerUrl,omitempty"`
 }
 
 // Pending reports whether the box is still being created.

@@ -37,6 +37,11 @@ type Options struct {
 	Idle time.Duration
 	// Logger receives refusals and failures, never a secret.
 	Logger *slog.Logger
+	// Listen are more addresses (host:port) to serve boxes on from the
+	// start, such as one a tunnel exposes to a cloud vendor's boxes; with
+	// TLSCert and TLSKey (PEM files) they serve HTTPS.
+	Listen          []string
+	TLSCert, TLSKey string
 }
 
 // Serve runs the broker until ctx ends or it was idle for o.Idle.
@@ -65,6 +70,21 @@ func Serve(ctx context.Context, o Options) error {
 		return fmt.Errorf("broker: %w", err)
 	}
 	s := &servers{b: b}
+	for _, addr := range o.Listen {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			s.close()
+			return fmt.Errorf("broker: %w", err)
+		}
+		srv := &http.Server{Handler: b, ReadHeaderTimeout: 30 * time.Second}
+		s.srvs = append(s.srvs, srv)
+		if o.TLSCert != "" {
+			go func() { _ = srv.ServeTLS(l, o.TLSCert, o.TLSKey) }()
+		} else {
+			go func() { _ = srv.Serve(l) }()
+		}
+		o.Logger.Info("broker serving boxes", "addr", l.Addr().String(), "tls", o.TLSCert != "")
+	}
 	admin := &http.Server{Handler: b.Admin(s.listen), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = admin.Serve(l) }()
 	defer func() {
