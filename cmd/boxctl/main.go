@@ -1,5 +1,15 @@
 // Command boxctl builds box images, runs coding-agent turns in boxes and
 // checks that a built image still works. See the README for a tour.
+//
+// boxctl is the application over the SDK (the bridge, provider,
+// provider/sandbox, vendors, boximage, pins and conformance packages,
+// which a Go program imports directly). What only the program needs lives
+// under cmd/boxctl/internal, which nothing else may import: the user's
+// state file (boxstate), the pool keepers (pool), the user's credential
+// broker process (localbroker), the local model endpoint's processes
+// (localrouter), the web inspector (inspector) and what is printed for a
+// person (render, turntext). The commands here parse flags, resolve what
+// they name, call into those and the SDK, and render the result.
 package main
 
 import (
