@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tangle-network/boxctl/internal/boxtest"
@@ -38,7 +39,17 @@ fetch(process.env.URL + process.env.ROUTE, {method: "POST", headers: {"x-api-key
 // is gone, each refusal counted.
 func TestBroker_LiveAttacks(t *testing.T) {
 	f := setup(t)
-	p := f.Provider(t, nil)
+	var mu sync.Mutex
+	var ended []sandbox.Event
+	p := f.Provider(t, func(o *sandbox.Options) {
+		o.OnEvent = func(ev sandbox.Event) {
+			if ev.Type == sandbox.EventTurnEnded {
+				mu.Lock()
+				ended = append(ended, ev)
+				mu.Unlock()
+			}
+		}
+	})
 	a := create(t, p, sandbox.CreateRequest{Profile: claude})
 	b := create(t, p, sandbox.CreateRequest{Profile: claude})
 	marker := "broker turn " + randText()
@@ -62,6 +73,11 @@ func TestBroker_LiveAttacks(t *testing.T) {
 	if err != nil || u.Requests == 0 || u.OutputTokens == 0 || u.Models[servedModel] == 0 {
 		t.Errorf("broker usage of the box = %+v, %v; want its requests, tokens and served model", u, err)
 	}
+	mu.Lock()
+	if len(ended) != 1 || ended[0].Usage == nil || ended[0].Usage.Requests != u.Requests || ended[0].Usage.OutputTokens != u.OutputTokens {
+		t.Errorf("turn.ended events %+v, want one with the turn's usage %+v", ended, u)
+	}
+	mu.Unlock()
 
 	// What the box's processes and files hold, as its user reads them
 	// (the bridge keeps its own environment from them), and the

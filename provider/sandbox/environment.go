@@ -157,11 +157,16 @@ func (e *Environment) Stream(ctx context.Context, turn provider.Turn) iter.Seq2[
 		outcome := ""
 		var runID string
 		e.p.emit(Event{Type: EventTurnStarted, BoxID: e.box.ID(), RunTag: e.ref.RunTag})
+		before, metered := e.p.boxUsage(ctx, e.box.ID())
 		defer func() {
 			if outcome == "" {
 				outcome = "stopped"
 			}
-			e.p.emit(Event{Type: EventTurnEnded, BoxID: e.box.ID(), RunTag: e.ref.RunTag, RunID: runID, Reason: outcome})
+			ev := Event{Type: EventTurnEnded, BoxID: e.box.ID(), RunTag: e.ref.RunTag, RunID: runID, Reason: outcome}
+			if after, ok := e.p.boxUsage(context.WithoutCancel(ctx), e.box.ID()); ok && metered {
+				ev.Usage = usageSince(before, after)
+			}
+			e.p.emit(ev)
 		}()
 		for ev, err := range e.Environment.Stream(ctx, turn) {
 			if ev.RunID != "" {

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"time"
 
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 )
 
@@ -53,6 +54,10 @@ type Event struct {
 	RunID string `json:"runId,omitempty"`
 	// Detail is the error of a failure (never a secret).
 	Detail string `json:"detail,omitempty"`
+	// Usage is, on a turn's end, what the broker measured the turn spend:
+	// its model requests and the tokens the upstream said they took (nil
+	// without a broker).
+	Usage *broker.Usage `json:"usage,omitempty"`
 }
 
 // emit hands ev to the OnEvent callback, stamped now.

@@ -62,3 +62,28 @@ const tokenMargin = time.Minute
 func tokenUntil(life, retention time.Duration) time.Time {
 	return time.Now().Add(life + retention + tokenMargin)
 }
+
+// boxUsage is what the broker measured box spend so far; ok is false
+// without a broker, or when it does not answer.
+func (p *Provider) boxUsage(ctx context.Context, boxID string) (broker.Usage, bool) {
+	if p.o.Broker == nil {
+		return broker.Usage{}, false
+	}
+	u, err := p.o.Broker.Usage(ctx, boxID)
+	return u, err == nil
+}
+
+// usageSince is what was spent between two readings of a box's usage.
+func usageSince(before, after broker.Usage) *broker.Usage {
+	d := &broker.Usage{Requests: after.Requests - before.Requests, InputTokens: after.InputTokens - before.InputTokens,
+		OutputTokens: after.OutputTokens - before.OutputTokens, Refused: after.Refused - before.Refused}
+	for m, n := range after.Models {
+		if n -= before.Models[m]; n > 0 {
+			if d.Models == nil {
+				d.Models = map[string]int64{}
+			}
+			d.Models[m] = n
+		}
+	}
+	return d
+}
