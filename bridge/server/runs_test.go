@@ -51,7 +51,13 @@ func TestCancel(t *testing.T) {
 	resp, detach := openStream(t, v, chatBody("c1", "stubborn", true))
 	digest := resp.Header.Get(wire.HeaderRunRequestDigest)
 	detach() // a detached run keeps running
-	time.Sleep(100 * time.Millisecond)
+	// The run is read once the server let go of the detached stream: a
+	// detach that ended the run would have ended it by then.
+	for deadline := time.Now().Add(10 * time.Second); v.srv.idle(t.Context()).Streams != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server still serves the detached stream")
+		}
+	}
 	snap := decode[wire.RunSnapshot](t, v.do(t, "GET", "/v1/runs/c1", ""))
 	if snap.Terminal || snap.Status != wire.StatusRunning {
 		t.Fatalf("after detach: %+v, want still running", snap)
