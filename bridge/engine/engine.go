@@ -18,6 +18,7 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/exact"
 	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/internal/leftover"
 	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
@@ -335,7 +336,11 @@ func (e *Engine) recover(ctx context.Context) error {
 	scanned := make(chan struct{})
 	go func() {
 		defer close(scanned)
-		killed = killLeftovers(e.opts.ProcDir, runs)
+		groups := make([]leftover.Group, len(runs))
+		for i, r := range runs {
+			groups[i] = leftover.Group{Marker: r.Marker, PGID: r.PGID}
+		}
+		killed = leftover.Kill(e.opts.ProcDir, groups)
 	}()
 	defer func() { <-scanned }()
 	for _, r := range runs {

@@ -7,8 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/harness"
 	"github.com/tangle-network/boxctl/bridge/internal/pipe"
-	"github.com/tangle-network/boxctl/bridge/store"
 )
 
 // MarkerVar is the environment variable set on every harness process (and
@@ -33,111 +30,6 @@ func killGroup(pgid int, sig syscall.Signal) error {
 		return err
 	}
 	return nil
-}
-
-// killLeftovers ends the processes a previous incarnation left for runs:
-// every process whose environment holds a run's marker, and the run's
-// process group (PGID) when a marked process is still in it. It reads
-// /proc once for all the runs and returns how many marked processes it
-// found of each. Processes are checked for the marker so that a recycled
-// pid or group id of an unrelated process is never signalled.
-func killLeftovers(procDir string, runs []store.Run) []int {
-	found := make([]int, len(runs))
-	groupMarked := make([]bool, len(runs))
-	d, err := os.Open(procDir)
-	if err != nil {
-		return found
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
-	var env []byte
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if env, err = readProcFile(filepath.Join(procDir, name, "environ"), env[:0]); err != nil {
-			continue
-		}
-		for i, r := range runs {
-			if r.Marker == "" || !hasEntry(env, r.Marker) {
-				continue
-			}
-			found[i]++
-			if r.PGID > 0 && processGroup(procDir, pid) == r.PGID {
-				groupMarked[i] = true
-			}
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-	for i, r := range runs {
-		if groupMarked[i] {
-			killGroup(r.PGID, syscall.SIGKILL)
-		}
-	}
-	return found
-}
-
-// readProcFile reads a /proc file (whose size stat does not tell) into
-// buf, which it grows as needed.
-func readProcFile(path string, buf []byte) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return buf, err
-	}
-	defer f.Close()
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
-}
-
-// hasEntry reports whether the NUL-separated environment environ holds
-// the entry KEY=VALUE.
-func hasEntry(environ []byte, entry string) bool {
-	for len(environ) > 0 {
-		kv := environ
-		if i := bytes.IndexByte(environ, 0); i >= 0 {
-			kv, environ = environ[:i], environ[i+1:]
-		} else {
-			environ = nil
-		}
-		if string(kv) == entry {
-			return true
-		}
-	}
-	return false
-}
-
-// processGroup reads a process's group id from /proc/<pid>/stat, or -1.
-func processGroup(procDir string, pid int) int {
-	b, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return -1
-	}
-	// The command name is in parentheses and may hold spaces.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return -1
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 {
-		return -1
-	}
-	g, err := strconv.Atoi(f[2])
-	if err != nil {
-		return -1
-	}
-	return g
 }
 
 // tail keeps the last max bytes written to it.
