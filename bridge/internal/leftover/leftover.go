@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,11 +31,15 @@ type Group struct {
 // usually /proc) whose environment holds a group's marker, and to each
 // group's process group when a marked process is still in it, so that its
 // unmarked members (a process whose environment is its own) end too. It
-// reads procDir once for all the groups and returns how many marked
-// processes it found of each. A group with no marker is left alone.
+// reads procDir once for all the groups, and not at all when no group has
+// a marker, and returns how many marked processes it found of each. A
+// group with no marker is left alone.
 func Kill(procDir string, groups []Group) []int {
 	found := make([]int, len(groups))
 	groupMarked := make([]bool, len(groups))
+	if !slices.ContainsFunc(groups, func(g Group) bool { return g.Marker != "" }) {
+		return found // nothing to look for: /proc is not read
+	}
 	d, err := os.Open(procDir)
 	if err != nil {
 		return found
