@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -101,12 +102,13 @@ func (s *Server) steerSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := s.opts.Engine.Store()
-	if c, err := st.GetCancellation(r.Context(), req.OperationID); err == nil {
-		s.answerStoredControl(w, c, digest, ack)
+	prev, bound, err := store.Bound(st.GetCancellation(r.Context(), req.OperationID))
+	if err != nil {
+		s.writeFailure(w, wire.Fault("load operation", fmt.Errorf("operation %s: %w", req.OperationID, err)))
 		return
-	} else if !errors.Is(err, store.ErrNotFound) {
-		s.log.Error("load operation", "operation", req.OperationID, "err", err)
-		writeError(w, wire.TypeServerError, "load operation")
+	}
+	if bound {
+		s.answerStoredControl(w, prev, digest, ack)
 		return
 	}
 	run, err := st.GetRun(r.Context(), req.Run.RunID)
@@ -133,7 +135,7 @@ func (s *Server) steerSession(w http.ResponseWriter, r *http.Request) {
 		ack.Status, ack.Message, ack.Retryable, status = wire.ControlEffectUnknown, err.Error(), &no, http.StatusBadGateway
 	}
 	c, _, err := st.PutCancellation(r.Context(), store.Cancellation{OperationID: req.OperationID, Digest: digest,
-		HTTPStatus: status, Body: mustJSON(ack)})
+		HTTPStatus: status, Body: wire.MustJSON(ack)})
 	if err != nil {
 		s.log.Error("store steer", "operation", req.OperationID, "err", err)
 		writeError(w, wire.TypeServerError, "store steer")

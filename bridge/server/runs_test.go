@@ -139,7 +139,7 @@ func exactCancelBody(t *testing.T, op string, ref wire.RunRef, reason string) st
 		t.Fatal(err)
 	}
 	req.RequestDigest = d
-	return string(mustJSON(req))
+	return string(wire.MustJSON(req))
 }
 
 func TestReaders(t *testing.T) {
