@@ -92,110 +92,153 @@ func startProcess(spec harness.Command, marker string) (*process, error) {
 	// no controlling terminal of the bridge's reaches the harness, so a
 	// jailed one cannot type into it (TIOCSTI).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	outR, outW, err := pipe.Open()
+	pp, err := openPipes(spec.Stdin != nil)
 	if err != nil {
 		return nil, err
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	var inW *os.File
-	if spec.Stdin != nil {
-		var inR *os.File
-		if inR, inW, err = os.Pipe(); err != nil {
-			outR.Close()
-			outW.Close()
-			errR.Close()
-			errW.Close()
-			return nil, err
-		}
-		cmd.Stdin = inR
-		defer inR.Close()
+	cmd.Stdout, cmd.Stderr = pp.outW, pp.errW
+	if pp.inR != nil {
+		cmd.Stdin = pp.inR
 	}
 	err = cmd.Start()
-	outW.Close()
-	errW.Close()
+	pp.closeChildEnds()
 	if err != nil {
-		outR.Close()
-		errR.Close()
-		if inW != nil {
-			inW.Close()
-		}
+		pp.closeOurEnds()
 		return nil, err
 	}
 	p := &process{cmd: cmd, pgid: cmd.Process.Pid, lines: make(chan [][]byte, 64),
-		exited: make(chan struct{}), stderr: &tail{max: 4096}, errDone: make(chan struct{}), stdout: outR}
-	p.closeStdin = func() {}
-	p.writeStdin = func([]byte) error { return os.ErrClosed }
-	if inW != nil {
-		var once sync.Once
-		var wmu sync.Mutex // orders the first write before later ones
-		p.closeStdin = func() { once.Do(func() { inW.Close() }) }
-		p.writeStdin = func(b []byte) error {
-			wmu.Lock()
-			defer wmu.Unlock()
-			_, err := inW.Write(b)
-			return err
-		}
-		wmu.Lock()
-		go func() {
-			inW.Write(spec.Stdin)
-			wmu.Unlock()
-			if !spec.HoldStdin {
-				p.closeStdin()
-			}
-		}()
-	}
+		exited: make(chan struct{}), stderr: &tail{max: 4096}, errDone: make(chan struct{}), stdout: pp.outR}
+	p.holdStdin(pp.inW, spec)
 	go func() {
-		io.Copy(p.stderr, errR)
-		errR.Close()
+		io.Copy(p.stderr, pp.errR)
+		pp.errR.Close()
 		close(p.errDone)
 	}()
-	go func() {
-		defer close(p.lines)
-		defer outR.Close()
-		br := bufio.NewReaderSize(outR, 64<<10)
-		var lr lineArena
-		var sent time.Time
-		for {
-			// A batch is the lines the pipe holds: within a burst the
-			// next one is read ReadWindow after the last (the pipe holds
-			// the lines meanwhile), so that a burst costs a wake of the
-			// driver per window, not one per line. A line after a quiet
-			// spell is read at once.
-			if wait := ReadWindow - time.Since(sent); wait > 0 {
-				time.Sleep(wait)
-			}
-			var batch [][]byte
-			var err error
-			for {
-				var line []byte
-				line, err = lr.read(br)
-				if len(line) > 0 {
-					batch = append(batch, trimEOL(line))
-				}
-				if err != nil || len(batch) >= maxBatch || !lineBuffered(br) {
-					break
-				}
-			}
-			if len(batch) > 0 {
-				p.lines <- batch
-				sent = time.Now()
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	go p.readLines()
 	go func() {
 		p.exitErr = cmd.Wait()
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// pipes are a harness's stdout and stderr pipes, and its stdin pipe when
+// it is given one: the child's ends (outW, errW, inR) and ours.
+type pipes struct {
+	outR       *pipe.Reader
+	outW, errW *os.File
+	errR       *os.File
+	inR, inW   *os.File
+}
+
+// openPipes opens a harness's pipes, a stdin pipe too when withStdin.
+func openPipes(withStdin bool) (*pipes, error) {
+	var p pipes
+	var err error
+	if p.outR, p.outW, err = pipe.Open(); err != nil {
+		return nil, err
+	}
+	if p.errR, p.errW, err = os.Pipe(); err != nil {
+		p.closeChildEnds()
+		p.closeOurEnds()
+		return nil, err
+	}
+	if withStdin {
+		if p.inR, p.inW, err = os.Pipe(); err != nil {
+			p.closeChildEnds()
+			p.closeOurEnds()
+			return nil, err
+		}
+	}
+	return &p, nil
+}
+
+// closeChildEnds closes the ends the child was given, once it has them.
+func (p *pipes) closeChildEnds() {
+	for _, f := range []*os.File{p.outW, p.errW, p.inR} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// closeOurEnds closes the bridge's ends, when the child did not start.
+func (p *pipes) closeOurEnds() {
+	if p.outR != nil {
+		p.outR.Close()
+	}
+	for _, f := range []*os.File{p.errR, p.inW} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// holdStdin writes spec.Stdin to the harness's stdin (inW, nil for none)
+// and closes it after, unless spec.HoldStdin keeps it open for later
+// writes (writeStdin), which wait for the first contents to be written.
+func (p *process) holdStdin(inW *os.File, spec harness.Command) {
+	p.closeStdin = func() {}
+	p.writeStdin = func([]byte) error { return os.ErrClosed }
+	if inW == nil {
+		return
+	}
+	var once sync.Once
+	var wmu sync.Mutex // orders the first write before later ones
+	p.closeStdin = func() { once.Do(func() { inW.Close() }) }
+	p.writeStdin = func(b []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		_, err := inW.Write(b)
+		return err
+	}
+	wmu.Lock()
+	go func() {
+		inW.Write(spec.Stdin)
+		wmu.Unlock()
+		if !spec.HoldStdin {
+			p.closeStdin()
+		}
+	}()
+}
+
+// readLines reads the harness's stdout into p.lines, in batches, until
+// EOF, and then closes both.
+func (p *process) readLines() {
+	defer close(p.lines)
+	defer p.stdout.Close()
+	br := bufio.NewReaderSize(p.stdout, 64<<10)
+	var lr lineArena
+	var sent time.Time
+	for {
+		// A batch is the lines the pipe holds: within a burst the next
+		// one is read ReadWindow after the last (the pipe holds the lines
+		// meanwhile), so that a burst costs a wake of the driver per
+		// window, not one per line. A line after a quiet spell is read at
+		// once.
+		if wait := ReadWindow - time.Since(sent); wait > 0 {
+			time.Sleep(wait)
+		}
+		var batch [][]byte
+		var err error
+		for {
+			var line []byte
+			line, err = lr.read(br)
+			if len(line) > 0 {
+				batch = append(batch, trimEOL(line))
+			}
+			if err != nil || len(batch) >= maxBatch || !lineBuffered(br) {
+				break
+			}
+		}
+		if len(batch) > 0 {
+			p.lines <- batch
+			sent = time.Now()
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // ReadWindow is the least time between two reads of a harness's output
