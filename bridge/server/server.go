@@ -166,6 +166,12 @@ func New(opts Options) (*Server, error) {
 		Execution: s.continuationExecution, Logger: opts.Logger}); err != nil {
 		return nil, err
 	}
+	s.handle()
+	return s, nil
+}
+
+// handle registers the routes (endpoints lists them for GET /).
+func (s *Server) handle() {
 	s.mux.HandleFunc("GET /{$}", s.root)
 	s.mux.HandleFunc("GET /health", s.healthz)
 	s.mux.HandleFunc("GET /metrics", s.metrics)
@@ -215,7 +221,6 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/exact/environments/{id}/processes/{pid}/kill", s.killExact)
 	s.mux.HandleFunc("POST "+wire.PathClaim, s.claimed)
 	s.mux.HandleFunc("/", s.notFound)
-	return s, nil
 }
 
 // endpoints are listed by GET /.
