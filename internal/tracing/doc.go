@@ -8,11 +8,11 @@
 // installed a propagator.
 //
 // The exporter is this package's own (otlp.go): OTLP/HTTP with protobuf
-// bodies, built on go.opentelemetry.io/proto/otlp's message packages, so
-// that the bridge that runs in every box links no gRPC (the SDK's
-// otlptracehttp exporter does, through its configuration and the OTLP
-// collector package). It reads the same OTEL_EXPORTER_OTLP_* variables,
-// but sends protobuf whatever OTEL_EXPORTER_OTLP_PROTOCOL says.
+// bodies written with protowire (encode.go), so that the bridge that runs
+// in every box links neither gRPC (the SDK's otlptracehttp exporter does,
+// through its configuration and the OTLP collector package) nor the
+// protobuf runtime. It reads the same OTEL_EXPORTER_OTLP_* variables, but
+// sends protobuf whatever OTEL_EXPORTER_OTLP_PROTOCOL says.
 //
 // Libraries never call Setup: they take their tracer from the global
 // provider (Tracer), so a program that embeds them decides where spans go.

@@ -32,7 +32,7 @@ import (
 // otlptracehttp does, configured by the same OTEL_EXPORTER_OTLP_*
 // variables, without what that module links besides: gRPC, its gateway
 // and generated service stubs, and the protobuf runtime, which every
-// box's bridge would carry for nothing (9.5 MB of binary, 5 MB of memory
+// box's bridge would carry for nothing (9 MB of binary, 5 MB of memory
 // at start). The request is encoded with protowire alone (encode.go).
 
 // exportConfig is where and how spans are sent.
