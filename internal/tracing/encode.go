@@ -301,36 +301,31 @@ func appendMessage(b []byte, num protowire.Number, fn func([]byte) []byte) []byt
 // The scalar fields of proto3: a zero value is not written.
 
 func appendString(b []byte, num protowire.Number, s string) []byte {
-	if s == "" {
-		return b
-	}
-	return protowire.AppendString(protowire.AppendTag(b, num, protowire.BytesType), s)
+	return appendScalar(b, num, protowire.BytesType, s, protowire.AppendString)
 }
 
 func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
-	if len(v) == 0 {
-		return b
-	}
-	return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
+	return appendScalar(b, num, protowire.BytesType, string(v), protowire.AppendString)
 }
 
 func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
-	if v == 0 {
-		return b
-	}
-	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), v)
+	return appendScalar(b, num, protowire.VarintType, v, protowire.AppendVarint)
 }
 
 func appendFixed64(b []byte, num protowire.Number, v uint64) []byte {
-	if v == 0 {
-		return b
-	}
-	return protowire.AppendFixed64(protowire.AppendTag(b, num, protowire.Fixed64Type), v)
+	return appendScalar(b, num, protowire.Fixed64Type, v, protowire.AppendFixed64)
 }
 
 func appendFixed32(b []byte, num protowire.Number, v uint32) []byte {
-	if v == 0 {
+	return appendScalar(b, num, protowire.Fixed32Type, v, protowire.AppendFixed32)
+}
+
+// appendScalar appends field num of wire type typ, v written by put,
+// unless v is its type's zero.
+func appendScalar[T comparable](b []byte, num protowire.Number, typ protowire.Type, v T, put func([]byte, T) []byte) []byte {
+	var zero T
+	if v == zero {
 		return b
 	}
-	return protowire.AppendFixed32(protowire.AppendTag(b, num, protowire.Fixed32Type), v)
+	return put(protowire.AppendTag(b, num, typ), v)
 }
