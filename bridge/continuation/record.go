@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -117,28 +118,20 @@ func result(ctx context.Context, st *store.Store, run store.Run) (*wire.Continua
 		}
 	}
 	var text strings.Builder
-	for after := int64(0); ; {
-		evs, err := st.Events(ctx, run.ID, after, 1024)
-		if err != nil {
-			return nil, err
+	err := st.EachEvent(ctx, run.ID, 0, math.MaxInt, func(_ int64, data []byte) bool {
+		var env wire.Envelope
+		if json.Unmarshal(data, &env) != nil {
+			return true
 		}
-		if len(evs) == 0 {
-			break
-		}
-		for _, e := range evs {
-			after = e.Seq
-			var env wire.Envelope
-			if json.Unmarshal(e.Data, &env) != nil {
-				continue
-			}
-			ev, ok := wire.EnvironmentEventOf(env.Event)
-			if !ok {
-				continue
-			}
+		if ev, ok := wire.EnvironmentEventOf(env.Event); ok {
 			text.WriteString(ev.Delta)
 			res.Usage = res.Usage.Add(ev.Usage)
 			res.Events = append(res.Events, ev.EnvironmentEvent)
 		}
+		return true
+	})
+	if err != nil {
+		return nil, err
 	}
 	// The interface bounds a result's text and events; the whole answer
 	// must also fit the 1 MiB a client reads of it.

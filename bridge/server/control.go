@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -229,24 +230,15 @@ func (s *Server) foldTranscript(ctx context.Context, id string) (wire.Transcript
 	}
 	index := map[string]int{} // message id -> index in out.Messages
 	for _, t := range turns {
-		for after := int64(0); ; {
-			evs, err := st.Events(ctx, t.RunID, after, 1024)
-			if errors.Is(err, store.ErrNotFound) {
-				break
-			}
-			if err != nil {
-				return out, err
-			}
-			if len(evs) == 0 {
-				break
-			}
-			for _, e := range evs {
-				after = e.Seq
-				out.EventCount++
-				last := strconv.FormatInt(t.Offset+e.Seq, 10)
-				out.LastEventID = &last
-				foldEvent(&out, index, e.Data)
-			}
+		err := st.EachEvent(ctx, t.RunID, 0, math.MaxInt, func(seq int64, data []byte) bool {
+			out.EventCount++
+			last := strconv.FormatInt(t.Offset+seq, 10)
+			out.LastEventID = &last
+			foldEvent(&out, index, data)
+			return true
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return out, err
 		}
 	}
 	return out, nil
