@@ -85,9 +85,9 @@ func (c *canonical) messageID() string { return c.runID + ":message" }
 // frame wraps one event object in its envelope.
 func (c *canonical) frame(event any) []byte {
 	c.seq++
-	ev := mustJSON(event)
+	ev := wire.MustJSON(event)
 	now := c.now().UTC().Format(time.RFC3339Nano)
-	return mustJSON(wire.Envelope{RunID: c.runID, EventID: c.runID + ":" + strconv.FormatInt(c.seq, 10), Sequence: c.seq,
+	return wire.MustJSON(wire.Envelope{RunID: c.runID, EventID: c.runID + ":" + strconv.FormatInt(c.seq, 10), Sequence: c.seq,
 		Cursor: strconv.FormatInt(c.seq, 10), OccurredAt: now, ReceivedAt: now, Event: ev})
 }
 
@@ -264,10 +264,10 @@ func boundedInput(args string) (in map[string]any, cut bool) {
 	if err := json.Unmarshal([]byte(args), &in); err != nil || in == nil {
 		in = map[string]any{"arguments": args}
 	}
-	if wire.BoundedJSON(mustJSON(in)) {
+	if wire.BoundedJSON(wire.MustJSON(in)) {
 		return in, false
 	}
-	if v := cutStrings(in); wire.BoundedJSON(mustJSON(v)) {
+	if v := cutStrings(in); wire.BoundedJSON(wire.MustJSON(v)) {
 		return v.(map[string]any), true
 	}
 	return map[string]any{"arguments": wire.TruncateJS(args, wire.MaxContractString)}, true
@@ -302,7 +302,7 @@ func (c *canonical) toolPart(tp *toolPart, st wire.ToolState) wire.Part {
 	if in == nil || st.Status == wire.ToolPending {
 		in = map[string]any{}
 	}
-	st.Input = mustJSON(in)
+	st.Input = wire.MustJSON(in)
 	p.State = &st
 	return p
 }

@@ -107,188 +107,237 @@ type driver struct {
 // until the terminal event), then waits until every frame is committed.
 // A failed commit stops the turn with stopReason TypeServerError.
 func (d *driver) run() {
-	e, proc := d.e, d.proc
 	d.l.awaitOutput()
-	commits := make(chan [][]byte)
-	commitErr := make(chan error, 1)
-	committed := make(chan struct{})
+	r := &drive{driver: d, lines: d.proc.lines, exited: d.proc.exited, window: time.NewTimer(commitWindow)}
+	r.window.Stop()
+	defer r.window.Stop()
+	r.startCommitter()
+	for (r.lines != nil || r.exited != nil) && !(d.stays && d.ended()) {
+		r.step()
+	}
+	d.gone = r.lines == nil || r.exited == nil
+	r.finish()
+}
+
+// drive is the state of one run of a driver: the frames waiting for the
+// committer, the process's channels still open, and the timers armed.
+type drive struct {
+	*driver
+	commits   chan [][]byte
+	commitErr chan error
+	committed chan struct{}
+
+	pending               [][]byte
+	lines                 <-chan [][]byte
+	exited                <-chan struct{}
+	graceC, killC, drainC <-chan time.Time
+	lastCommit            time.Time // when pending last went to the committer
+	endedAt               time.Time // when the terminal event was handled (holdEnd)
+	window                *time.Timer
+	windowC               <-chan time.Time
+}
+
+// startCommitter starts the committer: it appends each batch sent on
+// commits to the run's events, in order, reports the first failure on
+// commitErr (and then only drains commits), and closes committed once
+// commits is closed.
+func (r *drive) startCommitter() {
+	r.commits, r.commitErr, r.committed = make(chan [][]byte), make(chan error, 1), make(chan struct{})
 	go func() {
-		defer close(committed)
-		if d.beforeCommit != nil {
-			d.beforeCommit()
+		defer close(r.committed)
+		if r.beforeCommit != nil {
+			r.beforeCommit()
 		}
-		for batch := range commits {
-			if d.beforeCommit != nil {
-				d.beforeCommit()
+		for batch := range r.commits {
+			if r.beforeCommit != nil {
+				r.beforeCommit()
 			}
-			last, err := e.store.Append(context.Background(), d.l.id, batch)
+			last, err := r.e.store.Append(context.Background(), r.l.id, batch)
 			if err != nil {
-				commitErr <- err
-				for range commits { // the turn is being stopped
+				r.commitErr <- err
+				for range r.commits { // the turn is being stopped
 				}
 				return
 			}
-			d.l.committedFrames(last, batch)
+			r.l.committedFrames(last, batch)
 		}
 	}()
+}
 
-	var (
-		pending               [][]byte
-		lines, exited         = proc.lines, proc.exited
-		graceC, killC, drainC <-chan time.Time
-		lastCommit            time.Time // when pending last went to the committer
-		endedAt               time.Time // when the terminal event was handled (holdEnd)
-		windowC               <-chan time.Time
-	)
-	window := time.NewTimer(commitWindow)
-	window.Stop()
-	defer window.Stop()
-	// take handles a batch of lines, up to the terminal event of a turn
-	// whose process stays (what follows it belongs to no turn), and
-	// returns how many lines it handled.
-	take := func(batch [][]byte) int {
-		for i, line := range batch {
-			if d.stays && d.ended() {
-				return i
-			}
-			pending = append(pending, d.handle(line)...)
-		}
-		return len(batch)
+// step waits for the next thing that happens to the turn and handles it.
+func (r *drive) step() {
+	linesC := r.lines
+	if len(r.pending) >= maxPending {
+		linesC = nil // the committer is behind: let the pipe push back
 	}
-	stop := func(reason string, soft bool) {
-		if d.stopReason == "" {
-			d.stopReason = reason
-		}
-		d.killed = true
-		if soft {
-			killGroup(proc.pgid, syscall.SIGTERM)
-			killC = time.After(e.opts.KillGrace)
+	select {
+	case r.commitDue() <- r.pending:
+		r.pending, r.lastCommit = nil, time.Now()
+	case <-r.windowC:
+		r.windowC = nil
+	case batch, ok := <-linesC:
+		if !ok {
+			r.lines = nil
 			return
 		}
-		killGroup(proc.pgid, syscall.SIGKILL)
+		r.output(batch)
+	case err := <-r.commitErr:
+		r.log.Error("append events", "err", err)
+		r.pending = nil
+		r.stop(wire.TypeServerError, false)
+	case <-r.exited:
+		r.exited = nil
+		// Whatever the leader left in its group goes with it.
+		killGroup(r.proc.pgid, syscall.SIGKILL)
+		if r.lines != nil {
+			r.drainC = time.After(r.e.opts.ResultGrace)
+		}
+	case <-r.drainC:
+		// Something outside the group holds stdout open: stop reading.
+		r.proc.stdout.Stop()
+		r.drainC = nil
+	case <-r.graceC:
+		r.log.Debug("harness still running after its terminal line; killing it")
+		r.stop("", false)
+		r.graceC = nil
+	case <-r.idle.C:
+		if !r.ended() {
+			r.stop(wire.TypeHarnessStalled, false)
+		}
+	case <-r.deadline.C:
+		if !r.ended() {
+			r.stop(wire.TypeHarnessTimeout, false)
+		}
+	case <-r.cancel:
+		r.cancelled()
+	case <-r.killC:
+		r.killC = nil
+		r.stop("", false)
 	}
-	for (lines != nil || exited != nil) && !(d.stays && d.ended()) {
-		var sendC chan<- [][]byte
-		if len(pending) > 0 {
-			since := lastCommit
-			if !endedAt.IsZero() {
-				// The process is about to exit: what is pending goes
-				// with the run's end unless the exit takes longer.
-				since = endedAt
-			}
-			if wait := commitWindow - time.Since(since); wait <= 0 || len(pending) >= commitBatch {
-				sendC = commits
-			} else if windowC == nil {
-				window.Reset(wait)
-				windowC = window.C
-			}
-		}
-		linesC := lines
-		if len(pending) >= maxPending {
-			linesC = nil // the committer is behind: let the pipe push back
-		}
+}
+
+// commitDue is the committer's channel when the pending frames are due
+// (nil otherwise, with the window armed for when they will be): once
+// commitWindow passed since the last commit, or since the terminal event
+// of a turn whose end holds them, or once commitBatch of them wait.
+func (r *drive) commitDue() chan<- [][]byte {
+	if len(r.pending) == 0 {
+		return nil
+	}
+	since := r.lastCommit
+	if !r.endedAt.IsZero() {
+		// The process is about to exit: what is pending goes with the
+		// run's end unless the exit takes longer.
+		since = r.endedAt
+	}
+	if wait := commitWindow - time.Since(since); wait <= 0 || len(r.pending) >= commitBatch {
+		return r.commits
+	} else if r.windowC == nil {
+		r.window.Reset(wait)
+		r.windowC = r.window.C
+	}
+	return nil
+}
+
+// output handles a batch of output lines and the batches the reader
+// holds already, up to maxBatch lines, and arms the end of a turn that
+// printed its terminal event.
+func (r *drive) output(batch [][]byte) {
+	r.heard = true
+	r.l.heard()
+	r.idle.Reset(r.e.opts.IdleTimeout)
+	n := r.take(batch)
+drain:
+	for n < maxBatch && !(r.stays && r.ended()) {
 		select {
-		case sendC <- pending:
-			pending, lastCommit = nil, time.Now()
-		case <-windowC:
-			windowC = nil
-		case batch, ok := <-linesC:
+		case batch, ok := <-r.lines:
 			if !ok {
-				lines = nil
-				continue
+				r.lines = nil
+				break drain
 			}
-			d.heard = true
-			d.l.heard()
-			d.idle.Reset(e.opts.IdleTimeout)
-			n := take(batch)
-		drain:
-			for n < maxBatch && !(d.stays && d.ended()) {
-				select {
-				case batch, ok := <-lines:
-					if !ok {
-						lines = nil
-						break drain
-					}
-					n += take(batch)
-				default:
-					break drain
-				}
-			}
-			if d.flush != nil {
-				pending = append(pending, d.flush()...)
-			}
-			if d.holdEnd && endedAt.IsZero() && d.ended() {
-				endedAt = time.Now()
-			}
-			if !d.stays && d.ended() && graceC == nil && exited != nil {
-				proc.closeStdin()
-				graceC = time.After(e.opts.ResultGrace)
-			}
-		case err := <-commitErr:
-			d.log.Error("append events", "err", err)
-			pending = nil
-			stop(wire.TypeServerError, false)
-		case <-exited:
-			exited = nil
-			// Whatever the leader left in its group goes with it.
-			killGroup(proc.pgid, syscall.SIGKILL)
-			if lines != nil {
-				drainC = time.After(e.opts.ResultGrace)
-			}
-		case <-drainC:
-			// Something outside the group holds stdout open: stop reading.
-			proc.stdout.Stop()
-			drainC = nil
-		case <-graceC:
-			d.log.Debug("harness still running after its terminal line; killing it")
-			stop("", false)
-			graceC = nil
-		case <-d.idle.C:
-			if !d.ended() {
-				stop(wire.TypeHarnessStalled, false)
-			}
-		case <-d.deadline.C:
-			if !d.ended() {
-				stop(wire.TypeHarnessTimeout, false)
-			}
-		case <-d.cancel:
-			d.cancel = nil
-			if d.ended() {
-				continue
-			}
-			reason, _ := d.l.cancelReason.Load().(string)
-			if line := d.interruptLine(reason); line != nil && proc.writeStdin(line) == nil {
-				// The turn ends with its terminal event; the process stays.
-				d.stopReason, d.interrupted = reason, true
-				killC = time.After(e.opts.KillGrace)
-				continue
-			}
-			stop(reason, true)
-		case <-killC:
-			killC = nil
-			stop("", false)
+			n += r.take(batch)
+		default:
+			break drain
 		}
 	}
-	d.gone = lines == nil || exited == nil
-	// Hand over what is left and wait until every frame is committed (or
-	// the committer failed), so the run's end comes last.
-	if len(pending) > 0 && d.holdEnd && d.stopReason != wire.TypeServerError {
-		d.leftover, pending = pending, nil
+	if r.flush != nil {
+		r.pending = append(r.pending, r.flush()...)
 	}
-	if len(pending) > 0 && d.stopReason != wire.TypeServerError {
+	if r.holdEnd && r.endedAt.IsZero() && r.ended() {
+		r.endedAt = time.Now()
+	}
+	if !r.stays && r.ended() && r.graceC == nil && r.exited != nil {
+		r.proc.closeStdin()
+		r.graceC = time.After(r.e.opts.ResultGrace)
+	}
+}
+
+// take handles a batch of lines, up to the terminal event of a turn whose
+// process stays (what follows it belongs to no turn), and returns how
+// many lines it handled.
+func (r *drive) take(batch [][]byte) int {
+	for i, line := range batch {
+		if r.stays && r.ended() {
+			return i
+		}
+		r.pending = append(r.pending, r.handle(line)...)
+	}
+	return len(batch)
+}
+
+// cancelled handles a cancel of the turn: the harness is asked to stop
+// its turn when it can be, else its group is sent SIGTERM.
+func (r *drive) cancelled() {
+	r.cancel = nil
+	if r.ended() {
+		return
+	}
+	reason, _ := r.l.cancelReason.Load().(string)
+	if line := r.interruptLine(reason); line != nil && r.proc.writeStdin(line) == nil {
+		// The turn ends with its terminal event; the process stays.
+		r.stopReason, r.interrupted = reason, true
+		r.killC = time.After(r.e.opts.KillGrace)
+		return
+	}
+	r.stop(reason, true)
+}
+
+// stop stops the turn for reason (the first reason stands): soft, with
+// SIGTERM and SIGKILL after KillGrace; else with SIGKILL at once.
+func (r *drive) stop(reason string, soft bool) {
+	if r.stopReason == "" {
+		r.stopReason = reason
+	}
+	r.killed = true
+	if soft {
+		killGroup(r.proc.pgid, syscall.SIGTERM)
+		r.killC = time.After(r.e.opts.KillGrace)
+		return
+	}
+	killGroup(r.proc.pgid, syscall.SIGKILL)
+}
+
+// finish hands over what is left (held for the run's end, or committed)
+// and waits until every frame is committed or the committer failed, so
+// that the run's end comes last.
+func (r *drive) finish() {
+	if len(r.pending) > 0 && r.holdEnd && r.stopReason != wire.TypeServerError {
+		r.leftover, r.pending = r.pending, nil
+	}
+	if len(r.pending) > 0 && r.stopReason != wire.TypeServerError {
 		select {
-		case commits <- pending:
-		case err := <-commitErr:
-			d.log.Error("append events", "err", err)
-			d.stopReason = wire.TypeServerError
+		case r.commits <- r.pending:
+		case err := <-r.commitErr:
+			r.log.Error("append events", "err", err)
+			r.stopReason = wire.TypeServerError
 		}
 	}
-	close(commits)
-	<-committed
+	close(r.commits)
+	<-r.committed
 	select {
-	case err := <-commitErr:
-		d.log.Error("append events", "err", err)
-		d.stopReason = wire.TypeServerError
+	case err := <-r.commitErr:
+		r.log.Error("append events", "err", err)
+		r.stopReason = wire.TypeServerError
 	default:
 	}
 }

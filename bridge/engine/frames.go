@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"fmt"
 	"unicode/utf8"
 
@@ -33,7 +32,7 @@ const frameChunk = 32 << 10
 
 // deltaFrame encodes a chunk whose delta is the one string field key
 // (content or reasoning) without reflection: such chunks are nearly all of
-// a turn's frames. The bytes equal those of mustJSON(c.chunk(...)); a test
+// a turn's frames. The bytes equal those of wire.MustJSON(c.chunk(...)); a test
 // holds the two together.
 func (c *chunker) deltaFrame(key, text string) []byte {
 	p := c.prefix[key]
@@ -42,7 +41,7 @@ func (c *chunker) deltaFrame(key, text string) []byte {
 			c.prefix = map[string][]byte{}
 		}
 		p = fmt.Appendf(nil, `{"id":%s,"object":%s,"created":%d,"model":%s,"choices":[{"index":0,"delta":{%s:`,
-			mustJSON(c.id), mustJSON(wire.ChunkObject), c.created, mustJSON(c.model), mustJSON(key))
+			wire.MustJSON(c.id), wire.MustJSON(wire.ChunkObject), c.created, wire.MustJSON(c.model), wire.MustJSON(key))
 		c.prefix[key] = p
 	}
 	// The longest encoding of text: every byte escaped as \u00XX.
@@ -146,7 +145,7 @@ func (c *chunker) appendFrames(dst [][]byte, ev harness.Event) [][]byte {
 	default:
 		return dst
 	}
-	return append(dst, mustJSON(ch))
+	return append(dst, wire.MustJSON(ch))
 }
 
 // end returns the terminal frames of a turn that ended with ev.
@@ -154,7 +153,7 @@ func (c *chunker) end(ev harness.Event) [][]byte {
 	if ev.Err != nil {
 		var out [][]byte
 		if ev.Usage != nil || len(c.providerModels) > 0 {
-			out = append(out, mustJSON(wire.Chunk{ID: c.id, Object: wire.ChunkObject, Created: c.created,
+			out = append(out, wire.MustJSON(wire.Chunk{ID: c.id, Object: wire.ChunkObject, Created: c.created,
 				Model: c.model, Choices: []wire.ChunkChoice{}, Usage: ev.Usage.TurnTotal(), ProviderModels: c.providerModels}))
 		}
 		return append(out, errorFrame(*ev.Err))
@@ -165,17 +164,9 @@ func (c *chunker) end(ev harness.Event) [][]byte {
 	}
 	ch := c.chunk(wire.Delta{}, &finish)
 	ch.Usage, ch.ProviderModels = ev.Usage.TurnTotal(), c.providerModels
-	return [][]byte{mustJSON(ch)}
+	return [][]byte{wire.MustJSON(ch)}
 }
 
 func errorFrame(e wire.ErrorBody) []byte {
-	return mustJSON(wire.ErrorResponse{Error: e})
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("engine: encode frame: " + err.Error()) // only our own wire types are encoded
-	}
-	return b
+	return wire.MustJSON(wire.ErrorResponse{Error: e})
 }

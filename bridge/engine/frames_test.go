@@ -23,7 +23,7 @@ func TestChunker_DeltaFrameMatchesJSON(t *testing.T) {
 			if kind == harness.KindReasoning {
 				d = wire.Delta{Reasoning: text}
 			}
-			want := mustJSON(wire.Chunk{ID: c.id, Object: wire.ChunkObject, Created: c.created, Model: c.model,
+			want := wire.MustJSON(wire.Chunk{ID: c.id, Object: wire.ChunkObject, Created: c.created, Model: c.model,
 				Choices: []wire.ChunkChoice{{Index: 0, Delta: d}}})
 			if len(got) != 1 {
 				t.Fatalf("frames(%d, %q) = %d frames, want 1", kind, text, len(got))
@@ -43,7 +43,7 @@ func FuzzAppendJSONString(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		want := mustJSON(s)
+		want := wire.MustJSON(s)
 		if got := appendJSONString([]byte("x"), s); string(got) != "x"+string(want) {
 			t.Errorf("appendJSONString(%q) = %s, want %s", s, got[1:], want)
 		}

@@ -7,8 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/harness"
 	"github.com/tangle-network/boxctl/bridge/internal/pipe"
-	"github.com/tangle-network/boxctl/bridge/store"
 )
 
 // MarkerVar is the environment variable set on every harness process (and
@@ -33,111 +30,6 @@ func killGroup(pgid int, sig syscall.Signal) error {
 		return err
 	}
 	return nil
-}
-
-// killLeftovers ends the processes a previous incarnation left for runs:
-// every process whose environment holds a run's marker, and the run's
-// process group (PGID) when a marked process is still in it. It reads
-// /proc once for all the runs and returns how many marked processes it
-// found of each. Processes are checked for the marker so that a recycled
-// pid or group id of an unrelated process is never signalled.
-func killLeftovers(procDir string, runs []store.Run) []int {
-	found := make([]int, len(runs))
-	groupMarked := make([]bool, len(runs))
-	d, err := os.Open(procDir)
-	if err != nil {
-		return found
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
-	var env []byte
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if env, err = readProcFile(filepath.Join(procDir, name, "environ"), env[:0]); err != nil {
-			continue
-		}
-		for i, r := range runs {
-			if r.Marker == "" || !hasEntry(env, r.Marker) {
-				continue
-			}
-			found[i]++
-			if r.PGID > 0 && processGroup(procDir, pid) == r.PGID {
-				groupMarked[i] = true
-			}
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-	for i, r := range runs {
-		if groupMarked[i] {
-			killGroup(r.PGID, syscall.SIGKILL)
-		}
-	}
-	return found
-}
-
-// readProcFile reads a /proc file (whose size stat does not tell) into
-// buf, which it grows as needed.
-func readProcFile(path string, buf []byte) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return buf, err
-	}
-	defer f.Close()
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
-}
-
-// hasEntry reports whether the NUL-separated environment environ holds
-// the entry KEY=VALUE.
-func hasEntry(environ []byte, entry string) bool {
-	for len(environ) > 0 {
-		kv := environ
-		if i := bytes.IndexByte(environ, 0); i >= 0 {
-			kv, environ = environ[:i], environ[i+1:]
-		} else {
-			environ = nil
-		}
-		if string(kv) == entry {
-			return true
-		}
-	}
-	return false
-}
-
-// processGroup reads a process's group id from /proc/<pid>/stat, or -1.
-func processGroup(procDir string, pid int) int {
-	b, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return -1
-	}
-	// The command name is in parentheses and may hold spaces.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return -1
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 {
-		return -1
-	}
-	g, err := strconv.Atoi(f[2])
-	if err != nil {
-		return -1
-	}
-	return g
 }
 
 // tail keeps the last max bytes written to it.
@@ -200,110 +92,153 @@ func startProcess(spec harness.Command, marker string) (*process, error) {
 	// no controlling terminal of the bridge's reaches the harness, so a
 	// jailed one cannot type into it (TIOCSTI).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	outR, outW, err := pipe.Open()
+	pp, err := openPipes(spec.Stdin != nil)
 	if err != nil {
 		return nil, err
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	var inW *os.File
-	if spec.Stdin != nil {
-		var inR *os.File
-		if inR, inW, err = os.Pipe(); err != nil {
-			outR.Close()
-			outW.Close()
-			errR.Close()
-			errW.Close()
-			return nil, err
-		}
-		cmd.Stdin = inR
-		defer inR.Close()
+	cmd.Stdout, cmd.Stderr = pp.outW, pp.errW
+	if pp.inR != nil {
+		cmd.Stdin = pp.inR
 	}
 	err = cmd.Start()
-	outW.Close()
-	errW.Close()
+	pp.closeChildEnds()
 	if err != nil {
-		outR.Close()
-		errR.Close()
-		if inW != nil {
-			inW.Close()
-		}
+		pp.closeOurEnds()
 		return nil, err
 	}
 	p := &process{cmd: cmd, pgid: cmd.Process.Pid, lines: make(chan [][]byte, 64),
-		exited: make(chan struct{}), stderr: &tail{max: 4096}, errDone: make(chan struct{}), stdout: outR}
-	p.closeStdin = func() {}
-	p.writeStdin = func([]byte) error { return os.ErrClosed }
-	if inW != nil {
-		var once sync.Once
-		var wmu sync.Mutex // orders the first write before later ones
-		p.closeStdin = func() { once.Do(func() { inW.Close() }) }
-		p.writeStdin = func(b []byte) error {
-			wmu.Lock()
-			defer wmu.Unlock()
-			_, err := inW.Write(b)
-			return err
-		}
-		wmu.Lock()
-		go func() {
-			inW.Write(spec.Stdin)
-			wmu.Unlock()
-			if !spec.HoldStdin {
-				p.closeStdin()
-			}
-		}()
-	}
+		exited: make(chan struct{}), stderr: &tail{max: 4096}, errDone: make(chan struct{}), stdout: pp.outR}
+	p.holdStdin(pp.inW, spec)
 	go func() {
-		io.Copy(p.stderr, errR)
-		errR.Close()
+		io.Copy(p.stderr, pp.errR)
+		pp.errR.Close()
 		close(p.errDone)
 	}()
-	go func() {
-		defer close(p.lines)
-		defer outR.Close()
-		br := bufio.NewReaderSize(outR, 64<<10)
-		var lr lineArena
-		var sent time.Time
-		for {
-			// A batch is the lines the pipe holds: within a burst the
-			// next one is read ReadWindow after the last (the pipe holds
-			// the lines meanwhile), so that a burst costs a wake of the
-			// driver per window, not one per line. A line after a quiet
-			// spell is read at once.
-			if wait := ReadWindow - time.Since(sent); wait > 0 {
-				time.Sleep(wait)
-			}
-			var batch [][]byte
-			var err error
-			for {
-				var line []byte
-				line, err = lr.read(br)
-				if len(line) > 0 {
-					batch = append(batch, trimEOL(line))
-				}
-				if err != nil || len(batch) >= maxBatch || !lineBuffered(br) {
-					break
-				}
-			}
-			if len(batch) > 0 {
-				p.lines <- batch
-				sent = time.Now()
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	go p.readLines()
 	go func() {
 		p.exitErr = cmd.Wait()
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// pipes are a harness's stdout and stderr pipes, and its stdin pipe when
+// it is given one: the child's ends (outW, errW, inR) and ours.
+type pipes struct {
+	outR       *pipe.Reader
+	outW, errW *os.File
+	errR       *os.File
+	inR, inW   *os.File
+}
+
+// openPipes opens a harness's pipes, a stdin pipe too when withStdin.
+func openPipes(withStdin bool) (*pipes, error) {
+	var p pipes
+	var err error
+	if p.outR, p.outW, err = pipe.Open(); err != nil {
+		return nil, err
+	}
+	if p.errR, p.errW, err = os.Pipe(); err != nil {
+		p.closeChildEnds()
+		p.closeOurEnds()
+		return nil, err
+	}
+	if withStdin {
+		if p.inR, p.inW, err = os.Pipe(); err != nil {
+			p.closeChildEnds()
+			p.closeOurEnds()
+			return nil, err
+		}
+	}
+	return &p, nil
+}
+
+// closeChildEnds closes the ends the child was given, once it has them.
+func (p *pipes) closeChildEnds() {
+	for _, f := range []*os.File{p.outW, p.errW, p.inR} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// closeOurEnds closes the bridge's ends, when the child did not start.
+func (p *pipes) closeOurEnds() {
+	if p.outR != nil {
+		p.outR.Close()
+	}
+	for _, f := range []*os.File{p.errR, p.inW} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// holdStdin writes spec.Stdin to the harness's stdin (inW, nil for none)
+// and closes it after, unless spec.HoldStdin keeps it open for later
+// writes (writeStdin), which wait for the first contents to be written.
+func (p *process) holdStdin(inW *os.File, spec harness.Command) {
+	p.closeStdin = func() {}
+	p.writeStdin = func([]byte) error { return os.ErrClosed }
+	if inW == nil {
+		return
+	}
+	var once sync.Once
+	var wmu sync.Mutex // orders the first write before later ones
+	p.closeStdin = func() { once.Do(func() { inW.Close() }) }
+	p.writeStdin = func(b []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		_, err := inW.Write(b)
+		return err
+	}
+	wmu.Lock()
+	go func() {
+		inW.Write(spec.Stdin)
+		wmu.Unlock()
+		if !spec.HoldStdin {
+			p.closeStdin()
+		}
+	}()
+}
+
+// readLines reads the harness's stdout into p.lines, in batches, until
+// EOF, and then closes both.
+func (p *process) readLines() {
+	defer close(p.lines)
+	defer p.stdout.Close()
+	br := bufio.NewReaderSize(p.stdout, 64<<10)
+	var lr lineArena
+	var sent time.Time
+	for {
+		// A batch is the lines the pipe holds: within a burst the next
+		// one is read ReadWindow after the last (the pipe holds the lines
+		// meanwhile), so that a burst costs a wake of the driver per
+		// window, not one per line. A line after a quiet spell is read at
+		// once.
+		if wait := ReadWindow - time.Since(sent); wait > 0 {
+			time.Sleep(wait)
+		}
+		var batch [][]byte
+		var err error
+		for {
+			var line []byte
+			line, err = lr.read(br)
+			if len(line) > 0 {
+				batch = append(batch, trimEOL(line))
+			}
+			if err != nil || len(batch) >= maxBatch || !lineBuffered(br) {
+				break
+			}
+		}
+		if len(batch) > 0 {
+			p.lines <- batch
+			sent = time.Now()
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // ReadWindow is the least time between two reads of a harness's output

@@ -138,7 +138,7 @@ func (t *retainedTurn) start(req TurnRequest) (harness.Turn, bool) {
 		return harness.Turn{}, false
 	}
 	turn := harness.Turn{
-		RunID: l.id, Bin: b.Bin, Model: req.Model, Messages: []wire.Message{{Role: "user", Content: mustJSON(req.Prompt)}},
+		RunID: l.id, Bin: b.Bin, Model: req.Model, Messages: []wire.Message{{Role: "user", Content: wire.MustJSON(req.Prompt)}},
 		NativeSessionID: native, Cwd: req.Cwd, StateDir: stateDir, Environ: e.opts.Environ, Env: req.Env,
 		RouterURL: e.opts.RouterURL, RouterKey: e.opts.RouterKey,
 	}

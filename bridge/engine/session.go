@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -113,6 +114,18 @@ type TurnRequest struct {
 	// Admit, when set, stores the turn and its run instead of
 	// store.AdmitTurn, with the same contract (see AdmitContinuation).
 	Admit func(ctx context.Context, t store.Turn, r store.Run, boundary func(store.Turn) []byte) (store.Turn, store.Run, bool, error)
+}
+
+// RevisionBoundary is the Boundary of a retained turn of the run ref
+// names, observed at observed: the session's conversation at revision
+// t.Index+1 once turn t ran.
+func RevisionBoundary(ref wire.RunRef, observed time.Time) func(t store.Turn) []byte {
+	at := observed.UTC().Format(time.RFC3339Nano)
+	return func(t store.Turn) []byte {
+		return wire.MustJSON(wire.BoundaryProof{RunID: ref.RunID, Provider: ref.Provider, EnvironmentID: ref.EnvironmentID,
+			SessionID: ref.SessionID, ExecutionID: ref.ExecutionID, RequestDigest: ref.RequestDigest,
+			Boundary: wire.ContextBoundary{Kind: "revision", Revision: strconv.FormatInt(t.Index+1, 10)}, ObservedAt: at})
+	}
 }
 
 // AdmitTurn admits a retained turn and starts its run, or returns the

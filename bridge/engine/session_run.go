@@ -99,7 +99,7 @@ func (e *Engine) question(ctx context.Context, l *liveRun, rr *retainedRun, req 
 	rr.mu.Lock()
 	rr.questions[id] = q
 	rr.mu.Unlock()
-	if err := e.store.PutInteraction(ctx, store.Interaction{RunID: l.id, ID: id, NativeID: q.NativeID, Request: mustJSON(ir)}); err != nil {
+	if err := e.store.PutInteraction(ctx, store.Interaction{RunID: l.id, ID: id, NativeID: q.NativeID, Request: wire.MustJSON(ir)}); err != nil {
 		log.Error("store interaction", "err", err)
 	}
 	// The frame is numbered by the run's canonical encoder.

@@ -11,8 +11,9 @@
 // (store.ExactEnvironment, store.ExactProcess) and their files and output
 // live under Options.Dir, so all of it outlives a restart. A process the
 // previous incarnation left running died with it (bubblewrap's
-// --die-with-parent; Start also kills a leftover process group that still
-// carries the process's marker) and is recorded ended by SIGKILL. An
+// --die-with-parent; Start also kills, through package leftover, what
+// still carries the process's marker, and its process group) and is
+// recorded ended by SIGKILL. An
 // environment lives until it is destroyed or its maxLifetimeMs ends, when
 // its processes are killed and its directory removed; a destroyed
 // environment's key stays bound to its request.

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tangle-network/boxctl/bridge/internal/leftover"
 	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
@@ -102,8 +103,12 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover exact processes: %w", err)
 	}
+	groups := make([]leftover.Group, len(running))
+	for i, p := range running {
+		groups[i] = leftover.Group{Marker: marker(p.EnvID, p.PID), PGID: p.PGID}
+	}
+	leftover.Kill(m.opts.ProcDir, groups)
 	for _, p := range running {
-		killLeftover(m.opts.ProcDir, p.PGID, marker(p.EnvID, p.PID))
 		var s wire.ExactProcessStatus
 		if err := json.Unmarshal(p.Status, &s); err != nil {
 			return fmt.Errorf("recover exact process %s/%d: %w", p.EnvID, p.PID, err)

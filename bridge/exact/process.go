@@ -337,21 +337,3 @@ func (m *Manager) Kill(ctx context.Context, id string, pid int64) (wire.ExactPro
 	defer p.mu.Unlock()
 	return p.status, nil
 }
-
-// killLeftover kills the process group pgid when its leader still carries
-// mark: a recycled group id of another process is left alone.
-func killLeftover(procDir string, pgid int, mark string) {
-	if pgid <= 0 {
-		return
-	}
-	env, err := os.ReadFile(filepath.Join(procDir, strconv.Itoa(pgid), "environ"))
-	if err != nil {
-		return
-	}
-	for _, kv := range bytes.Split(env, []byte{0}) {
-		if string(kv) == mark {
-			syscall.Kill(-pgid, syscall.SIGKILL)
-			return
-		}
-	}
-}

@@ -42,13 +42,25 @@ func with(answers map[int][]any, statuses ...int) map[int][]any {
 // answers 401 without the bearer, 500 on a fault of the bridge and 503
 // (bridge_standby) while the bridge waits in a pool.
 func routes() []route {
-	ack := func(v any, statuses ...int) map[int][]any {
-		m := map[int][]any{}
-		for _, s := range statuses {
-			m[s] = []any{v}
-		}
-		return m
+	var all []route
+	for _, group := range []func() []route{serviceRoutes, runRoutes, sessionRoutes, catalogRoutes, branchRoutes, exactRoutes} {
+		all = append(all, group()...)
 	}
+	return all
+}
+
+// ack is answers of v at each of statuses.
+func ack(v any, statuses ...int) map[int][]any {
+	m := map[int][]any{}
+	for _, s := range statuses {
+		m[s] = []any{v}
+	}
+	return m
+}
+
+// serviceRoutes are the operations of the bridge itself: its
+// description, readiness, claim, metrics, models and capabilities.
+func serviceRoutes() []route {
 	return []route{
 		{method: "GET", path: "/", summary: "Bridge name, version, scheme, capabilities, backends and endpoints",
 			answers: ack(wire.Root{}, 200)},
@@ -60,6 +72,12 @@ func routes() []route {
 		{method: "GET", path: "/v1/models", summary: "Model ids of the ready backends", answers: ack(wire.ModelList{}, 200)},
 		{method: "GET", path: "/v1/capabilities", summary: "Capability document of a model", query: []string{"model"},
 			answers: with(ack(wire.Capabilities{}, 200), 400, 404, 503)},
+	}
+}
+
+// runRoutes are the operations of chat completions and the runs they start.
+func runRoutes() []route {
+	return []route{
 		{method: "POST", path: "/v1/chat/completions", summary: "OpenAI-compatible chat completion; streams with stream:true",
 			body: wire.ChatRequest{}, answers: with(map[int][]any{200: {wire.Completion{}, sse{}}}, 400, 404, 409, 410, 413, 429, 501, 503),
 			headers: append([]string{wire.HeaderBridgeMode}, runHeaders...)},
@@ -73,6 +91,12 @@ func routes() []route {
 				409: {wire.CancellationAck{}}}, 400, 404, 409, 413)},
 		{method: "POST", path: "/v1/runs/{id}/interactions/{iid}/respond", summary: "Answer an interaction of a run",
 			body: wire.InteractionCommand{}, answers: with(ack(wire.InteractionAck{}, 200, 400, 404, 409, 502), 400, 413)},
+	}
+}
+
+// sessionRoutes are the operations of retained native sessions and their turns.
+func sessionRoutes() []route {
+	return []route{
 		{method: "POST", path: "/v1/sessions", summary: "Create a retained native session", body: wire.SessionCreateRequest{},
 			answers: with(ack(wire.SessionView{}, 200, 201), 400, 404, 409, 413, 501)},
 		{method: "GET", path: "/v1/sessions", summary: "List retained sessions", answers: ack(wire.SessionList{}, 200)},
@@ -99,10 +123,23 @@ func routes() []route {
 			answers: with(ack(wire.SessionDetach{}, 200), 400, 404)},
 		{method: "POST", path: "/v1/sessions/{id}/continue", summary: "Native continuation at an expected context boundary",
 			body: wire.ContinueBody{}, answers: with(ack(wire.ContinuationOutcome{}, 200, 404, 409, 422, 503), 400, 413)},
+	}
+}
+
+// catalogRoutes are the operations of the profile catalog and this document.
+func catalogRoutes() []route {
+	return []route{
 		{method: "GET", path: "/v1/profiles", summary: "The profile catalog", answers: ack(wire.ProfileList{}, 200)},
 		{method: "GET", path: "/v1/profiles/{id}", summary: "One profile of the catalog",
 			answers: with(ack(wire.ProfileDocument{}, 200), 404)},
 		{method: "GET", path: "/openapi.json", summary: "This document", answers: ack(map[string]any{}, 200)},
+	}
+}
+
+// branchRoutes are the operations of workspace checkpoints and forks,
+// and of portable contexts.
+func branchRoutes() []route {
+	return []route{
 		{method: "POST", path: "/v1/workspace/checkpoints", summary: "Checkpoint the workspace of an ended run, keyed and digest-bound",
 			body: wire.CheckpointRequest{}, answers: with(ack(wire.CheckpointResult{}, 200, 201, 409, 410), 400, 404, 413, 501)},
 		{method: "POST", path: "/v1/workspace/checkpoints/lookup", summary: "The checkpoint bound to a key",
@@ -123,6 +160,12 @@ func routes() []route {
 			body: wire.ContextTransferRequest{},
 			answers: with(map[int][]any{200: {wire.ContextTransferReceipt{}}, 201: {wire.ContextTransferReceipt{}},
 				409: {wire.ContextTransferConflict{}}}, 400, 404, 409, 413, 429, 501)},
+	}
+}
+
+// exactRoutes are the operations of exact process environments.
+func exactRoutes() []route {
+	return []route{
 		{method: "POST", path: "/v1/exact/environments", summary: "Create an exact process environment, keyed and digest-bound",
 			body: wire.ExactEnvironmentRequest{}, answers: with(ack(wire.ExactEnvironmentResult{}, 200, 201), 400, 409, 413, 501)},
 		{method: "GET", path: "/v1/exact/environments", summary: "Live exact environments whose metadata holds the query's",

@@ -18,8 +18,7 @@ import (
 // wrong one is a 400, and the acknowledgement echoes it.
 func (s *Server) exactCancel(w http.ResponseWriter, r *http.Request, id string, body []byte, wait time.Duration) {
 	var req wire.CancellationRequest
-	if _, err := decodeStrict(body, &req); err != nil {
-		writeError(w, wire.TypeInvalidRequest, "invalid cancellation request: "+err.Error())
+	if _, ok := decodeJSON(w, body, &req, "cancellation request"); !ok {
 		return
 	}
 	if msg := validCancellation(req); msg != "" {
@@ -43,12 +42,13 @@ func (s *Server) exactCancel(w http.ResponseWriter, r *http.Request, id string, 
 	}
 	st := s.opts.Engine.Store()
 	ctx := r.Context()
-	if prev, err := st.GetCancellation(ctx, req.OperationID); err == nil {
-		s.replayCancellation(w, prev, req, digest)
+	prev, bound, err := store.Bound(st.GetCancellation(ctx, req.OperationID))
+	if err != nil {
+		s.writeFailure(w, wire.Fault("load cancellation", err))
 		return
-	} else if !errors.Is(err, store.ErrNotFound) {
-		s.log.Error("load cancellation", "err", err)
-		writeError(w, wire.TypeServerError, "load cancellation")
+	}
+	if bound {
+		s.replayCancellation(w, prev, req, digest)
 		return
 	}
 

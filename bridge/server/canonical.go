@@ -61,7 +61,7 @@ func (cw *canonicalWriter) frames(evs []store.Event, offset int64) bool {
 
 // fail ends a stream with an `error` event.
 func (cw *canonicalWriter) fail(e wire.ErrorBody) {
-	cw.raw([]byte("event: error\ndata: " + string(mustJSON(wire.ErrorResponse{Error: e})) + "\n\n"))
+	cw.raw([]byte("event: error\ndata: " + string(wire.MustJSON(wire.ErrorResponse{Error: e})) + "\n\n"))
 }
 
 // streamRun follows one run from cursor (in the run's sequence) to its

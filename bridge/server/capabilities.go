@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/tangle-network/boxctl/bridge/continuation"
 	"github.com/tangle-network/boxctl/bridge/harness"
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
@@ -88,7 +89,7 @@ func Capabilities(a harness.Adapter) wire.Capabilities {
 	if _, ok := a.(harness.Retained); ok && c.RetainedControl != nil {
 		c.Sessions.List = true     // GET /v1/sessions
 		c.Sessions.Messages = true // GET /v1/sessions/:id/transcript
-		if continuesNatively(a) {
+		if continuation.Native(a) {
 			c.NativeContinuation = &wire.NativeContinuationCaps{AtomicBoundary: true, RequestIdempotency: true}
 		}
 	}
@@ -109,4 +110,11 @@ func Capabilities(a harness.Adapter) wire.Capabilities {
 		}
 	}
 	return c
+}
+
+// claimsInteractions reports whether interactions are claimed for a
+// retained adapter: unless it declines them.
+func claimsInteractions(a harness.Adapter) bool {
+	qc, ok := a.(harness.QuestionClaimer)
+	return !ok || qc.ClaimsInteractions()
 }

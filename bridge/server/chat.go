@@ -1,8 +1,6 @@
 package server
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,12 +36,6 @@ func (s *Server) resolveModel(model string) (*engine.Backend, string, bool) {
 func modelNotFound(model string) wire.ErrorBody {
 	return wire.ErrorBody{Type: wire.TypeNotFound, Code: wire.CodeModelNotFound,
 		Message: fmt.Sprintf("no backend matches model %q; GET /health lists the registered backends", model)}
-}
-
-func newID(prefix string) string {
-	var b [12]byte
-	rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
@@ -91,7 +83,6 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			Message: "run id " + req.RunID + " is bound to a different request"})
 		return
 	case errors.Is(err, engine.ErrSaturated):
-		w.Header().Set(wire.HeaderRetryAfter, "1")
 		writeError(w, wire.TypeExecutorSaturated, "the bridge is running as many runs as it allows; retry later")
 		return
 	case errors.Is(err, engine.ErrSessionBusy):
@@ -188,12 +179,4 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, run store.Run)
 	}
 	c.Choices = []wire.CompletionChoice{{Index: 0, Message: msg, FinishReason: finish}}
 	writeJSON(w, http.StatusOK, c)
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("server: encode: " + err.Error()) // only wire types are encoded
-	}
-	return b
 }

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -168,28 +166,5 @@ func TestContextTransfer(t *testing.T) {
 	})
 	if got := counts(); !cmp.Equal(got, []string{"3", "1", "1"}) {
 		t.Errorf("counters after the transfers = %v, want one transfer into one fresh session", got)
-	}
-}
-
-// TestRenderContext pins the prompt a transferred context becomes.
-func TestRenderContext(t *testing.T) {
-	c := exported(t)
-	c.Messages = append(c.Messages[:2:2], wire.ContextMessage{ID: "m4", Role: "user", Parts: []json.RawMessage{
-		json.RawMessage(`{"type":"file","filename":"notes.md","content":"# Notes"}`),
-		json.RawMessage(`{"type":"image","filename":"a.png","url":"https://example.test/a.png"}`)}})
-	c.Messages[1].Parts = c.Messages[1].Parts[:1]
-	got := renderContext(c)
-	path := filepath.Join("testdata", "context-prompt.golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("rendered context (-golden +got):\n%s", diff)
 	}
 }

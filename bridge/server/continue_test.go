@@ -53,8 +53,8 @@ func newNativeEnv(t *testing.T) *env {
 	return &env{url: ts.URL, e: e, dir: dir}
 }
 
-// continuation builds a digest-bound continuation body of run at boundary.
-func continuation(t *testing.T, op string, run wire.RunRef, boundary wire.BoundaryProof, prompt string) (wire.ContinuationRequest, string) {
+// continueRequest builds a digest-bound continuation body of run at boundary.
+func continueRequest(t *testing.T, op string, run wire.RunRef, boundary wire.BoundaryProof, prompt string) (wire.ContinuationRequest, string) {
 	t.Helper()
 	turn := wire.ContinuationTurn{Prompt: prompt}
 	td, err := wire.Digest(turn)
@@ -94,7 +94,7 @@ func TestContinue(t *testing.T) {
 	v := newNativeEnv(t)
 	run, boundary := firstTurn(t, v, "s1")
 
-	req, body := continuation(t, "cont-1", run, boundary, "hello")
+	req, body := continueRequest(t, "cont-1", run, boundary, "hello")
 	code, out := postContinue(t, v, "s1", body)
 	ack := out.Acknowledgement
 	if code != 200 || ack.Status != wire.ContinuationAccepted || ack.OperationID != "cont-1" || ack.RequestDigest != req.RequestDigest ||
@@ -137,14 +137,14 @@ func TestContinue(t *testing.T) {
 		}
 	})
 	t.Run("the same operation for another request is a conflict", func(t *testing.T) {
-		_, other := continuation(t, "cont-1", run, boundary, "something else")
+		_, other := continueRequest(t, "cont-1", run, boundary, "something else")
 		code, o := postContinue(t, v, "s1", other)
 		if code != 409 || o.Acknowledgement.Status != wire.ContinuationConflict || o.Acknowledgement.ExistingRequestDigest != req.RequestDigest {
 			t.Errorf("conflict = %d %+v", code, o.Acknowledgement)
 		}
 	})
 	t.Run("a boundary of a run the session left is a recorded conflict", func(t *testing.T) {
-		staleReq, stale := continuation(t, "cont-2", run, boundary, "hello")
+		staleReq, stale := continueRequest(t, "cont-2", run, boundary, "hello")
 		for range 2 {
 			code, o := postContinue(t, v, "s1", stale)
 			a := o.Acknowledgement
@@ -158,7 +158,7 @@ func TestContinue(t *testing.T) {
 		nb := *view.ContextBoundary
 		wrong := nb
 		wrong.Boundary.Revision = "7"
-		_, b := continuation(t, "cont-3", next, wrong, "hello")
+		_, b := continueRequest(t, "cont-3", next, wrong, "hello")
 		code, o := postContinue(t, v, "s1", b)
 		if a := o.Acknowledgement.ActualBoundary; code != 409 || o.Acknowledgement.Status != wire.ContinuationBoundaryMismatch ||
 			a == nil || a.Boundary.Revision != "2" {
@@ -166,14 +166,14 @@ func TestContinue(t *testing.T) {
 		}
 	})
 	t.Run("unverifiable requests", func(t *testing.T) {
-		_, good := continuation(t, "cont-4", next, *view.ContextBoundary, "hello")
+		_, good := continueRequest(t, "cont-4", next, *view.ContextBoundary, "hello")
 		var tampered wire.ContinueBody
 		json.Unmarshal([]byte(good), &tampered)
 		tampered.Turn.Prompt = "tampered"
 		foreign := *view.ContextBoundary
 		foreign.RunID = "other-run"
-		_, foreignBody := continuation(t, "cont-5", next, foreign, "hello")
-		for name, b := range map[string]string{"turn digest": string(mustJSON(tampered)), "boundary of another run": foreignBody} {
+		_, foreignBody := continueRequest(t, "cont-5", next, foreign, "hello")
+		for name, b := range map[string]string{"turn digest": string(wire.MustJSON(tampered)), "boundary of another run": foreignBody} {
 			code, o := postContinue(t, v, "s1", b)
 			if code != 422 || o.Acknowledgement.Status != wire.ContinuationUnverified {
 				t.Errorf("%s = %d %+v, want 422 unverified", name, code, o.Acknowledgement)
@@ -181,7 +181,7 @@ func TestContinue(t *testing.T) {
 		}
 	})
 	t.Run("unknown session", func(t *testing.T) {
-		_, b := continuation(t, "cont-6", next, *view.ContextBoundary, "hello")
+		_, b := continueRequest(t, "cont-6", next, *view.ContextBoundary, "hello")
 		if code, o := postContinue(t, v, "nope", b); code != 404 || o.Acknowledgement.Status != wire.ContinuationUnknownSession {
 			t.Errorf("unknown session = %d %+v", code, o.Acknowledgement)
 		}
@@ -197,7 +197,7 @@ func TestContinue_atomicBoundary(t *testing.T) {
 	var wg sync.WaitGroup
 	statuses := make([]string, n)
 	for i := range n {
-		_, b := continuation(t, "race-"+string(rune('a'+i)), run, boundary, "slow:2:50")
+		_, b := continueRequest(t, "race-"+string(rune('a'+i)), run, boundary, "slow:2:50")
 		req := mustRequest(t, v, b)
 		wg.Add(1)
 		go func() {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -101,12 +103,13 @@ func (s *Server) steerSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := s.opts.Engine.Store()
-	if c, err := st.GetCancellation(r.Context(), req.OperationID); err == nil {
-		s.answerStoredControl(w, c, digest, ack)
+	prev, bound, err := store.Bound(st.GetCancellation(r.Context(), req.OperationID))
+	if err != nil {
+		s.writeFailure(w, wire.Fault("load operation", fmt.Errorf("operation %s: %w", req.OperationID, err)))
 		return
-	} else if !errors.Is(err, store.ErrNotFound) {
-		s.log.Error("load operation", "operation", req.OperationID, "err", err)
-		writeError(w, wire.TypeServerError, "load operation")
+	}
+	if bound {
+		s.answerStoredControl(w, prev, digest, ack)
 		return
 	}
 	run, err := st.GetRun(r.Context(), req.Run.RunID)
@@ -133,7 +136,7 @@ func (s *Server) steerSession(w http.ResponseWriter, r *http.Request) {
 		ack.Status, ack.Message, ack.Retryable, status = wire.ControlEffectUnknown, err.Error(), &no, http.StatusBadGateway
 	}
 	c, _, err := st.PutCancellation(r.Context(), store.Cancellation{OperationID: req.OperationID, Digest: digest,
-		HTTPStatus: status, Body: mustJSON(ack)})
+		HTTPStatus: status, Body: wire.MustJSON(ack)})
 	if err != nil {
 		s.log.Error("store steer", "operation", req.OperationID, "err", err)
 		writeError(w, wire.TypeServerError, "store steer")
@@ -227,24 +230,15 @@ func (s *Server) foldTranscript(ctx context.Context, id string) (wire.Transcript
 	}
 	index := map[string]int{} // message id -> index in out.Messages
 	for _, t := range turns {
-		for after := int64(0); ; {
-			evs, err := st.Events(ctx, t.RunID, after, 1024)
-			if errors.Is(err, store.ErrNotFound) {
-				break
-			}
-			if err != nil {
-				return out, err
-			}
-			if len(evs) == 0 {
-				break
-			}
-			for _, e := range evs {
-				after = e.Seq
-				out.EventCount++
-				last := strconv.FormatInt(t.Offset+e.Seq, 10)
-				out.LastEventID = &last
-				foldEvent(&out, index, e.Data)
-			}
+		err := st.EachEvent(ctx, t.RunID, 0, math.MaxInt, func(seq int64, data []byte) bool {
+			out.EventCount++
+			last := strconv.FormatInt(t.Offset+seq, 10)
+			out.LastEventID = &last
+			foldEvent(&out, index, data)
+			return true
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return out, err
 		}
 	}
 	return out, nil

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -11,6 +13,47 @@ import (
 	"github.com/tangle-network/boxctl/bridge/engine"
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
+
+// Request bodies. Every route that takes a JSON body decodes it with
+// decodeStrict (readJSON and decodeJSON answer its failure) but the chat
+// completions route, which takes the OpenAI body as it comes, unknown
+// fields too (decodeChat).
+
+// decodeStrict decodes a JSON object into v, rejecting unknown fields and
+// trailing data. It returns the object as a generic map too.
+func decodeStrict(body []byte, v any) (map[string]any, error) {
+	var generic map[string]any
+	if err := json.Unmarshal(body, &generic); err != nil || generic == nil {
+		return nil, errors.New("request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return nil, err
+	}
+	return generic, nil
+}
+
+// readJSON reads the request body and decodes it strictly into v; generic
+// is the body as a JSON object. It has answered 400 "invalid <what>: why"
+// when ok is false.
+func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any, what string) (generic map[string]any, ok bool) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return nil, false
+	}
+	return decodeJSON(w, body, v, what)
+}
+
+// decodeJSON is readJSON of a body read already.
+func decodeJSON(w http.ResponseWriter, body []byte, v any, what string) (generic map[string]any, ok bool) {
+	generic, err := decodeStrict(body, v)
+	if err != nil {
+		writeError(w, wire.TypeInvalidRequest, "invalid "+what+": "+err.Error())
+		return nil, false
+	}
+	return generic, true
+}
 
 // chatInput is a decoded and validated chat request.
 type chatInput struct {
@@ -102,7 +145,7 @@ func (s *Server) decodeChat(body []byte, h http.Header) (chatInput, *wire.ErrorB
 		req.RunID = hr
 	}
 	if req.RunID == "" {
-		req.RunID = newID("run_")
+		req.RunID = wire.NewID("run_")
 	}
 	if err := wire.ValidRunID(req.RunID); err != nil {
 		return bad(wire.TypeInvalidRequest, err.Error())

@@ -11,13 +11,19 @@
 // route counters of GET /metrics are the only state the server itself
 // keeps.
 //
-// Beyond runs and sessions, the server keeps workspace branches
-// (branching.go: checkpoints of an ended run's workspace and forks of
-// them, copies under the data directory, keyed and digest-bound in the
-// store) and takes portable contexts (context.go: a plan with no effect,
-// and a transfer of an accepted plan into one fresh retained session whose
-// first run carries the conversation), and serves exact process
-// environments (exact.go, over package exact: keyed environments whose
-// files and bubblewrap-confined processes it writes, starts, follows,
-// kills and destroys).
+// Beyond runs and sessions, the server serves routes whose work lives in
+// packages beside it, and only decodes their requests and encodes their
+// results: workspace branches (package branch: checkpoints of an ended
+// run's workspace and forks of them), portable contexts (package
+// portable: a plan with no effect, and the transfer of an accepted plan
+// into a fresh retained session), native continuation (package
+// continuation) and exact process environments (package exact, kept by
+// the engine). Their failures come back as wire errors (writeFailure).
+//
+// Every route that takes a JSON body decodes it strictly (decodeStrict:
+// one object, no unknown field, nothing after it), but the chat
+// completions route, which takes the OpenAI body as it comes. Every
+// keyed operation (an idempotency key or an operation id) is looked up
+// through store.Bound: a repeat of the request that bound it is answered
+// its recorded outcome, another request under it a conflict.
 package server

@@ -39,23 +39,9 @@ func (s *Server) exactError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
-// exactBody reads a strict JSON body into v; it has answered when ok is
-// false.
-func (s *Server) exactBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return false
-	}
-	if _, err := decodeStrict(body, v); err != nil {
-		writeError(w, wire.TypeInvalidRequest, "invalid request: "+err.Error())
-		return false
-	}
-	return true
-}
-
 func (s *Server) createExact(w http.ResponseWriter, r *http.Request) {
 	var req wire.ExactEnvironmentRequest
-	if !s.exactBody(w, r, &req) {
+	if _, ok := s.readJSON(w, r, &req, "request"); !ok {
 		return
 	}
 	// The jail is probed again: an environment is made only where its
@@ -117,7 +103,7 @@ func (s *Server) destroyExact(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) writeExactFile(w http.ResponseWriter, r *http.Request) {
 	var req wire.ExactFileWrite
-	if !s.exactBody(w, r, &req) {
+	if _, ok := s.readJSON(w, r, &req, "request"); !ok {
 		return
 	}
 	data, err := base64.StdEncoding.Strict().DecodeString(req.Content)
@@ -135,7 +121,7 @@ func (s *Server) writeExactFile(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) readExactFile(w http.ResponseWriter, r *http.Request) {
 	var req wire.ExactFileRead
-	if !s.exactBody(w, r, &req) {
+	if _, ok := s.readJSON(w, r, &req, "request"); !ok {
 		return
 	}
 	f, data, err := s.opts.Engine.Exact().ReadFile(r.Context(), r.PathValue("id"), req.Path, req.MaxBytes)
@@ -149,7 +135,7 @@ func (s *Server) readExactFile(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) spawnExact(w http.ResponseWriter, r *http.Request) {
 	var req wire.ExactLaunch
-	if !s.exactBody(w, r, &req) {
+	if _, ok := s.readJSON(w, r, &req, "request"); !ok {
 		return
 	}
 	st, err := s.opts.Engine.Exact().Spawn(r.Context(), r.PathValue("id"), req)

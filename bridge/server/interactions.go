@@ -16,13 +16,8 @@ import (
 // stored per operation id by the engine.
 func (s *Server) respondInteraction(w http.ResponseWriter, r *http.Request) {
 	runID, iid := r.PathValue("id"), r.PathValue("iid")
-	body, ok := s.readBody(w, r)
-	if !ok {
-		return
-	}
 	var cmd wire.InteractionCommand
-	if _, err := decodeStrict(body, &cmd); err != nil {
-		writeError(w, wire.TypeInvalidRequest, "invalid interaction command: "+err.Error())
+	if _, ok := s.readJSON(w, r, &cmd, "interaction command"); !ok {
 		return
 	}
 	if err := wire.ValidIdentifier(cmd.OperationID); err != nil {
@@ -37,14 +32,16 @@ func (s *Server) respondInteraction(w http.ResponseWriter, r *http.Request) {
 			retry := a.Retryable
 			out.Retryable = &retry
 		}
-		return mustJSON(out), code
+		return wire.MustJSON(out), code
 	}
 	answer := func(a engine.InteractionAnswer) {
 		b, code := ack(a)
 		writeRaw(w, code, b)
 	}
 	st := s.opts.Engine.Store()
-	if op, err := st.GetInteractionOp(r.Context(), cmd.OperationID); err == nil {
+	// A lookup that failed answers nothing: Respond records the operation,
+	// or fails, itself.
+	if op, bound, err := store.Bound(st.GetInteractionOp(r.Context(), cmd.OperationID)); err == nil && bound {
 		s.replayInteractionOp(w, cmd, op.HTTPStatus, op.Body)
 		return
 	}

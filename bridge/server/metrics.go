@@ -61,7 +61,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		{"bridge_context_plans_total", "Portable context plans made.", s.counts.plans.Load()},
 		{"bridge_context_transfers_total", "Portable context transfers admitted.", s.counts.transfers.Load()},
 		{"bridge_context_sessions_total", "Fresh sessions created for context transfers.", s.counts.sessions.Load()},
-		{"bridge_native_continuations_total", "Native continuations admitted.", s.counts.continuations.Load()},
+		{"bridge_native_continuations_total", "Native continuations admitted.", s.continuations.Admitted()},
 	} {
 		m.family(c.name, "counter", c.help)
 		m.sample(c.name, "", float64(c.v))

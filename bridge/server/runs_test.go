@@ -51,7 +51,13 @@ func TestCancel(t *testing.T) {
 	resp, detach := openStream(t, v, chatBody("c1", "stubborn", true))
 	digest := resp.Header.Get(wire.HeaderRunRequestDigest)
 	detach() // a detached run keeps running
-	time.Sleep(100 * time.Millisecond)
+	// The run is read once the server let go of the detached stream: a
+	// detach that ended the run would have ended it by then.
+	for deadline := time.Now().Add(10 * time.Second); v.srv.idle(t.Context()).Streams != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server still serves the detached stream")
+		}
+	}
 	snap := decode[wire.RunSnapshot](t, v.do(t, "GET", "/v1/runs/c1", ""))
 	if snap.Terminal || snap.Status != wire.StatusRunning {
 		t.Fatalf("after detach: %+v, want still running", snap)
@@ -133,7 +139,7 @@ func exactCancelBody(t *testing.T, op string, ref wire.RunRef, reason string) st
 		t.Fatal(err)
 	}
 	req.RequestDigest = d
-	return string(mustJSON(req))
+	return string(wire.MustJSON(req))
 }
 
 func TestReaders(t *testing.T) {

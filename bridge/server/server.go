@@ -18,6 +18,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tangle-network/boxctl/bridge/branch"
+	"github.com/tangle-network/boxctl/bridge/continuation"
 	"github.com/tangle-network/boxctl/bridge/engine"
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/tracing"
@@ -93,15 +95,17 @@ type Options struct {
 
 // Server serves the bridge protocol.
 type Server struct {
-	opts     Options
-	log      *slog.Logger
-	health   *healthCache
-	mux      *http.ServeMux
-	profiles []profileEntry
-	queue    inputQueue
-	counts   contextCounts
-	clock    idleClock // the last turn activity (idle.go)
-	started  time.Time
+	opts          Options
+	log           *slog.Logger
+	health        *healthCache
+	mux           *http.ServeMux
+	profiles      []profileEntry
+	queue         inputQueue
+	counts        contextCounts
+	branches      *branch.Manager
+	continuations *continuation.Continuer
+	clock         idleClock // the last turn activity (idle.go)
+	started       time.Time
 }
 
 // New returns a server.
@@ -155,6 +159,19 @@ func New(opts Options) (*Server, error) {
 	if s.profiles, err = s.loadProfiles(opts.ProfilesDir); err != nil {
 		return nil, err
 	}
+	if s.branches, err = branch.New(branch.Options{Store: opts.Engine.Store(), Dir: opts.DataDir, Logger: opts.Logger}); err != nil {
+		return nil, err
+	}
+	if s.continuations, err = continuation.New(continuation.Options{Engine: opts.Engine, Resolve: s.resolveModel,
+		Execution: s.continuationExecution, Logger: opts.Logger}); err != nil {
+		return nil, err
+	}
+	s.handle()
+	return s, nil
+}
+
+// handle registers the routes (endpoints lists them for GET /).
+func (s *Server) handle() {
 	s.mux.HandleFunc("GET /{$}", s.root)
 	s.mux.HandleFunc("GET /health", s.healthz)
 	s.mux.HandleFunc("GET /metrics", s.metrics)
@@ -204,7 +221,6 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/exact/environments/{id}/processes/{pid}/kill", s.killExact)
 	s.mux.HandleFunc("POST "+wire.PathClaim, s.claimed)
 	s.mux.HandleFunc("/", s.notFound)
-	return s, nil
 }
 
 // endpoints are listed by GET /.
@@ -309,9 +325,37 @@ func writeError(w http.ResponseWriter, typ, msg string) {
 	writeErrorBody(w, wire.ErrorBody{Type: typ, Message: msg})
 }
 
+// writeErrorBody answers e; an executor_saturated one says when to retry.
 func writeErrorBody(w http.ResponseWriter, e wire.ErrorBody) {
 	e.Status = wire.StatusFor(e.Type)
+	if e.Type == wire.TypeExecutorSaturated {
+		w.Header().Set(wire.HeaderRetryAfter, "1")
+	}
 	writeJSON(w, e.Status, wire.ErrorResponse{Error: e})
+}
+
+// writeFailure answers err, the failure of a route's work: the wire error
+// it carries (what packages branch, portable and continuation return, and
+// wire.Fault), its cause logged when it is a fault of the bridge's own;
+// any other error is a server error.
+func (s *Server) writeFailure(w http.ResponseWriter, err error) {
+	var e *wire.ErrorBody
+	if !errors.As(err, &e) {
+		e = &wire.ErrorBody{Type: wire.TypeServerError, Message: err.Error()}
+	}
+	if e.Type == wire.TypeServerError {
+		s.log.Error(e.Message, "err", err)
+	}
+	writeErrorBody(w, *e)
+}
+
+// writeResult answers a route's result v with status, or its failure err.
+func (s *Server) writeResult(w http.ResponseWriter, status int, v any, err error) {
+	if err != nil {
+		s.writeFailure(w, err)
+		return
+	}
+	writeJSON(w, status, v)
 }
 
 // readBody reads a limited body; it has answered when ok is false.

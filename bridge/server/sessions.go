@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -94,34 +92,14 @@ func (s *Server) writeView(w http.ResponseWriter, r *http.Request, status int, r
 	writeJSON(w, status, v)
 }
 
-// decodeStrict decodes a JSON object into v, rejecting unknown fields and
-// trailing data. It returns the object as a generic map too.
-func decodeStrict(body []byte, v any) (map[string]any, error) {
-	var generic map[string]any
-	if err := json.Unmarshal(body, &generic); err != nil || generic == nil {
-		return nil, errors.New("request body must be a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return nil, err
-	}
-	return generic, nil
-}
-
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r)
+	var req wire.SessionCreateRequest
+	generic, ok := s.readJSON(w, r, &req, "session request")
 	if !ok {
 		return
 	}
-	var req wire.SessionCreateRequest
-	generic, err := decodeStrict(body, &req)
-	if err != nil {
-		writeError(w, wire.TypeInvalidRequest, "invalid session request: "+err.Error())
-		return
-	}
 	if req.ID == "" {
-		req.ID = newID("ses_")
+		req.ID = wire.NewID("ses_")
 		generic["id"] = req.ID
 	}
 	if err := wire.ValidIdentifier(req.ID); err != nil {
@@ -258,31 +236,6 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// turnText is the prompt of a turn: its message, or the text of its parts.
-func turnText(req wire.TurnRequest) (string, error) {
-	if len(req.Parts) == 0 || string(req.Parts) == "null" {
-		return req.Message, nil
-	}
-	if req.Message != "" {
-		return "", errors.New("give message or parts, not both")
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(req.Parts, &parts); err != nil {
-		return "", errors.New("parts must be an array of {type, text} objects")
-	}
-	var texts []string
-	for i, p := range parts {
-		if p.Type != "text" {
-			return "", fmt.Errorf("parts[%d].type %q is not supported (only text)", i, p.Type)
-		}
-		texts = append(texts, p.Text)
-	}
-	return strings.Join(texts, "\n\n"), nil
-}
-
 func (s *Server) postTurn(w http.ResponseWriter, r *http.Request) { s.admitTurn(w, r, false) }
 
 // postInput answers POST /v1/sessions/:id/input: a turn that, unlike one
@@ -298,9 +251,8 @@ func (s *Server) admitTurn(w http.ResponseWriter, r *http.Request, queued bool) 
 		return
 	}
 	var req wire.TurnRequest
-	generic, err := decodeStrict(body, &req)
-	if err != nil {
-		writeError(w, wire.TypeInvalidRequest, "invalid turn request: "+err.Error())
+	generic, ok := decodeJSON(w, body, &req, "turn request")
+	if !ok {
 		return
 	}
 	for _, f := range []struct{ name, v string }{{"turn_id", req.TurnID}, {"execution_id", req.ExecutionID}} {
@@ -322,7 +274,7 @@ func (s *Server) admitTurn(w http.ResponseWriter, r *http.Request, queued bool) 
 			return
 		}
 	}
-	prompt, err := turnText(req)
+	prompt, err := req.Prompt()
 	if err == nil && strings.TrimSpace(prompt) == "" {
 		err = errors.New("message or text parts are required")
 	}
@@ -345,7 +297,7 @@ func (s *Server) admitTurn(w http.ResponseWriter, r *http.Request, queued bool) 
 	}
 	run, err := s.startTurn(r.Context(), rs, req, generic, queued)
 	if err != nil {
-		writeTurnError(w, s, rs, req, err)
+		s.writeFailure(w, s.turnError(rs, req, err))
 		return
 	}
 	rs, err = s.opts.Engine.Store().GetSession(r.Context(), rs.ID)
@@ -450,7 +402,7 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, rs store.Re
 // digest covers. Queued, it first waits for the session's live run to end.
 func (s *Server) startTurn(ctx context.Context, rs store.RetainedSession, req wire.TurnRequest, generic map[string]any,
 	queued bool) (store.Run, error) {
-	prompt, err := turnText(req)
+	prompt, err := req.Prompt()
 	if err != nil {
 		return store.Run{}, turnRefused(wire.ErrorBody{Type: wire.TypeInvalidRequest, Message: err.Error()})
 	}
@@ -482,17 +434,13 @@ func (s *Server) startTurn(ctx context.Context, rs store.RetainedSession, req wi
 	if eb != nil {
 		return store.Run{}, turnRefused(*eb)
 	}
-	observed := time.Now().UTC().Format(time.RFC3339Nano)
 	tr := engine.TurnRequest{
 		Turn:  store.Turn{SessionID: rs.ID, TurnID: req.TurnID, Digest: digest},
 		RunID: req.RunID, Digest: digest, Provider: req.Provider, EnvironmentID: req.EnvironmentID, ExecutionID: req.ExecutionID,
 		Backend: b, Model: bare, ModelID: rs.Model, Prompt: prompt, Cwd: cwd, Env: create.Env, Policy: rs.Policy,
 		Confine: x.confine, Timeout: x.timeout,
-		Boundary: func(t store.Turn) []byte {
-			return mustJSON(wire.BoundaryProof{RunID: req.RunID, Provider: req.Provider, EnvironmentID: req.EnvironmentID,
-				SessionID: rs.ID, ExecutionID: req.ExecutionID, RequestDigest: digest,
-				Boundary: wire.ContextBoundary{Kind: "revision", Revision: strconv.FormatInt(t.Index+1, 10)}, ObservedAt: observed})
-		},
+		Boundary: engine.RevisionBoundary(wire.RunRef{RunID: req.RunID, Provider: req.Provider, EnvironmentID: req.EnvironmentID,
+			SessionID: rs.ID, ExecutionID: req.ExecutionID, RequestDigest: digest}, time.Now()),
 	}
 	var run store.Run
 	if queued {
@@ -511,29 +459,29 @@ func (e *turnRefusal) Error() string { return e.body.Type + ": " + e.body.Messag
 
 func turnRefused(b wire.ErrorBody) error { return &turnRefusal{b} }
 
-// writeTurnError answers an error of startTurn.
-func writeTurnError(w http.ResponseWriter, s *Server, rs store.RetainedSession, req wire.TurnRequest, err error) {
+// turnError is the answer to an error of startTurn.
+func (s *Server) turnError(rs store.RetainedSession, req wire.TurnRequest, err error) error {
 	var refusal *turnRefusal
+	fail := func(typ, msg string) error { return &wire.ErrorBody{Type: typ, Message: msg} }
 	switch {
 	case errors.As(err, &refusal):
-		writeErrorBody(w, refusal.body)
+		e := refusal.body
+		return &e
 	case errors.Is(err, errQueueFull):
-		writeError(w, wire.TypeInputQueueFull, fmt.Sprintf("%d inputs already wait for session %s", s.opts.InputQueueDepth, rs.ID))
+		return fail(wire.TypeInputQueueFull, fmt.Sprintf("%d inputs already wait for session %s", s.opts.InputQueueDepth, rs.ID))
 	case errors.Is(err, errQueueTimeout):
-		writeError(w, wire.TypeInputQueueTimeout, fmt.Sprintf("the run of session %s did not end within %s", rs.ID, s.opts.InputQueueTimeout))
+		return fail(wire.TypeInputQueueTimeout, fmt.Sprintf("the run of session %s did not end within %s", rs.ID, s.opts.InputQueueTimeout))
 	case errors.Is(err, engine.ErrTurnConflict):
-		writeError(w, wire.TypeTurnConflict, "turn "+req.TurnID+" or run "+req.RunID+" is bound to a different turn")
+		return fail(wire.TypeTurnConflict, "turn "+req.TurnID+" or run "+req.RunID+" is bound to a different turn")
 	case errors.Is(err, engine.ErrSessionBusy):
-		writeError(w, wire.TypeSessionBusy, "session "+rs.ID+" has a live run")
+		return fail(wire.TypeSessionBusy, "session "+rs.ID+" has a live run")
 	case errors.Is(err, store.ErrSessionClosed):
-		writeError(w, wire.TypeSessionClosed, "session "+rs.ID+" is closed")
+		return fail(wire.TypeSessionClosed, "session "+rs.ID+" is closed")
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, wire.TypeNotFound, "session "+rs.ID+" not found")
+		return fail(wire.TypeNotFound, "session "+rs.ID+" not found")
 	case errors.Is(err, engine.ErrSaturated):
-		w.Header().Set(wire.HeaderRetryAfter, "1")
-		writeError(w, wire.TypeExecutorSaturated, "too many concurrent runs")
+		return fail(wire.TypeExecutorSaturated, "too many concurrent runs")
 	default:
-		s.log.Error("admit turn", "session", rs.ID, "err", err)
-		writeError(w, wire.TypeServerError, "admit turn")
+		return wire.Fault("admit turn", fmt.Errorf("session %s: %w", rs.ID, err))
 	}
 }

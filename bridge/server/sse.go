@@ -66,7 +66,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, curso
 			}
 		case errors.Is(err, engine.ErrFellBehind):
 			c := rd.Cursor()
-			write("data: %s\n\n", mustJSON(wire.ErrorResponse{Error: wire.ErrorBody{Type: wire.TypeExpiredReplayCursor,
+			write("data: %s\n\n", wire.MustJSON(wire.ErrorResponse{Error: wire.ErrorBody{Type: wire.TypeExpiredReplayCursor,
 				Message: "events this reader had not read yet were dropped by retention", RunID: id, RequestedEventID: &c}}))
 			write("data: %s\n\n", wire.DoneData)
 			return
@@ -74,7 +74,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, curso
 			return
 		default:
 			s.log.Error("read run events", "run", id, "err", err)
-			write("data: %s\n\n", mustJSON(wire.ErrorResponse{Error: wire.ErrorBody{Type: wire.TypeServerError,
+			write("data: %s\n\n", wire.MustJSON(wire.ErrorResponse{Error: wire.ErrorBody{Type: wire.TypeServerError,
 				Message: "reading the run's events failed"}}))
 			write("data: %s\n\n", wire.DoneData)
 			return

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -142,9 +141,7 @@ func (s *Standby) claim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var c wire.Claim
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
+	if _, err := decodeStrict(body, &c); err != nil {
 		// The decoder's message may quote the body, which holds secrets.
 		writeError(w, wire.TypeInvalidRequest, "the claim is not a JSON claim object")
 		return

@@ -175,7 +175,7 @@ func TestTSCompat_Golden(t *testing.T) {
 		withDigest := func(d string) string {
 			r := req
 			r.RequestDigest = d
-			return string(mustJSON(r))
+			return string(wire.MustJSON(r))
 		}
 		x.do("no requestDigest: refused", "POST", "/v1/runs/ts-cancel/cancel", strings.Replace(withDigest(""), `,"requestDigest":""`, "", 1), nil, nil)
 		x.do("a requestDigest of other content: refused", "POST", "/v1/runs/ts-cancel/cancel", withDigest("sha256:"+strings.Repeat("0", 64)), nil, nil)
@@ -204,10 +204,10 @@ func TestTSCompat_Golden(t *testing.T) {
 		accept := command(t, "op-ia-1", b, wire.OutcomeAccepted)
 		accept.Response.Data = json.RawMessage(`{"grant":["allow_once"]}`)
 		accept.CommandDigest, _ = wire.InteractionCommandDigest(b, accept.Response)
-		x.do("accepted", "POST", path, string(mustJSON(accept)), nil, nil)
-		x.do("the same command again: the stored acknowledgement", "POST", path, string(mustJSON(accept)), nil, nil)
+		x.do("accepted", "POST", path, string(wire.MustJSON(accept)), nil, nil)
+		x.do("the same command again: the stored acknowledgement", "POST", path, string(wire.MustJSON(accept)), nil, nil)
 		declined := command(t, "op-ia-1", b, wire.OutcomeDeclined)
-		code, body := x.do("the same operation id with another response: already_resolved_different for the new command", "POST", path, string(mustJSON(declined)), nil, nil)
+		code, body := x.do("the same operation id with another response: already_resolved_different for the new command", "POST", path, string(wire.MustJSON(declined)), nil, nil)
 		var ack wire.InteractionAck
 		if json.Unmarshal(body, &ack); code != 409 || ack.Status != wire.InteractionAlreadyResolvedDifferent || ack.CommandDigest != declined.CommandDigest {
 			t.Errorf("reused operation id = %d %s, want 409 already_resolved_different echoing %s", code, body, declined.CommandDigest)
@@ -220,7 +220,7 @@ func TestTSCompat_Golden(t *testing.T) {
 		x := &exchanges{t: t, v: v}
 		run, boundary := firstTurn(t, v, "ses-nc")
 		boundary.ObservedAt = "2026-01-01T00:00:00Z" // a fixed time the caller observed it at
-		_, body := continuation(t, "op-nc-1", run, boundary, "hello")
+		_, body := continueRequest(t, "op-nc-1", run, boundary, "hello")
 		code, out := x.do("accepted: the observed boundary, the usage, the run's identity and events", "POST", "/v1/sessions/ses-nc/continue", body, nil, nil)
 		var o wire.ContinuationOutcome
 		if json.Unmarshal(out, &o); code != 200 || o.Acknowledgement.ActualBoundary == nil || o.Result == nil || o.Result.Usage == nil {

@@ -80,3 +80,13 @@ func material(v any, keys ...string) any {
 type badMaterial struct{ err error }
 
 func (b badMaterial) MarshalJSON() ([]byte, error) { return nil, b.err }
+
+// MustJSON encodes v, a value of this package's types, which always
+// encode.
+func MustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("wire: encode: " + err.Error())
+	}
+	return b
+}

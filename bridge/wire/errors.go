@@ -1,6 +1,9 @@
 package wire
 
-import "net/http"
+import (
+	"fmt"
+	"net/http"
+)
 
 // Error types: the stable `type` string of an error body, one per cause.
 // Clients branch on these, never on messages.
@@ -121,4 +124,11 @@ func StatusFor(typ string) int {
 	default:
 		return http.StatusInternalServerError
 	}
+}
+
+// Fault is the error of a failure of the bridge's own while it did op
+// ("load run"): it is answered as a server error that says op alone, and
+// wraps cause, which the bridge logs and never sends.
+func Fault(op string, cause error) error {
+	return fmt.Errorf("%w: %w", &ErrorBody{Type: TypeServerError, Message: op}, cause)
 }

@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -107,4 +109,11 @@ func ValidRunRef(r RunRef) error {
 		return fmt.Errorf("run.requestDigest %w", err)
 	}
 	return nil
+}
+
+// NewID returns a fresh random id: prefix then 24 lowercase hex digits.
+func NewID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
 }

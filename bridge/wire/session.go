@@ -1,6 +1,11 @@
 package wire
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
 
 // Interaction policies of a retained native session.
 const (
@@ -118,6 +123,32 @@ type TurnRequest struct {
 	Interactions    json.RawMessage `json:"interactions,omitempty"`
 	Context         map[string]any  `json:"context,omitempty"`
 	ProviderOptions map[string]any  `json:"provider_options,omitempty"`
+}
+
+// Prompt is the prompt of a turn: its message, or the text of its parts
+// (text parts only), joined by blank lines.
+func (req TurnRequest) Prompt() (string, error) {
+	if len(req.Parts) == 0 || string(req.Parts) == "null" {
+		return req.Message, nil
+	}
+	if req.Message != "" {
+		return "", errors.New("give message or parts, not both")
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(req.Parts, &parts); err != nil {
+		return "", errors.New("parts must be an array of {type, text} objects")
+	}
+	var texts []string
+	for i, p := range parts {
+		if p.Type != "text" {
+			return "", fmt.Errorf("parts[%d].type %q is not supported (only text)", i, p.Type)
+		}
+		texts = append(texts, p.Text)
+	}
+	return strings.Join(texts, "\n\n"), nil
 }
 
 // TurnAdmission answers an admitted turn (202): the session, the run and

@@ -117,14 +117,18 @@ func nodeVersion(ctx context.Context, node string) (string, error) {
 }
 
 // lockFile takes an exclusive flock on path, polling so that ctx can end
-// the wait, and returns its release.
+// the wait, and returns its release. The wait between tries grows from
+// 1 ms to 20 ms, so that a lock held briefly is taken soon after its
+// release, and a try a signal interrupted (EINTR) is tried again.
 func lockFile(ctx context.Context, path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
+	wait := time.Millisecond
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
@@ -133,16 +137,18 @@ func lockFile(ctx context.Context, path string) (func(), error) {
 				f.Close()
 			}, nil
 		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
 			f.Close()
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
+		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, ctx.Err())
-		case <-tick.C:
+			return nil, fmt.Errorf("lock %s: %w", path, context.Cause(ctx))
+		case <-timer.C:
 		}
+		wait = min(2*wait, 20*time.Millisecond)
 	}
 }
 

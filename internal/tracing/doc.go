@@ -7,6 +7,13 @@
 // context (the traceparent header) across HTTP whether or not a process
 // installed a propagator.
 //
+// The exporter is this package's own (otlp.go): OTLP/HTTP with protobuf
+// bodies written with protowire (encode.go), so that the bridge that runs
+// in every box links neither gRPC (the SDK's otlptracehttp exporter does,
+// through its configuration and the OTLP collector package) nor the
+// protobuf runtime. It reads the same OTEL_EXPORTER_OTLP_* variables, but
+// sends protobuf whatever OTEL_EXPORTER_OTLP_PROTOCOL says.
+//
 // Libraries never call Setup: they take their tracer from the global
 // provider (Tracer), so a program that embeds them decides where spans go.
 package tracing

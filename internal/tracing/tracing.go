@@ -10,7 +10,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -38,20 +37,21 @@ func Enabled(getenv func(string) string) bool {
 
 // Setup installs the global tracer provider of a process named service:
 // with an OTLP endpoint in the environment (getenv, usually os.Getenv), an
-// SDK provider exporting over OTLP/HTTP in batches (the exporter reads the
-// endpoint, headers and timeouts from the standard OTEL_EXPORTER_OTLP_*
-// variables itself); without one, nothing. The returned shutdown flushes
-// what is buffered and stops the exporter, within FlushTimeout; it is
-// never nil.
+// SDK provider exporting over OTLP/HTTP in batches (the endpoint, headers,
+// timeout, compression and TLS files read from the standard
+// OTEL_EXPORTER_OTLP_* variables, as the SDK's exporter reads them);
+// without one, nothing. The returned shutdown flushes what is buffered
+// and stops the exporter, within FlushTimeout; it is never nil.
 func Setup(ctx context.Context, service string, getenv func(string) string) (shutdown func() error, err error) {
 	otel.SetTextMapPropagator(propagator)
 	if !Enabled(getenv) {
 		return func() error { return nil }, nil
 	}
-	exp, err := otlptracehttp.New(ctx)
+	cfg, err := exportConfigFrom(getenv)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
 	}
+	exp := newExporter(cfg)
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(attribute.String("service.name", service)))
 	if err != nil {
 		res = resource.Default()

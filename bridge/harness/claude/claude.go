@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
@@ -39,7 +40,31 @@ func (Adapter) Command(t harness.Turn) (harness.Command, error) {
 	if strings.TrimSpace(prompt) == "" {
 		return harness.Command{}, fmt.Errorf("claude: the turn has no user message text")
 	}
-	args := []string{"-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages"}
+	args := slices.Concat(outputArgs, turnArgs(t, system))
+	var stdin []byte
+	if len(prompt) > maxArgPrompt || strings.HasPrefix(prompt, "-") {
+		line, err := userLine(prompt)
+		if err != nil {
+			return harness.Command{}, err
+		}
+		args, stdin = append(args, streamInputArgs...), line
+	} else {
+		args = append(args, prompt)
+	}
+	return harness.Command{Path: t.Bin, Args: args, Env: Env(t), Dir: t.Cwd, Stdin: stdin}, nil
+}
+
+// outputArgs make `claude -p` print stream-json, partial messages too.
+var outputArgs = []string{"-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages"}
+
+// streamInputArgs make `claude -p` read its prompts from stdin, each a
+// stream-json user line (userLine).
+var streamInputArgs = []string{"--input-format", "stream-json"}
+
+// turnArgs are the arguments of a turn's model, native session (resumed,
+// or a fresh id) and system prompt.
+func turnArgs(t harness.Turn, system string) []string {
+	var args []string
 	if m := t.Model; m != "" && !strings.EqualFold(m, "default") {
 		args = append(args, "--model", m)
 	}
@@ -51,21 +76,19 @@ func (Adapter) Command(t harness.Turn) (harness.Command, error) {
 	if system != "" {
 		args = append(args, "--append-system-prompt", system)
 	}
-	var stdin []byte
-	if len(prompt) > maxArgPrompt || strings.HasPrefix(prompt, "-") {
-		args = append(args, "--input-format", "stream-json")
-		line, err := json.Marshal(map[string]any{
-			"type":    "user",
-			"message": map[string]any{"role": "user", "content": []map[string]string{{"type": "text", "text": prompt}}},
-		})
-		if err != nil {
-			return harness.Command{}, fmt.Errorf("claude: encode prompt: %w", err)
-		}
-		stdin = append(line, '\n')
-	} else {
-		args = append(args, prompt)
+	return args
+}
+
+// userLine encodes prompt as a stream-json user line: one text block.
+func userLine(prompt string) ([]byte, error) {
+	line, err := json.Marshal(map[string]any{
+		"type":    "user",
+		"message": map[string]any{"role": "user", "content": []map[string]string{{"type": "text", "text": prompt}}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claude: encode prompt: %w", err)
 	}
-	return harness.Command{Path: t.Bin, Args: args, Env: Env(t), Dir: t.Cwd, Stdin: stdin}, nil
+	return append(line, '\n'), nil
 }
 
 // Env is the environment of a turn: the inherited one without Claude

@@ -3,6 +3,7 @@ package claude
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
@@ -34,19 +35,7 @@ func (a Adapter) RetainedCommand(t harness.Turn) (harness.Command, error) {
 // with a native id resumes it; a new one gets a fresh --session-id.
 func (Adapter) SessionCommand(t harness.Turn) (harness.Command, error) {
 	_, system := harness.SplitPrompt(t)
-	args := []string{"-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages",
-		"--input-format", "stream-json", "--permission-prompt-tool", "stdio"}
-	if m := t.Model; m != "" && !strings.EqualFold(m, "default") {
-		args = append(args, "--model", m)
-	}
-	if t.NativeSessionID != "" {
-		args = append(args, "--resume", t.NativeSessionID)
-	} else {
-		args = append(args, "--session-id", newUUID())
-	}
-	if system != "" {
-		args = append(args, "--append-system-prompt", system)
-	}
+	args := slices.Concat(outputArgs, streamInputArgs, []string{"--permission-prompt-tool", "stdio"}, turnArgs(t, system))
 	return harness.Command{Path: t.Bin, Args: args, Env: Env(t), Dir: t.Cwd, Stdin: []byte{}, HoldStdin: true}, nil
 }
 
@@ -57,14 +46,7 @@ func (Adapter) TurnInput(t harness.Turn) ([]byte, error) {
 	if strings.TrimSpace(prompt) == "" {
 		return nil, fmt.Errorf("claude: the turn has no user message text")
 	}
-	line, err := json.Marshal(map[string]any{
-		"type":    "user",
-		"message": map[string]any{"role": "user", "content": []map[string]string{{"type": "text", "text": prompt}}},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claude: encode prompt: %w", err)
-	}
-	return append(line, '\n'), nil
+	return userLine(prompt)
 }
 
 // interruptLine is the stream-json control request that stops the running

@@ -178,14 +178,14 @@ func (p *parser) add(t *tokens) {
 	if t == nil || t.Input == nil || t.Output == nil {
 		return
 	}
-	in, out := *t.Input, *t.Output+val(t.Reasoning)
+	in, out := *t.Input, *t.Output+harness.Tokens(t.Reasoning)
 	if t.Cache != nil {
-		in += val(t.Cache.Read) + val(t.Cache.Write)
+		in += harness.Tokens(t.Cache.Read) + harness.Tokens(t.Cache.Write)
 		if t.Cache.Read != nil {
-			p.usage.CacheReadInputTokens = sum(p.usage.CacheReadInputTokens, *t.Cache.Read)
+			p.usage.CacheReadInputTokens = harness.AddTokens(p.usage.CacheReadInputTokens, *t.Cache.Read)
 		}
 		if t.Cache.Write != nil {
-			p.usage.CacheWriteInputTokens = sum(p.usage.CacheWriteInputTokens, *t.Cache.Write)
+			p.usage.CacheWriteInputTokens = harness.AddTokens(p.usage.CacheWriteInputTokens, *t.Cache.Write)
 		}
 	}
 	p.usage.PromptTokens += in
@@ -215,21 +215,6 @@ func (p *parser) end(reason string) harness.Event {
 		ev.Err = &wire.ErrorBody{Type: wire.TypeHarnessError, Code: "step_error", Message: "opencode's last step ended with an error"}
 	}
 	return ev
-}
-
-func val(p *int64) int64 {
-	if p == nil {
-		return 0
-	}
-	return *p
-}
-
-func sum(acc *int64, v int64) *int64 {
-	n := v
-	if acc != nil {
-		n += *acc
-	}
-	return &n
 }
 
 // serveProps are the properties of a server event the parser reads.

@@ -255,15 +255,15 @@ func (p *parser) messageEnd(m message) []harness.Event {
 		out = append(out, harness.Event{Kind: harness.KindProviderModel, ProviderModel: m.ResponseModel})
 	}
 	if u := m.Usage; u != nil && u.Input != nil && u.Output != nil {
-		in := *u.Input + val(u.CacheRead) + val(u.CacheWrite)
+		in := *u.Input + harness.Tokens(u.CacheRead) + harness.Tokens(u.CacheWrite)
 		p.usage.PromptTokens += in
 		p.usage.CompletionTokens += *u.Output
 		p.usage.TotalTokens += in + *u.Output
 		if u.CacheRead != nil {
-			p.usage.CacheReadInputTokens = sum(p.usage.CacheReadInputTokens, *u.CacheRead)
+			p.usage.CacheReadInputTokens = harness.AddTokens(p.usage.CacheReadInputTokens, *u.CacheRead)
 		}
 		if u.CacheWrite != nil {
-			p.usage.CacheWriteInputTokens = sum(p.usage.CacheWriteInputTokens, *u.CacheWrite)
+			p.usage.CacheWriteInputTokens = harness.AddTokens(p.usage.CacheWriteInputTokens, *u.CacheWrite)
 		}
 		p.measured = true
 	}
@@ -315,19 +315,4 @@ func resultText(raw json.RawMessage) string {
 		}
 	}
 	return strings.Join(parts, "\n")
-}
-
-func val(p *int64) int64 {
-	if p == nil {
-		return 0
-	}
-	return *p
-}
-
-func sum(acc *int64, v int64) *int64 {
-	n := v
-	if acc != nil {
-		n += *acc
-	}
-	return &n
 }

@@ -132,147 +132,191 @@ func main() {
 
 // turn answers one prompt on stdout; sc is stdin, for permission answers.
 func turn(prompt, session string, retained bool, sc *bufio.Scanner) {
-	out := bufio.NewWriter(os.Stdout)
-	emit := func(v any) {
-		b, _ := json.Marshal(v)
-		out.Write(append(b, '\n'))
-		out.Flush()
-	}
-	text := func(s string) {
-		emit(map[string]any{"type": "stream_event", "event": map[string]any{"type": "content_block_delta", "index": 0,
-			"delta": map[string]any{"type": "text_delta", "text": s}}})
-	}
-	result := func(isError bool, res string) {
-		emit(map[string]any{"type": "result", "subtype": "success", "is_error": isError, "result": res,
-			"stop_reason": "end_turn", "session_id": session, "terminal_reason": map[bool]string{true: "api_error"}[isError],
-			"usage": map[string]any{"input_tokens": 12, "output_tokens": 7, "cache_read_input_tokens": 3, "cache_creation_input_tokens": 0}})
-	}
-	emit(map[string]any{"type": "system", "subtype": "init", "session_id": session, "model": "requested-model"})
+	r := &reply{out: bufio.NewWriter(os.Stdout), session: session}
+	r.emit(map[string]any{"type": "system", "subtype": "init", "session_id": session, "model": "requested-model"})
 	if prompt == "stall" {
 		time.Sleep(time.Hour)
 		return
 	}
-	emit(map[string]any{"type": "stream_event", "event": map[string]any{"type": "message_start",
+	r.emit(map[string]any{"type": "stream_event", "event": map[string]any{"type": "message_start",
 		"message": map[string]any{"id": "msg_1", "model": "fake-model-1", "usage": map[string]any{"input_tokens": 12}}}})
 	scenario, arg, _ := strings.Cut(prompt, ":")
 	switch scenario {
-	case "many":
-		n, _ := strconv.Atoi(arg)
-		for i := 0; i < n; i++ {
-			text(fmt.Sprintf("d%d ", i))
-		}
-		result(false, "")
-	case "slow":
-		ns, ms, _ := strings.Cut(arg, ":")
-		n, _ := strconv.Atoi(ns)
-		d, _ := strconv.Atoi(ms)
-		for i := 0; i < n; i++ {
-			text(fmt.Sprintf("d%d ", i))
+	case "many", "slow":
+		r.stream(scenario, arg)
+	case "crash", "graceful", "hang-after-result", "is-error":
+		r.misbehave(scenario)
+	case "stubborn", "orphan":
+		r.leaveChild(scenario)
+	case "whoami":
+		r.text(session)
+		r.result(false, session)
+	case "pid":
+		msg := fmt.Sprintf("pid=%d session=%s", os.Getpid(), session)
+		r.text(msg)
+		r.result(false, msg)
+	case "bash":
+		r.bash(arg, retained, sc)
+	case "write", "read", "dial", "model":
+		msg := probe(scenario, arg)
+		r.text(msg)
+		r.result(false, msg)
+	case "echo-env":
+		r.echoEnv()
+	default:
+		r.text("Hello")
+		r.text(", world")
+		r.result(false, "Hello, world")
+	}
+}
+
+// reply writes the stream-json lines of one turn of a session.
+type reply struct {
+	out     *bufio.Writer
+	session string
+}
+
+// emit writes v as a line.
+func (r *reply) emit(v any) {
+	b, _ := json.Marshal(v)
+	r.out.Write(append(b, '\n'))
+	r.out.Flush()
+}
+
+// text writes a text delta.
+func (r *reply) text(s string) {
+	r.emit(map[string]any{"type": "stream_event", "event": map[string]any{"type": "content_block_delta", "index": 0,
+		"delta": map[string]any{"type": "text_delta", "text": s}}})
+}
+
+// result writes the turn's result line.
+func (r *reply) result(isError bool, res string) {
+	r.emit(map[string]any{"type": "result", "subtype": "success", "is_error": isError, "result": res,
+		"stop_reason": "end_turn", "session_id": r.session, "terminal_reason": map[bool]string{true: "api_error"}[isError],
+		"usage": map[string]any{"input_tokens": 12, "output_tokens": 7, "cache_read_input_tokens": 3, "cache_creation_input_tokens": 0}})
+}
+
+// stream writes the text deltas of many:N (as fast as it can) or
+// slow:N:MS (MS milliseconds apart), then the result.
+func (r *reply) stream(scenario, arg string) {
+	ns, ms, _ := strings.Cut(arg, ":")
+	n, _ := strconv.Atoi(ns)
+	d, _ := strconv.Atoi(ms)
+	for i := 0; i < n; i++ {
+		r.text(fmt.Sprintf("d%d ", i))
+		if scenario == "slow" {
 			time.Sleep(time.Duration(d) * time.Millisecond)
 		}
-		result(false, "")
+	}
+	r.result(false, "")
+}
+
+// misbehave ends the turn as a failing CLI does: crash, graceful,
+// hang-after-result or is-error.
+func (r *reply) misbehave(scenario string) {
+	switch scenario {
 	case "crash":
-		text("partial")
+		r.text("partial")
 		fmt.Fprintf(os.Stderr, "fatal: lost connection (token %s)\n", os.Getenv("ANTHROPIC_AUTH_TOKEN"))
 		os.Exit(3)
 	case "graceful":
 		term := make(chan os.Signal, 1)
 		signal.Notify(term, syscall.SIGTERM)
-		text("working")
+		r.text("working")
 		<-term
-		result(true, "interrupted")
+		r.result(true, "interrupted")
 		os.Exit(143)
 	case "hang-after-result":
-		text("done")
-		result(false, "done")
+		r.text("done")
+		r.result(false, "done")
 		time.Sleep(time.Hour)
 	case "is-error":
-		result(true, "API Error: 529 overloaded")
+		r.result(true, "API Error: 529 overloaded")
 		os.Exit(1)
-	case "stubborn":
+	}
+}
+
+// leaveChild starts a child the harness's kill must reach (stubborn: in
+// its group, ignoring SIGTERM as the harness does, which then stalls) or
+// cannot (orphan: in a session of its own, holding stdout open, after
+// which the turn ends normally), and writes the pids to $FAKE_PIDFILE.
+func (r *reply) leaveChild(scenario string) {
+	var child *exec.Cmd
+	if scenario == "stubborn" {
 		signal.Ignore(syscall.SIGTERM)
-		child := exec.Command(os.Args[0])
+		child = exec.Command(os.Args[0])
 		child.Env = append(os.Environ(), "FAKE_CHILD=1")
-		if err := child.Start(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		if f := os.Getenv("FAKE_PIDFILE"); f != "" {
-			os.WriteFile(f, []byte(fmt.Sprintf("%d %d", os.Getpid(), child.Process.Pid)), 0o600)
-		}
-		text("working")
-		time.Sleep(time.Hour)
-	case "orphan":
-		child := exec.Command("sleep", "3600")
+	} else {
+		child = exec.Command("sleep", "3600")
 		child.Stdout = os.Stdout
 		child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		if err := child.Start(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		if f := os.Getenv("FAKE_PIDFILE"); f != "" {
-			os.WriteFile(f, []byte(strconv.Itoa(child.Process.Pid)), 0o600)
-		}
-		text("done")
-		result(false, "done")
-	case "whoami":
-		text(session)
-		result(false, session)
-	case "pid":
-		reply := fmt.Sprintf("pid=%d session=%s", os.Getpid(), session)
-		text(reply)
-		result(false, reply)
-	case "bash":
-		// Ask permission to run arg as a Bash command (retained turns), wait
-		// for the answer on stdin, then run it or report the refusal.
-		if !retained {
-			text("no permission prompt tool")
-			result(true, "no permission prompt tool")
-			os.Exit(1)
-		}
-		emit(map[string]any{"type": "control_request", "request_id": "req-1", "request": map[string]any{
-			"subtype": "can_use_tool", "tool_name": "Bash", "input": map[string]any{"command": arg}}})
-		for sc.Scan() {
-			var l struct {
-				Type     string
-				Response struct {
-					RequestID string `json:"request_id"`
-					Response  struct{ Behavior, Message string }
-				}
-			}
-			if json.Unmarshal(sc.Bytes(), &l) != nil || l.Type != "control_response" || l.Response.RequestID != "req-1" {
-				continue
-			}
-			if l.Response.Response.Behavior == "allow" {
-				b, err := exec.Command("sh", "-c", arg).CombinedOutput()
-				text(fmt.Sprintf("ran: %s (err %v)", strings.TrimSpace(string(b)), err))
-			} else {
-				text("denied: " + l.Response.Response.Message)
-			}
-			result(false, "")
-			return
-		}
-		os.Exit(4) // stdin closed without an answer
-	case "write", "read", "dial", "model":
-		reply := probe(scenario, arg)
-		text(reply)
-		result(false, reply)
-	case "echo-env":
-		var names []string
-		for _, kv := range os.Environ() {
-			k, _, _ := strings.Cut(kv, "=")
-			if strings.HasPrefix(k, "CLAUDE") || strings.HasPrefix(k, "ANTHROPIC") || strings.HasPrefix(k, "BRIDGE") || strings.HasPrefix(k, "TANGLE") {
-				names = append(names, k)
-			}
-		}
-		sort.Strings(names)
-		text(strings.Join(names, ","))
-		result(false, "")
-	default:
-		text("Hello")
-		text(", world")
-		result(false, "Hello, world")
 	}
+	if err := child.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	pids := strconv.Itoa(child.Process.Pid)
+	if scenario == "stubborn" {
+		pids = fmt.Sprintf("%d %d", os.Getpid(), child.Process.Pid)
+	}
+	if f := os.Getenv("FAKE_PIDFILE"); f != "" {
+		os.WriteFile(f, []byte(pids), 0o600)
+	}
+	if scenario == "stubborn" {
+		r.text("working")
+		time.Sleep(time.Hour)
+	}
+	r.text("done")
+	r.result(false, "done")
+}
+
+// bash asks permission to run cmd as a Bash command (retained turns),
+// waits for the answer on stdin (sc), then runs it or reports the
+// refusal.
+func (r *reply) bash(cmd string, retained bool, sc *bufio.Scanner) {
+	if !retained {
+		r.text("no permission prompt tool")
+		r.result(true, "no permission prompt tool")
+		os.Exit(1)
+	}
+	r.emit(map[string]any{"type": "control_request", "request_id": "req-1", "request": map[string]any{
+		"subtype": "can_use_tool", "tool_name": "Bash", "input": map[string]any{"command": cmd}}})
+	for sc.Scan() {
+		var l struct {
+			Type     string
+			Response struct {
+				RequestID string `json:"request_id"`
+				Response  struct{ Behavior, Message string }
+			}
+		}
+		if json.Unmarshal(sc.Bytes(), &l) != nil || l.Type != "control_response" || l.Response.RequestID != "req-1" {
+			continue
+		}
+		if l.Response.Response.Behavior == "allow" {
+			b, err := exec.Command("sh", "-c", cmd).CombinedOutput()
+			r.text(fmt.Sprintf("ran: %s (err %v)", strings.TrimSpace(string(b)), err))
+		} else {
+			r.text("denied: " + l.Response.Response.Message)
+		}
+		r.result(false, "")
+		return
+	}
+	os.Exit(4) // stdin closed without an answer
+}
+
+// echoEnv replies with the names of its CLAUDE*, ANTHROPIC*, BRIDGE* and
+// TANGLE* variables.
+func (r *reply) echoEnv() {
+	var names []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "CLAUDE") || strings.HasPrefix(k, "ANTHROPIC") || strings.HasPrefix(k, "BRIDGE") || strings.HasPrefix(k, "TANGLE") {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	r.text(strings.Join(names, ","))
+	r.result(false, "")
 }
 
 // probe does what a write, read, dial or model prompt asks and says how it
