@@ -125,10 +125,8 @@ func secretsCase(c *caseCtx) error {
 	}
 	// A turn that ran a tool: the tool's process had the harness's
 	// environment.
-	prompt := toolPrompt(c.h, "env > /tmp/conformance-env")
-	req := c.step("Stream(%q) with the bridge logging at debug", prompt)
-	if _, _, err := c.stream(c.ctx, env, provider.Turn{Prompt: prompt}); err != nil {
-		return failf(req, "a completed turn", "%v", err)
+	if err := toolTurn(c, env, toolPrompt(c.h, "env > /tmp/conformance-env")); err != nil {
+		return err
 	}
 	ref := env.Reference()
 	box := env.Box()
@@ -356,4 +354,38 @@ func brokerCase(c *caseCtx) error {
 		return failf(c.step("Destroy(%s)", a.Box().ID()), "the box gone", "%v", err)
 	}
 	return present(b, token, "/v1/messages", "401 "+string(broker.RefusedRevoked))
+}
+
+// toolTurn dispatches a turn that runs a tool and reads its events to the
+// end, allowing once each permission the harness asks for (a harness of
+// retained sessions asks before its tools run).
+func toolTurn(c *caseCtx, env *sandbox.Environment, prompt string) error {
+	req := c.step("Dispatch(%q), allowing its tool", prompt)
+	ref, err := env.Dispatch(c.ctx, provider.Turn{Prompt: prompt})
+	if err != nil {
+		return failf(req, "an admitted run", "%v", err)
+	}
+	s, err := env.Session(ref.ID, provider.SessionOptions{ControlRef: &ref.ControlRef})
+	if err != nil {
+		return failf(req, "the run's session", "%v", err)
+	}
+	for ev, err := range s.Events(c.ctx, "0") {
+		if err != nil {
+			return failf(req, "the run's events to its end", "%v", err)
+		}
+		if ev.Type == provider.EventInteraction && ev.Interaction != nil {
+			cmd, err := provider.NewInteractionCommand(newID("conformance-allow"), *ev.Interaction, allow(ev.Interaction))
+			if err == nil {
+				_, err = s.RespondToInteraction(c.ctx, cmd)
+			}
+			if err != nil {
+				return failf(req, "the tool allowed", "%v", err)
+			}
+		}
+	}
+	res, err := s.Result(c.ctx)
+	if err != nil || !res.Success {
+		return failf(req, "a completed run", "%s (%s), %v", res.Status, res.Error, err)
+	}
+	return nil
 }
