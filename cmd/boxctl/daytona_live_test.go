@@ -69,6 +69,13 @@ func TestDaytona_BuildUpTurn(t *testing.T) {
 	}
 	t.Cleanup(func() { dv.Close() })
 	routerURL := serveRouterStub(t, dv, stub)
+	// Where the emulator's boxes reach this machine, as boxctl emulate
+	// exports it: the broker serves them there.
+	host, err := dv.HostAddress(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(open.EnvDaytonaHost, host)
 	t.Setenv(routerKeyVar, routerKey)
 	t.Setenv(routerURLEnv, "")
 

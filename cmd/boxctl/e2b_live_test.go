@@ -50,6 +50,13 @@ func TestE2B_BuildUpTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	routerURL := serveRouterStub(t, dv, stub)
+	// Where the emulator's boxes reach this machine, as boxctl emulate
+	// exports it: the broker serves them there.
+	host, err := dv.HostAddress(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(open.EnvE2BHost, host)
 	t.Setenv(routerKeyVar, key)
 	t.Setenv(routerURLEnv, "")
 

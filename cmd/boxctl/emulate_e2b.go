@@ -24,7 +24,7 @@ each sandbox. Template builds pull the image from its registry; sandboxes end
 at their timeout.
 
 It prints the environment that points boxctl and E2B's official SDKs at it
-(E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN, E2B_API_KEY; BOXCTL_E2B_HOST_ADDRESS for --router local), then serves until
+(E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN, E2B_API_KEY; BOXCTL_E2B_HOST_ADDRESS, where its boxes reach the broker), then serves until
 interrupted. Sandboxes run templates registered with --template or built
 through the template API; what the emulator does not serve answers 501. The API key is $E2B_API_KEY, or a fresh one that is
 printed. Fault switches make a share of control plane calls fail (429 or
