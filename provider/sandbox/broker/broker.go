@@ -174,7 +174,7 @@ func New(o Options) (*Broker, error) {
 		b.o.Transport = t
 	}
 	b.proxy = &httputil.ReverseProxy{Rewrite: b.rewrite, Transport: b.o.Transport, FlushInterval: -1,
-		ModifyResponse: b.meter, ErrorHandler: b.upstreamFailed}
+		ModifyResponse: b.meter, ErrorHandler: b.upstreamFailed, BufferPool: copyBuffers{}}
 	return b, nil
 }
 
@@ -483,3 +483,12 @@ func (b *Broker) Live() int {
 	}
 	return len(b.byBox)
 }
+
+// copyBuffers lends the proxy its copy buffers, so that a stream does not
+// allocate one of its own.
+type copyBuffers struct{}
+
+var copyPool = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
+func (copyBuffers) Get() []byte  { return copyPool.Get().(*[32 << 10]byte)[:] }
+func (copyBuffers) Put(b []byte) { copyPool.Put((*[32 << 10]byte)(b)) }
