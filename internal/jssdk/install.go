@@ -3,15 +3,15 @@ package jssdk
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tangle-network/boxctl/internal/flock"
 
 	"github.com/tangle-network/boxctl/internal/testbed"
 )
@@ -116,41 +116,8 @@ func nodeVersion(ctx context.Context, node string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// lockFile takes an exclusive flock on path, polling so that ctx can end
-// the wait, and returns its release. The wait between tries grows from
-// 1 ms to 20 ms, so that a lock held briefly is taken soon after its
-// release, and a try a signal interrupted (EINTR) is tried again.
-func lockFile(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	wait := time.Millisecond
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, context.Cause(ctx))
-		case <-timer.C:
-		}
-		wait = min(2*wait, 20*time.Millisecond)
-	}
-}
+// lockFile takes an exclusive flock on path (flock.Lock).
+func lockFile(ctx context.Context, path string) (func(), error) { return flock.Lock(ctx, path, 0o644) }
 
 // TestbedOptions installs under the test bed's directory (Dir/jssdk) with
 // its Node and npm cache.

@@ -13,8 +13,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/tangle-network/boxctl/internal/flock"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -240,37 +241,11 @@ func lockFile(ctx context.Context, path string) (unlock func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
-	f, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	unlock, err = flock.Lock(ctx, path+".lock", 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock state: %w", err)
 	}
-	// The wait between tries grows from 1 ms to 20 ms: a lock held for a
-	// short update (a pool's claim) is taken soon after its release.
-	wait := time.Millisecond
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("lock state %s: %w", path, err)
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("lock state %s: %w", path, context.Cause(ctx))
-		case <-timer.C:
-		}
-		wait = min(2*wait, 20*time.Millisecond)
-	}
+	return unlock, nil
 }
 
 // write replaces the state file with st: a 0600 temporary file in the
