@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+
 	"github.com/tangle-network/boxctl/conformance"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/boxtest"
@@ -38,6 +41,9 @@ var liveHarnesses = []string{"claude-code", "pi"}
 type world struct {
 	docker *docker.Vendor
 	local  *conformance.Local
+	// broker serves every target's boxes (all reach the Docker network's
+	// gateway) in front of the local endpoint.
+	broker *sandbox.LocalBroker
 }
 
 var (
@@ -65,7 +71,13 @@ func setup(t *testing.T) *world {
 			worldErr = err
 			return
 		}
-		shared = &world{docker: v, local: l}
+		lb, err := sandbox.StartBroker(context.Background(), v, broker.Options{Upstreams: []broker.Upstream{
+			{Name: broker.Router, URL: l.Router.URL, Key: l.Router.Key, Auth: broker.AuthAsPresented}}})
+		if err != nil {
+			worldErr = err
+			return
+		}
+		shared = &world{docker: v, local: l, broker: lb}
 	})
 	if worldErr != nil {
 		t.Fatal(worldErr)
@@ -89,7 +101,8 @@ var targets = []target{
 
 func dockerTarget(t *testing.T, w *world, opts boxtest.Options) conformance.Target {
 	image := boxtest.Image(t, opts)
-	return conformance.Target{Vendor: w.docker, Image: image, ImageDigest: imageID(t, image), Local: w.local}
+	return conformance.Target{Vendor: w.docker, Image: image, ImageDigest: imageID(t, image), Local: w.local,
+		Broker: w.broker, BrokerURL: w.broker.URL}
 }
 
 // imageID returns the engine's id (config digest) of a local image.

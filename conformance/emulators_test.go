@@ -59,7 +59,7 @@ func e2bTarget(t *testing.T, w *world, opts boxtest.Options) conformance.Target 
 		raw, err := w.docker.Inspect(ctx, box.ID())
 		return append(out, raw...), err
 	}
-	return conformance.Target{Vendor: inspectedSuspender{inspected{v, inspect}, v}, Image: env.Template, ImageDigest: imageID(t, image),
+	return conformance.Target{Vendor: inspectedSuspender{inspected{v, inspect}, v}, Broker: w.broker, BrokerURL: w.broker.URL, Image: env.Template, ImageDigest: imageID(t, image),
 		Emulated: true, Local: w.local, Faults: faultSwitch(t, "http://"+env.Addr, "X-API-Key", e2btest.APIKey)}
 }
 
@@ -93,7 +93,7 @@ func daytonaTarget(t *testing.T, w *world, opts boxtest.Options) conformance.Tar
 		raw, err := w.docker.Inspect(ctx, cs[0].ID)
 		return append(out, raw...), err
 	}
-	return conformance.Target{Vendor: inspectedSuspender{inspected{v, inspect}, v}, Image: "box", ImageDigest: imageID(t, image), Emulated: true,
+	return conformance.Target{Vendor: inspectedSuspender{inspected{v, inspect}, v}, Broker: w.broker, BrokerURL: w.broker.URL, Image: "box", ImageDigest: imageID(t, image), Emulated: true,
 		Faults: faultSwitch(t, emu.APIURL(), "Authorization", "Bearer "+daytonaKey), Local: w.local}
 }
 

@@ -18,5 +18,5 @@ func kubernetesTarget(t *testing.T, w *world, opts boxtest.Options) conformance.
 	image := kubetest.Image(t, opts)
 	v := kubetest.Vendor(t)
 	inspect := func(ctx context.Context, id string) ([]byte, error) { return kubetest.DescribeID(t, v, id) }
-	return conformance.Target{Vendor: inspectedSuspender{inspected{v, inspect}, v}, Image: image, ImageDigest: imageID(t, boxtest.Image(t, opts)), Local: w.local}
+	return conformance.Target{Vendor: inspectedSuspender{inspected{v, inspect}, v}, Broker: w.broker, BrokerURL: w.broker.URL, Image: image, ImageDigest: imageID(t, boxtest.Image(t, opts)), Local: w.local}
 }
