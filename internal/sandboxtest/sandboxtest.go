@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -217,4 +218,33 @@ func Turn(ctx context.Context, env *sandbox.Environment, tr provider.Turn) (stri
 		evs = append(evs, ev)
 	}
 	return text, evs, nil
+}
+
+// ChildEnv is the environment of a child process of a test (this test
+// binary run again) that makes the fixture's provider with ChildProvider:
+// the image, the model endpoint, the run tag and the boxes' lifetime.
+func (f *Fixture) ChildEnv(runTag string, lifetime time.Duration) []string {
+	return []string{"BOXCTL_SANDBOX_IMAGE=" + f.Image, "BOXCTL_SANDBOX_ROUTER=" + f.Router.URL, "BOXCTL_SANDBOX_KEY=" + f.Router.Key,
+		"BOXCTL_SANDBOX_RUN=" + runTag, "BOXCTL_SANDBOX_LIFETIME=" + lifetime.String()}
+}
+
+// ChildProvider is, in a child process, the provider of its parent's
+// fixture that ChildEnv describes (its boxes use the model endpoint
+// directly: the parent's broker is in the parent).
+func ChildProvider() (*sandbox.Provider, error) {
+	env, err := testbed.Load()
+	if err != nil {
+		return nil, err
+	}
+	f, err := New(env, os.Getenv("BOXCTL_SANDBOX_IMAGE"))
+	if err != nil {
+		return nil, err
+	}
+	lifetime, err := time.ParseDuration(os.Getenv("BOXCTL_SANDBOX_LIFETIME"))
+	if err != nil {
+		lifetime = 10 * time.Minute
+	}
+	return sandbox.New(sandbox.Options{Vendor: f.Vendor, Image: f.Image,
+		Router:   sandbox.Router{URL: os.Getenv("BOXCTL_SANDBOX_ROUTER"), Key: os.Getenv("BOXCTL_SANDBOX_KEY")},
+		Lifetime: lifetime, RunTag: os.Getenv("BOXCTL_SANDBOX_RUN")})
 }

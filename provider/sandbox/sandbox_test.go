@@ -17,7 +17,6 @@ import (
 
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
-	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
@@ -263,22 +262,7 @@ func TestMain(m *testing.M) {
 }
 
 func child(mode string) int {
-	env, err := testbed.Load()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	f, err := sandboxtest.New(env, os.Getenv("BOXCTL_SANDBOX_IMAGE"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	var lifetime time.Duration
-	if lifetime, err = time.ParseDuration(os.Getenv("BOXCTL_SANDBOX_LIFETIME")); err != nil {
-		lifetime = 10 * time.Minute
-	}
-	p, err := sandbox.New(sandbox.Options{Vendor: f.Vendor, Image: f.Image, Router: sandbox.Router{URL: os.Getenv("BOXCTL_SANDBOX_ROUTER"), Key: os.Getenv("BOXCTL_SANDBOX_KEY")},
-		Lifetime: lifetime, RunTag: os.Getenv("BOXCTL_SANDBOX_RUN")})
+	p, err := sandboxtest.ChildProvider()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -318,8 +302,7 @@ func startChild(t *testing.T, f *fixture, mode string, lifetime time.Duration) (
 func execChild(t *testing.T, f *fixture, mode, tag string, lifetime time.Duration) (*exec.Cmd, *json.Decoder) {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childVar+"="+mode, "BOXCTL_SANDBOX_IMAGE="+f.Image, "BOXCTL_SANDBOX_ROUTER="+f.Router.URL,
-		"BOXCTL_SANDBOX_KEY="+f.Router.Key, "BOXCTL_SANDBOX_RUN="+tag, "BOXCTL_SANDBOX_LIFETIME="+lifetime.String())
+	cmd.Env = append(append(os.Environ(), childVar+"="+mode), f.ChildEnv(tag, lifetime)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -300,9 +300,8 @@ func poolChild(mode string, p *sandbox.Provider) int {
 
 func poolChildCmd(t *testing.T, f *fixture, mode, name, dir string, env ...string) *exec.Cmd {
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childVar+"="+mode, "BOXCTL_SANDBOX_IMAGE="+f.Image, "BOXCTL_SANDBOX_ROUTER="+f.Router.URL,
-		"BOXCTL_SANDBOX_KEY="+f.Router.Key, "BOXCTL_SANDBOX_RUN="+sandbox.NewRunTag(), "BOXCTL_SANDBOX_POOL="+name,
-		"BOXCTL_SANDBOX_POOL_DIR="+dir)
+	cmd.Env = append(append(os.Environ(), childVar+"="+mode, "BOXCTL_SANDBOX_POOL="+name, "BOXCTL_SANDBOX_POOL_DIR="+dir),
+		f.ChildEnv(sandbox.NewRunTag(), 10*time.Minute)...)
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	return cmd

@@ -4,13 +4,10 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
-	"github.com/tangle-network/boxctl/internal/testbed"
-	"github.com/tangle-network/boxctl/provider/sandbox"
 )
 
 // The fixture the live tests share (internal/sandboxtest).
@@ -39,21 +36,10 @@ func TestMain(m *testing.M) {
 	boxbridgetest.Main(m)
 }
 
-// child makes the parent's fixture again (its image, model endpoint and
-// run tag from the environment) and runs poolChild.
+// child makes the parent's fixture's provider again (ChildEnv) and runs
+// poolChild.
 func child(mode string) int {
-	env, err := testbed.Load()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	f, err := sandboxtest.New(env, os.Getenv("BOXCTL_SANDBOX_IMAGE"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	p, err := sandbox.New(sandbox.Options{Vendor: f.Vendor, Image: f.Image, Router: sandbox.Router{URL: os.Getenv("BOXCTL_SANDBOX_ROUTER"), Key: os.Getenv("BOXCTL_SANDBOX_KEY")},
-		Lifetime: 10 * time.Minute, RunTag: os.Getenv("BOXCTL_SANDBOX_RUN")})
+	p, err := sandboxtest.ChildProvider()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
