@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // suspendCycles is the number of suspend/resume cycles of
@@ -485,7 +485,7 @@ func TestProvider_LiveGCIdleSuspend(t *testing.T) {
 		}
 		return got
 	}
-	vendortest.Poll(t, time.Minute, "the stalled turn to reach the model", func() bool { return f.SawPrompt(stall) })
+	polltest.Until(t, time.Minute, "the stalled turn to reach the model", func() bool { return f.SawPrompt(stall) })
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	pace := func() {

@@ -15,13 +15,13 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/reaper"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // newPool starts a keeper of size boxes of the Claude Code harness on
@@ -374,7 +374,7 @@ func TestPool_KeeperKilledMidRefill(t *testing.T) {
 		t.Fatal(err)
 	}
 	filter := map[string]string{boxmeta.LabelPool: name}
-	vendortest.Poll(t, 2*time.Minute, "a box of the keeper", func() bool {
+	polltest.Until(t, 2*time.Minute, "a box of the keeper", func() bool {
 		list, err := tg.Vendor.List(t.Context(), filter)
 		return err == nil && len(list) > 0
 	})
@@ -382,7 +382,7 @@ func TestPool_KeeperKilledMidRefill(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	vendortest.Poll(t, 2*time.Minute, "no box of the killed keeper after gc", func() bool {
+	polltest.Until(t, 2*time.Minute, "no box of the killed keeper after gc", func() bool {
 		if _, err := reaper.Reap(t.Context(), tg.Vendor, reaper.Options{Filter: filter}); err != nil {
 			t.Logf("reap: %v", err)
 		}
