@@ -518,12 +518,10 @@ func TestProvider_LiveGCIdleSuspend(t *testing.T) {
 	}
 	_ = other.Close(ctx)
 	var got []sandbox.IdleSuspended
-	for deadline := time.Now().Add(2 * time.Minute); len(got) == 0; pace() {
-		if time.Now().After(deadline) {
-			t.Fatal("gc did not suspend the box within 2m of idleness")
-		}
+	polltest.Until(t, 2*time.Minute, "gc to suspend the idle box", func() bool {
 		got = gc()
-	}
+		return len(got) > 0
+	})
 	took := time.Since(cancelled)
 	stopPolls()
 	if len(got) != 1 || got[0].Box.ID != env.Box().ID() || got[0].Err != nil || got[0].Idle < after || got[0].After != after {

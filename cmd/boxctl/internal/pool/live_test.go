@@ -63,15 +63,12 @@ func newPoolOpts(t testing.TB, f *fixture, tg target, name string, o pool.Option
 // waitFull polls the keeper until size boxes wait.
 func waitFull(t testing.TB, pl *pool.Pool, size int) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for pl.Stats().Ready < size {
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool has %+v after 3 minutes, want %d ready", pl.Stats(), size)
+	polltest.UntilNil(t, 3*time.Minute, fmt.Sprintf("%d ready boxes in the pool", size), func() error {
+		if st := pl.Stats(); st.Ready < size {
+			return fmt.Errorf("the pool has %+v", st)
 		}
-		<-tick.C
-	}
+		return nil
+	})
 }
 
 var (
