@@ -120,8 +120,9 @@ var testOnly = map[string]testOnlyPkg{
 	"internal/sandboxtest": {kind: helper, extra: []string{"provider", "vendors", "internal/boxtest",
 		"internal/e2btest", "internal/kubetest", "internal/testbed"}},
 	// Shared test plumbing, for every package's tests.
-	"internal/polltest": {kind: helper, leaf: true},
-	"pins/pinstest":     {kind: helper},
+	"internal/goldentest": {kind: helper, leaf: true},
+	"internal/polltest":   {kind: helper, leaf: true},
+	"pins/pinstest":       {kind: helper},
 	// The suite waits with polltest.
 	"vendors/vendortest": {kind: helper, extra: []string{"internal/polltest"}},
 }

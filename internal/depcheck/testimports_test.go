@@ -29,8 +29,8 @@ var knownUpwardTestImports = map[string][]string{}
 //     one in its own part (bridge/internal/schemacheck for bridge/wire),
 //     or wherever it may import the helper's parent (vendors/vendortest
 //     for every vendor), and a helper's tests import its listed extras;
-//   - a leaf helper (internal/polltest) serves every test, those of the
-//     packages that import nothing of ours too;
+//   - a leaf helper (internal/polltest, internal/goldentest) serves every
+//     test, those of the packages that import nothing of ours too;
 //   - provider/sandbox's and the reaper's tests run on real vendors
 //     (vendors/...), and a vendor's tests on its own emulator;
 //   - provider's tests run the real server the client speaks to, as a
@@ -253,6 +253,7 @@ func TestPermittedInTest(t *testing.T) {
 		{"conformance", "conformance/internal/lossybridge", true},
 		{"vendors/boxproc", "internal/polltest", true},
 		{"bridge/wire", "internal/polltest", true},
+		{"bridge/wire", "internal/goldentest", true},
 		{"vendors/boxproc", "vendors/reaper", false},
 	}
 	for _, tt := range tests {
