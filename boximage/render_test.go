@@ -3,7 +3,6 @@ package boximage_test
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,10 +12,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tangle-network/boxctl/boximage"
+	"github.com/tangle-network/boxctl/internal/goldentest"
 	"github.com/tangle-network/boxctl/pins"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata")
 
 const (
 	testVersion = "v0.0.0-test"
@@ -44,40 +42,20 @@ func render(t *testing.T, p *pins.Pins, opts boximage.RenderOptions) *boximage.R
 	return r
 }
 
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	file := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(file, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test ./boximage -update)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs; run go test ./boximage -update if intended (-golden +got):\n%s", name, diff)
-	}
-}
-
 func TestRender_golden(t *testing.T) {
 	p := loadPins(t)
 	all := render(t, p, boximage.RenderOptions{Harnesses: []string{"claude", "codex", "pi", "opencode", "gemini"}})
-	golden(t, "all.Dockerfile", all.Dockerfile)
-	golden(t, "box-init", all.Files[boximage.InitFile])
+	goldentest.Check(t, filepath.Join("testdata", "all.Dockerfile"), all.Dockerfile)
+	goldentest.Check(t, filepath.Join("testdata", "box-init"), all.Files[boximage.InitFile])
 	for _, name := range []string{"codex", "pi", "opencode"} {
-		golden(t, name+".package.json", all.Files["harness/"+name+"/package.json"])
-		golden(t, name+".package-lock.json", all.Files["harness/"+name+"/package-lock.json"])
+		goldentest.Check(t, filepath.Join("testdata", name+".package.json"), all.Files["harness/"+name+"/package.json"])
+		goldentest.Check(t, filepath.Join("testdata", name+".package-lock.json"), all.Files["harness/"+name+"/package-lock.json"])
 	}
 
 	testbedBase := pins.Base{Reference: "127.0.0.1:5000/boxctl/testbed-base", Digest: "sha256:" + strings.Repeat("ab", 32)}
 	pi := render(t, p, boximage.RenderOptions{Harnesses: []string{"pi"}, Base: &testbedBase,
 		User: "agent", UID: 2000, Lifetime: 15 * time.Minute, Workspace: "/work"})
-	golden(t, "pi-testbed.Dockerfile", pi.Dockerfile)
+	goldentest.Check(t, filepath.Join("testdata", "pi-testbed.Dockerfile"), pi.Dockerfile)
 
 	again := render(t, p, boximage.RenderOptions{Harnesses: []string{"gemini", "opencode", "pi", "codex", "claude-code"}})
 	if diff := cmp.Diff(all, again); diff != "" {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,27 +16,15 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
 	"github.com/tangle-network/boxctl/conformance"
+	"github.com/tangle-network/boxctl/internal/goldentest"
 )
-
-var update = flag.Bool("update", false, "rewrite report.schema.json from the Go types")
 
 func TestSchema_published(t *testing.T) {
 	got, err := conformance.JSONSchema()
 	if err != nil {
 		t.Fatalf("JSONSchema() = %v", err)
 	}
-	if *update {
-		if err := os.WriteFile(conformance.SchemaFile, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(conformance.SchemaFile)
-	if err != nil {
-		t.Fatalf("%v (run go test ./conformance -run Schema -update)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s is stale; run go test ./conformance -run Schema -update (-published +generated):\n%s", conformance.SchemaFile, diff)
-	}
+	goldentest.Check(t, conformance.SchemaFile, got)
 }
 
 // sampleReport has a result of every outcome, a cleanup failure beside a

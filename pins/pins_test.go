@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"maps"
 	"os"
 	"path/filepath"
@@ -15,10 +14,9 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/tangle-network/boxctl/internal/buildinfo"
+	"github.com/tangle-network/boxctl/internal/goldentest"
 	"github.com/tangle-network/boxctl/pins"
 )
-
-var update = flag.Bool("update", false, "rewrite pins.schema.json from the Go types")
 
 func TestLoad(t *testing.T) {
 	p, err := pins.Load()
@@ -95,18 +93,7 @@ func TestSchema_published(t *testing.T) {
 	if err != nil {
 		t.Fatalf("JSONSchema() = %v", err)
 	}
-	if *update {
-		if err := os.WriteFile(pins.SchemaFile, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(pins.SchemaFile)
-	if err != nil {
-		t.Fatalf("%v (run go test ./pins -update)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s is stale; run go test ./pins -update (-published +generated):\n%s", pins.SchemaFile, diff)
-	}
+	goldentest.Check(t, pins.SchemaFile, got)
 	var doc struct {
 		Ref         string         `json:"$ref"`
 		Definitions map[string]any `json:"$defs"`

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
@@ -392,5 +391,3 @@ const fullCaps = `{` + capsProfile + `,"streaming":{"live":true,"replay":true,"d
 "sessions":{"continue":true,"list":true,"messages":false},"retainedControl":{"exactRunIdentity":true,"resultIdentity":true,"eventIdentity":true,"cancellationIdempotency":true},
 "workspace":{"read":false,"write":false,"exec":false,"git":false,"upload":false,"download":false},"branching":{"checkpoint":false,"fork":false},
 "placement":true,"usage":true,"confidential":false}`
-
-func waitABit() { time.Sleep(5 * time.Millisecond) }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 // TestStandby_Process runs box-bridge --standby as a process: the pool
@@ -77,20 +78,14 @@ func TestStandby_Process(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, b
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	polltest.UntilNil(t, 60*time.Second, "standby /health to answer standby", func() error {
 		status, body := do("GET", "/health", "", "")
 		var h wire.Health
 		if status == 200 && json.Unmarshal(body, &h) == nil && h.Standby && h.Status == wire.HealthStandby {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("standby /health never answered standby: %d %s", status, body)
-		}
-		<-tick.C
-	}
+		return fmt.Errorf("%d %s", status, body)
+	})
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid))
 	if err != nil {
 		t.Fatal(err)

@@ -19,12 +19,12 @@ import (
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/turntext"
 	"github.com/tangle-network/boxctl/internal/boxtest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // transcript collects what commands print, to check that no secret is in
@@ -300,8 +300,8 @@ func TestBoxVerbs_LocalRouter(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, "removed "+shortID(up.ID)) {
 			t.Fatalf("rm last: exit %d, %v, %q", r.code, r.err, r.stdout)
 		}
-		vendortest.Poll(t, 30*time.Second, "the box to be gone", func() bool { return boxGone(t, v, up.ID) })
-		vendortest.Poll(t, 10*time.Second, "the local router to stop", func() bool { return !rec.Router.Running() })
+		polltest.Until(t, 30*time.Second, "the box to be gone", func() bool { return boxGone(t, v, up.ID) })
+		polltest.Until(t, 10*time.Second, "the local router to stop", func() bool { return !rec.Router.Running() })
 		if _, err := os.Stat(rec.Router.Log); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the local router's log %s is left after rm (%v)", rec.Router.Log, err)
 		}
@@ -375,7 +375,7 @@ func TestBoxVerbs_RouterAndGC(t *testing.T) {
 		defer cancel()
 		done := make(chan cmdResult, 1)
 		go func() { done <- boxctl(t, ctx, tr, "turn", "last", "Wait for the model") }()
-		vendortest.Poll(t, time.Minute, "the turn's model call to reach the Router", func() bool { return turnCalls() > before })
+		polltest.Until(t, time.Minute, "the turn's model call to reach the Router", func() bool { return turnCalls() > before })
 		if !strings.Contains(boxProcesses(t, nil), "claude") {
 			t.Fatal("no harness process in the box while its model call hangs")
 		}
@@ -389,7 +389,7 @@ func TestBoxVerbs_RouterAndGC(t *testing.T) {
 		if r.code != 130 || !errors.Is(r.err, context.Canceled) {
 			t.Fatalf("cancelled turn: exit %d, %v; want 130 and context.Canceled", r.code, r.err)
 		}
-		vendortest.Poll(t, 30*time.Second, "the cancelled turn's harness to end in the box", func() bool {
+		polltest.Until(t, 30*time.Second, "the cancelled turn's harness to end in the box", func() bool {
 			return !strings.Contains(boxProcesses(t, nil), "claude")
 		})
 		if r := boxctl(t, t.Context(), tr, "turn", "last", "After the cancel"); r.code != 0 || !strings.Contains(r.stdout, reply) {
@@ -426,7 +426,7 @@ func TestBoxVerbs_RouterAndGC(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "removed "+shortID(up.ID)) || !strings.Contains(r.stdout, "forgot 0123456789ab") {
 		t.Fatalf("gc: exit %d, %v, %q", r.code, r.err, r.stdout)
 	}
-	vendortest.Poll(t, 30*time.Second, "gc to remove the forgotten box", func() bool { return boxGone(t, v, up.ID) })
+	polltest.Until(t, 30*time.Second, "gc to remove the forgotten box", func() bool { return boxGone(t, v, up.ID) })
 	if st := mustState(t); len(st.Boxes) != 0 {
 		t.Errorf("state after gc = %+v, want none", st.Boxes)
 	}

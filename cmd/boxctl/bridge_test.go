@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the bridge's logger and the test.
@@ -70,22 +73,19 @@ func TestBridgeCmd_GlobalFlags(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() { done <- cmd.ExecuteContext(ctx) }()
-			tick := time.NewTicker(20 * time.Millisecond)
-			defer tick.Stop()
-			for deadline := time.Now().Add(30 * time.Second); ; {
-				if resp, err := http.Get("http://127.0.0.1:" + port + "/health"); err == nil {
+			polltest.UntilNil(t, 30*time.Second, fmt.Sprintf("boxctl %v to serve /health", tt.args), func() error {
+				resp, err := http.Get("http://127.0.0.1:" + port + "/health")
+				if err == nil {
 					resp.Body.Close()
-					break
+					return nil
 				}
 				select {
 				case err := <-done:
 					t.Fatalf("boxctl %v ended before serving: %v\n%s", tt.args, err, errOut.String())
-				case <-tick.C:
+				default:
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("boxctl %v does not serve /health:\n%s", tt.args, errOut.String())
-				}
-			}
+				return fmt.Errorf("%w\n%s", err, errOut.String())
+			})
 			cancel()
 			if err := <-done; err != nil {
 				t.Fatalf("boxctl %v = %v\n%s", tt.args, err, errOut.String())

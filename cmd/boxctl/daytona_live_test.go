@@ -10,13 +10,13 @@ import (
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors/daytona"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
 	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/open"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // TestDaytona_BuildUpTurn publishes the real box image with `boxctl build
@@ -110,7 +110,7 @@ func TestDaytona_BuildUpTurn(t *testing.T) {
 	if r := boxctl(t, t.Context(), tr, "rm", "--target", "daytona", "last"); r.code != 0 || !strings.Contains(r.stdout, "removed "+shortID(up.ID)) {
 		t.Fatalf("rm: exit %d, %v, %q", r.code, r.err, r.stdout)
 	}
-	vendortest.Poll(t, 30*time.Second, "the box to be gone", func() bool { return boxGone(t, v, up.ID) })
+	polltest.Until(t, 30*time.Second, "the box to be gone", func() bool { return boxGone(t, v, up.ID) })
 	r = boxctl(t, t.Context(), tr, "gc", "--target", "daytona", "-o", "json")
 	var res boxstate.Collected
 	if err := json.Unmarshal([]byte(r.stdout), &res); r.code != 0 || err != nil || len(res.Removed) != 0 {

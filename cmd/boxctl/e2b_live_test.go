@@ -11,12 +11,12 @@ import (
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/e2btest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/e2b/e2bemu"
 	"github.com/tangle-network/boxctl/vendors/open"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // TestE2B_BuildUpTurn publishes the box image with `boxctl build --target
@@ -102,7 +102,7 @@ func TestE2B_BuildUpTurn(t *testing.T) {
 	if r := boxctl(t, t.Context(), tr, "rm", "--target", "e2b", "last"); r.code != 0 {
 		t.Fatalf("rm --target e2b last: exit %d: %v", r.code, r.err)
 	}
-	vendortest.Poll(t, 30*time.Second, "the sandbox to be gone", func() bool { return len(emu.Server.Sandboxes()) == 0 })
+	polltest.Until(t, 30*time.Second, "the sandbox to be gone", func() bool { return len(emu.Server.Sandboxes()) == 0 })
 	r = boxctl(t, t.Context(), tr, "gc", "--target", "e2b", "-o", "json")
 	var res boxstate.Collected
 	if err := json.Unmarshal([]byte(r.stdout), &res); r.code != 0 || err != nil || len(res.Removed) != 0 {

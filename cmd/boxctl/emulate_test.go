@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors/emukit"
 	"github.com/tangle-network/boxctl/vendors/open"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // TestEmulate_Serves runs each `boxctl emulate VENDOR` on its one command
@@ -93,7 +93,7 @@ func startEmulate(t *testing.T, keyVar string, args ...string) (printed map[stri
 	go func() {
 		done <- boxctlTo(t, ctx, nil, &out, &errOut, append([]string{"emulate"}, append(args, "--network", "boxctl-test", "-o", "json")...)...)
 	}()
-	vendortest.Poll(t, 30*time.Second, "the emulator's environment", func() bool {
+	polltest.Until(t, 30*time.Second, "the emulator's environment", func() bool {
 		return json.Unmarshal([]byte(out.String()), &printed) == nil
 	})
 	return printed, func() {

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 )
 
@@ -55,15 +57,12 @@ func TestEvents_Follow(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.ExecuteContext(ctx) }()
 	appendEvent(t, sandbox.Event{Type: sandbox.EventReady, Vendor: "docker", BoxID: "b2"})
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !strings.Contains(out.String(), `"boxId":"b2"`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("events -f did not print the new event; printed %q", out.String())
+	polltest.UntilNil(t, 30*time.Second, "events -f to print the new event", func() error {
+		if strings.Contains(out.String(), `"boxId":"b2"`) {
+			return nil
 		}
-		<-tick.C
-	}
+		return fmt.Errorf("printed %q", out.String())
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("events -f after an interrupt = %v, want nil", err)

@@ -15,12 +15,12 @@ import (
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/kubetest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/kubernetes"
 	"github.com/tangle-network/boxctl/vendors/open"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // TestKubernetes_BuildUpTurn pushes the box image with `boxctl build
@@ -93,7 +93,7 @@ func TestKubernetes_BuildUpTurn(t *testing.T) {
 	if r := boxctl(t, t.Context(), tr, "rm", "--target", "kubernetes", "last"); r.code != 0 {
 		t.Fatalf("rm --target kubernetes last: exit %d: %v", r.code, r.err)
 	}
-	vendortest.Poll(t, 30*time.Second, "the box to be gone", func() bool { return boxGone(t, kv, up.ID) })
+	polltest.Until(t, 30*time.Second, "the box to be gone", func() bool { return boxGone(t, kv, up.ID) })
 	r = boxctl(t, t.Context(), tr, "gc", "--target", "kubernetes", "--dry-run", "-o", "json")
 	var res boxstate.Collected
 	if err := json.Unmarshal([]byte(r.stdout), &res); r.code != 0 || err != nil {
@@ -128,7 +128,7 @@ func kubePoolUpClaim(t *testing.T, kv *kubernetes.Vendor, tr *transcript, image 
 	}()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	vendortest.Poll(t, 3*time.Minute, "the pool "+name+" to be made", func() bool {
+	polltest.Until(t, 3*time.Minute, "the pool "+name+" to be made", func() bool {
 		_, err := kv.PoolState(ctx, name)
 		return err == nil
 	})
@@ -136,7 +136,7 @@ func kubePoolUpClaim(t *testing.T, kv *kubernetes.Vendor, tr *transcript, image 
 		t.Fatal(err)
 	}
 	// The keeper's metrics and pool ls see the ready pod.
-	vendortest.Poll(t, time.Minute, "the keeper's metrics to show the ready pod", func() bool {
+	polltest.Until(t, time.Minute, "the keeper's metrics to show the ready pod", func() bool {
 		res, err := http.Get("http://" + metrics + "/metrics")
 		if err != nil {
 			return false

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 // lockedBuffer is a bytes.Buffer safe to write from the command's goroutine
@@ -53,18 +56,17 @@ func startRouterStub(t *testing.T, args ...string) (out string, errOut *lockedBu
 			return nil
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.HasSuffix(stdout.String(), "\n") {
+	polltest.UntilNil(t, 10*time.Second, "router-stub to print its address", func() error {
+		if strings.HasSuffix(stdout.String(), "\n") {
+			return nil
+		}
 		select {
 		case err := <-done:
 			t.Fatalf("router-stub exited early: %v\nstderr: %s", err, errOut)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("router-stub printed no address; stderr: %s", errOut)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("stderr: %s", errOut)
+	})
 	return stdout.String(), errOut, stop
 }
 

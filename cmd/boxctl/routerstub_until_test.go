@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 func TestRouterStub_Until(t *testing.T) {
@@ -16,13 +19,12 @@ func TestRouterStub_Until(t *testing.T) {
 		t.Run(strings.Join(args[2:], " "), func(t *testing.T) {
 			start := time.Now()
 			_, errOut, stop := startRouterStub(t, args...)
-			deadline := time.Now().Add(10 * time.Second)
-			for !strings.Contains(errOut.String(), "lifetime over") {
-				if time.Now().After(deadline) {
-					t.Fatalf("router-stub %v still runs after 10s; stderr: %s", args, errOut)
+			polltest.UntilNil(t, 10*time.Second, fmt.Sprintf("router-stub %v to end its lifetime", args), func() error {
+				if strings.Contains(errOut.String(), "lifetime over") {
+					return nil
 				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return fmt.Errorf("stderr: %s", errOut)
+			})
 			if err := stop(); err != nil {
 				t.Errorf("router-stub %v ended with %v, want nil", args, err)
 			}

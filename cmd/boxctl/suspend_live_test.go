@@ -11,10 +11,10 @@ import (
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
 	"github.com/tangle-network/boxctl/internal/boxtest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // routerReplying serves a model Router that answers every turn with reply,
@@ -108,12 +108,12 @@ func TestBoxVerbs_GCIdleSuspend(t *testing.T) {
 	defer stop()
 	done := make(chan cmdResult, 1)
 	go func() { done <- boxctl(t, gcCtx, nil, "gc", "--every", "1s", "-o", "json") }()
-	vendortest.Poll(t, 2*time.Minute, "gc to suspend the idle box", func() bool {
+	polltest.Until(t, 2*time.Minute, "gc to suspend the idle box", func() bool {
 		st, err := box.Status(t.Context())
 		return err == nil && st.State == vendors.StateSuspended
 	})
 	// The record changes right after the suspend, in the same round.
-	vendortest.Poll(t, time.Minute, "the state to record the suspend", func() bool {
+	polltest.Until(t, time.Minute, "the state to record the suspend", func() bool {
 		rec := mustState(t).Find(up.ID)
 		return rec != nil && rec.Reference.Bearer == ""
 	})

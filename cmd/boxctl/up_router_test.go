@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 // TestLocalRouter starts the local model endpoint as `up --router local`
@@ -57,7 +57,7 @@ func TestLocalRouter(t *testing.T) {
 	if err := r.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	vendortest.Poll(t, 10*time.Second, "the local router to end", func() bool { return !r.Running() })
+	polltest.Until(t, 10*time.Second, "the local router to end", func() bool { return !r.Running() })
 	if b, _ := os.ReadFile(logPath); strings.Contains(string(b), key) {
 		t.Errorf("the router's log holds its key")
 	}

@@ -69,9 +69,12 @@ const (
 // testOnlyPkg is a package that exists only for tests. It follows the
 // rules of its place in the tree (allowed) and may import, besides, what
 // extra lists (packages and their subpackages), test-only ones included.
+// A leaf imports nothing of ours, so the tests of every package may import
+// it, those of the packages that import nothing of ours too.
 type testOnlyPkg struct {
 	kind  kind
 	extra []string
+	leaf  bool
 }
 
 // testOnly lists every package that exists only for tests. Product code
@@ -116,8 +119,12 @@ var testOnly = map[string]testOnlyPkg{
 	// image, a local model endpoint.
 	"internal/sandboxtest": {kind: helper, extra: []string{"provider", "vendors", "internal/boxtest",
 		"internal/e2btest", "internal/kubetest", "internal/testbed"}},
-	"pins/pinstest":      {kind: helper},
-	"vendors/vendortest": {kind: helper},
+	// Shared test plumbing, for every package's tests.
+	"internal/goldentest": {kind: helper, leaf: true},
+	"internal/polltest":   {kind: helper, leaf: true},
+	"pins/pinstest":       {kind: helper},
+	// The suite waits with polltest.
+	"vendors/vendortest": {kind: helper, extra: []string{"internal/polltest"}},
 }
 
 // pending are listed test-only packages the architecture names that are
@@ -255,6 +262,8 @@ func permitted(from, to string) (bool, string) {
 		return true, ""
 	}
 	switch {
+	case fromTestOnly && src.leaf:
+		return false, "a leaf " + string(src.kind) + " imports nothing of ours"
 	case toTestOnly && !fromTestOnly:
 		return false, "product code never imports a " + string(dst.kind)
 	case toTestOnly:
@@ -484,6 +493,11 @@ func TestPermitted(t *testing.T) {
 		{"pins/pinstest", "internal/testbed", false},
 		{"internal/boxtest", "boximage", true},
 		{"internal/boxtest", "vendors/docker", false},
+		{"vendors/vendortest", "internal/polltest", true},
+		{"vendors/kubernetes", "internal/polltest", false},
+		{"pins/pinstest", "internal/polltest", false},
+		{"internal/polltest", "internal/testbed", false},
+		{"internal/polltest", "internal/vendorhttp", false},
 	}
 	for _, tt := range tests {
 		if got, why := permitted(tt.from, tt.to); got != tt.want {

@@ -21,6 +21,8 @@
 // Fakes and test helpers are listed by name (testOnly), not guessed from
 // their names: a package named like one but unlisted fails, and so does a
 // listed package that is gone. They follow the rules of their place in
-// the tree, plus the extra imports listed for each. A last test keeps
+// the tree, plus the extra imports listed for each; a leaf among them
+// (internal/polltest, internal/goldentest) imports nothing of ours, and
+// every package's tests may import it. A last test keeps
 // internal/dockerclient the only constructor of Docker Engine clients.
 package depcheck

@@ -29,6 +29,8 @@ var knownUpwardTestImports = map[string][]string{}
 //     one in its own part (bridge/internal/schemacheck for bridge/wire),
 //     or wherever it may import the helper's parent (vendors/vendortest
 //     for every vendor), and a helper's tests import its listed extras;
+//   - a leaf helper (internal/polltest, internal/goldentest) serves every
+//     test, those of the packages that import nothing of ours too;
 //   - provider/sandbox's and the reaper's tests run on real vendors
 //     (vendors/...), and a vendor's tests on its own emulator;
 //   - provider's tests run the real server the client speaks to, as a
@@ -47,6 +49,9 @@ func permittedInTest(from, to string) (bool, string) {
 	}
 	if dst, ok := testOnly[to]; ok {
 		parent := path.Dir(to)
+		if dst.leaf {
+			return true, ""
+		}
 		if under(from, part(to)) || allowed(from, parent) {
 			return true, ""
 		}
@@ -246,6 +251,10 @@ func TestPermittedInTest(t *testing.T) {
 		{"bridge/wire", "bridge/server", false},
 		{"cmd/boxctl", "vendors/e2b/e2bemu", true},
 		{"conformance", "conformance/internal/lossybridge", true},
+		{"vendors/boxproc", "internal/polltest", true},
+		{"bridge/wire", "internal/polltest", true},
+		{"bridge/wire", "internal/goldentest", true},
+		{"vendors/boxproc", "vendors/reaper", false},
 	}
 	for _, tt := range tests {
 		if got, why := permittedInTest(tt.from, tt.to); got != tt.want {

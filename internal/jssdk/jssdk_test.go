@@ -2,17 +2,15 @@ package jssdk
 
 import (
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/tangle-network/boxctl/internal/goldentest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 )
-
-var update = flag.Bool("update", false, "resolve every set's lock again and rewrite locks/")
 
 // TestLocks checks that every set's lock installs its pins at the top;
 // with -update it first resolves the locks again against the registry.
@@ -23,7 +21,7 @@ func TestLocks(t *testing.T) {
 	}
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			if *update {
+			if goldentest.Update() {
 				env := testbed.Require(t)
 				s, err := loadPins(name)
 				if err != nil {

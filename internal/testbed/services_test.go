@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/tangle-network/boxctl/internal/dockerclient"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 )
 
@@ -261,25 +262,22 @@ func TestKubernetes(t *testing.T) {
 	}
 
 	// The node may be settling right after `make testbed`: poll, no sleep.
-	var ready corev1.ConditionStatus
-	for {
+	polltest.UntilNil(t, 2*time.Minute, "node localhost to be Ready", func() error {
 		node, err := cs.CoreV1().Nodes().Get(ctx, "localhost", metav1.GetOptions{})
-		if err == nil {
-			for _, c := range node.Status.Conditions {
-				if c.Type == corev1.NodeReady {
-					ready = c.Status
-				}
+		if err != nil {
+			return err
+		}
+		var ready corev1.ConditionStatus
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				ready = c.Status
 			}
 		}
-		if ready == corev1.ConditionTrue {
-			break
+		if ready != corev1.ConditionTrue {
+			return fmt.Errorf("Ready = %q, want True", ready)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("node localhost: Ready = %q (last error %v), want True", ready, err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+		return nil
+	})
 
 	res, err := cs.Discovery().ServerResourcesForGroupVersion("agents.x-k8s.io/v1alpha1")
 	if err != nil {

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"github.com/tangle-network/boxctl/internal/dockerclient"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
@@ -87,20 +89,15 @@ func bareRun(b *testing.B, cli *client.Client, f *fixture) (string, string) {
 
 func waitHealthy(b *testing.B, url string) {
 	b.Helper()
-	deadline := time.Now().Add(time.Minute)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	polltest.UntilNil(b, time.Minute, "the bare bridge at "+url+" to answer /health 200", func() error {
 		resp, err := http.Get(url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("bare bridge at %s never answered /health 200 (%v)", url, err)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return errors.New(resp.Status)
 		}
-		<-tick.C
-	}
+		return nil
+	})
 }

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // The sandbox flow also runs on Daytona's emulator: each test gets an
@@ -46,7 +46,7 @@ func TestProvider_DaytonaBoxVanishesMidTurn(t *testing.T) {
 		}
 		errc <- err
 	}()
-	vendortest.Poll(t, time.Minute, "the stalled turn to reach the model", func() bool { return f.SawPrompt(promptStall) })
+	polltest.Until(t, time.Minute, "the stalled turn to reach the model", func() bool { return f.SawPrompt(promptStall) })
 	start := time.Now()
 	if err := emu.Vanish(env.Box().ID()); err != nil {
 		t.Fatal(err)

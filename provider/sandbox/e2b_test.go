@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/e2btest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // The sandbox flow runs on E2B too: the e2b client on the E2B emulator,
@@ -41,7 +41,7 @@ func TestProvider_E2BGoneMidTurn(t *testing.T) {
 	}()
 	// Once the turn's model call is in flight, another client deletes the
 	// sandbox.
-	vendortest.Poll(t, 2*time.Minute, "the turn's model call", func() bool { return f.SawPrompt(marker) })
+	polltest.Until(t, 2*time.Minute, "the turn's model call", func() bool { return f.SawPrompt(marker) })
 	other, err := env.Client(t).Connect(t.Context(), e.Box().ID())
 	if err != nil {
 		t.Fatal(err)

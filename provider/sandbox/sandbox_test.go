@@ -16,13 +16,13 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/reaper"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // The fixture the live tests share (internal/sandboxtest).
@@ -355,7 +355,7 @@ func TestProvider_AbandonedBoxEnds(t *testing.T) {
 	}
 	_ = cmd.Wait()
 	deadline := ref.Deadline.Add(15 * time.Second)
-	vendortest.Poll(t, time.Until(deadline), "the abandoned box to end by itself", func() bool {
+	polltest.Until(t, time.Until(deadline), "the abandoned box to end by itself", func() bool {
 		_, err := f.Vendor.Connect(t.Context(), ref.BoxID)
 		return errors.Is(err, vendors.ErrNotFound)
 	})

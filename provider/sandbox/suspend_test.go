@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // suspendCycles is the number of suspend/resume cycles of
@@ -485,7 +485,7 @@ func TestProvider_LiveGCIdleSuspend(t *testing.T) {
 		}
 		return got
 	}
-	vendortest.Poll(t, time.Minute, "the stalled turn to reach the model", func() bool { return f.SawPrompt(stall) })
+	polltest.Until(t, time.Minute, "the stalled turn to reach the model", func() bool { return f.SawPrompt(stall) })
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	pace := func() {
@@ -518,12 +518,10 @@ func TestProvider_LiveGCIdleSuspend(t *testing.T) {
 	}
 	_ = other.Close(ctx)
 	var got []sandbox.IdleSuspended
-	for deadline := time.Now().Add(2 * time.Minute); len(got) == 0; pace() {
-		if time.Now().After(deadline) {
-			t.Fatal("gc did not suspend the box within 2m of idleness")
-		}
+	polltest.Until(t, 2*time.Minute, "gc to suspend the idle box", func() bool {
 		got = gc()
-	}
+		return len(got) > 0
+	})
 	took := time.Since(cancelled)
 	stopPolls()
 	if len(got) != 1 || got[0].Box.ID != env.Box().ID() || got[0].Err != nil || got[0].Idle < after || got[0].After != after {

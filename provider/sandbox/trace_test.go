@@ -21,6 +21,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider"
@@ -140,26 +141,19 @@ func (tr jaegerTrace) named(name string) []jaegerSpan {
 // name in want, and returns it.
 func readTrace(t *testing.T, base string, id trace.TraceID, want []string) jaegerTrace {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	var last string
-	for {
-		tr, err := getTrace(t.Context(), base, id.String())
-		if err == nil {
-			missing := slices.DeleteFunc(slices.Clone(want), func(n string) bool { return len(tr.named(n)) > 0 })
-			if len(missing) == 0 {
-				return tr
-			}
-			last = fmt.Sprintf("lacks %v", missing)
-		} else {
-			last = err.Error()
+	var tr jaegerTrace
+	polltest.UntilNil(t, 90*time.Second, fmt.Sprintf("trace %s from %s", id, base), func() error {
+		got, err := getTrace(t.Context(), base, id.String())
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("trace %s from %s: %s", id, base, last)
+		if missing := slices.DeleteFunc(slices.Clone(want), func(n string) bool { return len(got.named(n)) > 0 }); len(missing) > 0 {
+			return fmt.Errorf("lacks %v", missing)
 		}
-		<-tick.C
-	}
+		tr = got
+		return nil
+	})
+	return tr
 }
 
 func getTrace(ctx context.Context, base, id string) (jaegerTrace, error) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/vendors/boxproc"
 )
 
@@ -140,16 +141,11 @@ func TestEnvScripts(t *testing.T) {
 		if pid == "" || strings.ContainsAny(pid, " \n") {
 			t.Fatalf("supervisor printed %q, want the pid", out)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
 		var exit []byte
-		for time.Now().Before(deadline) {
-			if exit, err = os.ReadFile(filepath.Join(rec, "exit")); err == nil {
-				break
-			}
-			<-tick.C
-		}
+		polltest.UntilNil(t, 10*time.Second, "the exit record", func() (err error) {
+			exit, err = os.ReadFile(filepath.Join(rec, "exit"))
+			return err
+		})
 		if string(exit) != "7\n" {
 			t.Fatalf("exit record = %q, %v; want 7", exit, err)
 		}

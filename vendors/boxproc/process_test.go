@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/vendors/boxproc"
 )
 
@@ -80,20 +81,6 @@ func newBox(t *testing.T) (*boxproc.Box, *localRunner) {
 	return &boxproc.Box{Vendor: "local", Runner: r, ProcDir: filepath.Join(t.TempDir(), "proc")}, r
 }
 
-// poll waits for cond under a deadline.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 20s", what)
-		}
-		<-tick.C
-	}
-}
-
 func TestBox_Spawn(t *testing.T) {
 	b, r := newBox(t)
 	secret := "local-secret-" + strconv.Itoa(os.Getpid())
@@ -114,7 +101,7 @@ func TestBox_Spawn(t *testing.T) {
 	}
 	// The pid is known from the fork on; the command's own environment is
 	// there once it has exec'd.
-	poll(t, "the process's environment holds SECRET", func() bool {
+	polltest.Until(t, 20*time.Second, "the process's environment to hold SECRET", func() bool {
 		environ, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID()) + "/environ")
 		return err == nil && slices.Contains(strings.Split(string(environ), "\x00"), "SECRET="+secret)
 	})
@@ -165,7 +152,7 @@ func TestBox_Spawn(t *testing.T) {
 	if err := again.Signal(t.Context(), syscall.SIGTERM); err != nil {
 		t.Errorf("Signal after the end = %v, want nil", err)
 	}
-	poll(t, "every command ended", r.idle)
+	polltest.Until(t, 20*time.Second, "every command to end", r.idle)
 }
 
 func TestBox_SpawnRefusals(t *testing.T) {
@@ -222,13 +209,13 @@ func TestProcess_Wait(t *testing.T) {
 		_, err := p.Wait(ctx)
 		errC <- err
 	}()
-	poll(t, "wait runs", func() bool { return !r.idle() })
+	polltest.Until(t, 20*time.Second, "wait to run", func() bool { return !r.idle() })
 	stop := errors.New("stop waiting")
 	cancel(stop)
 	if err := <-errC; !errors.Is(err, stop) {
 		t.Errorf("Wait after cancel = %v, want the cause", err)
 	}
-	poll(t, "the wait command ended", r.idle)
+	polltest.Until(t, 20*time.Second, "the wait command to end", r.idle)
 }
 
 func TestProcess_OutputClosed(t *testing.T) {
@@ -249,7 +236,7 @@ func TestProcess_OutputClosed(t *testing.T) {
 	}
 	stdout.Close()
 	stderr.Close()
-	poll(t, "the follower ended after its readers closed", r.idle)
+	polltest.Until(t, 20*time.Second, "the follower to end after its readers closed", r.idle)
 
 	ctx, cancel := context.WithCancelCause(t.Context())
 	stdout, stderr, err = p.Output(ctx)
@@ -266,7 +253,7 @@ func TestProcess_OutputClosed(t *testing.T) {
 	if _, err := io.ReadAll(stdout); !errors.Is(err, stop) {
 		t.Errorf("stdout after cancel = %v, want the cause", err)
 	}
-	poll(t, "the follower ended after its context", r.idle)
+	polltest.Until(t, 20*time.Second, "the follower to end after its context", r.idle)
 }
 
 func TestBox_Files(t *testing.T) {

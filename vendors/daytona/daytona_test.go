@@ -16,6 +16,7 @@ import (
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/dockerclient"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
@@ -201,7 +202,7 @@ func TestVendor_VanishedBoxStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	var resp *http.Response
-	vendortest.Poll(t, 30*time.Second, "the box's stream to answer", func() bool {
+	polltest.Until(t, 30*time.Second, "the box's stream to answer", func() bool {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, ep.URL+"/stream", nil)
 		resp, err = ep.Client().Do(req)
 		if err == nil && resp.StatusCode != http.StatusOK {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/jssdk"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
@@ -163,7 +164,7 @@ func TestSDK_GoClientScenario(t *testing.T) {
 				return err
 			}
 			body := ""
-			vendortest.Poll(t, 30*time.Second, "the preview to answer", func() bool {
+			polltest.Until(t, 30*time.Second, "the preview to answer", func() bool {
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ep.URL+"/x", nil)
 				for k, vs := range ep.Header {
 					req.Header[k] = vs

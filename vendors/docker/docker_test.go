@@ -19,6 +19,7 @@ import (
 
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/boxtest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
@@ -135,7 +136,7 @@ func TestVendor_ForkBombHitsPidsLimit(t *testing.T) {
 	defer cancel()
 	// A classic fork bomb, bounded in time by the context.
 	_, _ = bomb.Spawn(ctx, vendors.SpawnSpec{Name: "bomb", Command: []string{"sh", "-c", `b() { b | b & }; b; sleep 60`}})
-	vendortest.Poll(t, 20*time.Second, "the bomb to reach the pids limit", func() bool {
+	polltest.Until(t, 20*time.Second, "the bomb to reach the pids limit", func() bool {
 		res, err := bomb.Exec(t.Context(), vendors.ExecSpec{Command: []string{"cat", "/sys/fs/cgroup/pids.current"}})
 		if err != nil || res.ExitCode != 0 {
 			// The exec itself may not fork: that is the limit working.
@@ -173,7 +174,7 @@ func TestVendor_BoxesCannotReachEachOther(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vendortest.Poll(t, 30*time.Second, "the server box to answer its host", func() bool {
+	polltest.Until(t, 30*time.Second, "the server box to answer its host", func() bool {
 		resp, err := http.Get(ep.URL)
 		if err == nil {
 			resp.Body.Close()

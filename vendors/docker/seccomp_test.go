@@ -2,8 +2,6 @@ package docker
 
 import (
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,9 +11,9 @@ import (
 	"github.com/docker/docker/oci"
 	"github.com/google/go-cmp/cmp"
 	"github.com/moby/profiles/seccomp"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/jail-seccomp-additions.golden.json from jailRules")
+	"github.com/tangle-network/boxctl/internal/goldentest"
+)
 
 // profileDiff splits got against Docker's default profile: the rules got
 // adds (in order) and the rules of the default got lacks or changes.
@@ -84,22 +82,7 @@ func TestJailProfile_IsDefaultPlusJailRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	diff = append(diff, '\n')
-	file := filepath.Join("testdata", "jail-seccomp-additions.golden.json")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(file, diff, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run go test ./vendors/docker -run TestJailProfile -update)", err)
-	}
-	if d := cmp.Diff(string(want), string(diff)); d != "" {
-		t.Errorf("the rules added to Docker's default differ from %s; run with -update if intended (-golden +got):\n%s", file, d)
-	}
+	goldentest.Check(t, filepath.Join("testdata", "jail-seccomp-additions.golden.json"), diff)
 }
 
 // TestJailProfile_AddsOnlyNamespaceCalls checks every added rule against

@@ -23,6 +23,7 @@ import (
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/kubetest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
@@ -325,7 +326,7 @@ func TestVendor_CallerKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vendortest.Poll(t, time.Until(info.Deadline)+20*time.Second, "the cluster to remove the box", func() bool {
+	polltest.Until(t, time.Until(info.Deadline)+20*time.Second, "the cluster to remove the box", func() bool {
 		_, err := v.Connect(t.Context(), id)
 		return errors.Is(err, vendors.ErrNotFound)
 	})
@@ -335,7 +336,7 @@ func TestVendor_CallerKilled(t *testing.T) {
 	}
 	t.Logf("removed %v after the kill, %v after its deadline", gone.Sub(killed).Round(time.Millisecond), gone.Sub(info.Deadline).Round(time.Millisecond))
 	pods := clientset(t).CoreV1().Pods(v.Namespace())
-	vendortest.Poll(t, 30*time.Second, "the box's pod to go", func() bool {
+	polltest.Until(t, 30*time.Second, "the box's pod to go", func() bool {
 		_, err := pods.Get(t.Context(), box.(*kubernetes.Box).Pod(), metav1.GetOptions{})
 		return err != nil
 	})
@@ -410,7 +411,7 @@ func TestVendor_WarmPool(t *testing.T) {
 	if n, err := v.RecyclePool(t.Context(), pool, 0); err != nil || n != 1 {
 		t.Errorf("RecyclePool(0) = %d, %v; want its oldest pod", n, err)
 	}
-	vendortest.Poll(t, 3*time.Minute, "the recycled pod's replacement", func() bool {
+	polltest.Until(t, 3*time.Minute, "the recycled pod's replacement", func() bool {
 		st, err := v.PoolState(t.Context(), pool)
 		return err == nil && st.Ready == 2 && st.Oldest.After(before.Oldest)
 	})
@@ -468,7 +469,7 @@ func TestVendor_EndpointAfterRefusals(t *testing.T) {
 		`require("http").createServer((q, s) => { if (q.url === "/slow") { s.write("a"); setTimeout(() => s.end("b"), 3000) } else s.end("ok") }).listen(8080)`}}); err != nil {
 		t.Fatal(err)
 	}
-	vendortest.Poll(t, 30*time.Second, "the server to answer", func() bool { b, err := get("/"); return err == nil && b == "ok" })
+	polltest.Until(t, 30*time.Second, "the server to answer", func() bool { b, err := get("/"); return err == nil && b == "ok" })
 	slow := make(chan string, 1)
 	go func() { b, err := get("/slow"); slow <- fmt.Sprint(b, err) }()
 	for range 5 {

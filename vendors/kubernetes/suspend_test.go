@@ -17,6 +17,7 @@ import (
 
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/kubetest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/kubernetes"
@@ -56,7 +57,7 @@ func TestVendor_SuspendResumeFork(t *testing.T) {
 	}
 	pod := box.(*kubernetes.Box).Pod()
 	var mem uint64
-	vendortest.Poll(t, time.Minute, "the kubelet's stats of the box's pod", func() bool {
+	polltest.Until(t, time.Minute, "the kubelet's stats of the box's pod", func() bool {
 		var ok bool
 		mem, ok = podMemory(t, cs, pod)
 		return ok && mem > 0
@@ -76,7 +77,7 @@ func TestVendor_SuspendResumeFork(t *testing.T) {
 	if _, err := cs.CoreV1().Pods(v.Namespace()).Get(ctx, pod, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the pod of a suspended box: %v, want it gone", err)
 	}
-	vendortest.Poll(t, time.Minute, "the kubelet to drop the suspended pod's stats", func() bool {
+	polltest.Until(t, time.Minute, "the kubelet to drop the suspended pod's stats", func() bool {
 		_, ok := podMemory(t, cs, pod)
 		return !ok
 	})
@@ -169,7 +170,7 @@ func TestVendor_SuspendResumeFork(t *testing.T) {
 		t.Fatal(err)
 	}
 	vendortest.ReapPastRetention(t, v, tag, box.ID(), 2*time.Hour)
-	vendortest.Poll(t, time.Minute, "the reaped box's volume claim to go", func() bool {
+	polltest.Until(t, time.Minute, "the reaped box's volume claim to go", func() bool {
 		_, err := cs.CoreV1().PersistentVolumeClaims(v.Namespace()).Get(ctx, claim, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})

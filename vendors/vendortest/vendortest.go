@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/reaper"
@@ -69,8 +70,7 @@ func Run(t *testing.T, c Config) {
 		life := c.ShortLifetime
 		box := create(t, c, vendors.CreateSpec{Lifetime: life})
 		id := box.ID()
-		deadline := time.Now().Add(life + c.LifetimeSlack)
-		poll(t, deadline, "box to end at its deadline", func() bool {
+		polltest.Until(t, life+c.LifetimeSlack, "box to end at its deadline", func() bool {
 			_, err := c.Vendor.Connect(t.Context(), id)
 			return errors.Is(err, vendors.ErrNotFound)
 		})
@@ -271,7 +271,7 @@ func testExecCancel(t *testing.T, box vendors.Box) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Exec past its context = %v, want context.DeadlineExceeded", err)
 	}
-	poll(t, time.Now().Add(20*time.Second), "the cancelled command and its child to end", func() bool {
+	polltest.Until(t, 20*time.Second, "the cancelled command and its child to end", func() bool {
 		res, err := box.Exec(t.Context(), vendors.ExecSpec{Command: []string{"sh", "-c",
 			`! kill -0 "$(cat /tmp/vt-cancel.pid)" 2>/dev/null && ! kill -0 "$(cat /tmp/vt-child.pid)" 2>/dev/null`}})
 		return err == nil && res.ExitCode == 0
@@ -424,7 +424,7 @@ func testEndpoint(t *testing.T, box vendors.Box) {
 	}
 	client := ep.Client()
 	var body string
-	poll(t, time.Now().Add(30*time.Second), "the box's server to answer at "+ep.URL, func() bool {
+	polltest.Until(t, 30*time.Second, "the box's server to answer at "+ep.URL, func() bool {
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, ep.URL+"/ping", nil)
 		resp, err := client.Do(req)
 		if err != nil {
@@ -467,29 +467,6 @@ func testDestroy(t *testing.T, c Config, box vendors.Box) {
 	if err != nil || len(list) != 0 {
 		t.Errorf("List(run tag) after Destroy = %v, %v; want none", list, err)
 	}
-}
-
-// poll calls cond until it holds or the deadline passes.
-func poll(t testing.TB, deadline time.Time, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		case <-tick.C:
-		}
-	}
-}
-
-// Poll is poll for the vendors' own tests.
-func Poll(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	poll(t, time.Now().Add(timeout), what, cond)
 }
 
 // ReapPastRetention runs gc over v's boxes of run tag as it would run

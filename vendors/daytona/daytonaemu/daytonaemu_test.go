@@ -11,9 +11,9 @@ import (
 
 	"golang.org/x/net/websocket"
 
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 const key = "dtn_emulator_test"
@@ -118,7 +118,7 @@ func TestServer_SandboxLifecycle(t *testing.T) {
 	if st, _, _ := call(t, "POST", api+"/sandbox", key, `{"snapshot":"missing","name":"a"}`); st != 409 {
 		t.Errorf("create with a name in use = %d, want 409", st)
 	}
-	vendortest.Poll(t, time.Minute, "the sandboxes to fail", func() bool {
+	polltest.Until(t, time.Minute, "the sandboxes to fail", func() bool {
 		_, _, sb := call(t, "GET", api+"/sandbox/"+ids[2], key, "")
 		return sb["state"] == "error"
 	})
@@ -142,7 +142,7 @@ func TestServer_SandboxLifecycle(t *testing.T) {
 		t.Errorf("list by two labels = %v, want b only", page)
 	}
 
-	vendortest.Poll(t, time.Minute, "the first sandbox to fail", func() bool {
+	polltest.Until(t, time.Minute, "the first sandbox to fail", func() bool {
 		_, _, sb := call(t, "GET", api+"/sandbox/"+ids[0], key, "")
 		return sb["state"] == "error"
 	})
@@ -273,7 +273,7 @@ func TestServer_SandboxSnapshotRefusals(t *testing.T) {
 		t.Fatalf("create = %d %v", st, sb)
 	}
 	id := sb["id"].(string)
-	vendortest.Poll(t, time.Minute, "the sandbox to fail", func() bool {
+	polltest.Until(t, time.Minute, "the sandbox to fail", func() bool {
 		_, _, sb := call(t, "GET", api+"/sandbox/"+id, key, "")
 		return sb["state"] == "error"
 	})

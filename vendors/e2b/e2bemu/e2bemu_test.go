@@ -13,6 +13,7 @@ import (
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/e2btest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/vendorhttp"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/e2b"
@@ -202,7 +203,7 @@ func TestServer_Faults(t *testing.T) {
 		env := start(t, func(o *e2bemu.Options) { o.Faults.VanishAfter = 2 * time.Second })
 		v := env.Client(t)
 		b := create(t, v, vendors.CreateSpec{})
-		vendortest.Poll(t, 20*time.Second, "the sandbox to vanish", func() bool {
+		polltest.Until(t, 20*time.Second, "the sandbox to vanish", func() bool {
 			_, err := v.Connect(t.Context(), b.ID())
 			return errors.Is(err, vendors.ErrNotFound)
 		})

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,14 +21,13 @@ import (
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
+	"github.com/tangle-network/boxctl/internal/goldentest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // listVendor is a vendor whose List answers infos (or err) and that has no
 // box to connect to.
@@ -373,7 +371,7 @@ func TestServer_Boxes(t *testing.T) {
 	if err := json.Indent(&pretty, got, "", "  "); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "boxes.golden.json", pretty.Bytes())
+	goldentest.Check(t, filepath.Join("testdata", "boxes.golden.json"), pretty.Bytes())
 	if bytes.Contains(got, []byte("bearer-secret")) {
 		t.Error("the box listing carries a bearer")
 	}
@@ -577,26 +575,5 @@ func TestNew_Options(t *testing.T) {
 		if _, err := New(o); err == nil {
 			t.Errorf("New(%+v) = nil error, want one", o)
 		}
-	}
-}
-
-// golden compares got with testdata/name, rewriting it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to write it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s (-want +got):\n%s", name, diff)
 	}
 }

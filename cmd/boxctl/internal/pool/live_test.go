@@ -15,13 +15,13 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/reaper"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 // newPool starts a keeper of size boxes of the Claude Code harness on
@@ -63,15 +63,12 @@ func newPoolOpts(t testing.TB, f *fixture, tg target, name string, o pool.Option
 // waitFull polls the keeper until size boxes wait.
 func waitFull(t testing.TB, pl *pool.Pool, size int) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for pl.Stats().Ready < size {
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool has %+v after 3 minutes, want %d ready", pl.Stats(), size)
+	polltest.UntilNil(t, 3*time.Minute, fmt.Sprintf("%d ready boxes in the pool", size), func() error {
+		if st := pl.Stats(); st.Ready < size {
+			return fmt.Errorf("the pool has %+v", st)
 		}
-		<-tick.C
-	}
+		return nil
+	})
 }
 
 var (
@@ -373,7 +370,7 @@ func TestPool_KeeperKilledMidRefill(t *testing.T) {
 		t.Fatal(err)
 	}
 	filter := map[string]string{boxmeta.LabelPool: name}
-	vendortest.Poll(t, 2*time.Minute, "a box of the keeper", func() bool {
+	polltest.Until(t, 2*time.Minute, "a box of the keeper", func() bool {
 		list, err := tg.Vendor.List(t.Context(), filter)
 		return err == nil && len(list) > 0
 	})
@@ -381,7 +378,7 @@ func TestPool_KeeperKilledMidRefill(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	vendortest.Poll(t, 2*time.Minute, "no box of the killed keeper after gc", func() bool {
+	polltest.Until(t, 2*time.Minute, "no box of the killed keeper after gc", func() bool {
 		if _, err := reaper.Reap(t.Context(), tg.Vendor, reaper.Options{Filter: filter}); err != nil {
 			t.Logf("reap: %v", err)
 		}

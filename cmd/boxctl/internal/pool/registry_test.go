@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors/reaper"
-	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
 const helperEnv = "BOXCTL_POOL_TAKE_HELPER"
@@ -145,7 +145,7 @@ func TestTake_Queue(t *testing.T) {
 	}()
 	v, _ := takeQueues.Load(r.path)
 	q := v.(*takeQueue)
-	vendortest.Poll(t, 10*time.Second, "the first take's batch under way", func() bool { q.mu.Lock(); defer q.mu.Unlock(); return q.serving && len(q.pending) == 0 })
+	polltest.Until(t, 10*time.Second, "the first take's batch under way", func() bool { q.mu.Lock(); defer q.mu.Unlock(); return q.serving && len(q.pending) == 0 })
 	ctx, cancel := context.WithCancel(context.Background())
 	second := make(chan error, 1)
 	go func() {
@@ -155,7 +155,7 @@ func TestTake_Queue(t *testing.T) {
 		}
 		second <- err
 	}()
-	vendortest.Poll(t, 10*time.Second, "the second take queued", func() bool { q.mu.Lock(); defer q.mu.Unlock(); return len(q.pending) == 1 })
+	polltest.Until(t, 10*time.Second, "the second take queued", func() bool { q.mu.Lock(); defer q.mu.Unlock(); return len(q.pending) == 1 })
 	cancel()
 	if err := <-second; !errors.Is(err, context.Canceled) {
 		t.Errorf("a take cancelled in the queue = %v, want context.Canceled", err)
@@ -185,13 +185,13 @@ func TestTake_Queue(t *testing.T) {
 			pair <- takeResult{rec, ok, err}
 		}()
 	}
-	vendortest.Poll(t, 10*time.Second, "two takes queued", func() bool {
+	polltest.Until(t, 10*time.Second, "two takes queued", func() bool {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		return len(q.pending) == 2
 	})
 	go r.serveTakes(q)
-	vendortest.Poll(t, 10*time.Second, "their batch under way", func() bool {
+	polltest.Until(t, 10*time.Second, "their batch under way", func() bool {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		return len(q.pending) == 0
@@ -226,7 +226,7 @@ func TestTake_Queue(t *testing.T) {
 		_, _, err := r.take(ctx, "claude-code", time.Now())
 		alone <- err
 	}()
-	vendortest.Poll(t, 10*time.Second, "the lone take's batch under way", func() bool {
+	polltest.Until(t, 10*time.Second, "the lone take's batch under way", func() bool {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		return q.serving && len(q.pending) == 0

@@ -2,37 +2,14 @@ package render_test
 
 import (
 	"bytes"
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/render"
+	"github.com/tangle-network/boxctl/internal/goldentest"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata")
-
-// golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./cmd/boxctl/internal/render -run %s -update)", err, t.Name())
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs; run with -update if intended (-golden +got):\n%s", name, diff)
-	}
-}
 
 func TestTimings(t *testing.T) {
 	// The phases of a Docker create, their durations fixed.
@@ -60,7 +37,7 @@ func TestTimings(t *testing.T) {
 			if err := render.Timings(&b, tc.phases); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "timings_"+tc.name+".golden", b.Bytes())
+			goldentest.Check(t, filepath.Join("testdata", "timings_"+tc.name+".golden"), b.Bytes())
 		})
 	}
 }

@@ -9,29 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tangle-network/boxctl/internal/goldentest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
-
-// golden compares got with testdata/NAME.golden, or rewrites it with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from %s:\n%s", name, path, got)
-	}
-}
 
 // TestKubeconfig: the kubeconfig subcommand writes the client's
 // kubeconfig (the golden file is byte for byte what the test bed has
@@ -53,7 +33,7 @@ func TestKubeconfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "admin.kubeconfig", got)
+	goldentest.Check(t, filepath.Join("testdata", "admin.kubeconfig.golden"), got)
 	fi, err := os.Stat(out)
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +70,7 @@ func TestCNIConf(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		golden(t, name, got)
+		goldentest.Check(t, filepath.Join("testdata", name+".golden"), got)
 	}
 	bad := append(args[:len(args)-4:len(args)-4], "-subnet", "10.244.0.0", "-ipam-dir", "/x")
 	if err := run(t.Context(), bad, strings.NewReader(""), &bytes.Buffer{}); err == nil {
