@@ -93,7 +93,7 @@ func Serve(ctx context.Context, o Options) error {
 		_ = os.Remove(o.Admin)
 	}()
 	o.Logger.Info("broker serving", "admin", o.Admin)
-	return s.untilIdle(ctx, o.Idle)
+	return s.untilIdle(ctx, o.Idle, o.Admin)
 }
 
 // servers are the broker's listeners for boxes, one per host address.
@@ -136,13 +136,15 @@ func (s *servers) close() {
 	}
 }
 
-// untilIdle returns when ctx ends, or once no box held a token for idle.
-func (s *servers) untilIdle(ctx context.Context, idle time.Duration) error {
-	if idle <= 0 {
-		<-ctx.Done()
-		return nil
+// untilIdle returns when ctx ends, once no box held a token for idle, or
+// once the admin socket is gone (its state directory was removed: no
+// caller can reach the broker any more).
+func (s *servers) untilIdle(ctx context.Context, idle time.Duration, admin string) error {
+	every := 10 * time.Second
+	if idle > 0 {
+		every = min(idle/10, every)
 	}
-	tick := time.NewTicker(min(idle/10, 10*time.Second))
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	last := time.Now()
 	for {
@@ -150,6 +152,12 @@ func (s *servers) untilIdle(ctx context.Context, idle time.Duration) error {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+		}
+		if _, err := os.Stat(admin); err != nil {
+			return nil
+		}
+		if idle <= 0 {
+			continue
 		}
 		if s.b.Live() > 0 {
 			last = time.Now()
