@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/polltest"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -31,27 +33,24 @@ type jaegerTrace struct {
 // readTrace polls Jaeger's query API until trace id holds n spans.
 func readTrace(t *testing.T, base string, id trace.TraceID, n int) jaegerTrace {
 	t.Helper()
-	var last string
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+	var got jaegerTrace
+	polltest.UntilNil(t, 60*time.Second, fmt.Sprintf("trace %s to hold %d spans in Jaeger", id, n), func() error {
 		resp, err := http.Get(base + "/api/traces/" + id.String())
 		if err != nil {
-			last = err.Error()
-			continue
+			return err
 		}
+		defer resp.Body.Close()
 		var body struct{ Data []jaegerTrace }
-		err = json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		switch {
-		case err != nil:
-			last = err.Error()
-		case len(body.Data) == 1 && len(body.Data[0].Spans) >= n:
-			return body.Data[0]
-		default:
-			last = fmt.Sprintf("%s: %d traces", resp.Status, len(body.Data))
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			return err
 		}
-	}
-	t.Fatalf("trace %s never held %d spans in Jaeger (last: %s)", id, n, last)
-	return jaegerTrace{}
+		if len(body.Data) != 1 || len(body.Data[0].Spans) < n {
+			return fmt.Errorf("%s: %d traces", resp.Status, len(body.Data))
+		}
+		got = body.Data[0]
+		return nil
+	})
+	return got
 }
 
 // TestSetup_Jaeger exports a span and its child through Setup to the test
