@@ -22,6 +22,7 @@ import (
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/npmtest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 )
@@ -220,10 +221,7 @@ func TestLive_ClaudeCodeCancel(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("POST = %d", resp.StatusCode)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for len(stub.Requests()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	polltest.Until(t, time.Minute, "the turn's model call to reach the stub", func() bool { return len(stub.Requests()) > 0 })
 	run, err := b.st.GetRun(t.Context(), "live-2")
 	if err != nil || run.PGID == 0 {
 		t.Fatalf("run = %+v, %v, want a recorded process group", run, err)

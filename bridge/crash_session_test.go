@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 // blockStream reads an SSE stream one frame (block of lines) at a time, as
@@ -156,14 +157,18 @@ func TestCrashSessionProcess(t *testing.T) {
 	run2 := openBlocks(t, b1, "/v1/runs/"+runID(2)+"/events").until(t, "turn 2 working", working)
 	ses := openBlocks(t, b1, "/v1/sessions/"+session+"/events").until(t, "turn 2 working", working)
 	var pids []int
-	for deadline := time.Now().Add(10 * time.Second); len(pids) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	polltest.UntilNil(t, 10*time.Second, "turn 2's process and its child in the pidfile", func() error {
 		pids = nil
 		b, _ := os.ReadFile(pidfile)
 		for _, f := range strings.Fields(string(b)) {
 			p, _ := strconv.Atoi(f)
 			pids = append(pids, p)
 		}
-	}
+		if len(pids) < 2 {
+			return fmt.Errorf("the pidfile holds %v", pids)
+		}
+		return nil
+	})
 	if len(pids) != 2 || pids[0] != pid1 {
 		t.Fatalf("turn 2 ran in processes %v, want turn 1's process %d and its child", pids, pid1)
 	}
@@ -181,12 +186,7 @@ func TestCrashSessionProcess(t *testing.T) {
 
 	b2 := startBridge(t, data, env...)
 	for _, p := range pids {
-		for deadline := time.Now().Add(5 * time.Second); alive(p) && time.Now().Before(deadline); {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if alive(p) {
-			t.Errorf("orphaned session process %d survived the restart", p)
-		}
+		polltest.Until(t, 5*time.Second, fmt.Sprintf("orphaned session process %d to end with the restart", p), func() bool { return !alive(p) })
 	}
 	for n, want := range map[int]string{1: wire.StatusDone, 2: wire.StatusError} {
 		resp := b2.req(t, ctx, "GET", "/v1/runs/"+runID(n), "")

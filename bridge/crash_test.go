@@ -20,6 +20,7 @@ import (
 	"github.com/tangle-network/boxctl/bridge/internal/bridgetest"
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 // bridgeProc is a running box-bridge.
@@ -104,14 +105,15 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatalf("frames before the crash = %q", before)
 	}
 	var pids []int
-	for deadline := time.Now().Add(10 * time.Second); len(pids) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	polltest.Until(t, 10*time.Second, "the harness's pids in the pidfile", func() bool {
 		if b, err := os.ReadFile(pidfile); err == nil && len(b) > 0 {
 			for _, f := range strings.Fields(string(b)) {
 				p, _ := strconv.Atoi(f)
 				pids = append(pids, p)
 			}
 		}
-	}
+		return len(pids) > 0
+	})
 	if len(pids) != 2 {
 		t.Fatalf("harness pids = %v", pids)
 	}
@@ -126,13 +128,7 @@ func TestCrashRecovery(t *testing.T) {
 
 	b2 := startBridge(t, data)
 	for _, p := range pids {
-		deadline := time.Now().Add(5 * time.Second)
-		for alive(p) && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if alive(p) {
-			t.Errorf("orphan harness process %d survived the restart", p)
-		}
+		polltest.Until(t, 5*time.Second, fmt.Sprintf("orphan harness process %d to end with the restart", p), func() bool { return !alive(p) })
 	}
 	sresp := b2.req(t, ctx, "GET", "/v1/runs/crash-run", "")
 	var snap wire.RunSnapshot

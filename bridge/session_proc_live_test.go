@@ -13,6 +13,7 @@ import (
 	"github.com/tangle-network/boxctl/bridge/engine"
 	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
@@ -78,7 +79,12 @@ func TestLive_ClaudeSessionProcess(t *testing.T) {
 	}
 	rd := newCanonicalReader(t, b.do(t, "GET", "/v1/runs/lp-run-4/events", "").Body)
 	rd.until(func(f sseFrame) bool { return f.Type == "status" })
-	waitRequests(t, stub, from, 2) // turn 3's and turn 4's stalled one
+	polltest.UntilNil(t, 30*time.Second, "turn 3's and turn 4's stalled model requests", func() error {
+		if n := len(harnesstest.MainRequests(stub, from)); n < 2 {
+			return fmt.Errorf("the stub saw %d main requests", n)
+		}
+		return nil
+	})
 	start := time.Now()
 	if resp := b.do(t, "POST", "/v1/runs/lp-run-4/cancel?wait_ms=20000", ""); resp.StatusCode != http.StatusOK {
 		t.Fatalf("cancel = %d", resp.StatusCode)
@@ -194,16 +200,4 @@ func TestLive_ClaudeConcurrentPermissions(t *testing.T) {
 	if results != 2 {
 		t.Errorf("successful tool results = %d, want 2", results)
 	}
-}
-
-// waitRequests waits until the stub has seen n model requests of the
-// main conversation after its first from requests.
-func waitRequests(t *testing.T, stub *routerstub.Server, from, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if len(harnesstest.MainRequests(stub, from)) >= n {
-			return
-		}
-	}
-	t.Fatalf("the stub saw %d main requests, want %d", len(harnesstest.MainRequests(stub, from)), n)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/tangle-network/boxctl/bridge/internal/bridgetest"
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 // childPIDs returns the children of process pid, from every thread's list.
@@ -45,13 +46,14 @@ func childPIDs(t *testing.T, pid int) []int {
 // other than not, under a deadline.
 func servingChild(t *testing.T, pid, not int) int {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if kids := slices.DeleteFunc(childPIDs(t, pid), func(k int) bool { return k == not }); len(kids) == 1 {
-			return kids[0]
+	var kids []int
+	polltest.UntilNil(t, 20*time.Second, fmt.Sprintf("the one serving child of supervisor %d other than %d", pid, not), func() error {
+		if kids = slices.DeleteFunc(childPIDs(t, pid), func(k int) bool { return k == not }); len(kids) != 1 {
+			return fmt.Errorf("serving children %v", kids)
 		}
-	}
-	t.Fatalf("supervisor %d has no serving child but %d", pid, not)
-	return 0
+		return nil
+	})
+	return kids[0]
 }
 
 // TestSupervisedCrashRecovery kills the serving child of box-bridge
@@ -152,15 +154,19 @@ func TestSupervisedCrashLoop(t *testing.T) {
 	p.URL, p.Bearer = "http://127.0.0.1:"+ln, procBearer
 	var h wire.Health
 	var status int
-	for deadline := time.Now().Add(30 * time.Second); h.Status != wire.HealthCrashLoop && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	polltest.UntilNil(t, 30*time.Second, "GET /health to report "+wire.HealthCrashLoop, func() error {
 		resp, err := http.Get(p.URL + "/health")
 		if err != nil {
-			continue
+			return err
 		}
 		status = resp.StatusCode
 		_ = json.NewDecoder(resp.Body).Decode(&h)
 		resp.Body.Close()
-	}
+		if h.Status != wire.HealthCrashLoop {
+			return fmt.Errorf("GET /health = %d %+v", status, h)
+		}
+		return nil
+	})
 	if status != http.StatusServiceUnavailable || h.Status != wire.HealthCrashLoop || len(h.Backends) != 1 ||
 		h.Backends[0].Name != "claude-code" || h.Backends[0].State != wire.BackendError ||
 		!strings.Contains(h.Backends[0].Detail, "crashed 5 times") || !strings.Contains(h.Backends[0].Detail, "exit status 1") {

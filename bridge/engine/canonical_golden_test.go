@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,12 +14,10 @@ import (
 	"github.com/tangle-network/boxctl/bridge/harness"
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/goldentest"
 )
 
-var (
-	update    = flag.Bool("update", false, "rewrite testdata/*.golden from what the code makes now")
-	framesOut = flag.String("frames", "", "write every envelope of TestCanonical_frames to this file, as a JSON array, for checking with another validator")
-)
+var framesOut = flag.String("frames", "", "write every envelope of TestCanonical_frames to this file, as a JSON array, for checking with another validator")
 
 // canonicalStep is one thing the engine asks of a run's canonical encoder.
 type canonicalStep func(t *testing.T, c *canonical) [][]byte
@@ -168,22 +165,7 @@ func TestCanonical_golden(t *testing.T) {
 				got.Write(f)
 				got.WriteByte('\n')
 			}
-			path := filepath.Join("testdata", "canonical_"+sc.name+".golden")
-			if *update {
-				if err := os.MkdirAll("testdata", 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden file (run go test -run TestCanonical_golden -update to write it): %v", err)
-			}
-			if diff := cmp.Diff(strings.Split(string(want), "\n"), strings.Split(got.String(), "\n")); diff != "" {
-				t.Errorf("frames of %s (-%s +got):\n%s", sc.name, path, diff)
-			}
+			goldentest.Check(t, filepath.Join("testdata", "canonical_"+sc.name+".golden"), got.Bytes())
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 // shAdapter runs a shell script as its harness, with the Command
@@ -86,16 +87,10 @@ func TestEngine_CommandExtensions(t *testing.T) {
 	}
 	// The held stdin is closed at the end of the turn, so the script
 	// finishes within the result grace.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(state, "closed")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the harness never saw its held stdin close")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	polltest.Until(t, 5*time.Second, "the harness to see its held stdin close", func() bool {
+		_, err := os.Stat(filepath.Join(state, "closed"))
+		return err == nil
+	})
 }
 
 func TestEngine_TimeoutDiagnosis(t *testing.T) {

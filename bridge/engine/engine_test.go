@@ -20,6 +20,7 @@ import (
 	"github.com/tangle-network/boxctl/bridge/internal/bridgetest"
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 const routerKey = "rk-very-secret-key"
@@ -264,21 +265,18 @@ func alive(pid int) bool {
 
 func readPIDs(t *testing.T, file string) []int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		b, err := os.ReadFile(file)
-		if err == nil && len(b) > 0 {
-			var pids []int
-			for _, s := range strings.Fields(string(b)) {
-				p, _ := strconv.Atoi(s)
-				pids = append(pids, p)
-			}
-			return pids
-		}
-		time.Sleep(20 * time.Millisecond)
+	var b []byte
+	polltest.Until(t, 10*time.Second, file+" to be written", func() bool {
+		var err error
+		b, err = os.ReadFile(file)
+		return err == nil && len(b) > 0
+	})
+	var pids []int
+	for _, s := range strings.Fields(string(b)) {
+		p, _ := strconv.Atoi(s)
+		pids = append(pids, p)
 	}
-	t.Fatalf("%s never written", file)
-	return nil
+	return pids
 }
 
 func TestEngine_CancelKillsGroup(t *testing.T) {
@@ -306,13 +304,7 @@ func TestEngine_CancelKillsGroup(t *testing.T) {
 		t.Errorf("run = %s, cancel requested %v, want cancelled", r.Status, r.CancelRequestedAt)
 	}
 	for _, p := range pids {
-		deadline := time.Now().Add(5 * time.Second)
-		for alive(p) && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if alive(p) {
-			t.Errorf("pid %d survived the cancel", p)
-		}
+		polltest.Until(t, 5*time.Second, fmt.Sprintf("pid %d to end with the cancel", p), func() bool { return !alive(p) })
 	}
 	if e := lastError(t, readAll(t, f.e, "r", 0)); e.Type != wire.TypeRunCancelled {
 		t.Errorf("last frame type = %q, want run_cancelled", e.Type)
@@ -471,13 +463,7 @@ func TestEngine_RecoverEndsLeftovers(t *testing.T) {
 		t.Fatal("the orphan harness was not killed")
 	}
 	for _, p := range pids[1:] {
-		deadline := time.Now().Add(5 * time.Second)
-		for alive(p) && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		if alive(p) {
-			t.Errorf("orphan child %d survived the restart", p)
-		}
+		polltest.Until(t, 5*time.Second, fmt.Sprintf("orphan child %d to end with the restart", p), func() bool { return !alive(p) })
 	}
 	if !alive(bystander.Process.Pid) {
 		t.Error("an unrelated process was killed")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 // retainedTurn admits turn 1 of a new session sid with prompt and waits
@@ -49,22 +50,10 @@ func TestEngine_MaxSessionProcs(t *testing.T) {
 		t.Fatalf("after session a's turn: %d idle processes (a's alive: %v), want a's", n, syscall.Kill(pidA, 0) == nil)
 	}
 	f.retainedTurn(t, "b", "hello")
-	poll(t, 10*time.Second, "session a's idle process to end after session b's turn (MaxSessionProcs 1)",
+	polltest.Until(t, 10*time.Second, "session a's idle process to end after session b's turn (MaxSessionProcs 1)",
 		func() bool { return syscall.Kill(pidA, 0) != nil })
 	if n := f.e.Stats().IdleSessionProcs; n != 1 {
 		t.Errorf("idle processes after session b's turn = %d, want 1 (b's)", n)
-	}
-}
-
-// poll calls cond until it holds, or fails the test after timeout.
-func poll(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for deadline := time.Now().Add(timeout); !cond(); <-tick.C {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
 	}
 }
 

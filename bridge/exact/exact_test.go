@@ -16,6 +16,7 @@ import (
 	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 func TestMain(m *testing.M) {
@@ -159,16 +160,10 @@ func TestManager_Lifetime(t *testing.T) {
 	if _, err := m.Get(ctx, id); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get after the lifetime = %v, want ErrNotFound", err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(m.envDir(id)); errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the expired environment's directory is still there after 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	polltest.Until(t, 30*time.Second, "the expired environment's directory to go", func() bool {
+		_, err := os.Stat(m.envDir(id))
+		return errors.Is(err, os.ErrNotExist)
+	})
 }
 
 type bytesBuffer []byte

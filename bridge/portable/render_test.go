@@ -2,17 +2,12 @@ package portable
 
 import (
 	"encoding/json"
-	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/goldentest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // TestRender pins the prompt a transferred context becomes.
 func TestRender(t *testing.T) {
@@ -26,18 +21,5 @@ func TestRender(t *testing.T) {
 				part(`{"type":"image","filename":"a.png","url":"https://example.test/a.png"}`)}},
 		},
 	}
-	got := Render(c)
-	path := filepath.Join("testdata", "context-prompt.golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("Render (-golden +got):\n%s", diff)
-	}
+	goldentest.Check(t, filepath.Join("testdata", "context-prompt.golden"), []byte(Render(c)))
 }

@@ -2,10 +2,12 @@ package server
 
 import (
 	"bufio"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 // TestHealth_idle checks that /health reports the time since the last
@@ -44,11 +46,12 @@ func TestHealth_idle(t *testing.T) {
 	readSSE(t, br)
 	resp.Body.Close()
 	var after wire.Idle
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if after = health(); after.Streams == 0 || time.Now().After(deadline) {
-			break
+	polltest.UntilNil(t, 10*time.Second, "the run's stream to end", func() error {
+		if after = health(); after.Streams != 0 {
+			return fmt.Errorf("idle = %+v", after)
 		}
-	}
+		return nil
+	})
 	if after.LiveRuns != 0 || after.Streams != 0 || after.Since < beforeEnd || after.Since > time.Now().UnixMilli() {
 		t.Fatalf("idle after the run = %+v, want idle since the run's end (after %d)", after, beforeEnd)
 	}

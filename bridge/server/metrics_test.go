@@ -16,6 +16,7 @@ import (
 	"github.com/tangle-network/boxctl/bridge/engine"
 	"github.com/tangle-network/boxctl/bridge/internal/bridgetest"
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 // scrape reads GET /metrics and parses it with the Prometheus text parser.
@@ -101,15 +102,10 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("chat = %d %+v", resp.StatusCode, c)
 	}
 	_, stop := openStream(t, v, chatBody("metrics-run-2", "stall", true))
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for m = scrape(t, v); value(t, m, "bridge_replay_readers", dto.MetricType_GAUGE) != 1; m = scrape(t, v) {
-		if time.Now().After(deadline) {
-			t.Fatalf("bridge_replay_readers never reached 1 with one stream open")
-		}
-		<-tick.C
-	}
+	polltest.Until(t, 10*time.Second, "bridge_replay_readers to reach 1 with one stream open", func() bool {
+		m = scrape(t, v)
+		return value(t, m, "bridge_replay_readers", dto.MetricType_GAUGE) == 1
+	})
 	for _, c := range []struct {
 		name   string
 		typ    dto.MetricType

@@ -9,12 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
 	verrors "github.com/pb33f/libopenapi-validator/errors"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/openapi"
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/goldentest"
 )
 
 // TestOpenAPI_golden keeps the served document equal to the one built
@@ -31,15 +30,7 @@ func TestOpenAPI_golden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *update {
-		if err := os.WriteFile("openapi.json", doc, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if diff := cmp.Diff(string(openAPIDocument), string(doc)); diff != "" {
-		t.Errorf("openapi.json is not the document of the wire types (run go test -run TestOpenAPI_golden -update) (-file +built):\n%s", diff)
-	}
+	goldentest.Check(t, "openapi.json", doc)
 	v := newEnv(t, config{})
 	resp := v.do(t, "GET", "/openapi.json", "")
 	got, _ := io.ReadAll(resp.Body)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/engine"
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 // openStream starts a streaming chat and returns once the headers and the
@@ -53,11 +54,7 @@ func TestCancel(t *testing.T) {
 	detach() // a detached run keeps running
 	// The run is read once the server let go of the detached stream: a
 	// detach that ended the run would have ended it by then.
-	for deadline := time.Now().Add(10 * time.Second); v.srv.idle(t.Context()).Streams != 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the server still serves the detached stream")
-		}
-	}
+	polltest.Until(t, 10*time.Second, "the server to let go of the detached stream", func() bool { return v.srv.idle(t.Context()).Streams == 0 })
 	snap := decode[wire.RunSnapshot](t, v.do(t, "GET", "/v1/runs/c1", ""))
 	if snap.Terminal || snap.Status != wire.StatusRunning {
 		t.Fatalf("after detach: %+v, want still running", snap)
@@ -197,19 +194,17 @@ func TestReaders_DifferentCursors(t *testing.T) {
 	v := newEnv(t, config{})
 	openStream(t, v, chatBody("three", "slow:40:15", true))
 	var attachedAt int64
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	polltest.UntilNil(t, 10*time.Second, "the run to reach event 12", func() error {
 		snap := decode[wire.RunSnapshot](t, v.do(t, "GET", "/v1/runs/three", ""))
 		if snap.Terminal {
 			t.Fatalf("run ended before the readers attached: %+v", snap)
 		}
-		if snap.LastSeq >= 12 {
-			attachedAt = snap.LastSeq
-			break
+		if snap.LastSeq < 12 {
+			return fmt.Errorf("run reached only event %d", snap.LastSeq)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run reached only event %d", snap.LastSeq)
-		}
-	}
+		attachedAt = snap.LastSeq
+		return nil
+	})
 	cursors := []int64{0, 5, 12}
 	results := make([]sse, len(cursors))
 	errs := make([]error, len(cursors))

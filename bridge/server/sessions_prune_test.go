@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 // fakeClock is a settable store clock.
@@ -26,16 +28,6 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
-}
-
-// groupGone waits up to 5 s for process group pgid to have no member.
-func groupGone(pgid int) bool {
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if syscall.Kill(-pgid, 0) != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // runReply runs one turn of session to its end and returns its text and
@@ -103,9 +95,8 @@ func TestSessionPrune(t *testing.T) {
 	if got := decode[wire.SessionView](t, v.do(t, "GET", "/v1/sessions/s-idle", "")); !got.Closed {
 		t.Error("s-idle is still open after SessionIdle without a turn")
 	}
-	if !groupGone(idlePGID) {
-		t.Errorf("the process group %d of idle session s-idle survived its close", idlePGID)
-	}
+	polltest.Until(t, 5*time.Second, fmt.Sprintf("the process group %d of idle session s-idle to end with its close", idlePGID),
+		func() bool { return syscall.Kill(-idlePGID, 0) != nil })
 	if resp := v.do(t, "POST", "/v1/sessions/s-idle/turns", turnBody("t2", "idle-2", "hello")); resp.StatusCode != 409 {
 		t.Errorf("turn to the idle-closed session = %d, want 409", resp.StatusCode)
 	}

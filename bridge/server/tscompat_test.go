@@ -3,10 +3,8 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,13 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/goldentest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files (testdata/tscompat/*.golden, openapi.json) from what the code makes now")
 
 // exchanges records request/response pairs as stable text: the request
 // line and body, the status, the X-Run-* headers and the body, JSON
@@ -141,23 +136,7 @@ func (x *exchanges) do(title, method, path, body string, hdr []string, filter fu
 // rewrites it with -update.
 func (x *exchanges) check(name string) {
 	x.t.Helper()
-	path := filepath.Join("testdata", "tscompat", name+".golden")
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			x.t.Fatal(err)
-		}
-		if err := os.WriteFile(path, x.buf.Bytes(), 0o644); err != nil {
-			x.t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		x.t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), x.buf.String()); diff != "" {
-		x.t.Errorf("%s (-want +got):\n%s", path, diff)
-	}
+	goldentest.Check(x.t, filepath.Join("testdata", "tscompat", name+".golden"), x.buf.Bytes())
 }
 
 // TestTSCompat_Golden holds, for each of the seven places where the

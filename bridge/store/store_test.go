@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 type clock struct {
@@ -355,15 +357,12 @@ func TestStore_FinishCheckpoints(t *testing.T) {
 	if _, err := s.Finish(ctx, "r", Finish{Status: StatusDone}, [][]byte{bytes.Repeat([]byte("x"), 256<<10)}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for size() < before+256<<10 {
-		if time.Now().After(deadline) {
-			t.Fatalf("database file = %d bytes 10 s after the run finished (%d before), want the 256 KiB event in it", size(), before)
+	polltest.UntilNil(t, 10*time.Second, "the 256 KiB event in the database file after the run finished", func() error {
+		if n := size(); n < before+256<<10 {
+			return fmt.Errorf("database file = %d bytes (%d before)", n, before)
 		}
-		<-tick.C
-	}
+		return nil
+	})
 }
 
 // dbSize is the size of the database file of the store in dir.

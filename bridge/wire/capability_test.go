@@ -3,7 +3,6 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"strings"
 	"testing"
@@ -11,9 +10,8 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/tangle-network/boxctl/bridge/internal/schemacheck"
+	"github.com/tangle-network/boxctl/internal/goldentest"
 )
-
-var update = flag.Bool("update", false, "rewrite the generated files (capabilities.schema.json)")
 
 // schemaFile is the published JSON Schema of Capabilities.
 const schemaFile = "capabilities.schema.json"
@@ -37,19 +35,7 @@ func capabilitySchema(t *testing.T) []byte {
 }
 
 func TestCapabilitySchema_Current(t *testing.T) {
-	want := capabilitySchema(t)
-	if *update {
-		if err := os.WriteFile(schemaFile, want, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile(schemaFile)
-	if err != nil {
-		t.Fatalf("%v; run `go test ./bridge/wire -run TestCapabilitySchema -update`", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s is stale: the Capabilities types changed; run `go test ./bridge/wire -run TestCapabilitySchema -update`", schemaFile)
-	}
+	goldentest.Check(t, schemaFile, capabilitySchema(t))
 }
 
 func loadSchema(t *testing.T) *schemacheck.Schema {

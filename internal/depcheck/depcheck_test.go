@@ -106,8 +106,9 @@ var testOnly = map[string]testOnlyPkg{
 	// bridge behind a proxy that drops replayed events.
 	"conformance/internal/lossybridge": {kind: fake, extra: []string{"bridge"}},
 	// A harness test installs the real CLI from npm with the test bed's
-	// Node and points it at the local model endpoint (internal/routerstub).
-	"bridge/harness/harnesstest": {kind: helper, extra: []string{"internal/npmtest", "internal/testbed"}},
+	// Node and points it at the local model endpoint (internal/routerstub);
+	// it waits with polltest.
+	"bridge/harness/harnesstest": {kind: helper, extra: []string{"internal/npmtest", "internal/testbed", "internal/polltest"}},
 	// The E2B emulator on the test bed, with the real box image as a
 	// template.
 	"internal/e2btest": {kind: helper, extra: []string{"vendors", "internal/boxtest", "internal/testbed"}},

@@ -20,6 +20,7 @@ import (
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/npmtest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/testbed"
 )
@@ -305,16 +306,12 @@ func (l *Live) ModelRequests() []routerstub.Request {
 // failing t when within does not bring them.
 func (l *Live) WaitModelRequests(t *testing.T, n int, within time.Duration) {
 	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(within)
-	for len(l.ModelRequests()) < n {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("the stub saw %d model requests within %v, want %d", len(l.ModelRequests()), within, n)
+	polltest.UntilNil(t, within, fmt.Sprintf("%d model requests at the stub", n), func() error {
+		if got := len(l.ModelRequests()); got < n {
+			return fmt.Errorf("the stub saw %d", got)
 		}
-	}
+		return nil
+	})
 }
 
 // StubUsage sums the usage the stub reported for model requests from

@@ -1,6 +1,7 @@
 package harnesstest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/bridge/store"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
@@ -42,12 +44,12 @@ func GroupAlive(pgid int) bool { return len(GroupMembers(pgid)) > 0 }
 // t if it still has one after 15 seconds.
 func WaitGone(t *testing.T, pgid int) {
 	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if !GroupAlive(pgid) {
-			return
+	polltest.UntilNil(t, 15*time.Second, fmt.Sprintf("process group %d to have no live member", pgid), func() error {
+		if m := GroupMembers(pgid); len(m) > 0 {
+			return fmt.Errorf("members %v", m)
 		}
-	}
-	t.Fatalf("process group %d still has members %v", pgid, GroupMembers(pgid))
+		return nil
+	})
 }
 
 // RunGroup is the process group st recorded for run id.

@@ -3,6 +3,7 @@ package pi_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
 	"github.com/tangle-network/boxctl/bridge/harness/pi"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
@@ -31,12 +33,7 @@ func groupAlive(pgid int) bool { return syscall.Kill(-pgid, 0) == nil }
 // waitGroupGone waits until process group pgid has no member.
 func waitGroupGone(t *testing.T, pgid int) {
 	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if !groupAlive(pgid) {
-			return
-		}
-	}
-	t.Fatalf("process group %d still has members", pgid)
+	polltest.Until(t, 15*time.Second, fmt.Sprintf("process group %d to have no member", pgid), func() bool { return !groupAlive(pgid) })
 }
 
 // TestLive_PiSessionProcess shows, for each release line, a retained Pi

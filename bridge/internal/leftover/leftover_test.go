@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 // running reports whether pid is a process that has not ended (a zombie
@@ -53,12 +55,12 @@ func TestKill_LeaderExited(t *testing.T) {
 	if found[0] != 1 || found[1] != 0 {
 		t.Errorf("Kill found %v marked processes, want [1 0]", found)
 	}
-	for deadline := time.Now().Add(5 * time.Second); running(marked) || running(unmarked); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("after Kill: marked %d running %v, unmarked %d running %v; want both ended",
-				marked, running(marked), unmarked, running(unmarked))
+	polltest.UntilNil(t, 5*time.Second, "the marked and the unmarked process to end after Kill", func() error {
+		if running(marked) || running(unmarked) {
+			return fmt.Errorf("marked %d running %v, unmarked %d running %v", marked, running(marked), unmarked, running(unmarked))
 		}
-	}
+		return nil
+	})
 	if !running(bystander.Process.Pid) {
 		t.Error("the unmarked bystander was killed")
 	}
