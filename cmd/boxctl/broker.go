@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localbroker"
+	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"
 )
@@ -144,4 +147,35 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// upstreamAccess registers up at the user's broker (starting it) and has
+// the broker serve v's boxes: the model access of a new box.
+func (a *app) upstreamAccess(ctx context.Context, s *boxstate.Store, v vendors.Vendor, up broker.Upstream, url string) (boxstate.ModelAccess, error) {
+	bc, err := a.ensureBroker(ctx, s)
+	if err != nil {
+		return boxstate.ModelAccess{}, err
+	}
+	if err := bc.SetUpstream(ctx, up); err != nil {
+		return boxstate.ModelAccess{}, err
+	}
+	if url == "" {
+		if url, err = brokerURL(ctx, bc, v); err != nil {
+			return boxstate.ModelAccess{}, err
+		}
+	}
+	return boxstate.ModelAccess{Broker: bc, BrokerURL: url, Upstream: up.Name}, nil
+}
+
+// checkBrokerURL refuses a --broker-url that is not http(s), carries
+// credentials, or is plain http to anything but loopback.
+func checkBrokerURL(raw string) error {
+	if err := sandbox.CheckRouterURL(raw); err != nil {
+		return usageErrorf("--broker-url: %v", err)
+	}
+	u, _ := url.Parse(raw)
+	if ip := net.ParseIP(u.Hostname()); u.Scheme == "http" && (ip == nil || !ip.IsLoopback()) && u.Hostname() != "localhost" {
+		return usageErrorf("--broker-url %s: boxes reach a broker off this machine over https only", raw)
+	}
+	return nil
 }

@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"net"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -13,10 +10,7 @@ import (
 
 	"github.com/tangle-network/boxctl/boximage"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
-	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
-	"github.com/tangle-network/boxctl/internal/tracing"
 	"github.com/tangle-network/boxctl/pins"
-	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"
@@ -184,124 +178,4 @@ func (o *upOptions) lastImage(a *app) (err error) {
 		o.image, err = st.LastImage(boximage.TargetFor(o.target))
 	}
 	return err
-}
-
-func runUp(ctx context.Context, a *app, o *upOptions) error {
-	s, err := a.openState()
-	if err != nil {
-		return err
-	}
-	if err := o.lastImage(a); err != nil {
-		return err
-	}
-	v, closeVendor, err := a.openVendor(o.target)
-	if err != nil {
-		return err
-	}
-	defer closeVendor()
-
-	now := time.Now()
-	rec := boxstate.Record{Target: o.target, Image: o.image, RunTag: sandbox.NewRunTag(), Created: now.UTC(), Deadline: now.Add(o.lifetime).UTC()}
-	up := o.up
-	if o.router == routerLocal {
-		lr, key, err := startRouterFor(ctx, s, rec.RunTag, now.Add(o.lifetime+o.retention+routerMargin))
-		if err != nil {
-			return err
-		}
-		rec.Router = lr
-		up = broker.Upstream{Name: "local-" + strings.ToLower(rec.RunTag), URL: lr.URL, Key: key, Auth: broker.AuthAsPresented}
-		a.log.Info("local model endpoint started", "url", lr.URL, "pid", lr.PID)
-	}
-	access, err := a.upstreamAccess(ctx, s, v, up, o.brokerURL)
-	if err != nil {
-		return err
-	}
-	rec.Upstream, rec.BrokerURL = up.Name, o.brokerURL
-	var (
-		phases  []sandbox.Phase
-		outcome pool.Outcome
-	)
-	rec, err = s.Create(ctx, v, rec, func(ctx context.Context, tag string) (sandbox.Reference, error) {
-		env, how, err := createBox(ctx, a, v, o, tag, s.Owner(), access, s.Record)
-		if err != nil {
-			return sandbox.Reference{}, err
-		}
-		phases, outcome = env.Timings(), how
-		ref := env.Reference()
-		_ = env.Close(context.WithoutCancel(ctx))
-		return ref, nil
-	})
-	if err != nil {
-		return err
-	}
-	return printUp(a, o, rec, phases, outcome)
-}
-
-// poolable reports whether up's box may come from a pool: a pooled box
-// is not suspendable.
-func (o *upOptions) poolable() bool { return !o.noPool && o.retention == 0 && o.idle == 0 }
-
-// createBox makes the box through the sandbox provider.
-func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag, owner string, access boxstate.ModelAccess, onEvent func(sandbox.Event)) (*sandbox.Environment, pool.Outcome, error) {
-	var bridgeEnv map[string]string
-	if o.bridgeOTLP != "" {
-		bridgeEnv = map[string]string{tracing.EndpointEnv: o.bridgeOTLP}
-	}
-	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: o.image, Broker: access.Broker, BrokerURL: access.BrokerURL,
-		Upstream: access.Upstream, Lifetime: o.lifetime, Retention: o.retention,
-		IdleSuspend: o.idle, RunTag: tag, Owner: owner, Logger: a.log, OnEvent: onEvent, BridgeEnv: bridgeEnv})
-	if err != nil {
-		return nil, "", err
-	}
-	req := sandbox.CreateRequest{Profile: provider.Profile{Harness: o.harness, Model: provider.ProfileModel{Default: o.model}},
-		Lifetime: o.lifetime}
-	if o.repo != "" {
-		req.Workspace = &sandbox.WorkspaceRepo{RepoURL: o.repo, GitRef: o.gitRef}
-	}
-	a.log.Info("creating box", "target", o.target, "image", o.image, "harness", o.harness, "lifetime", o.lifetime)
-	// A box waiting in the pool of this target, harness and image is
-	// claimed (boxctl pool up); else, or with --no-pool, one is created.
-	var env *sandbox.Environment
-	outcome := pool.Cold
-	if !o.poolable() {
-		env, err = p.Create(ctx, req)
-	} else {
-		env, outcome, err = pool.For(v, "").Claim(ctx, p, pool.DefaultName(o.target, o.harness, o.image), req)
-	}
-	a.log.Debug("box", "pool", outcome)
-	if errors.Is(err, pins.ErrUnknownHarness) {
-		return nil, "", usageError{err}
-	}
-	return env, outcome, err
-}
-
-// upstreamAccess registers up at the user's broker (starting it) and has
-// the broker serve v's boxes: the model access of a new box.
-func (a *app) upstreamAccess(ctx context.Context, s *boxstate.Store, v vendors.Vendor, up broker.Upstream, url string) (boxstate.ModelAccess, error) {
-	bc, err := a.ensureBroker(ctx, s)
-	if err != nil {
-		return boxstate.ModelAccess{}, err
-	}
-	if err := bc.SetUpstream(ctx, up); err != nil {
-		return boxstate.ModelAccess{}, err
-	}
-	if url == "" {
-		if url, err = brokerURL(ctx, bc, v); err != nil {
-			return boxstate.ModelAccess{}, err
-		}
-	}
-	return boxstate.ModelAccess{Broker: bc, BrokerURL: url, Upstream: up.Name}, nil
-}
-
-// checkBrokerURL refuses a --broker-url that is not http(s), carries
-// credentials, or is plain http to anything but loopback.
-func checkBrokerURL(raw string) error {
-	if err := sandbox.CheckRouterURL(raw); err != nil {
-		return usageErrorf("--broker-url: %v", err)
-	}
-	u, _ := url.Parse(raw)
-	if ip := net.ParseIP(u.Hostname()); u.Scheme == "http" && (ip == nil || !ip.IsLoopback()) && u.Hostname() != "localhost" {
-		return usageErrorf("--broker-url %s: boxes reach a broker off this machine over https only", raw)
-	}
-	return nil
 }
