@@ -255,6 +255,11 @@ func (s *Server) admitTurn(w http.ResponseWriter, r *http.Request, queued bool) 
 	if !ok {
 		return
 	}
+	if req.ExecutionID == "" && req.TurnID != "" {
+		// As in the TypeScript bridge, the execution id defaults to the
+		// turn id, and the turn's digest covers the id it runs under.
+		req.ExecutionID, generic["execution_id"] = req.TurnID, req.TurnID
+	}
 	for _, f := range []struct{ name, v string }{{"turn_id", req.TurnID}, {"execution_id", req.ExecutionID}} {
 		if err := wire.ValidIdentifier(f.v); err != nil {
 			writeError(w, wire.TypeInvalidRequest, f.name+" "+err.Error())

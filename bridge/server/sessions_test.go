@@ -85,7 +85,6 @@ func TestPostTurn_Invalid(t *testing.T) {
 	tests := []struct{ name, body string }{
 		{"unknown field", `{"message":"hi",` + ok + `,"colour":"red"}`},
 		{"no turn_id", `{"message":"hi","execution_id":"e1","run_id":"r1"}`},
-		{"no execution_id", `{"message":"hi","turn_id":"t1","run_id":"r1"}`},
 		{"no run_id", `{"message":"hi","turn_id":"t1","execution_id":"e1"}`},
 		{"bad run_id", `{"message":"hi","turn_id":"t1","execution_id":"e1","run_id":"-r"}`},
 		{"no message", `{` + ok + `}`},
@@ -149,6 +148,44 @@ func TestPostTurn_Identity(t *testing.T) {
 				t.Errorf("turn %s = %d %+v, want 409 %s", tt.body, resp.StatusCode, e.Error, wire.TypeTurnConflict)
 			}
 		})
+	}
+}
+
+// TestPostTurn_ExecutionIDDefault admits a turn without an execution id
+// as the TypeScript bridge does: under its turn id, with the digest of the
+// turn as if it had named that id itself.
+func TestPostTurn_ExecutionIDDefault(t *testing.T) {
+	v := newEnv(t, config{})
+	createSession(t, v, "s1", "")
+	var digest string
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		execution  string // the admitted run's execution id
+	}{
+		{"no execution id", `{"message":"hi","turn_id":"t1","run_id":"r1"}`, 202, "t1"},
+		{"the same turn naming that id", `{"message":"hi","turn_id":"t1","execution_id":"t1","run_id":"r1"}`, 202, "t1"},
+		{"the same turn under another execution id", `{"message":"hi","turn_id":"t1","execution_id":"x9","run_id":"r1"}`, 409, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := v.do(t, "POST", "/v1/sessions/s1/turns", tc.body)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("turn %s = %d %+v, want %d", tc.body, resp.StatusCode, decode[wire.ErrorResponse](t, resp).Error, tc.status)
+			}
+			if tc.status != 202 {
+				return
+			}
+			a := decode[admission](t, resp)
+			if digest == "" {
+				digest = a.Run.RequestDigest
+			}
+			if a.Run.ID != "r1" || a.Run.ExecutionID != tc.execution || a.Run.RequestDigest != digest {
+				t.Errorf("turn %s admitted %+v, want run r1 under execution id %s with digest %s", tc.body, a.Run, tc.execution, digest)
+			}
+		})
+	}
+	if s := waitRun(t, v, "r1"); s.ExecutionID != "t1" || s.Status != wire.StatusDone {
+		t.Errorf("run r1 = %+v, want done under execution id t1", s)
 	}
 }
 

@@ -111,12 +111,13 @@ type BoundaryProof struct {
 }
 
 // TurnRequest is the body of POST /v1/sessions/:id/turns: Message or Parts,
-// and the caller-stable turn, execution and run ids.
+// and the caller-stable turn, execution and run ids. ExecutionID defaults
+// to TurnID, as in the TypeScript bridge.
 type TurnRequest struct {
 	Message         string          `json:"message,omitempty"`
 	Parts           json.RawMessage `json:"parts,omitempty"`
 	TurnID          string          `json:"turn_id"`
-	ExecutionID     string          `json:"execution_id"`
+	ExecutionID     string          `json:"execution_id,omitempty"`
 	RunID           string          `json:"run_id"`
 	Provider        string          `json:"provider"`
 	EnvironmentID   string          `json:"environment_id"`
