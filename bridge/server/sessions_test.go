@@ -189,14 +189,6 @@ func TestPostTurn_ExecutionIDDefault(t *testing.T) {
 	}
 }
 
-// stopAnswer is the answer of POST /v1/sessions/:id/cancel and /close.
-type stopAnswer struct {
-	Cancelled bool             `json:"cancelled"`
-	Terminal  bool             `json:"terminal"`
-	Run       wire.RunSnapshot `json:"run"`
-	Session   wire.SessionView `json:"session"`
-}
-
 func TestPostTurn_BusyCancelClose(t *testing.T) {
 	v := newEnv(t, config{})
 	createSession(t, v, "s1", "")
@@ -206,10 +198,12 @@ func TestPostTurn_BusyCancelClose(t *testing.T) {
 	if e := decode[wire.ErrorResponse](t, resp); resp.StatusCode != 409 || e.Error.Type != wire.TypeSessionBusy {
 		t.Errorf("turn on a busy session = %d %+v, want 409 %s", resp.StatusCode, e.Error, wire.TypeSessionBusy)
 	}
-	resp = v.do(t, "POST", "/v1/sessions/s1/cancel?wait_ms=10000", "")
-	out := decode[stopAnswer](t, resp)
-	if resp.StatusCode != 200 || !out.Cancelled || !out.Terminal || out.Run.ID != "r1" || out.Run.Status != wire.StatusCancelled || out.Session.Closed {
+	resp, out := cancelRun(t, v, "s1", "r1")
+	if resp.StatusCode != 200 || out.Status != wire.CancelAccepted || out.Effect != wire.EffectCancelled || out.Run.RunID != "r1" {
 		t.Errorf("cancel session = %d %+v", resp.StatusCode, out)
+	}
+	if s := decode[wire.SessionView](t, v.do(t, "GET", "/v1/sessions/s1", "")); s.Closed {
+		t.Errorf("session after its run was cancelled = %+v, want open", s)
 	}
 	// The session outlives its cancelled run.
 	postTurn(t, v, "s1", turnBody("t2", "r2", "hello"))
@@ -338,8 +332,8 @@ func TestSessionView(t *testing.T) {
 		}, wire.SessionIdle, 1, "r1", wire.StatusDone},
 		{"a cancelled turn", func() {
 			postTurn(t, v, "s1", turnBody("t2", "r2", "slow:100:100"))
-			if resp := v.do(t, "POST", "/v1/sessions/s1/cancel?wait_ms=10000", ""); resp.StatusCode != 200 {
-				t.Fatalf("cancel = %d", resp.StatusCode)
+			if resp, ack := cancelRun(t, v, "s1", "r2"); resp.StatusCode != 200 {
+				t.Fatalf("cancel = %d %+v", resp.StatusCode, ack)
 			}
 		}, wire.SessionCancelled, 1, "r2", wire.StatusCancelled},
 		{"another completed turn", func() {

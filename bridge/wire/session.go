@@ -68,10 +68,11 @@ type SessionView struct {
 	Run                 *RunSnapshot   `json:"run,omitempty"`
 }
 
-// SessionStop answers POST /v1/sessions/:id/cancel and /close: the
-// session after it, and, when the session had a run, what happened to it
-// (the run snapshot, whether cancellation was requested, whether the run
-// ended cancelled, whether it is terminal). Closed is set by /close.
+// SessionStop answers POST /v1/sessions/:id/close: the session after it,
+// and, when the session had a run, what happened to it (the run
+// snapshot, whether cancellation was requested, whether the run ended
+// cancelled, whether it is terminal). POST /v1/sessions/:id/cancel takes
+// an exact cancellation and answers a CancellationAck.
 type SessionStop struct {
 	Closed          bool         `json:"closed,omitempty"`
 	CancelRequested *bool        `json:"cancel_requested,omitempty"`
