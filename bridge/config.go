@@ -18,6 +18,7 @@ import (
 	"github.com/tangle-network/boxctl/bridge/harness/gemini"
 	"github.com/tangle-network/boxctl/bridge/harness/opencode"
 	"github.com/tangle-network/boxctl/bridge/harness/pi"
+	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
@@ -47,6 +48,10 @@ type Config struct {
 	Timeouts map[string]time.Duration
 
 	RouterKey, RouterURL string
+	// JailFloor is the operator's confinement floor (BRIDGE_JAIL_MODE,
+	// BRIDGE_NET_JAIL_MODE and their WORKER_* shorthands): every turn is
+	// confined at least that much (jail.Floor).
+	JailFloor jail.Floor
 
 	MaxRuns      int
 	MaxBodyBytes int64
@@ -149,6 +154,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	int64Var("BRIDGE_REPLAY_MAX_BYTES", &c.MaxBytes)
 	msVar("BRIDGE_REPLAY_RETENTION_MS", &c.ReplayTTL)
 	msVar("BRIDGE_IDENTITY_RETENTION_MS", &c.IdentityTTL)
+	floor, err := jail.ParseFloor(getenv)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	c.JailFloor = floor
 	c.Backends = splitList(or(getenv(wire.EnvBackends), "claude"))
 	for key := range Adapters() {
 		up := strings.ToUpper(key)

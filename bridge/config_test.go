@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/tangle-network/boxctl/bridge/jail"
+	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
 func TestConfigFromEnv(t *testing.T) {
@@ -19,6 +22,7 @@ func TestConfigFromEnv(t *testing.T) {
 		"BRIDGE_MAX_RUNS": "7", "BRIDGE_REPLAY_MAX_EVENTS": "9",
 		"BRIDGE_SESSION_IDLE_MS": "-1", "BRIDGE_SESSION_IDLE_CLOSE_MS": "3600000",
 		"BRIDGE_MAX_SESSION_PROCS": "3", "BRIDGE_BODY_TIMEOUT_MS": "2000", "BRIDGE_CONN_IDLE_MS": "3000", "BRIDGE_MAX_CONNS": "64",
+		"BRIDGE_JAIL_MODE": "write-jail", "WORKER_NET_JAIL": "1",
 	}
 	c, err := ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil {
@@ -28,7 +32,7 @@ func TestConfigFromEnv(t *testing.T) {
 		Bins: map[string]string{"claude": "/opt/claude"}, Timeouts: map[string]time.Duration{"claude": 1500 * time.Millisecond},
 		RouterKey: "k", RouterURL: "http://r", Keepalive: 250 * time.Millisecond, MaxRuns: 7, MaxEvents: 9, LogLevel: "info",
 		SessionIdle: -time.Millisecond, SessionIdleClose: time.Hour, MaxSessionProcs: 3,
-		BodyTimeout: 2 * time.Second, ConnIdle: 3 * time.Second, MaxConns: 64}
+		BodyTimeout: 2 * time.Second, ConnIdle: 3 * time.Second, MaxConns: 64, JailFloor: jail.Floor{Mode: wire.JailWrite, Net: true}}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("ConfigFromEnv (-want +got):\n%s", diff)
 	}
@@ -80,5 +84,18 @@ func TestConfig_Validate(t *testing.T) {
 				t.Errorf("Validate = %v, want ErrNoBearer", err)
 			}
 		})
+	}
+}
+
+// TestConfigFromEnv_JailFloor refuses a jail floor the TypeScript bridge
+// refuses to start with: a misspelt floor must never mean no floor.
+func TestConfigFromEnv_JailFloor(t *testing.T) {
+	for _, env := range []map[string]string{
+		{"BRIDGE_JAIL_MODE": "fs_jail"},
+		{"BRIDGE_NET_JAIL_MODE": "true"},
+	} {
+		if c, err := ConfigFromEnv(func(k string) string { return env[k] }); err == nil {
+			t.Errorf("ConfigFromEnv(%v) = floor %+v, want an error", env, c.JailFloor)
+		}
 	}
 }

@@ -100,7 +100,7 @@ func start(ctx context.Context, c Config, st *store.Store, log *slog.Logger, pro
 	eng, err := engine.New(ctx, st, engine.Options{DataDir: c.DataDir, RouterURL: c.RouterURL, RouterKey: c.RouterKey,
 		MaxRuns: c.MaxRuns, MaxLifetime: c.MaxLifetime, IdleTimeout: c.IdleTimeout, ResultGrace: c.ResultGrace,
 		SessionIdleTimeout: c.SessionIdle, MaxSessionProcs: c.MaxSessionProcs, Environ: environ,
-		Secrets: secrets, Logger: log, Background: true, Probed: probed})
+		JailFloor: c.JailFloor, Secrets: secrets, Logger: log, Background: true, Probed: probed})
 	if err != nil {
 		return nil, nil, err
 	}

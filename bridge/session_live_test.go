@@ -270,7 +270,11 @@ func TestLive_ClaudePermissionInteraction(t *testing.T) {
 			if f.Type != "interaction" {
 				t.Fatalf("turn 2 ended without an interaction")
 			}
-			if resp := b.do(t, "POST", "/v1/sessions/p1/cancel?wait_ms=20000", ""); resp.StatusCode != 200 {
+			var snap wire.RunSnapshot
+			if err := json.NewDecoder(b.do(t, "GET", "/v1/runs/"+run, "").Body).Decode(&snap); err != nil {
+				t.Fatal(err)
+			}
+			if resp := b.do(t, "POST", "/v1/sessions/p1/cancel?wait_ms=20000", harnesstest.CancelBody(t, "cancel-"+run, snap)); resp.StatusCode != 200 {
 				t.Fatalf("cancel session = %d", resp.StatusCode)
 			}
 			// The interrupted turn may first report the refused tool call.

@@ -48,12 +48,12 @@ func JailErrorType(err error) string {
 	return wire.TypeHarnessUnavailable
 }
 
-// confine prepares the confinement of a turn and applies it to t: the
-// jail's environment under the adapter's own settings, and the model
-// endpoint as the jail serves it. It returns nil for a turn without
-// confinement.
+// confine prepares the confinement of a turn, its request raised to the
+// operator's floor, and applies it to t: the jail's environment under the
+// adapter's own settings, and the model endpoint as the jail serves it.
+// It returns nil for a turn without confinement.
 func (e *Engine) confine(r jail.Request, t *harness.Turn) (*jail.Prepared, error) {
-	if !r.Active() {
+	if r = e.jail.Resolve(r); !r.Active() {
 		return nil, nil
 	}
 	p, err := e.jail.Prepare(r, t.Cwd, t.StateDir)

@@ -99,6 +99,9 @@ type Options struct {
 	// on PATH); Relay the executable that serves a net jail's relay
 	// (default: this process's, whose main calls jail.ServeRelayIfAsked).
 	Bwrap, Relay string
+	// JailFloor is the operator's confinement floor every turn is raised
+	// to (jail.Floor; default none).
+	JailFloor jail.Floor
 	// Probed, when set, is a jailer that probed this host already (a
 	// standby bridge's): the engine takes its verdict (jail.Jailer.Adopt)
 	// and does not probe at its start.
@@ -252,7 +255,7 @@ func New(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
 		ready: make(chan struct{}), probed: make(chan struct{})}
 	e.log = e.opts.Logger
 	e.jail = jail.New(jail.Options{Bwrap: e.opts.Bwrap, DataDir: e.opts.DataDir, RouterURL: e.opts.RouterURL,
-		Relay: e.opts.Relay, Logger: e.log})
+		Relay: e.opts.Relay, Floor: e.opts.JailFloor, Logger: e.log})
 	var err error
 	if e.exact, err = exact.New(exact.Options{Store: st, Jailer: e.jail, Dir: filepath.Join(e.opts.DataDir, "exact"),
 		ProcDir: e.opts.ProcDir, Logger: e.log}); err != nil {

@@ -58,15 +58,16 @@ func (e *Engine) recover(ctx context.Context) error {
 // restartFrames are the last frames of a run the restart ended, in the
 // run's own format: a plain run's is an error frame; a retained turn's
 // are canonical, an interaction.cancel for each interaction still open
-// (which no answer can reach now) and a failed status, as the turn would
-// have ended itself.
+// (which no answer can reach now: it is expired, and an answer to it is
+// acknowledged expired) and a failed status, as the turn would have ended
+// itself.
 func (e *Engine) restartFrames(ctx context.Context, r store.Run) ([][]byte, error) {
 	if _, err := e.store.TurnOfRun(ctx, r.ID); errors.Is(err, store.ErrNotFound) {
 		return [][]byte{errorFrame(wire.ErrorBody{Type: wire.TypeBridgeRestarted, Message: RestartReason})}, nil
 	} else if err != nil {
 		return nil, err
 	}
-	open, err := e.store.CancelInteractions(ctx, r.ID)
+	open, err := e.store.ExpireInteractions(ctx, r.ID)
 	if err != nil {
 		return nil, err
 	}

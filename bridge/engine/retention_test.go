@@ -17,8 +17,11 @@ import (
 )
 
 // TestEngine_RecoverRetainedTurn shows that a retained turn live at a
-// restart ends in its own canonical format: its open interactions
-// cancelled, then a failed status naming the restart.
+// restart ends in its own canonical format: an interaction.cancel for
+// each open interaction, then a failed status naming the restart; an
+// answer to one of them is acknowledged expired (what the agent
+// interface's conformance expects of an interaction the restart left
+// unanswerable), not cancelled (which is for a cancelled run).
 func TestEngine_RecoverRetainedTurn(t *testing.T) {
 	ctx := context.Background()
 	data := filepath.Join(t.TempDir(), "data")
@@ -67,8 +70,16 @@ func TestEngine_RecoverRetainedTurn(t *testing.T) {
 		t.Errorf("frames after restart (-want +got):\n%s", diff)
 	}
 	it, err := st.GetInteraction(ctx, "r1", "r1:interaction:1")
-	if err != nil || it.Status != store.InteractionCancelled {
-		t.Errorf("interaction after restart = %+v, %v, want cancelled", it, err)
+	if err != nil || it.Status != store.InteractionExpired {
+		t.Errorf("interaction after restart = %+v, %v, want expired", it, err)
+	}
+	for _, op := range []string{"op-1", "op-1", "op-2"} { // a repeated operation gets its stored answer
+		var got InteractionAnswer
+		body, code, err := e.Respond(ctx, "r1", "r1:interaction:1", op, Decision{Outcome: wire.OutcomeAccepted, Allow: true}, "sha256:x",
+			func(a InteractionAnswer) ([]byte, int) { got = a; return []byte(a.Status), 409 })
+		if err != nil || string(body) != wire.InteractionExpired || code != 409 {
+			t.Errorf("Respond(%s) after restart = %s %d, %v (answer %+v), want %s", op, body, code, err, got, wire.InteractionExpired)
+		}
 	}
 }
 

@@ -254,6 +254,9 @@ func (e *Engine) Respond(ctx context.Context, runID, iid, operationID string, d 
 	switch it.Status {
 	case store.InteractionCancelled:
 		return put(InteractionAnswer{Status: wire.InteractionCancelled, Message: "the interaction was cancelled with its run"}, nil)
+	case store.InteractionExpired:
+		return put(InteractionAnswer{Status: wire.InteractionExpired,
+			Message: "the interaction expired: the bridge restarted while it was open, which ended its run"}, nil)
 	case store.InteractionResolved:
 		if it.ResponseDigest == respDigest {
 			return put(InteractionAnswer{Status: wire.InteractionAlreadyResolvedSame, Message: "the interaction was already resolved with this response"}, nil)

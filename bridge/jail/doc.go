@@ -48,6 +48,12 @@
 // file size limits of the environment's resources, then executes the
 // launch; ServeRelayIfAsked serves that too.
 //
+// The operator's floor (Floor, from BRIDGE_JAIL_MODE and
+// BRIDGE_NET_JAIL_MODE as the TypeScript bridge reads them) raises every
+// request: a turn runs in the more confined of its own jail mode and the
+// floor's, and in the network jail when either asks for it. A request may
+// raise the floor, never lower it.
+//
 // Availability is probed: New does not, the engine probes at start, and
 // Check probes again on every jailed turn before it is admitted. A jail
 // that cannot run (no bwrap, user namespaces refused) is an

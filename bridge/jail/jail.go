@@ -105,6 +105,9 @@ type Options struct {
 	// called with RelayArg (default: this process's executable, whose main
 	// calls ServeRelayIfAsked).
 	Relay string
+	// Floor is the operator's confinement floor, which every turn's
+	// request is raised to (default: none).
+	Floor Floor
 	// ProbeTimeout bounds one availability probe (default 10 s).
 	ProbeTimeout time.Duration
 	// Logger receives the probe verdicts (default: discard).
@@ -220,11 +223,17 @@ func namespaceArgs(net bool) []string {
 	return a
 }
 
-// Check reports whether r can be enforced now for a turn in cwd ("" for
-// the bridge's working directory): it probes bwrap again (an
-// *UnavailableError), checks the network jail (*NetError) and the paths
-// (*RequestError). A request without confinement is always fine.
+// Resolve is the confinement r gets on this bridge: r raised to the
+// operator's floor (Floor.Raise). Check and Prepare resolve the request
+// they are given.
+func (j *Jailer) Resolve(r Request) Request { return j.opts.Floor.Raise(r) }
+
+// Check reports whether r, raised to the floor, can be enforced now for a
+// turn in cwd ("" for the bridge's working directory): it probes bwrap
+// again (an *UnavailableError), checks the network jail (*NetError) and
+// the paths (*RequestError). A turn without confinement is always fine.
 func (j *Jailer) Check(ctx context.Context, r Request, cwd string) error {
+	r = j.Resolve(r)
 	if !r.Active() {
 		return nil
 	}
@@ -299,14 +308,15 @@ func (j *Jailer) Adopt(from *Jailer) bool {
 }
 
 // Caps is the execution part of the bridge's capabilities, from the last
-// probe (none yet: unavailable).
+// probe (none yet: unavailable), with the operator's floor.
 func (j *Jailer) Caps() wire.ExecutionCaps {
 	j.mu.Lock()
 	last, probed := j.last, j.probed
 	j.mu.Unlock()
+	fsFloor, netFloor := j.opts.Floor.modes()
 	c := wire.ExecutionCaps{Kinds: []string{wire.ExecutionHost}, TimeoutMS: true,
-		Jail:    wire.JailCaps{Modes: []string{wire.JailOff}},
-		NetJail: wire.NetJailCaps{Modes: []string{wire.NetJailOff}}}
+		Jail:    wire.JailCaps{Modes: []string{wire.JailOff}, Floor: fsFloor},
+		NetJail: wire.NetJailCaps{Modes: []string{wire.NetJailOff}, Floor: netFloor}}
 	switch {
 	case !probed:
 		c.Jail.Unavailable = "not probed yet"

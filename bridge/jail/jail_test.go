@@ -283,8 +283,8 @@ func TestJailer_Caps(t *testing.T) {
 	j := newJailer(t, f, "https://router.example.com/v1")
 	got := j.Caps()
 	want := wire.ExecutionCaps{Kinds: []string{"host"}, TimeoutMS: true,
-		Jail:    wire.JailCaps{Modes: []string{"off", "write-jail", "fs-jail"}, Enforcer: "bwrap"},
-		NetJail: wire.NetJailCaps{Modes: []string{"off", "net-jail"}, Allow: []string{"router.example.com:443"}}}
+		Jail:    wire.JailCaps{Modes: []string{"off", "write-jail", "fs-jail"}, Enforcer: "bwrap", Floor: "off"},
+		NetJail: wire.NetJailCaps{Modes: []string{"off", "net-jail"}, Allow: []string{"router.example.com:443"}, Floor: "off"}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Caps() = %+v, want %+v", got, want)
 	}

@@ -37,10 +37,12 @@ type Prepared struct {
 	RouterURL string
 }
 
-// Prepare resolves r for a turn in cwd ("" for the bridge's working
-// directory) whose harness keeps its state in stateDir, and creates the
-// jail root. Errors are those of Check, but for the probe.
+// Prepare resolves r (raised to the floor) for a turn in cwd ("" for the
+// bridge's working directory) whose harness keeps its state in stateDir,
+// and creates the jail root. Errors are those of Check, but for the
+// probe.
 func (j *Jailer) Prepare(r Request, cwd, stateDir string) (*Prepared, error) {
+	r = j.Resolve(r)
 	project, root, err := j.paths(r, cwd)
 	if err != nil {
 		return nil, err

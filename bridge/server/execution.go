@@ -79,7 +79,8 @@ func (s *Server) checkJail(ctx context.Context, x execution, cwd string) *wire.E
 	var un *jail.UnavailableError
 	if errors.As(err, &un) {
 		e.Code = un.Reason
-		e.Message = "the execution asks for a jail this host cannot enforce, and the bridge refuses to run it unconfined: " + un.Detail
+		e.Message = "the turn must run in a jail (asked by its execution or the operator's floor) that this host cannot enforce, " +
+			"and the bridge refuses to run it unconfined: " + un.Detail
 	}
 	return e
 }

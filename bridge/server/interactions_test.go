@@ -132,8 +132,7 @@ func TestRespondInteraction_DeclineAndCancel(t *testing.T) {
 	}
 
 	b, events = ask("t2")
-	resp := v.do(t, "POST", "/v1/sessions/s1/cancel?wait_ms=10000", "")
-	if out := decode[stopAnswer](t, resp); !out.Terminal || out.Run.Status != wire.StatusCancelled {
+	if resp, out := cancelRun(t, v, "s1", "r-t2"); resp.StatusCode != 200 || out.Effect != wire.EffectCancelled {
 		t.Fatalf("cancel = %d %+v", resp.StatusCode, out)
 	}
 	rest := events.all()

@@ -249,3 +249,23 @@ func bindingOf(t *testing.T, f cframe) wire.InteractionBinding {
 }
 
 func strconvItoa(n int) string { return strconv.Itoa(n) }
+
+// runRef is the exact reference of run id, from its snapshot.
+func runRef(t *testing.T, v *env, id string) wire.RunRef {
+	t.Helper()
+	resp := v.do(t, "GET", "/v1/runs/"+id, "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/runs/%s = %d", id, resp.StatusCode)
+	}
+	s := decode[wire.RunSnapshot](t, resp)
+	return wire.RunRef{RunID: s.ID, Provider: s.Provider, EnvironmentID: s.EnvironmentID, SessionID: s.SessionID,
+		ExecutionID: s.ExecutionID, RequestDigest: s.RequestDigest}
+}
+
+// cancelRun cancels run of session exactly (POST /v1/sessions/:id/cancel
+// with wait_ms), as operation "cancel-"+run, and returns the answer.
+func cancelRun(t *testing.T, v *env, session, run string) (*http.Response, wire.CancellationAck) {
+	t.Helper()
+	resp := v.do(t, "POST", "/v1/sessions/"+session+"/cancel?wait_ms=10000", exactCancelBody(t, "cancel-"+run, runRef(t, v, run), ""))
+	return resp, decode[wire.CancellationAck](t, resp)
+}

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tangle-network/boxctl/bridge/branch"
+	"github.com/tangle-network/boxctl/bridge/cancellation"
 	"github.com/tangle-network/boxctl/bridge/continuation"
 	"github.com/tangle-network/boxctl/bridge/engine"
 	"github.com/tangle-network/boxctl/bridge/wire"
@@ -104,6 +105,7 @@ type Server struct {
 	counts        contextCounts
 	branches      *branch.Manager
 	continuations *continuation.Continuer
+	cancellations *cancellation.Canceller
 	clock         idleClock // the last turn activity (idle.go)
 	started       time.Time
 }
@@ -164,6 +166,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if s.continuations, err = continuation.New(continuation.Options{Engine: opts.Engine, Resolve: s.resolveModel,
 		Execution: s.continuationExecution, Logger: opts.Logger}); err != nil {
+		return nil, err
+	}
+	if s.cancellations, err = cancellation.New(cancellation.Options{Engine: opts.Engine}); err != nil {
 		return nil, err
 	}
 	s.handle()

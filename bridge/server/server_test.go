@@ -246,6 +246,25 @@ func TestChat_StreamAndReplay(t *testing.T) {
 			t.Errorf("conflict = %d %+v", resp.StatusCode, e.Error)
 		}
 	})
+	t.Run("the same job under other run ids has the same digest", func(t *testing.T) {
+		// As in the TypeScript bridge, the run id names the run; it is not
+		// part of the job the digest binds it to.
+		for _, tc := range []struct {
+			name, body string
+			header     []string
+		}{
+			{"run_id run-2", chatBody("run-2", "hello", true,
+				`"provider":"docker","environment_id":"env-1","execution_id":"exec-1","session_id":"ses-1"`), nil},
+			{"X-Run-Id run-3", chatBody("", "hello", true,
+				`"provider":"docker","environment_id":"env-1","execution_id":"exec-1","session_id":"ses-1"`), []string{wire.HeaderRunID, "run-3"}},
+		} {
+			resp := v.do(t, "POST", "/v1/chat/completions", tc.body, tc.header...)
+			readSSE(t, resp.Body)
+			if got := resp.Header.Get(wire.HeaderRunRequestDigest); resp.StatusCode != 200 || got != digest {
+				t.Errorf("%s: POST = %d digest %q, want 200 %q (run-1's)", tc.name, resp.StatusCode, got, digest)
+			}
+		}
+	})
 	t.Run("snapshot", func(t *testing.T) {
 		resp := v.do(t, "GET", "/v1/runs/run-1?wait_ms=1000", "")
 		snap := decode[wire.RunSnapshot](t, resp)

@@ -255,6 +255,11 @@ func (s *Server) admitTurn(w http.ResponseWriter, r *http.Request, queued bool) 
 	if !ok {
 		return
 	}
+	if req.ExecutionID == "" && req.TurnID != "" {
+		// As in the TypeScript bridge, the execution id defaults to the
+		// turn id, and the turn's digest covers the id it runs under.
+		req.ExecutionID, generic["execution_id"] = req.TurnID, req.TurnID
+	}
 	for _, f := range []struct{ name, v string }{{"turn_id", req.TurnID}, {"execution_id", req.ExecutionID}} {
 		if err := wire.ValidIdentifier(f.v); err != nil {
 			writeError(w, wire.TypeInvalidRequest, f.name+" "+err.Error())
@@ -327,14 +332,6 @@ func (s *Server) currentRun(r *http.Request, id string) (string, bool, error) {
 	return turns[len(turns)-1].RunID, true, nil
 }
 
-func (s *Server) cancelSession(w http.ResponseWriter, r *http.Request) {
-	rs, ok := s.sessionOr404(w, r)
-	if !ok {
-		return
-	}
-	s.stopSession(w, r, rs, false)
-}
-
 func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 	rs, ok := s.sessionOr404(w, r)
 	if !ok {
@@ -346,18 +343,18 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.TypeServerError, "close session")
 		return
 	}
-	s.stopSession(w, r, rs, true)
+	s.stopSession(w, r, rs)
 }
 
-// stopSession cancels the session's live run, waits for it within
-// wait_ms, and answers the session and its current run.
-func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, rs store.RetainedSession, closed bool) {
+// stopSession cancels the live run of a session being closed, waits for
+// it within wait_ms, and answers the session and its current run.
+func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, rs store.RetainedSession) {
 	wait, err := parseWait(r, s.opts.CancelWait)
 	if err != nil {
 		writeError(w, wire.TypeInvalidRequest, err.Error())
 		return
 	}
-	out := wire.SessionStop{Closed: closed}
+	out := wire.SessionStop{Closed: true}
 	runID, ok, err := s.currentRun(r, rs.ID)
 	if err != nil {
 		s.log.Error("load session turns", "session", rs.ID, "err", err)

@@ -116,7 +116,7 @@ func TestSessionPrune(t *testing.T) {
 	if oldSession == newSession {
 		t.Errorf("the re-created session resumed the forgotten native session (%s)", oldSession)
 	}
-	v.do(t, "POST", "/v1/sessions/s-live/cancel", "")
+	cancelRun(t, v, "s-live", "live-1")
 }
 
 // TestSessionEventsAfterPrune reads a session whose first turn retention

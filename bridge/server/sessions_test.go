@@ -85,7 +85,6 @@ func TestPostTurn_Invalid(t *testing.T) {
 	tests := []struct{ name, body string }{
 		{"unknown field", `{"message":"hi",` + ok + `,"colour":"red"}`},
 		{"no turn_id", `{"message":"hi","execution_id":"e1","run_id":"r1"}`},
-		{"no execution_id", `{"message":"hi","turn_id":"t1","run_id":"r1"}`},
 		{"no run_id", `{"message":"hi","turn_id":"t1","execution_id":"e1"}`},
 		{"bad run_id", `{"message":"hi","turn_id":"t1","execution_id":"e1","run_id":"-r"}`},
 		{"no message", `{` + ok + `}`},
@@ -152,12 +151,42 @@ func TestPostTurn_Identity(t *testing.T) {
 	}
 }
 
-// stopAnswer is the answer of POST /v1/sessions/:id/cancel and /close.
-type stopAnswer struct {
-	Cancelled bool             `json:"cancelled"`
-	Terminal  bool             `json:"terminal"`
-	Run       wire.RunSnapshot `json:"run"`
-	Session   wire.SessionView `json:"session"`
+// TestPostTurn_ExecutionIDDefault admits a turn without an execution id
+// as the TypeScript bridge does: under its turn id, with the digest of the
+// turn as if it had named that id itself.
+func TestPostTurn_ExecutionIDDefault(t *testing.T) {
+	v := newEnv(t, config{})
+	createSession(t, v, "s1", "")
+	var digest string
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		execution  string // the admitted run's execution id
+	}{
+		{"no execution id", `{"message":"hi","turn_id":"t1","run_id":"r1"}`, 202, "t1"},
+		{"the same turn naming that id", `{"message":"hi","turn_id":"t1","execution_id":"t1","run_id":"r1"}`, 202, "t1"},
+		{"the same turn under another execution id", `{"message":"hi","turn_id":"t1","execution_id":"x9","run_id":"r1"}`, 409, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := v.do(t, "POST", "/v1/sessions/s1/turns", tc.body)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("turn %s = %d %+v, want %d", tc.body, resp.StatusCode, decode[wire.ErrorResponse](t, resp).Error, tc.status)
+			}
+			if tc.status != 202 {
+				return
+			}
+			a := decode[admission](t, resp)
+			if digest == "" {
+				digest = a.Run.RequestDigest
+			}
+			if a.Run.ID != "r1" || a.Run.ExecutionID != tc.execution || a.Run.RequestDigest != digest {
+				t.Errorf("turn %s admitted %+v, want run r1 under execution id %s with digest %s", tc.body, a.Run, tc.execution, digest)
+			}
+		})
+	}
+	if s := waitRun(t, v, "r1"); s.ExecutionID != "t1" || s.Status != wire.StatusDone {
+		t.Errorf("run r1 = %+v, want done under execution id t1", s)
+	}
 }
 
 func TestPostTurn_BusyCancelClose(t *testing.T) {
@@ -169,10 +198,12 @@ func TestPostTurn_BusyCancelClose(t *testing.T) {
 	if e := decode[wire.ErrorResponse](t, resp); resp.StatusCode != 409 || e.Error.Type != wire.TypeSessionBusy {
 		t.Errorf("turn on a busy session = %d %+v, want 409 %s", resp.StatusCode, e.Error, wire.TypeSessionBusy)
 	}
-	resp = v.do(t, "POST", "/v1/sessions/s1/cancel?wait_ms=10000", "")
-	out := decode[stopAnswer](t, resp)
-	if resp.StatusCode != 200 || !out.Cancelled || !out.Terminal || out.Run.ID != "r1" || out.Run.Status != wire.StatusCancelled || out.Session.Closed {
+	resp, out := cancelRun(t, v, "s1", "r1")
+	if resp.StatusCode != 200 || out.Status != wire.CancelAccepted || out.Effect != wire.EffectCancelled || out.Run.RunID != "r1" {
 		t.Errorf("cancel session = %d %+v", resp.StatusCode, out)
+	}
+	if s := decode[wire.SessionView](t, v.do(t, "GET", "/v1/sessions/s1", "")); s.Closed {
+		t.Errorf("session after its run was cancelled = %+v, want open", s)
 	}
 	// The session outlives its cancelled run.
 	postTurn(t, v, "s1", turnBody("t2", "r2", "hello"))
@@ -301,8 +332,8 @@ func TestSessionView(t *testing.T) {
 		}, wire.SessionIdle, 1, "r1", wire.StatusDone},
 		{"a cancelled turn", func() {
 			postTurn(t, v, "s1", turnBody("t2", "r2", "slow:100:100"))
-			if resp := v.do(t, "POST", "/v1/sessions/s1/cancel?wait_ms=10000", ""); resp.StatusCode != 200 {
-				t.Fatalf("cancel = %d", resp.StatusCode)
+			if resp, ack := cancelRun(t, v, "s1", "r2"); resp.StatusCode != 200 {
+				t.Fatalf("cancel = %d %+v", resp.StatusCode, ack)
 			}
 		}, wire.SessionCancelled, 1, "r2", wire.StatusCancelled},
 		{"another completed turn", func() {

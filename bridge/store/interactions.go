@@ -32,11 +32,14 @@ CREATE TABLE IF NOT EXISTS interaction_ops (
 CREATE INDEX IF NOT EXISTS interaction_ops_run ON interaction_ops(run_id);
 `
 
-// Interaction statuses.
+// Interaction statuses. An interaction closed without an answer is
+// cancelled when its run ended (or was cancelled) and expired when the
+// bridge restarted while it was open.
 const (
 	InteractionOpen      = "open"
 	InteractionResolved  = "resolved"
 	InteractionCancelled = "cancelled"
+	InteractionExpired   = "expired"
 )
 
 // Interaction is a question a run's harness asked, such as a permission
@@ -48,8 +51,8 @@ type Interaction struct {
 	// Request is the JSON of the interaction request as the event
 	// carried it.
 	Request []byte
-	// Status is InteractionOpen, InteractionResolved or
-	// InteractionCancelled.
+	// Status is InteractionOpen, InteractionResolved,
+	// InteractionCancelled or InteractionExpired.
 	Status string
 	// ResponseDigest and Outcome describe the answer of a resolved
 	// interaction.
@@ -126,17 +129,29 @@ func (s *Store) OpenInteractions(ctx context.Context, runID string) ([]Interacti
 // CancelInteractions marks every open interaction of a run cancelled and
 // returns them.
 func (s *Store) CancelInteractions(ctx context.Context, runID string) ([]Interaction, error) {
+	return s.closeInteractions(ctx, runID, InteractionCancelled)
+}
+
+// ExpireInteractions marks every open interaction of a run expired, as
+// the restart that ended the run leaves them, and returns them.
+func (s *Store) ExpireInteractions(ctx context.Context, runID string) ([]Interaction, error) {
+	return s.closeInteractions(ctx, runID, InteractionExpired)
+}
+
+// closeInteractions gives every open interaction of a run status and
+// returns them.
+func (s *Store) closeInteractions(ctx context.Context, runID, status string) ([]Interaction, error) {
 	open, err := s.OpenInteractions(ctx, runID)
 	if err != nil || len(open) == 0 {
 		return nil, err
 	}
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE interactions SET status = ?, resolved_at = ? WHERE run_id = ? AND status = ?`,
-			InteractionCancelled, ms(s.opts.Now()), runID, InteractionOpen)
+			status, ms(s.opts.Now()), runID, InteractionOpen)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cancel interactions of run %s: %w", runID, err)
+		return nil, fmt.Errorf("close interactions of run %s as %s: %w", runID, status, err)
 	}
 	return open, nil
 }

@@ -310,6 +310,10 @@ type JailCaps struct {
 	Enforcer string `json:"enforcer,omitempty"`
 	// Unavailable says why only off is enforced ("" otherwise).
 	Unavailable string `json:"unavailable,omitempty"`
+	// Floor is the operator's floor (BRIDGE_JAIL_MODE): the mode every
+	// turn runs in at least, off for none. A request for less runs at the
+	// floor; while the floor is not among Modes, every turn is refused.
+	Floor string `json:"floor" jsonschema:"enum=off,enum=write-jail,enum=fs-jail"`
 }
 
 // NetJailCaps are the network confinement modes a bridge enforces.
@@ -321,4 +325,7 @@ type NetJailCaps struct {
 	Allow []string `json:"allow,omitempty"`
 	// Unavailable says why net-jail is not enforced ("" otherwise).
 	Unavailable string `json:"unavailable,omitempty"`
+	// Floor is the operator's floor (BRIDGE_NET_JAIL_MODE): net-jail puts
+	// every turn in the network jail, off leaves it to the request.
+	Floor string `json:"floor" jsonschema:"enum=off,enum=net-jail"`
 }

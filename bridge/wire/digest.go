@@ -43,14 +43,16 @@ func Digest(v any) (string, error) {
 
 // RequestDigest is the digest a run id is bound to: the canonical form of
 // {"schema", "harness", "request"} where request is the chat request body
-// as a JSON object with the fields that do not change the job removed
-// (`stream`; the representation of the answer is not part of the run).
-// The session id from the X-Session-Id header must already be folded into
-// the body's `session_id`.
+// as a JSON object with the fields that do not change the job removed:
+// `stream` and `stream_options` (the representation of the answer is not
+// part of the run) and `run_id` (the name the run is bound under, not
+// what it does; the TypeScript bridge leaves it out too, so the same job
+// under two run ids has one digest). The session id from the X-Session-Id
+// header must already be folded into the body's `session_id`.
 func RequestDigest(harness string, body map[string]any) (string, error) {
 	req := make(map[string]any, len(body))
 	for k, v := range body {
-		if k == "stream" || k == "stream_options" {
+		if k == "stream" || k == "stream_options" || k == "run_id" {
 			continue
 		}
 		req[k] = v

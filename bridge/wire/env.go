@@ -27,4 +27,14 @@ const (
 	// SSE stream gets a `: keepalive` comment (default 15 s: under the
 	// 16 s idle bound common load balancers cut at).
 	EnvSSEHeartbeat = "BRIDGE_SSE_HEARTBEAT_MS"
+	// EnvJailMode is the operator's file-system jail floor (off,
+	// write-jail or fs-jail): every turn is confined at least that much.
+	EnvJailMode = "BRIDGE_JAIL_MODE"
+	// EnvNetJailMode is the operator's network jail floor (off or
+	// net-jail).
+	EnvNetJailMode = "BRIDGE_NET_JAIL_MODE"
+	// EnvWorkerFSJail and EnvWorkerNetJail, when 1, true, yes or on,
+	// raise the floors to fs-jail and net-jail.
+	EnvWorkerFSJail  = "WORKER_FS_JAIL"
+	EnvWorkerNetJail = "WORKER_NET_JAIL"
 )

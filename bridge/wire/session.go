@@ -68,10 +68,11 @@ type SessionView struct {
 	Run                 *RunSnapshot   `json:"run,omitempty"`
 }
 
-// SessionStop answers POST /v1/sessions/:id/cancel and /close: the
-// session after it, and, when the session had a run, what happened to it
-// (the run snapshot, whether cancellation was requested, whether the run
-// ended cancelled, whether it is terminal). Closed is set by /close.
+// SessionStop answers POST /v1/sessions/:id/close: the session after it,
+// and, when the session had a run, what happened to it (the run
+// snapshot, whether cancellation was requested, whether the run ended
+// cancelled, whether it is terminal). POST /v1/sessions/:id/cancel takes
+// an exact cancellation and answers a CancellationAck.
 type SessionStop struct {
 	Closed          bool         `json:"closed,omitempty"`
 	CancelRequested *bool        `json:"cancel_requested,omitempty"`
@@ -111,12 +112,13 @@ type BoundaryProof struct {
 }
 
 // TurnRequest is the body of POST /v1/sessions/:id/turns: Message or Parts,
-// and the caller-stable turn, execution and run ids.
+// and the caller-stable turn, execution and run ids. ExecutionID defaults
+// to TurnID, as in the TypeScript bridge.
 type TurnRequest struct {
 	Message         string          `json:"message,omitempty"`
 	Parts           json.RawMessage `json:"parts,omitempty"`
 	TurnID          string          `json:"turn_id"`
-	ExecutionID     string          `json:"execution_id"`
+	ExecutionID     string          `json:"execution_id,omitempty"`
 	RunID           string          `json:"run_id"`
 	Provider        string          `json:"provider"`
 	EnvironmentID   string          `json:"environment_id"`

@@ -81,6 +81,41 @@ func TestRequestDigest(t *testing.T) {
 	}
 }
 
+// TestRequestDigest_RunID holds the digest to the TypeScript bridge's
+// durable-run digest, which leaves the run id out: the same job under two
+// run ids has one digest, and what the job is still changes it.
+func TestRequestDigest_RunID(t *testing.T) {
+	job := func(extra map[string]any) map[string]any {
+		m := map[string]any{"model": "claude-code/sonnet", "messages": []any{map[string]any{"role": "user", "content": "hi"}}}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	base, err := RequestDigest("claude-code", job(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		body  map[string]any
+		equal bool
+	}{
+		{"run id r1", job(map[string]any{"run_id": "r1"}), true},
+		{"run id r2", job(map[string]any{"run_id": "r2"}), true},
+		{"run id and stream", job(map[string]any{"run_id": "r3", "stream": true}), true},
+		{"session id", job(map[string]any{"run_id": "r1", "session_id": "s1"}), false},
+		{"execution id", job(map[string]any{"run_id": "r1", "provider": "p", "environment_id": "e", "execution_id": "x"}), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := RequestDigest("claude-code", tc.body)
+			if err != nil || (got == base) != tc.equal {
+				t.Errorf("RequestDigest(%v) = %s, %v; equal to the job's own digest %s: %v, want %v", tc.body, got, err, base, got == base, tc.equal)
+			}
+		})
+	}
+}
+
 func TestStatusFor(t *testing.T) {
 	for typ, want := range map[string]int{
 		TypeInvalidReplayCursor: 409, TypeExpiredReplayCursor: 410, TypeExecutorSaturated: 429,

@@ -64,7 +64,7 @@ func CheckRan(t *testing.T, marker string, ran bool) {
 // cancelled, and marker was not written.
 func (l *Live) CancelAsking(t *testing.T, session, run string, rd *bufio.Reader, f Frame, marker string) {
 	t.Helper()
-	if resp := l.Do(t, "POST", "/v1/sessions/"+session+"/cancel?wait_ms=20000", ""); resp.StatusCode != 200 {
+	if resp := l.CancelTurn(t, session, run); resp.StatusCode != 200 {
 		t.Fatalf("cancel session = %d", resp.StatusCode)
 	}
 	end := ReadFrames(t, rd, Terminal)
