@@ -51,6 +51,13 @@ func TestKill_LeaderExited(t *testing.T) {
 	}
 	t.Cleanup(func() { bystander.Process.Kill(); bystander.Wait() })
 
+	// `env -i` holds the marker until it has exec'd its sleep with an
+	// empty environment: wait for that, so that Kill counts one marked
+	// process.
+	polltest.Until(t, 5*time.Second, "the unmarked process to drop the marker", func() bool {
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", unmarked))
+		return err == nil && !strings.Contains(string(env), marker)
+	})
 	found := Kill("/proc", []Group{{Marker: marker, PGID: leader.Process.Pid}, {PGID: bystander.Process.Pid}})
 	if found[0] != 1 || found[1] != 0 {
 		t.Errorf("Kill found %v marked processes, want [1 0]", found)
