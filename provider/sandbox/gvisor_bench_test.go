@@ -78,12 +78,12 @@ func BenchmarkGVisor(b *testing.B) {
 	})
 	b.Run("op=claim", func(b *testing.B) {
 		each(b, func(b *testing.B, p *sandbox.Provider) time.Duration {
-			rec, err := p.Standby(b.Context(), sandbox.StandbySpec{Harness: claude.Harness, Pool: "bench"})
+			rec, err := p.Standby(b.Context(), sandbox.StandbySpec{Harness: claude.Harness, Pool: "bench", MaxAge: 5 * time.Minute})
 			if err != nil {
 				b.Fatal(err)
 			}
 			start := time.Now()
-			e, err := p.Claim(b.Context(), rec, sandbox.CreateRequest{Profile: claude})
+			e, err := p.Claim(b.Context(), rec, sandbox.CreateRequest{Profile: claude, Lifetime: time.Minute})
 			if err != nil {
 				b.Fatal(err)
 			}
