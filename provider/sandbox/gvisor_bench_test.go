@@ -39,13 +39,19 @@ func BenchmarkGVisor(b *testing.B) {
 		p    *sandbox.Provider
 	}{{"runc", f.Provider(b, nil)}, {"gvisor", f.On(b, target{Name: "docker-gvisor", Vendor: gv, Image: f.Image}, nil)}}
 
-	// each runs op once per runtime in every iteration and reports the
+	// each runs op once per runtime in every iteration, the first runtime
+	// first in even iterations and last in odd ones (a turn's tail or a
+	// removal still running costs the next op alike), and reports the
 	// means and their ratio.
 	each := func(b *testing.B, op func(b *testing.B, p *sandbox.Provider) time.Duration) {
 		sum := make([]time.Duration, len(runtimes))
-		for b.Loop() {
-			for i, rt := range runtimes {
-				sum[i] += op(b, rt.p)
+		for n := 0; b.Loop(); n++ {
+			for k := range runtimes {
+				i := k
+				if n%2 == 1 {
+					i = len(runtimes) - 1 - k
+				}
+				sum[i] += op(b, runtimes[i].p)
 			}
 		}
 		n := float64(b.N)
