@@ -21,7 +21,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
-	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
+	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
