@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +69,11 @@ func Kubectl(t testing.TB, args ...string) []byte {
 func kubectl(env testbed.Env, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, env.Kubectl, append([]string{"--kubeconfig", env.Kubeconfig}, args...)...)
+	// The test bed's discovery cache, which its `up` drops when the
+	// served API versions change (not ~/.kube/cache, which would keep
+	// asking for a version the cluster no longer serves).
+	cache := filepath.Join(filepath.Dir(env.Kubeconfig), "kubectl-cache")
+	cmd := exec.CommandContext(ctx, env.Kubectl, append([]string{"--kubeconfig", env.Kubeconfig, "--cache-dir", cache}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

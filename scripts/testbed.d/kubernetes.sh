@@ -34,9 +34,14 @@ declare -A KUBE_EXE=(
 	[kube-localpv]=$LOCALPV_EXE
 )
 
+# KUBECTL_CACHE is the discovery cache of the test bed's kubectl (the
+# tests' too, internal/kubetest): in the state directory, so that `up`
+# can drop it when the served API versions change.
+KUBECTL_CACHE=$KUBE/kubectl-cache
+
 # kubectl_admin ARGS...: the built kubectl as the test bed's admin.
 kubectl_admin() {
-	"$KUBECTL" --kubeconfig="$ADMIN_KUBECONFIG" --request-timeout=10s "$@"
+	"$KUBECTL" --kubeconfig="$ADMIN_KUBECONFIG" --cache-dir="$KUBECTL_CACHE" --request-timeout=10s "$@"
 }
 
 # kube_curl URL: GET URL with the admin's client certificate.
@@ -254,6 +259,8 @@ crds_replace_stale() {
 				echo "testbed: replacing CRD $name: it stores $s, $AGENT_SANDBOX_VERSION serves $versions" >&2
 				kubectl_admin delete crd "$name" --wait=true --timeout=120s >>"$LOGS/kube-crds.log" 2>&1 ||
 					{ logtail "$LOGS/kube-crds.log"; die "deleting CRD $name failed (log: $LOGS/kube-crds.log)"; }
+				# kubectl would ask for the old version from its cache.
+				rm -rf "$KUBECTL_CACHE"
 				break
 			fi
 		done
