@@ -459,8 +459,8 @@ func boxLabels(m metav1.ObjectMeta) map[string]string {
 var nameUnsafe = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // boxName is a new Sandbox name: "boxctl-", the run tag as a DNS label
-// part, and a random suffix; a DNS-1035 label, as the Service the
-// controller makes of the same name needs.
+// part, and a random suffix; a DNS-1035 label, as a Service of the same
+// name would need (the vendor asks for none).
 func boxName(runTag string) string {
 	s := nameUnsafe.ReplaceAllString(strings.ToLower(runTag), "-")
 	if len(s) > 40 {
