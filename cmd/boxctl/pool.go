@@ -32,10 +32,10 @@ func newPoolCmd(a *app) *cobra.Command {
 no secret, and keeps the pool full until Ctrl-C, which destroys the boxes still waiting.
 boxctl up with the same --target, --harness and image claims from it. --metrics ADDR
 serves the keeper's Prometheus metrics on http://ADDR/metrics. With --target kubernetes
-the pool is a SandboxWarmPool whose pods run the standby bridge from their start:
-agent-sandbox keeps it full and a claim adopts a pod; the keeper recycles pods past
+the pool is a SandboxWarmPool whose boxes run the standby bridge from their start:
+agent-sandbox keeps it full and a claim adopts a box; the keeper recycles boxes past
 --max-age and deletes the pool at Ctrl-C, and its --metrics are what it sees of the
-pool (size, idle, ready, recycled, the oldest idle pod's age).`,
+pool (size, idle, ready, recycled, the oldest idle box's age).`,
 		Args: boxArgs(cobra.NoArgs), RunE: func(cmd *cobra.Command, _ []string) error { return runPoolUp(cmd.Context(), a, o) }}
 	lsTarget := ""
 	ls := &cobra.Command{Use: "ls", Short: "List the pools and their waiting boxes", Args: boxArgs(cobra.NoArgs),
