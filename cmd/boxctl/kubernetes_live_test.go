@@ -44,10 +44,6 @@ func TestKubernetes_BuildUpTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(open.EnvKubeHost, host)
-	// up starts the broker before the box and gives the box its token
-	// after: a Sandbox of a fresh build pulls its image cold, which takes
-	// longer than the tests' 15 s broker idle.
-	t.Setenv(brokerIdleEnv, "5m")
 	useState(t)
 	kv := kubetest.Vendor(t)
 	cleanupState(t, kv)

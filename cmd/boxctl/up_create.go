@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localbroker"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
 	"github.com/tangle-network/boxctl/internal/tracing"
 	"github.com/tangle-network/boxctl/pins"
@@ -49,6 +50,7 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 		return err
 	}
 	rec.Upstream, rec.BrokerURL = up.Name, o.brokerURL
+	defer localbroker.KeepAwake(ctx, access.Broker, localbroker.KeepAwakeEvery)()
 	var (
 		phases  []sandbox.Phase
 		outcome pool.Outcome
