@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	nodev1 "k8s.io/api/node/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -445,6 +447,55 @@ func TestVendor_UnknownRuntime(t *testing.T) {
 	if list, err := v.List(t.Context(), map[string]string{boxmeta.LabelRunTag: tag}); err != nil || len(list) != 0 {
 		t.Errorf("List(run tag) after the failed create = %v, %v; want none", list, err)
 	}
+}
+
+// TestVendor_GVisorRuntimeClass: a gVisor box asks for the RuntimeClass
+// named gvisor, and the pod the API server stores carries it. This is all
+// the test bed can show: its containerd has no runsc handler (gVisor's
+// containerd shim sets an OOM score, which needs CAP_SYS_RESOURCE here),
+// so the pod never starts; the create is cut short and leaves nothing.
+func TestVendor_GVisorRuntimeClass(t *testing.T) {
+	t.Parallel()
+	v := kubetest.Vendor(t)
+	img := kubetest.Image(t, boxtest.Options{})
+	cs := clientset(t)
+	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: vendors.RuntimeGVisor}, Handler: "runsc"}
+	if _, err := cs.NodeV1().RuntimeClasses().Create(t.Context(), rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	tag := vendortest.RunTag(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := v.Create(ctx, vendors.CreateSpec{Image: img, Lifetime: time.Minute, RunTag: tag, Runtime: vendors.RuntimeGVisor})
+		done <- err
+	}()
+	var class string
+	polltest.UntilNil(t, 2*time.Minute, "the box's pod in the API server", func() error {
+		pods, err := cs.CoreV1().Pods(v.Namespace()).List(t.Context(), metav1.ListOptions{LabelSelector: boxmeta.LabelRunTag + "=" + tag})
+		if err != nil || len(pods.Items) == 0 {
+			return fmt.Errorf("no pod yet (%v)", err)
+		}
+		if p := pods.Items[0].Spec.RuntimeClassName; p != nil {
+			class = *p
+		}
+		return nil
+	})
+	if class != vendors.RuntimeGVisor {
+		t.Errorf("the stored pod's runtimeClassName = %q, want %q", class, vendors.RuntimeGVisor)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a box under a RuntimeClass the node cannot run became ready")
+	}
+	polltest.UntilNil(t, 2*time.Minute, "no box of the cut create left", func() error {
+		list, err := v.List(t.Context(), map[string]string{boxmeta.LabelRunTag: tag})
+		if err != nil || len(list) != 0 {
+			return fmt.Errorf("List = %v, %v", list, err)
+		}
+		return nil
+	})
 }
 
 // TestVendor_EndpointAfterRefusals: connections the pod refuses (nothing
