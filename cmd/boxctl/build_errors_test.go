@@ -16,6 +16,7 @@ import (
 
 	"github.com/tangle-network/boxctl/boximage"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
+	"github.com/tangle-network/boxctl/internal/release"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/pins/pinstest"
@@ -117,6 +118,16 @@ func TestBuildCmd_BridgePlatform(t *testing.T) {
 			_, _, err := run(t, args...)
 			wantError(t, args, err, 2, tt.want...)
 		})
+	}
+}
+
+// TestBuildCmd_ReleaseBridgeNames checks that the bridges a release
+// archive holds beside boxctl carry the names build looks for.
+func TestBuildCmd_ReleaseBridgeNames(t *testing.T) {
+	for _, arch := range release.BridgeArchs {
+		if got, want := release.BridgeName(arch), boximage.BridgeName(arch); got != want {
+			t.Errorf("release.BridgeName(%q) = %q, want boximage's %q", arch, got, want)
+		}
 	}
 }
 
