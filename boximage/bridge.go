@@ -47,10 +47,10 @@ type BridgeError struct {
 
 func (e *BridgeError) Error() string {
 	if e.Path == "" {
-		return fmt.Sprintf("no box-bridge for %s beside boxctl (looked for %s): pass --bridge PATH, "+
-			"or put the release archive's %s beside boxctl (from source: `make build`, or "+
-			"CGO_ENABLED=0 GOOS=linux GOARCH=%s go build ./cmd/box-bridge)",
-			e.Platform, strings.Join(e.Searched, ", "), BridgeName(platformArch(e.Platform)), platformArch(e.Platform))
+		arch := platformArch(e.Platform)
+		return fmt.Sprintf("no box-bridge for %s beside boxctl (looked for %s): pass --bridge PATH, or put %s "+
+			"beside boxctl (release archives hold it; from source: CGO_ENABLED=0 GOOS=linux GOARCH=%s go build -o %s ./cmd/box-bridge)",
+			e.Platform, strings.Join(e.Searched, ", "), BridgeName(arch), arch, BridgeName(arch))
 	}
 	return fmt.Sprintf("box-bridge %s %s: the build for %s needs a static Linux %s binary "+
 		"(pass --bridge PATH or --platform)", e.Path, e.Problem, e.Platform, platformArch(e.Platform))
