@@ -1,3 +1,5 @@
+//go:build linux
+
 package docker
 
 import (
@@ -8,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/oci"
 	"github.com/moby/profiles/seccomp"
 	"github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -97,7 +100,7 @@ var jailSeccomp = sync.OnceValues(func() (string, error) {
 })
 
 // jailPaths returns Docker's default masked and read-only paths
-// (defaultPaths) without those under /proc. The kernel lets a
+// (oci.DefaultLinuxSpec) without those under /proc. The kernel lets a
 // process in a user namespace mount a fresh proc (bwrap's --proc: the
 // jail sees only its own processes) only when the proc it already sees is
 // fully visible, with no path inside it masked or made read-only by a
@@ -114,19 +117,13 @@ var jailSeccomp = sync.OnceValues(func() (string, error) {
 // outside /proc (/sys/firmware, /sys/devices/virtual/powercap, the CPUs'
 // thermal_throttle) stay.
 func jailPaths() (masked, readonly []string) {
-	dm, dr := defaultPaths()
+	s := oci.DefaultLinuxSpec()
 	underProc := func(p string) bool { return p == "/proc" || strings.HasPrefix(p, "/proc/") }
 	// Non-nil even when empty: a nil list means the engine's defaults.
-	masked = slices.DeleteFunc(append([]string{}, dm...), underProc)
-	readonly = slices.DeleteFunc(append([]string{}, dr...), underProc)
+	masked = slices.DeleteFunc(append([]string{}, s.Linux.MaskedPaths...), underProc)
+	readonly = slices.DeleteFunc(append([]string{}, s.Linux.ReadonlyPaths...), underProc)
 	return masked, readonly
 }
-
-// maskedOutsideProc are the masked paths of Docker's default Linux spec
-// outside /proc but for the CPUs' thermal_throttle: defaultPaths where
-// github.com/docker/docker/oci does not build (boxctl on macOS). A test
-// on Linux holds it equal to the oci package's list.
-var maskedOutsideProc = []string{"/sys/firmware", "/sys/devices/virtual/powercap"}
 
 // jailConfine sets what lets bubblewrap run in a box: the jail seccomp
 // profile and Docker's system path masks outside /proc.
