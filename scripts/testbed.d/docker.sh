@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # The Docker engine: reuse one that answers, else start Debian's dockerd
 # with its data in the state directory and a daemon config of the test
-# bed's (the extra runtimes: gvisor.sh's runsc). An engine the test bed
-# started with other flags or another config is restarted.
+# bed's (the extra runtimes: gvisor.sh's runsc; its build cache bounded to
+# 10 GB). An engine the test bed started with other flags is restarted; a
+# changed config is reloaded.
 
 DOCKERD_EXE=/usr/sbin/dockerd
 DOCKER_SOCK=/var/run/docker.sock
@@ -16,7 +17,7 @@ docker_answers() {
 # docker_config: write the daemon config; print "changed" when it did.
 docker_config() {
 	local want
-	want=$(printf '{\n  "runtimes": {\n    "%s": {"path": "%s", "runtimeArgs": ["--overlay2=none"]}\n  }\n}' "$RUNSC_RUNTIME" "$RUNSC_EXE")
+	want=$(printf '{\n  "runtimes": {\n    "%s": {"path": "%s", "runtimeArgs": ["--overlay2=none"]}\n  },\n  "builder": {"gc": {"enabled": true, "defaultKeepStorage": "10GB"}}\n}' "$RUNSC_RUNTIME" "$RUNSC_EXE")
 	if [[ ! -f $DOCKERD_CONFIG || $(<"$DOCKERD_CONFIG") != "$want" ]]; then
 		printf '%s\n' "$want" >"$DOCKERD_CONFIG"
 		echo changed
