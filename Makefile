@@ -20,7 +20,8 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 # The main job end to end: the test bed's Docker part (engine, registry,
-# BuildKit, Node, base; not Kubernetes), box image for Docker, one live turn.
+# Node, base; no buildkitd: the engine's own BuildKit builds; not
+# Kubernetes), box image for Docker, one live turn.
 run:
 	./scripts/run
 

@@ -87,8 +87,9 @@ record that boxctl conformance reads. BuildKit progress goes to stderr.
 	f.StringVar(&o.name, "name", o.name, "image, template and snapshot name")
 	f.StringSliceVar(&o.harnesses, "harness", nil, "harnesses to install, by name or backend (default: the proven ones)")
 	f.StringVar(&o.buildkitAddr, "buildkit-addr", "",
-		"buildkitd address, unix:///PATH or tcp://HOST:PORT (default: $BUILDKIT_HOST, else "+boximage.DefaultBuildkitAddr+")")
-	f.StringVar(&o.dockerHost, "docker-host", "", "Docker engine address (default: DOCKER_HOST)")
+		"buildkitd address, unix:///PATH, tcp://HOST:PORT, docker-container://NAME or kube-pod://NAME "+
+			"(default: $BUILDKIT_HOST, else the Docker engine's own BuildKit)")
+	f.StringVar(&o.dockerHost, "docker-host", "", "Docker engine address, and the builder when no buildkitd is named (default: DOCKER_HOST)")
 	f.StringVar(&o.progress, "progress", o.progress, "BuildKit progress: auto, tty, plain or quiet")
 	f.BoolVar(&o.print, "dockerfile", false, "print the rendered Dockerfile and build nothing")
 	f.StringVarP(&o.file, "file", "f", "", "build this Dockerfile instead of rendering one from the pins")
