@@ -137,6 +137,39 @@ func TestBuildCmd_UnreachableBuildkit(t *testing.T) {
 	}
 }
 
+// TestBuildCmd_EngineRefuses checks that a build the test bed's engine
+// (the classic image store) cannot make on its own BuildKit is refused
+// before it starts, as a usage error naming the ways out.
+func TestBuildCmd_EngineRefuses(t *testing.T) {
+	env := testbed.Require(t)
+	t.Setenv("BUILDKIT_HOST", "")
+	t.Setenv("DOCKER_HOST", env.DockerHost)
+	bridge := filepath.Join(t.TempDir(), "box-bridge")
+	if err := os.WriteFile(bridge, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"cache export", []string{"--cache-to", env.Registry + "/boxctl-test/cache:x"}, "cannot make a cache export (--cache-to)"},
+		{"multi-platform", []string{"--platform", "linux/amd64,linux/arm64"}, "cannot make a multi-platform image"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"build", "--harness", "pi", "--bridge", bridge, "--progress", "quiet"}, tt.args...)
+			start := time.Now()
+			_, _, err := run(t, args...)
+			wantError(t, args, err, 2, "the Docker engine at "+env.DockerHost, tt.want,
+				"containerd image store", "--buildkit-addr")
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("boxctl %v took %v to fail, want seconds", args, d)
+			}
+		})
+	}
+}
+
 func TestBuildCmd_BuildkitAddrHelp(t *testing.T) {
 	out, stderr, err := run(t, "build", "--help")
 	if err != nil {
