@@ -20,6 +20,17 @@ import (
 // an engine with the containerd image store, pushes it when asked).
 const exporterMoby = "moby"
 
+// exportAttrs are the engine's image export attributes for name. The
+// containerd store knows an image by its manifest digest: the export then
+// reports that rather than the config digest (as docker/buildx asks).
+func (e *engine) exportAttrs(name string) map[string]string {
+	attrs := map[string]string{"name": name}
+	if e.ContainerdStore {
+		attrs["prefer-image-digest"] = "true"
+	}
+	return attrs
+}
+
 // engineStore is a DockerExporter on the engine's own BuildKit: the image
 // is written into the engine's store as it is built, no tarball.
 type engineStore struct {
@@ -30,7 +41,7 @@ type engineStore struct {
 var _ Exporter = (*engineStore)(nil)
 
 func (x *engineStore) entry() client.ExportEntry {
-	return client.ExportEntry{Type: exporterMoby, Attrs: map[string]string{"name": x.tag}}
+	return client.ExportEntry{Type: exporterMoby, Attrs: x.e.exportAttrs(x.tag)}
 }
 
 func (x *engineStore) run(context.Context, <-chan struct{}, *error) error { return nil }
@@ -68,7 +79,7 @@ var (
 )
 
 func (x *enginePush) entry() client.ExportEntry {
-	attrs := map[string]string{"name": x.ref.Name()}
+	attrs := x.e.exportAttrs(x.ref.Name())
 	if x.e.ContainerdStore {
 		attrs["push"] = "true"
 		if x.insecure {
