@@ -82,6 +82,8 @@ func TestBuild_Docker(t *testing.T) {
 	}
 }
 
+// buildDocker builds into the engine from the builder at addr (none: the
+// engine's own), then again with nothing changed.
 func buildDocker(t *testing.T, env testbed.Env, docker *client.Client, addr string) {
 	n := nonce()
 	tag := "boxctl-test/small:" + n
@@ -113,6 +115,9 @@ func buildDocker(t *testing.T, env testbed.Env, docker *client.Client, addr stri
 		}
 		if (wantCached || addr == "") && strings.Contains(progress.String(), "sending tarball") {
 			t.Errorf("build #%d sent the image to the engine as a tarball:\n%s", i, progress.String())
+		}
+		if !wantCached && addr != "" && !strings.Contains(progress.String(), "sending tarball") {
+			t.Errorf("build #%d from %s sent the engine no tarball:\n%s", i, addr, progress.String())
 		}
 		if digests = append(digests, res.Digest); digests[0] != res.Digest {
 			t.Errorf("rebuild digest %s, first build %s", res.Digest, digests[0])

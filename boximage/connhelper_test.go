@@ -137,30 +137,5 @@ func TestBuild_dockerContainer(t *testing.T) {
 		return err == nil
 	})
 
-	n := nonce()
-	tag := "boxctl-test/small:" + n
-	t.Cleanup(func() {
-		_, _ = docker.ImageRemove(context.WithoutCancel(t.Context()), tag, image.RemoveOptions{Force: true})
-	})
-	exp, err := boximage.NewDockerExporter(docker, tag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var progress bytes.Buffer
-	opts := smallOptions(t, env, n, &progress)
-	opts.BuildkitAddr = addr
-	res, err := boximage.Build(t.Context(), opts, exp)
-	if err != nil {
-		t.Fatalf("Build(%s) = %v\n%s", addr, err, progress.String())
-	}
-	t.Logf("built %+v through %s", res, addr)
-	// The standalone buildkitd sends the engine a tarball; the engine's own
-	// BuildKit would not.
-	if !bytes.Contains(progress.Bytes(), []byte("sending tarball")) {
-		t.Errorf("Build(%s) progress shows no tarball sent to the engine:\n%s", addr, progress.String())
-	}
-	insp, err := docker.ImageInspect(t.Context(), tag)
-	if err != nil || insp.ID != res.ImageID || insp.Config.Labels["org.opencontainers.image.title"] != "boxctl-test" {
-		t.Errorf("ImageInspect(%s) = %s %v, %v; want id %s and the label", tag, insp.ID, insp.Config.Labels, err, res.ImageID)
-	}
+	buildDocker(t, env, docker, addr)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/dockerclient"
+	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 )
 
@@ -54,7 +55,7 @@ func TestBuildCmd_EngineBuildKit(t *testing.T) {
 	}
 	t.Cleanup(func() { docker.Close() })
 
-	control := "control-" + randText(t)
+	control := "control-" + sandboxtest.RandText()
 	standaloneBuild(t, env.BuildkitHost, control)
 	if !inHistory(t, env.BuildkitHost, control) {
 		t.Fatalf("the test bed's buildkitd history lacks the control build %s: the history check would prove nothing", control)
@@ -63,7 +64,7 @@ func TestBuildCmd_EngineBuildKit(t *testing.T) {
 		t.Fatalf("BuildKit's default socket %s exists (%v): this test needs no buildkitd there", appdefaults.Address, err)
 	}
 
-	nonce := "engine-" + randText(t)
+	nonce := "engine-" + sandboxtest.RandText()
 	name := "boxctl-test/engine-box"
 	start := time.Now()
 	r := boxctl(t, t.Context(), nil, "build", "--target", "docker", "--harness", "claude-code", "--base", env.BaseImage,
@@ -108,11 +109,6 @@ func TestBuildCmd_EngineBuildKit(t *testing.T) {
 	if rm := boxctl(t, t.Context(), nil, "rm", "last"); rm.code != 0 {
 		t.Errorf("rm last: exit %d: %v", rm.code, rm.err)
 	}
-}
-
-func randText(t *testing.T) string {
-	t.Helper()
-	return strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-" + time.Now().Format("150405.000000")
 }
 
 // standaloneBuild solves a one-label Dockerfile on the buildkitd at addr
