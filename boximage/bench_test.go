@@ -26,7 +26,10 @@ func TestMain(m *testing.M) { boxbridgetest.Main(m) }
 // load (impl=baseline), and through the engine's own BuildKit, which
 // writes into the engine's store (impl=boxctl). cache=warm has every step
 // cached (one build of the same Dockerfile precedes the timed ones);
-// cache=cold rebuilds every step (--no-cache; npm's cache mount stays).
+// cache=cold rebuilds every step (--no-cache; npm's cache mount stays),
+// leaving about 1 GB of build cache per op in the builder until its
+// garbage collection (or `docker builder prune`, for the engine's) takes
+// it.
 func BenchmarkBuild(b *testing.B) {
 	env := testbed.Require(b)
 	dir, df := boxContext(b, env)
