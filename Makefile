@@ -32,7 +32,8 @@ release:
 		-out $(DIST) -version $(VERSION) -commit $(COMMIT) -ldflags '$(LDFLAGS)'
 
 # The main job end to end: the test bed's Docker part (engine, registry,
-# BuildKit, Node, base; not Kubernetes), box image for Docker, one live turn.
+# Node, base; no buildkitd: the engine's own BuildKit builds; not
+# Kubernetes), box image for Docker, one live turn.
 run:
 	./scripts/run
 

@@ -13,10 +13,12 @@ import (
 	"github.com/moby/buildkit/client"
 	"github.com/moby/buildkit/exporter/containerimage/exptypes"
 	"github.com/moby/buildkit/session"
-	"github.com/moby/buildkit/util/appdefaults"
+	"github.com/moby/buildkit/solver/pb"
 	"github.com/moby/buildkit/util/progress/progressui"
 	"github.com/tonistiigi/fsutil"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/tangle-network/boxctl/internal/dockerclient"
 )
 
 // Progress display modes, as BuildKit names them.
@@ -27,28 +29,29 @@ const (
 	ProgressQuiet = "quiet"
 )
 
-// DefaultBuildkitAddr is where a build dials buildkitd when neither
-// BuildOptions.BuildkitAddr nor $BUILDKIT_HOST names one: BuildKit's own
-// default socket (unix:///run/buildkit/buildkitd.sock on Linux).
-const DefaultBuildkitAddr = appdefaults.Address
-
 // buildkitAddr resolves a buildkitd address: addr, else $BUILDKIT_HOST,
-// else DefaultBuildkitAddr.
+// else none (the Docker engine's own BuildKit).
 func buildkitAddr(addr string) string {
 	if addr != "" {
 		return addr
 	}
-	if v := os.Getenv("BUILDKIT_HOST"); v != "" {
-		return v
-	}
-	return DefaultBuildkitAddr
+	return os.Getenv("BUILDKIT_HOST")
 }
 
 // BuildOptions describes one image build. Zero values mean defaults.
 type BuildOptions struct {
-	// BuildkitAddr is the buildkitd address (unix:///..., tcp://...).
-	// Default $BUILDKIT_HOST, else DefaultBuildkitAddr.
+	// BuildkitAddr is the buildkitd address: unix:///PATH, tcp://HOST:PORT,
+	// or one of BuildKit's connection helpers, docker-container://NAME
+	// (buildkitd in a container, through `docker exec`) and
+	// kube-pod://NAME?namespace=NS (in a pod, through kubectl). Default
+	// $BUILDKIT_HOST, else none: the Docker engine's own BuildKit (see
+	// DockerHost).
 	BuildkitAddr string
+	// DockerHost is the Docker engine whose own BuildKit builds when no
+	// buildkitd is named. Default DOCKER_HOST, else the local socket. A
+	// DockerExporter builds on its own engine; naming another here is an
+	// error.
+	DockerHost string
 	// Dockerfile is the Dockerfile text. Required.
 	Dockerfile []byte
 	// ContextDir is the build context (the bridge binary, lockfiles).
@@ -56,7 +59,9 @@ type BuildOptions struct {
 	ContextDir string
 	// BuildArgs are the Dockerfile's ARG values.
 	BuildArgs map[string]string
-	// Platform is the target platform ("linux/amd64"). Default buildkitd's.
+	// Platform is the target platform ("linux/amd64"). Default the
+	// builder's. More than one (comma-separated) needs a buildkitd, or an
+	// engine with the containerd image store.
 	Platform string
 	// Progress receives BuildKit's progress display. Default discards.
 	Progress io.Writer
@@ -65,7 +70,9 @@ type BuildOptions struct {
 	// NoCache builds every step again.
 	NoCache bool
 	// CacheFrom and CacheTo are registry references of BuildKit cache
-	// (mode=max on export), besides buildkitd's own local cache.
+	// (mode=max on export), besides the builder's own local cache.
+	// CacheTo needs a buildkitd, or an engine with the containerd image
+	// store.
 	CacheFrom, CacheTo []string
 	// Auth logs in to registries by host; other hosts use the Docker
 	// config (~/.docker/config.json and its credential helpers).
@@ -74,7 +81,7 @@ type BuildOptions struct {
 	Insecure []string
 	// Log receives a line per phase. Default discards.
 	Log *slog.Logger
-	// ConnectTimeout bounds the wait for buildkitd to answer before the
+	// ConnectTimeout bounds the wait for BuildKit to answer before the
 	// build starts. Default 10s.
 	ConnectTimeout time.Duration
 }
@@ -107,6 +114,9 @@ type Result struct {
 // Exporter is where a built image goes: the local Docker engine
 // (DockerExporter) or a registry (RegistryExporter).
 type Exporter interface {
+	// forEngine returns the exporter that does the same on the Docker
+	// engine's own BuildKit.
+	forEngine(e *engine) (Exporter, error)
 	// entry returns BuildKit's export entry.
 	entry() client.ExportEntry
 	// run does the exporter's own work while the build runs (for Docker,
@@ -118,8 +128,11 @@ type Exporter interface {
 }
 
 // Build builds opts.Dockerfile with BuildKit and hands the image to exp.
-// Cancelling ctx cancels the build. Its errors are typed as the package
-// documentation says: *BuildkitError, *PushError, *StepError.
+// The builder is the buildkitd opts.BuildkitAddr or $BUILDKIT_HOST names,
+// else the Docker engine's own BuildKit, which writes a DockerExporter's
+// image straight into the engine's store. Cancelling ctx cancels the
+// build. Its errors are typed as the package documentation says:
+// *BuildkitError, *EngineError, *PushError, *StepError.
 func Build(ctx context.Context, opts BuildOptions, exp Exporter) (Result, error) {
 	start := time.Now()
 	if len(opts.Dockerfile) == 0 {
@@ -147,11 +160,24 @@ func Build(ctx context.Context, opts BuildOptions, exp Exporter) (Result, error)
 		CacheExports:  cacheEntries(opts.CacheTo, opts.Insecure, true),
 	}
 
-	c, err := connect(ctx, opts)
+	b, err := connect(ctx, opts, exp)
 	if err != nil {
 		return Result{}, fmt.Errorf("build: %w", err)
 	}
-	defer c.Close()
+	defer b.close()
+	c := b.c
+	if b.eng != nil {
+		opts.Log.Debug("build: on the Docker engine's BuildKit", "engine", b.eng.Host, "api", b.eng.APIVersion,
+			"route", b.eng.Route, "containerd-store", b.eng.ContainerdStore)
+		if err := b.eng.check(opts); err != nil {
+			return Result{}, fmt.Errorf("build: %w", err)
+		}
+		if exp, err = exp.forEngine(b.eng); err != nil {
+			return Result{}, fmt.Errorf("build: %w", err)
+		}
+		// As `docker build`: the engine's own images serve FROM first.
+		solveOpt.FrontendAttrs["image-resolve-mode"] = pb.AttrImageResolveModePreferLocal
+	}
 	if pc, ok := exp.(pushChecker); ok {
 		// A refused push fails now, not after the build.
 		if err := pc.checkPush(ctx, auth); err != nil {
@@ -173,7 +199,7 @@ func Build(ctx context.Context, opts BuildOptions, exp Exporter) (Result, error)
 		probeDigest = digest
 	}
 
-	opts.Log.Debug("build: solving and exporting", "buildkit", opts.BuildkitAddr, "platform", opts.Platform)
+	opts.Log.Debug("build: solving and exporting", "buildkit", b.addr(), "platform", opts.Platform)
 	solveOpt.Exports = []client.ExportEntry{exp.entry()}
 	solveOpt.Session = []session.Attachable{auth.provider()}
 	resp, err := solve(ctx, c, opts, solveOpt, exp.run)
@@ -202,8 +228,8 @@ func Build(ctx context.Context, opts BuildOptions, exp Exporter) (Result, error)
 	return res, nil
 }
 
-// withDefaults returns o with its buildkitd address and logger set, after
-// checking its progress mode.
+// withDefaults returns o with its buildkitd address (none for the Docker
+// engine's BuildKit) and logger set, after checking its progress mode.
 func (o BuildOptions) withDefaults() (BuildOptions, error) {
 	o.BuildkitAddr = buildkitAddr(o.BuildkitAddr)
 	if o.Log == nil {
@@ -253,7 +279,7 @@ func localMounts(opts BuildOptions) (mounts map[string]fsutil.FS, remove func(),
 // already holds this very image, so that the export can be skipped. It
 // returns that image when found, and the built image's digest.
 func solveAndReuse(ctx context.Context, c *client.Client, opts BuildOptions, so client.SolveOpt, auth authLookup, r reuser) (res Result, digest string, found bool, err error) {
-	opts.Log.Debug("build: solving", "buildkit", opts.BuildkitAddr, "platform", opts.Platform)
+	opts.Log.Debug("build: solving", "platform", opts.Platform)
 	so.Exports = []client.ExportEntry{r.probe()}
 	so.Session = []session.Attachable{auth.provider()}
 	resp, err := solve(ctx, c, opts, so, nil)
@@ -268,13 +294,44 @@ func solveAndReuse(ctx context.Context, c *client.Client, opts BuildOptions, so 
 	return res, digest, found, nil
 }
 
-// connect dials buildkitd and waits, at most opts.ConnectTimeout, for it
+// builder is a connected BuildKit: a buildkitd, or a Docker engine's own
+// (eng).
+type builder struct {
+	c      *client.Client
+	bkAddr string
+	eng    *engine
+	// closeDocker closes the engine's Docker client when the build made it.
+	closeDocker func() error
+}
+
+// addr names the builder for logs.
+func (b *builder) addr() string {
+	if b.eng != nil {
+		return "docker engine " + b.eng.Host + " (" + b.eng.Route + ")"
+	}
+	return b.bkAddr
+}
+
+func (b *builder) close() {
+	b.c.Close()
+	if b.closeDocker != nil {
+		b.closeDocker()
+	}
+}
+
+// connect dials the builder and waits, at most opts.ConnectTimeout, for it
 // to answer, so that a wrong address fails in seconds with a
-// *BuildkitError rather than in the middle of the build.
-func connect(ctx context.Context, opts BuildOptions) (*client.Client, error) {
+// *BuildkitError rather than in the middle of the build. The builder is
+// the buildkitd at opts.BuildkitAddr, else the Docker engine's own
+// BuildKit: the engine of exp when exp is a DockerExporter, else the one at
+// opts.DockerHost.
+func connect(ctx context.Context, opts BuildOptions, exp Exporter) (*builder, error) {
 	timeout := opts.ConnectTimeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
+	}
+	if opts.BuildkitAddr == "" {
+		return connectEngineOf(ctx, opts, exp, timeout)
 	}
 	c, err := client.New(ctx, opts.BuildkitAddr)
 	if err != nil {
@@ -282,7 +339,8 @@ func connect(ctx context.Context, opts BuildOptions) (*client.Client, error) {
 	}
 	ictx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := c.Info(ictx); err != nil {
+	// ListWorkers rather than Info: buildkitd older than v0.11 lacks Info.
+	if _, err := c.ListWorkers(ictx); err != nil {
 		c.Close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -292,7 +350,34 @@ func connect(ctx context.Context, opts BuildOptions) (*client.Client, error) {
 		}
 		return nil, &BuildkitError{Addr: opts.BuildkitAddr, Err: err}
 	}
-	return c, nil
+	return &builder{c: c, bkAddr: opts.BuildkitAddr}, nil
+}
+
+// connectEngineOf connects to the Docker engine's own BuildKit: exp's
+// engine for a DockerExporter, else opts.DockerHost's. The engine's Docker
+// client lives as long as the builder.
+func connectEngineOf(ctx context.Context, opts BuildOptions, exp Exporter, timeout time.Duration) (*builder, error) {
+	if de, ok := exp.(*DockerExporter); ok {
+		if opts.DockerHost != "" && opts.DockerHost != de.docker.DaemonHost() {
+			return nil, fmt.Errorf("the image goes to the Docker engine at %s, but DockerHost names %s: "+
+				"build on the image's engine, or name a buildkitd", de.docker.DaemonHost(), opts.DockerHost)
+		}
+		c, eng, err := connectEngine(ctx, de.docker, timeout)
+		if err != nil {
+			return nil, err
+		}
+		return &builder{c: c, eng: eng}, nil
+	}
+	d, err := dockerclient.New(opts.DockerHost)
+	if err != nil {
+		return nil, err
+	}
+	c, eng, err := connectEngine(ctx, d, timeout)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	return &builder{c: c, eng: eng, closeDocker: d.Close}, nil
 }
 
 // pushChecker is an Exporter that pushes: Build checks before the build

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
@@ -58,6 +59,16 @@ func smallOptions(t *testing.T, env testbed.Env, n string, progress *bytes.Buffe
 	}
 }
 
+// builders are the BuildKits a build runs on: the test bed's buildkitd,
+// and the Docker engine's own (no address, no BUILDKIT_HOST).
+func builders(env testbed.Env) []struct{ name, addr string } {
+	return []struct{ name, addr string }{{"buildkitd", env.BuildkitHost}, {"engine", ""}}
+}
+
+// TestBuild_Docker builds into the engine and again with nothing changed,
+// on each builder: from a buildkitd the image goes to the engine as a
+// tarball (not again on the rebuild), the engine's own BuildKit writes it
+// into the engine's store (never a tarball).
 func TestBuild_Docker(t *testing.T) {
 	env := testbed.Require(t)
 	docker, err := dockerclient.New(env.DockerHost)
@@ -65,6 +76,15 @@ func TestBuild_Docker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { docker.Close() })
+	t.Setenv("BUILDKIT_HOST", "")
+	for _, bk := range builders(env) {
+		t.Run(bk.name, func(t *testing.T) { buildDocker(t, env, docker, bk.addr) })
+	}
+}
+
+// buildDocker builds into the engine from the builder at addr (none: the
+// engine's own), then again with nothing changed.
+func buildDocker(t *testing.T, env testbed.Env, docker *client.Client, addr string) {
 	n := nonce()
 	tag := "boxctl-test/small:" + n
 	t.Cleanup(func() {
@@ -78,7 +98,9 @@ func TestBuild_Docker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := boximage.Build(t.Context(), smallOptions(t, env, n, &progress), exp)
+		opts := smallOptions(t, env, n, &progress)
+		opts.BuildkitAddr = addr
+		res, err := boximage.Build(t.Context(), opts, exp)
 		if err != nil {
 			t.Fatalf("Build() #%d = %v\n%s", i, err, progress.String())
 		}
@@ -91,8 +113,11 @@ func TestBuild_Docker(t *testing.T) {
 		if wantCached && !cachedStep(progress.String(), "RUN echo") {
 			t.Errorf("rebuild progress shows no cached RUN step:\n%s", progress.String())
 		}
-		if wantCached && strings.Contains(progress.String(), "sending tarball") {
-			t.Errorf("rebuild sent the image to the engine again:\n%s", progress.String())
+		if (wantCached || addr == "") && strings.Contains(progress.String(), "sending tarball") {
+			t.Errorf("build #%d sent the image to the engine as a tarball:\n%s", i, progress.String())
+		}
+		if !wantCached && addr != "" && !strings.Contains(progress.String(), "sending tarball") {
+			t.Errorf("build #%d from %s sent the engine no tarball:\n%s", i, addr, progress.String())
 		}
 		if digests = append(digests, res.Digest); digests[0] != res.Digest {
 			t.Errorf("rebuild digest %s, first build %s", res.Digest, digests[0])
@@ -118,8 +143,18 @@ func cachedStep(progress, step string) bool {
 	return false
 }
 
+// TestBuild_Registry pushes to the test bed's registry from each builder:
+// from the engine's own BuildKit (the classic image store here), the
+// engine pushes after the build.
 func TestBuild_Registry(t *testing.T) {
 	env := testbed.Require(t)
+	t.Setenv("BUILDKIT_HOST", "")
+	for _, bk := range builders(env) {
+		t.Run(bk.name, func(t *testing.T) { buildRegistry(t, env, bk.addr) })
+	}
+}
+
+func buildRegistry(t *testing.T, env testbed.Env, addr string) {
 	n := nonce()
 	ref := env.Registry + "/boxctl-test/small:" + n
 	exp, err := boximage.NewRegistryExporter(ref)
@@ -127,7 +162,9 @@ func TestBuild_Registry(t *testing.T) {
 		t.Fatal(err)
 	}
 	var progress bytes.Buffer
-	res, err := boximage.Build(t.Context(), smallOptions(t, env, n, &progress), exp)
+	opts := smallOptions(t, env, n, &progress)
+	opts.BuildkitAddr = addr
+	res, err := boximage.Build(t.Context(), opts, exp)
 	if err != nil {
 		t.Fatalf("Build() = %v\n%s", err, progress.String())
 	}

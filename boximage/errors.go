@@ -8,19 +8,34 @@ import (
 	"strings"
 )
 
-// ErrBuildkitUnreachable means no buildkitd answered at the build address.
+// ErrBuildkitUnreachable means no BuildKit answered where the build looked
+// for one: the buildkitd address, or the Docker engine.
 var ErrBuildkitUnreachable = errors.New("buildkitd is unreachable")
 
-// BuildkitError is a buildkitd that could not be reached. It matches
+// BuildkitError is a BuildKit that could not be reached. It matches
 // ErrBuildkitUnreachable with errors.Is.
 type BuildkitError struct {
-	// Addr is the buildkitd address tried.
+	// Addr is the buildkitd address tried, or the Docker engine's.
 	Addr string
+	// Engine reports that Addr is a Docker engine whose own BuildKit the
+	// build asked for.
+	Engine bool
+	// Route is how the engine's BuildKit was asked for (RouteEngineGRPC,
+	// RouteEngineHijack), when the engine answered at all.
+	Route string
 	// Err is the cause.
 	Err error
 }
 
 func (e *BuildkitError) Error() string {
+	if e.Engine {
+		what := "is unreachable"
+		if e.Route != "" {
+			what = "answers, but its BuildKit (" + e.Route + " route) does not"
+		}
+		return fmt.Sprintf("the Docker engine at %s %s: %s: start Docker there (DOCKER_HOST, --docker-host), "+
+			"or point --buildkit-addr or BUILDKIT_HOST at a buildkitd", e.Addr, what, dialCause(e.Err))
+	}
 	return fmt.Sprintf("buildkitd at %s is unreachable: %s: start buildkitd there, "+
 		"or point --buildkit-addr or BUILDKIT_HOST at a running one", e.Addr, dialCause(e.Err))
 }
@@ -30,6 +45,38 @@ func (e *BuildkitError) Unwrap() error { return e.Err }
 
 // Is makes the error match ErrBuildkitUnreachable.
 func (e *BuildkitError) Is(target error) bool { return target == ErrBuildkitUnreachable }
+
+// What a Docker engine's own BuildKit cannot do without the containerd
+// image store (EngineError.Feature).
+const (
+	FeatureCacheExport   = "a cache export (--cache-to)"
+	FeatureMultiPlatform = "a multi-platform image"
+	FeatureOCIExport     = "an OCI or Docker tarball export"
+)
+
+// ErrEngineUnsupported means the build asks of a Docker engine's own
+// BuildKit what an engine without the containerd image store cannot do.
+var ErrEngineUnsupported = errors.New("the Docker engine's BuildKit cannot do this")
+
+// EngineError is a build that the Docker engine's BuildKit cannot run as
+// asked, refused before it starts. It matches ErrEngineUnsupported with
+// errors.Is.
+type EngineError struct {
+	// Host is the engine's address.
+	Host string
+	// Feature is what the engine cannot do: FeatureCacheExport,
+	// FeatureMultiPlatform or FeatureOCIExport.
+	Feature string
+}
+
+func (e *EngineError) Error() string {
+	return fmt.Sprintf("the Docker engine at %s keeps images in its classic store, so its BuildKit cannot make %s: "+
+		"enable the containerd image store in the engine, or build with a buildkitd "+
+		"(--buildkit-addr or BUILDKIT_HOST: unix://, tcp://, docker-container://NAME, kube-pod://NAME)", e.Host, e.Feature)
+}
+
+// Is makes the error match ErrEngineUnsupported.
+func (e *EngineError) Is(target error) bool { return target == ErrEngineUnsupported }
 
 // dialCause shortens gRPC's nested connection error to its dial error
 // ("dial unix /x.sock: connect: no such file or directory") when it has one.

@@ -68,41 +68,52 @@ func silentAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// TestBuild_unreachableBuildkit checks the error of a buildkitd that does
-// not answer, and which address a build dials: BuildOptions.BuildkitAddr,
-// else $BUILDKIT_HOST, else BuildKit's default socket.
+// TestBuild_unreachableBuildkit checks the error of a BuildKit that does
+// not answer, and which one a build dials: BuildOptions.BuildkitAddr, else
+// $BUILDKIT_HOST, else the Docker engine's own at BuildOptions.DockerHost,
+// else DOCKER_HOST.
 func TestBuild_unreachableBuildkit(t *testing.T) {
-	if _, err := os.Stat(strings.TrimPrefix(boximage.DefaultBuildkitAddr, "unix://")); err == nil {
-		t.Fatalf("something listens at %s: this test needs no buildkitd there", boximage.DefaultBuildkitAddr)
-	}
 	const missing = "dial unix /nonexistent.sock: connect: no such file or directory"
+	const missingEngine = "Cannot connect to the Docker daemon at unix:///nonexistent-docker.sock"
 	tests := []struct {
 		name, addr, env string // BuildOptions.BuildkitAddr, $BUILDKIT_HOST
+		dockerHost      string // BuildOptions.DockerHost; DOCKER_HOST is unix:///nonexistent-docker.sock
 		want, wantCause string // the address dialled, the cause shown
+		engine          bool   // want the Docker engine's error
 	}{
-		{"missing socket", "unix:///nonexistent.sock", "", "unix:///nonexistent.sock", missing},
-		{"closed port", "tcp://" + freeAddr(t), "", "", "connection refused"},
-		{"silent port", "tcp://" + silentAddr(t), "", "", "no answer within 500ms"},
-		{"BUILDKIT_HOST", "", "unix:///nonexistent.sock", "unix:///nonexistent.sock", missing},
-		{"address over BUILDKIT_HOST", "unix:///nonexistent.sock", "tcp://" + freeAddr(t), "unix:///nonexistent.sock", missing},
-		{"BuildKit's default", "", "", boximage.DefaultBuildkitAddr, "no such file or directory"},
+		{name: "missing socket", addr: "unix:///nonexistent.sock", want: "unix:///nonexistent.sock", wantCause: missing},
+		{name: "closed port", addr: "tcp://" + freeAddr(t), wantCause: "connection refused"},
+		{name: "silent port", addr: "tcp://" + silentAddr(t), wantCause: "no answer within 500ms"},
+		{name: "BUILDKIT_HOST", env: "unix:///nonexistent.sock", want: "unix:///nonexistent.sock", wantCause: missing},
+		{name: "address over BUILDKIT_HOST", addr: "unix:///nonexistent.sock", env: "tcp://" + freeAddr(t),
+			want: "unix:///nonexistent.sock", wantCause: missing},
+		{name: "docker-container helper", addr: "docker-container://boxctl-no-such-container",
+			want: "docker-container://boxctl-no-such-container", wantCause: "boxctl-no-such-container"},
+		{name: "engine of DOCKER_HOST", want: "unix:///nonexistent-docker.sock", wantCause: missingEngine, engine: true},
+		{name: "engine of DockerHost", dockerHost: "tcp://" + freeAddr(t), wantCause: "Cannot connect to the Docker daemon", engine: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("BUILDKIT_HOST", tt.env)
+			t.Setenv("DOCKER_HOST", "unix:///nonexistent-docker.sock")
 			want := tt.want
 			if want == "" {
-				want = tt.addr
+				want = tt.addr + tt.dockerHost
 			}
 			start := time.Now()
-			_, err := boximage.Build(t.Context(), boximage.BuildOptions{BuildkitAddr: tt.addr,
+			_, err := boximage.Build(t.Context(), boximage.BuildOptions{BuildkitAddr: tt.addr, DockerHost: tt.dockerHost,
 				Dockerfile: []byte("FROM scratch\n"), ConnectTimeout: 500 * time.Millisecond}, &boximage.RegistryExporter{})
 			took := time.Since(start)
 			var be *boximage.BuildkitError
-			if !errors.As(err, &be) || !errors.Is(err, boximage.ErrBuildkitUnreachable) || be.Addr != want {
-				t.Fatalf("Build(%q) with BUILDKIT_HOST=%q = %v, want a *BuildkitError for %s", tt.addr, tt.env, err, want)
+			if !errors.As(err, &be) || !errors.Is(err, boximage.ErrBuildkitUnreachable) || be.Addr != want || be.Engine != tt.engine {
+				t.Fatalf("Build(%q) with BUILDKIT_HOST=%q = %v, want a *BuildkitError for %s (engine %v)", tt.addr, tt.env, err, want, tt.engine)
 			}
-			for _, w := range []string{"buildkitd at " + want + " is unreachable", tt.wantCause, "--buildkit-addr", "BUILDKIT_HOST"} {
+			wants := []string{"buildkitd at " + want + " is unreachable", tt.wantCause, "--buildkit-addr", "BUILDKIT_HOST"}
+			if tt.engine {
+				wants[0] = "the Docker engine at " + want + " is unreachable"
+				wants = append(wants, "DOCKER_HOST")
+			}
+			for _, w := range wants {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("Build(%q) = %q, want it to contain %q", tt.addr, err, w)
 				}

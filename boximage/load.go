@@ -169,3 +169,9 @@ func LocalDigest(ctx context.Context, host, ref string) (string, error) {
 	}
 	return img.ID, nil
 }
+
+// forEngine writes the image into the engine's store as BuildKit builds
+// it: the engine building is this exporter's own (see connect).
+func (e *DockerExporter) forEngine(eng *engine) (Exporter, error) {
+	return &engineStore{e: eng, tag: e.tag}, nil
+}

@@ -36,7 +36,8 @@ type PublishTarget struct {
 	// ECRRepository is the Amazon ECR repository to push to instead,
 	// created if missing, in ECRRegion (default: AWS_REGION).
 	ECRRepository, ECRRegion string
-	// DockerHost is the Docker engine of TargetDocker. Default:
+	// DockerHost is the Docker engine of TargetDocker, and the one whose
+	// own BuildKit builds when no buildkitd is named. Default:
 	// DOCKER_HOST.
 	DockerHost string
 	// Importer turns the pushed image into the vendor's own (E2B
@@ -137,6 +138,10 @@ func newPublisher(ctx context.Context, t PublishTarget) (*publisher, error) {
 // publish builds the image into its target and returns the build record.
 func (p *publisher) publish(ctx context.Context, opts BuildOptions) (Record, error) {
 	opts.Auth = p.auth
+	if opts.DockerHost == "" {
+		// Without a buildkitd, the engine of the target builds.
+		opts.DockerHost = p.t.DockerHost
+	}
 	if p.t.Target == TargetDocker {
 		docker, err := dockerclient.New(p.t.DockerHost)
 		if err != nil {

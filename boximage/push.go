@@ -163,3 +163,11 @@ func (a authLookup) Resolve(r authn.Resource) (authn.Authenticator, error) {
 	}
 	return authn.DefaultKeychain.Resolve(r)
 }
+
+// forEngine pushes from the engine's store (see enginePush).
+func (e *RegistryExporter) forEngine(eng *engine) (Exporter, error) {
+	if e.ref == nil {
+		return nil, errors.New("push: no reference (make the exporter with NewRegistryExporter)")
+	}
+	return &enginePush{RegistryExporter: e, e: eng}, nil
+}

@@ -30,10 +30,25 @@
 // BOX_LIFETIME (seconds from start; the image sets a default): at the
 // deadline the process group gets SIGTERM, then SIGKILL, and the box ends.
 //
+// # Builders
+//
+// Build runs on the buildkitd BuildOptions.BuildkitAddr or $BUILDKIT_HOST
+// names (unix://, tcp://, or BuildKit's docker-container:// and kube-pod://
+// helpers), else on the Docker engine's own BuildKit: through gRPC on the
+// engine's socket for engines of API 1.53 and later, else through the
+// engine's /grpc and /session routes upgraded to h2c (InspectEngine says
+// which). On the engine, a DockerExporter writes the image straight into
+// the engine's store and a RegistryExporter pushes from it. An engine
+// without the containerd image store exports only into its own store: a
+// registry push then goes through the engine after the build, and cache
+// export and multi-platform builds are refused (*EngineError).
+//
 // # Errors
 //
 // Build fails in seconds with a *BuildkitError (ErrBuildkitUnreachable) when
-// no buildkitd answers, and, for a registry target, checks before building
+// no BuildKit answers (a buildkitd, or the Docker engine), fails before
+// building with an *EngineError (ErrEngineUnsupported) when the engine's
+// BuildKit cannot do what is asked, and, for a registry target, checks before building
 // that the registry takes a push: a refusal then or during the push is a
 // *PushError (ErrPushDenied when the credentials are refused) carrying the
 // registry's message with every credential removed. A failed step is a

@@ -49,9 +49,12 @@ func newBuildCmd(a *app) *cobra.Command {
 		Use:   "build",
 		Short: "Build the box image with BuildKit and publish it (docker, registry, ECR, E2B, Daytona)",
 		Long: `build renders the box image from the embedded pins (or takes --file),
-builds it with BuildKit and publishes it to --target:
+builds it with BuildKit and publishes it to --target. The BuildKit is the
+buildkitd --buildkit-addr or BUILDKIT_HOST names, else the Docker engine's
+own (--docker-host, else DOCKER_HOST), which needs no buildkitd:
 
-  docker     load it into the local Docker engine as NAME:TAG
+  docker     load it into the local Docker engine as NAME:TAG (the engine's
+             own BuildKit writes it straight into the engine's image store)
   registry   push it to --push REF (Docker config credentials) or to the
              ECR repository --ecr-repository (AWS default credentials; created
              if missing)
@@ -59,6 +62,10 @@ builds it with BuildKit and publishes it to --target:
              (E2B_API_KEY; ECR credentials are passed natively)
   daytona    push to Daytona's registry (or --push / --ecr-repository), then
              create a snapshot and wait until it is active (DAYTONA_API_KEY)
+
+An engine without the containerd image store cannot make a cache export
+(--cache-to): such a build is refused before it starts; name a buildkitd
+for it.
 
 Every target prints the image digest and size; --output json prints a build
 record that boxctl conformance reads. BuildKit progress goes to stderr.
@@ -93,8 +100,9 @@ is --platform's, else this machine's.`,
 	f.StringVar(&o.name, "name", o.name, "image, template and snapshot name")
 	f.StringSliceVar(&o.harnesses, "harness", nil, "harnesses to install, by name or backend (default: the proven ones)")
 	f.StringVar(&o.buildkitAddr, "buildkit-addr", "",
-		"buildkitd address, unix:///PATH or tcp://HOST:PORT (default: $BUILDKIT_HOST, else "+boximage.DefaultBuildkitAddr+")")
-	f.StringVar(&o.dockerHost, "docker-host", "", "Docker engine address (default: DOCKER_HOST)")
+		"buildkitd address, unix:///PATH, tcp://HOST:PORT, docker-container://NAME or kube-pod://NAME "+
+			"(default: $BUILDKIT_HOST, else the Docker engine's own BuildKit)")
+	f.StringVar(&o.dockerHost, "docker-host", "", "Docker engine address, and the builder when no buildkitd is named (default: DOCKER_HOST)")
 	f.StringVar(&o.progress, "progress", o.progress, "BuildKit progress: auto, tty, plain or quiet")
 	f.BoolVar(&o.print, "dockerfile", false, "print the rendered Dockerfile and build nothing")
 	f.StringVarP(&o.file, "file", "f", "", "build this Dockerfile instead of rendering one from the pins")

@@ -131,9 +131,10 @@ func TestBuildCmd_ReleaseBridgeNames(t *testing.T) {
 	}
 }
 
-// TestBuildCmd_UnreachableBuildkit checks where --buildkit-addr points
-// (the flag, else $BUILDKIT_HOST, else BuildKit's default socket) through
-// the error of a buildkitd that does not answer there.
+// TestBuildCmd_UnreachableBuildkit checks where a build looks for
+// BuildKit (--buildkit-addr, else $BUILDKIT_HOST, else the Docker engine
+// at --docker-host or DOCKER_HOST) through the error of one that does not
+// answer there.
 func TestBuildCmd_UnreachableBuildkit(t *testing.T) {
 	bridge := boxbridgetest.Build(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -145,30 +146,60 @@ func TestBuildCmd_UnreachableBuildkit(t *testing.T) {
 	tests := []struct {
 		name      string
 		flag, env string // --buildkit-addr, $BUILDKIT_HOST
-		want      string // the address dialled
+		docker    string // --docker-host; DOCKER_HOST is unix:///nonexistent-docker.sock
+		want      string // what the error says
 	}{
-		{"flag: missing socket", "unix:///nonexistent.sock", "", "unix:///nonexistent.sock"},
-		{"flag: closed port", closed, "", closed},
-		{"BUILDKIT_HOST", "", "unix:///nonexistent-env.sock", "unix:///nonexistent-env.sock"},
-		{"flag over BUILDKIT_HOST", "unix:///nonexistent.sock", closed, "unix:///nonexistent.sock"},
-		{"BuildKit's default", "", "", boximage.DefaultBuildkitAddr},
+		{"flag: missing socket", "unix:///nonexistent.sock", "", "", "buildkitd at unix:///nonexistent.sock is unreachable"},
+		{"flag: closed port", closed, "", "", "buildkitd at " + closed + " is unreachable"},
+		{"BUILDKIT_HOST", "", "unix:///nonexistent-env.sock", "", "buildkitd at unix:///nonexistent-env.sock is unreachable"},
+		{"flag over BUILDKIT_HOST", "unix:///nonexistent.sock", closed, "", "buildkitd at unix:///nonexistent.sock is unreachable"},
+		{"engine of DOCKER_HOST", "", "", "", "the Docker engine at unix:///nonexistent-docker.sock is unreachable"},
+		{"engine of --docker-host", "", "", closed, "the Docker engine at " + closed + " is unreachable"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("BUILDKIT_HOST", tt.env)
-			if tt.want == boximage.DefaultBuildkitAddr {
-				if _, err := os.Stat(strings.TrimPrefix(tt.want, "unix://")); err == nil {
-					t.Fatalf("something listens at %s: this case needs no buildkitd there", tt.want)
-				}
-			}
+			t.Setenv("DOCKER_HOST", "unix:///nonexistent-docker.sock")
 			args := []string{"build", "--harness", "pi", "--bridge", bridge, "--progress", "quiet"}
 			if tt.flag != "" {
 				args = append(args, "--buildkit-addr", tt.flag)
 			}
+			if tt.docker != "" {
+				args = append(args, "--docker-host", tt.docker)
+			}
 			start := time.Now()
 			_, _, err := run(t, args...)
-			wantError(t, args, err, 1, "buildkitd at "+tt.want+" is unreachable", "--buildkit-addr", "BUILDKIT_HOST")
+			wantError(t, args, err, 1, tt.want, "--buildkit-addr", "BUILDKIT_HOST")
 			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("boxctl %v took %v to fail, want seconds", args, d)
+			}
+		})
+	}
+}
+
+// TestBuildCmd_EngineRefuses checks that a build the test bed's engine
+// (the classic image store) cannot make on its own BuildKit is refused
+// before it starts, as a usage error naming the ways out.
+func TestBuildCmd_EngineRefuses(t *testing.T) {
+	env := testbed.Require(t)
+	t.Setenv("BUILDKIT_HOST", "")
+	t.Setenv("DOCKER_HOST", env.DockerHost)
+	bridge := boxbridgetest.Build(t)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"cache export", []string{"--cache-to", env.Registry + "/boxctl-test/cache:x"}, "cannot make a cache export (--cache-to)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"build", "--harness", "pi", "--bridge", bridge, "--progress", "quiet"}, tt.args...)
+			start := time.Now()
+			_, _, err := run(t, args...)
+			wantError(t, args, err, 2, "the Docker engine at "+env.DockerHost, tt.want,
+				"containerd image store", "--buildkit-addr")
+			if d := time.Since(start); d > 10*time.Second {
 				t.Errorf("boxctl %v took %v to fail, want seconds", args, d)
 			}
 		})
@@ -180,7 +211,7 @@ func TestBuildCmd_BuildkitAddrHelp(t *testing.T) {
 	if err != nil {
 		t.Fatalf("boxctl build --help: %v\n%s", err, stderr)
 	}
-	want := "(default: $BUILDKIT_HOST, else unix:///run/buildkit/buildkitd.sock)"
+	want := "(default: $BUILDKIT_HOST, else the Docker engine's own BuildKit)"
 	if !strings.Contains(out+stderr, "--buildkit-addr") || !strings.Contains(out+stderr, want) {
 		t.Errorf("boxctl build --help = %q, want --buildkit-addr documented with %q", out+stderr, want)
 	}

@@ -15,9 +15,9 @@ import (
 // prepare renders the build context from the pins, or takes --file.
 func (o *buildOptions) prepare(a *app) (*boximage.Prepared, boximage.BuildOptions, error) {
 	// boximage.Build resolves an empty --buildkit-addr ($BUILDKIT_HOST, else
-	// BuildKit's default socket).
+	// the Docker engine's own BuildKit, at --docker-host).
 	opts := boximage.BuildOptions{
-		BuildkitAddr: o.buildkitAddr, Platform: o.platform, Progress: a.errOut, ProgressMode: o.progress,
+		BuildkitAddr: o.buildkitAddr, DockerHost: o.dockerHost, Platform: o.platform, Progress: a.errOut, ProgressMode: o.progress,
 		NoCache: o.noCache, CacheFrom: o.cacheFrom, CacheTo: o.cacheTo, Insecure: o.insecure,
 		BuildArgs: map[string]string{}, Log: a.log,
 	}

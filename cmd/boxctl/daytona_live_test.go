@@ -23,11 +23,15 @@ import (
 // --target daytona` to Daytona's emulator (pushed to the registry push
 // access names, made a snapshot that pulls it), then runs the box verbs on
 // a box of that snapshot: up, a live turn with Claude Code against a
-// model endpoint, ls, rm and gc, none of which prints a secret.
+// model endpoint, ls, rm and gc, none of which prints a secret. No
+// buildkitd is named: the engine's own BuildKit builds, and the engine
+// pushes with the push access's credentials.
 func TestDaytona_BuildUpTurn(t *testing.T) {
 	env := testbed.Require(t)
 	bridge := boxbridgetest.Build(t)
 	useState(t)
+	t.Setenv("BUILDKIT_HOST", "")
+	t.Setenv("DOCKER_HOST", env.DockerHost)
 	t.Setenv("DOCKER_CONFIG", t.TempDir()) // no stray logins
 	const key = "dtn_boxctl_live_test_key_0123456789"
 	// With its defaults the emulator hands out push access to the test
@@ -42,7 +46,7 @@ func TestDaytona_BuildUpTurn(t *testing.T) {
 	tr := &transcript{}
 
 	args := []string{"build", "--target", "daytona", "-o", "json", "--progress", "plain", "--harness", "claude",
-		"--base", env.BaseImage, "--bridge", bridge, "--buildkit-addr", env.BuildkitHost, "--name", "boxctl-test/daytona-box"}
+		"--base", env.BaseImage, "--bridge", bridge, "--name", "boxctl-test/daytona-box"}
 	r := boxctl(t, t.Context(), tr, args...)
 	if r.code != 0 {
 		t.Fatalf("build --target daytona: exit %d: %v", r.code, r.err)

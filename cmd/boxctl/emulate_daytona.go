@@ -37,7 +37,7 @@ or 503), creates slow, or sandboxes vanish mid-run; boxctl conformance --chaos s
 		lost: "changing calls", begin: "start",
 		flags: func(f *pflag.FlagSet) {
 			f.StringVar(&o.Registry, "registry", o.Registry, "registry host:port that registry push access hands out")
-			f.StringVar(&o.BuildkitAddr, "buildkit-addr", "", "buildkitd of sandboxes from an image or Dockerfile (default: BUILDKIT_HOST)")
+			f.StringVar(&o.BuildkitAddr, "buildkit-addr", "", "buildkitd of sandboxes from an image or Dockerfile (default: BUILDKIT_HOST, else the Docker engine's own BuildKit)")
 			f.StringVar(&o.ProxyDomain, "proxy-domain", "", "domain of preview URLs, resolved to this server by the clients (default: a loopback port per sandbox port)")
 			f.DurationVar(&o.MaxLifetime, "max-lifetime", o.MaxLifetime, "longest a sandbox without BOX_DEADLINE may run")
 			f.StringArrayVar(&snapshots, "snapshot", nil, "active snapshot NAME=IMAGE to start with (repeatable)")

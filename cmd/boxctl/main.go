@@ -66,12 +66,13 @@ func exitCode(err error) int {
 	var ae *boxstate.ArgError
 	var ce *open.ConfigError
 	var pe *boximage.PublishConfigError
+	var ee *boximage.EngineError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &se):
 		return se.code
-	case errors.As(err, &ue), errors.As(err, &ae), errors.As(err, &ce), errors.As(err, &pe):
+	case errors.As(err, &ue), errors.As(err, &ae), errors.As(err, &ce), errors.As(err, &pe), errors.As(err, &ee):
 		return 2
 	case errors.Is(err, context.Canceled):
 		return 130

@@ -206,12 +206,12 @@ testbedctl() {
 }
 
 # write_state [full]: the state file, through the Go helper that owns its
-# keys; with full, the OTLP receiver's, the browser's and Kubernetes keys
-# too (an `up` of the Docker part keeps those of an earlier full `up`).
+# keys; with full, the standalone buildkitd's, the OTLP receiver's, the
+# browser's and Kubernetes keys too (an `up` of the Docker part keeps those
+# of an earlier full `up`).
 write_state() {
 	local kv=(
 		"DOCKER_HOST=$DOCKER_HOST_ADDR"
-		"BUILDKIT_HOST=$BUILDKIT_ADDR"
 		"BOXCTL_TEST_REGISTRY=$REGISTRY"
 		"BOXCTL_TEST_BASE_IMAGE=$BASE_IMAGE"
 		"BOXCTL_TEST_NODE_DIR=$NODE_DIR"
@@ -220,6 +220,7 @@ write_state() {
 	)
 	if [[ ${1:-} == full ]]; then
 		kv+=(
+			"BUILDKIT_HOST=$BUILDKIT_ADDR"
 			"BOXCTL_TEST_OTLP_ENDPOINT=$OTLP_ENDPOINT"
 			"BOXCTL_TEST_JAEGER_URL=$JAEGER_URL"
 			"BOXCTL_TEST_CHROMIUM=$CHROMIUM"

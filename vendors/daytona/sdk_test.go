@@ -71,10 +71,12 @@ func runSDK(t *testing.T, emu *daytonaemu.Server, extra map[string]string) []jss
 // code run, the file system, git against a local bare repository,
 // preview links, stop, start, archive, snapshots, a snapshot of the
 // sandbox and a sandbox made from it, the refused fork of a container
-// sandbox, the events channel and the typed 501s.
+// sandbox, the events channel and the typed 501s. The sandbox from an
+// image is built by the engine's own BuildKit: no buildkitd is named.
 func TestSDK_Scenario(t *testing.T) {
 	env := testbed.Require(t)
-	emu, _ := emulator(t, daytonaemu.Options{BuildkitAddr: env.BuildkitHost})
+	t.Setenv("BUILDKIT_HOST", "")
+	emu, _ := emulator(t, daytonaemu.Options{})
 	steps := runSDK(t, emu, map[string]string{"SCENARIO_IMAGE": env.BaseImage})
 	for _, s := range steps {
 		if s.Step == "create from snapshot" {

@@ -12,8 +12,9 @@ import (
 )
 
 // Declarative builds: a sandbox created from an image or a Dockerfile
-// (buildInfo.dockerfileContent) is built with BuildKit into the engine,
-// as a runner builds a snapshot, once per Dockerfile. The emulator adds
+// (buildInfo.dockerfileContent) is built with BuildKit (by default the
+// engine's own) into the engine, as a runner builds a snapshot, once per
+// Dockerfile. The emulator adds
 // box-init as the entrypoint, so the sandbox ends at its deadline like
 // every other.
 

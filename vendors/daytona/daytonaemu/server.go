@@ -43,7 +43,8 @@ type Options struct {
 	Registry string
 	// BuildkitAddr is the buildkitd of declarative builds (sandboxes
 	// created from an image or a Dockerfile). Default $BUILDKIT_HOST, else
-	// BuildKit's own socket.
+	// the sandboxes' Docker engine's own BuildKit, which writes the image
+	// straight into that engine's store.
 	BuildkitAddr string
 	// Project is the registry project in push access. Default "daytona".
 	Project string
