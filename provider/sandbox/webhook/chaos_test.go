@@ -165,17 +165,14 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// memTransport hands each request to a handler in this goroutine: no
-// network, so virtual time (synctest) runs it.
+// memTransport is handlerTransport to a receiver that may be down.
 type memTransport struct{ rc *receiver }
 
 func (m memTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if m.rc.isDown() {
 		return nil, errors.New("connection refused")
 	}
-	rec := httptest.NewRecorder()
-	m.rc.ServeHTTP(rec, req)
-	return rec.Result(), nil
+	return handlerTransport{m.rc}.RoundTrip(req)
 }
 
 // chaosEvent is the i-th lifecycle event of the plan.
