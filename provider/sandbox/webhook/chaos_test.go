@@ -18,8 +18,6 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/polltest"
-	"github.com/tangle-network/boxctl/provider/sandbox"
-	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 )
 
 var (
@@ -175,17 +173,35 @@ func (m memTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return handlerTransport{m.rc}.RoundTrip(req)
 }
 
+// lifecycle is a box's lifecycle event as the chaos plan sends it (the
+// fields of sandbox.Event's JSON).
+type lifecycle struct {
+	Type   string `json:"type"`
+	Vendor string `json:"vendor"`
+	BoxID  string `json:"boxId"`
+	RunTag string `json:"runTag,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	RunID  string `json:"runId,omitempty"`
+	Usage  *usage `json:"usage,omitempty"`
+}
+
+type usage struct {
+	Requests     int64 `json:"requests"`
+	InputTokens  int64 `json:"inputTokens"`
+	OutputTokens int64 `json:"outputTokens"`
+}
+
 // chaosEvent is the i-th lifecycle event of the plan.
-func chaosEvent(i int) sandbox.Event {
-	types := []sandbox.EventType{sandbox.EventCreated, sandbox.EventReady, sandbox.EventTurnStarted, sandbox.EventTurnEnded, sandbox.EventDestroyed}
-	ev := sandbox.Event{Type: types[i%len(types)], Vendor: "docker", BoxID: fmt.Sprintf("box-%d", i/len(types)), RunTag: "chaos"}
+func chaosEvent(i int) Event {
+	types := []string{"created", "ready", "turn.started", "turn.ended", "destroyed"}
+	ev := lifecycle{Type: types[i%len(types)], Vendor: "docker", BoxID: fmt.Sprintf("box-%d", i/len(types)), RunTag: "chaos"}
 	switch ev.Type {
-	case sandbox.EventTurnEnded:
-		ev.Reason, ev.RunID, ev.Usage = "completed", fmt.Sprintf("run-%d", i), &broker.Usage{Requests: 2, InputTokens: 120, OutputTokens: 40}
-	case sandbox.EventDestroyed:
-		ev.Reason = sandbox.ReasonUser
+	case "turn.ended":
+		ev.Reason, ev.RunID, ev.Usage = "completed", fmt.Sprintf("run-%d", i), &usage{Requests: 2, InputTokens: 120, OutputTokens: 40}
+	case "destroyed":
+		ev.Reason = "user"
 	}
-	return ev
+	return Event{Type: ev.Type, Data: ev}
 }
 
 // TestSender_Chaos sends lifecycle events to a receiver that fails 30% of

@@ -1,10 +1,12 @@
-// Package webhook delivers a box's lifecycle events (sandbox.Event) to
-// HTTP endpoints, at least once, from a durable outbox.
+// Package webhook delivers events to HTTP endpoints, at least once, from
+// a durable outbox: the lifecycle events of boxes (sandbox.Options.Webhooks
+// takes a Sender), or any others.
 //
 // # Wire format
 //
 // Each delivery is a POST of one JSON object (Message): the event's id,
-// its type, its time and the event itself under "data". It carries the
+// its type, its time and the event itself under "data" (for a lifecycle
+// event, the sandbox.Event as `boxctl events` prints it). It carries the
 // three headers of the Standard Webhooks specification, which receivers
 // already have verifiers for:
 //
@@ -51,7 +53,9 @@
 // another Sender added waits for a Sender that has that endpoint.
 //
 // Close delivers what it can until its context ends and leaves the rest
-// in the outbox for the next Sender. Stats and Metrics report what this
+// in the outbox for the next Sender. Add puts deliveries in an outbox
+// without sending, for a process that does not hold the secrets or does
+// not live long enough: a Sender opened later delivers them. Stats and Metrics report what this
 // Sender did and what the outbox holds.
 //
 // Endpoint URLs may carry a token of their own (some hooks do): logs,

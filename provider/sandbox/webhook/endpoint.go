@@ -3,14 +3,13 @@ package webhook
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"slices"
 	"time"
-
-	"github.com/tangle-network/boxctl/provider/sandbox"
 )
 
 // Endpoint is where deliveries go.
@@ -21,19 +20,28 @@ type Endpoint struct {
 	// the Sender's memory.
 	Secret string
 	// Types, when set, are the only event types sent here. Default: all.
-	Types []sandbox.EventType
+	Types []string
 }
 
 // wants reports whether e takes events of type t.
-func (e Endpoint) wants(t sandbox.EventType) bool {
+func (e Endpoint) wants(t string) bool {
 	return len(e.Types) == 0 || slices.Contains(e.Types, t)
+}
+
+// CheckURL checks an endpoint URL: absolute, http or https, with a host
+// and no user information. Its error never quotes the URL.
+func CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return errors.New("want an absolute http or https URL without credentials")
+	}
+	return nil
 }
 
 // check validates e; its errors name the endpoint by Redact only.
 func (e Endpoint) check() error {
-	u, err := url.Parse(e.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("endpoint %s: want an absolute http or https URL", Redact(e.URL))
+	if err := CheckURL(e.URL); err != nil {
+		return fmt.Errorf("endpoint %s: %w", Redact(e.URL), err)
 	}
 	if err := CheckSecret(e.Secret); err != nil {
 		return fmt.Errorf("endpoint %s: %w", Redact(e.URL), err)
@@ -57,18 +65,30 @@ func Redact(raw string) string {
 	return u.Scheme + "://" + u.Host + "/..."
 }
 
+// Event is what a Sender delivers. For a box's lifecycle events it is
+// sandbox.WebhookEvent's.
+type Event struct {
+	// Type is the event's type (created, ready, turn.ended, destroyed...).
+	Type string
+	// Time is when it happened. Default: when it is recorded.
+	Time time.Time
+	// Data is the event itself, any value encoding/json takes: for a
+	// lifecycle event the sandbox.Event (box id, vendor, run tag, reason,
+	// and on a turn's end its usage where the broker measured one).
+	Data any
+}
+
 // Message is the JSON body of a delivery.
 type Message struct {
 	// ID is the event's id (also the webhook-id header): the same on
 	// every delivery of the event, to every endpoint.
 	ID string `json:"id"`
-	// Type is the event's type (created, ready, turn.ended, destroyed...).
-	Type sandbox.EventType `json:"type"`
+	// Type is the event's type.
+	Type string `json:"type"`
 	// Timestamp is when the event happened.
 	Timestamp time.Time `json:"timestamp"`
-	// Data is the event: box id, vendor, run tag, reason, and on a turn's
-	// end its usage where the broker measured one.
-	Data sandbox.Event `json:"data"`
+	// Data is the event itself (Event.Data).
+	Data json.RawMessage `json:"data"`
 }
 
 // NewID returns a new event id: "evt_" and 32 hex digits.

@@ -3,7 +3,6 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,8 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/tangle-network/boxctl/provider/sandbox"
 )
 
 // Defaults of Options.
@@ -118,8 +115,8 @@ func (o Options) normalized() (Options, error) {
 	return o, nil
 }
 
-// Sender records lifecycle events in its outbox and delivers them. It is
-// safe for concurrent use; Record is its sandbox.Options.OnEvent.
+// Sender records events in its outbox and delivers them. It is safe for
+// concurrent use.
 type Sender struct {
 	o         Options
 	box       *outbox
@@ -168,18 +165,19 @@ func Open(ctx context.Context, o Options) (*Sender, error) {
 	return s, nil
 }
 
-// Record is Send for sandbox.Options.OnEvent: a failure is logged, and
-// the event is then not delivered.
-func (s *Sender) Record(ev sandbox.Event) {
+// Record is Send for a callback without an error to return (as
+// sandbox.Options.OnEvent): a failure is logged, and the event is then
+// not delivered.
+func (s *Sender) Record(ev Event) {
 	if _, err := s.Send(s.run, ev); err != nil {
-		s.o.Logger.Warn("webhook: record event", "type", ev.Type, "box", ev.BoxID, "err", err)
+		s.o.Logger.Warn("webhook: record event", "type", ev.Type, "err", err)
 	}
 }
 
 // Send commits ev's deliveries to the endpoints that take its type to the
 // outbox and returns the event's id (empty when no endpoint takes it).
 // Once it returns, the event survives a crash of this process.
-func (s *Sender) Send(ctx context.Context, ev sandbox.Event) (string, error) {
+func (s *Sender) Send(ctx context.Context, ev Event) (string, error) {
 	if s.run.Err() != nil {
 		return "", ErrClosed
 	}
@@ -192,14 +190,9 @@ func (s *Sender) Send(ctx context.Context, ev sandbox.Event) (string, error) {
 	if len(urls) == 0 {
 		return "", nil
 	}
-	now := time.Now()
-	if ev.Time.IsZero() {
-		ev.Time = now.UTC()
-	}
-	id := NewID()
-	body, err := json.Marshal(Message{ID: id, Type: ev.Type, Timestamp: ev.Time, Data: ev})
+	id, body, now, err := message(ev)
 	if err != nil {
-		return "", fmt.Errorf("webhook: %w", err)
+		return "", err
 	}
 	if err := s.box.add(ctx, id, body, urls, now); err != nil {
 		return "", fmt.Errorf("webhook outbox: %w", err)

@@ -20,8 +20,6 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/tangle-network/boxctl/internal/polltest"
-	"github.com/tangle-network/boxctl/provider/sandbox"
-	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 )
 
 func TestOptions_Invalid(t *testing.T) {
@@ -110,26 +108,27 @@ func TestSender_DeliversByType(t *testing.T) {
 	t.Cleanup(srvDestroys.Close)
 	s, err := Open(t.Context(), Options{Path: filepath.Join(t.TempDir(), "webhooks.db"), Endpoints: []Endpoint{
 		{URL: srvAll.URL + "/all", Secret: all.secret},
-		{URL: srvDestroys.URL + "/destroys", Secret: destroys.secret, Types: []sandbox.EventType{sandbox.EventDestroyed}},
+		{URL: srvDestroys.URL + "/destroys", Secret: destroys.secret, Types: []string{"destroyed"}},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close(context.Background()) })
 	at := time.Date(2026, 12, 6, 13, 0, 0, 0, time.UTC)
-	events := []sandbox.Event{
-		{Time: at, Type: sandbox.EventCreated, Vendor: "docker", BoxID: "b1", RunTag: "r1"},
-		{Time: at, Type: sandbox.EventTurnEnded, Vendor: "docker", BoxID: "b1", RunTag: "r1", Reason: "completed", RunID: "run1",
-			Usage: &broker.Usage{Requests: 1, InputTokens: 10, OutputTokens: 5}},
-		{Time: at, Type: sandbox.EventDestroyed, Vendor: "docker", BoxID: "b1", RunTag: "r1", Reason: sandbox.ReasonUser},
+	events := []lifecycle{
+		{Type: "created", Vendor: "docker", BoxID: "b1", RunTag: "r1"},
+		{Type: "turn.ended", Vendor: "docker", BoxID: "b1", RunTag: "r1", Reason: "completed", RunID: "run1",
+			Usage: &usage{Requests: 1, InputTokens: 10, OutputTokens: 5}},
+		{Type: "destroyed", Vendor: "docker", BoxID: "b1", RunTag: "r1", Reason: "user"},
 	}
 	var want []Message
 	for _, ev := range events {
-		id, err := s.Send(t.Context(), ev)
+		id, err := s.Send(t.Context(), Event{Type: ev.Type, Time: at, Data: ev})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, Message{ID: id, Type: ev.Type, Timestamp: at, Data: ev})
+		data, _ := json.Marshal(ev)
+		want = append(want, Message{ID: id, Type: ev.Type, Timestamp: at, Data: data})
 	}
 	polltest.Until(t, 10*time.Second, "three deliveries and one", func() bool {
 		return len(all.messages()) == 3 && len(destroys.messages()) == 1
@@ -166,7 +165,7 @@ func TestSender_CloseLeavesTheRest(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 5 {
-			if _, err := s.Send(t.Context(), sandbox.Event{Type: sandbox.EventReady, BoxID: "b1"}); err != nil {
+			if _, err := s.Send(t.Context(), Event{Type: "ready", Data: lifecycle{Type: "ready", BoxID: "b1"}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -175,7 +174,7 @@ func TestSender_CloseLeavesTheRest(t *testing.T) {
 		if err := s.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Close() = %v, want %v", err, context.DeadlineExceeded)
 		}
-		if _, err := s.Send(t.Context(), sandbox.Event{Type: sandbox.EventReady}); !errors.Is(err, ErrClosed) {
+		if _, err := s.Send(t.Context(), Event{Type: "ready"}); !errors.Is(err, ErrClosed) {
 			t.Errorf("Send() after Close = %v, want %v", err, ErrClosed)
 		}
 		st, err := ReadState(t.Context(), o.Path)
@@ -228,7 +227,7 @@ func TestSender_SharedOutbox(t *testing.T) {
 			if i%2 == 1 {
 				s = b
 			}
-			if _, err := s.Send(t.Context(), sandbox.Event{Type: sandbox.EventReady}); err != nil {
+			if _, err := s.Send(t.Context(), Event{Type: "ready"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -254,7 +253,7 @@ func TestSender_Abandons(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Send(t.Context(), sandbox.Event{Type: sandbox.EventReady}); err != nil {
+		if _, err := s.Send(t.Context(), Event{Type: "ready"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Close(t.Context()); err != nil {
@@ -288,7 +287,7 @@ func TestSender_Metrics(t *testing.T) {
 		}
 		defer s.Close(t.Context())
 		for range 2 {
-			if _, err := s.Send(t.Context(), sandbox.Event{Type: sandbox.EventReady}); err != nil {
+			if _, err := s.Send(t.Context(), Event{Type: "ready"}); err != nil {
 				t.Fatal(err)
 			}
 		}
