@@ -25,9 +25,12 @@
 //
 // # Outbox
 //
-// The outbox is one SQLite file (WAL, synchronous=FULL): Sender.Record
-// commits an event's deliveries before it returns, so an event recorded
-// is never lost to a crash of the process. SQLite rather than an
+// The outbox is one SQLite file (WAL): Sender.Send commits an event's
+// deliveries, synced to the disk (synchronous=FULL), before it returns, so
+// an event recorded is lost neither to a crash of the process nor to a
+// power cut. What attempts write (outcomes, leases) is committed with
+// synchronous=NORMAL: a power cut may lose the last of them, which costs
+// a duplicate, never an event. SQLite rather than an
 // append-only log because a delivery changes state (attempts, next
 // attempt, done) and several processes may add to and drain one outbox at
 // once: its transactions and locks give that without a compaction or a

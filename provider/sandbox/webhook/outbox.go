@@ -63,8 +63,11 @@ func openOutbox(ctx context.Context, path string) (*outbox, error) {
 		return nil, fmt.Errorf("webhook outbox: %w", err)
 	}
 	f.Close()
+	// synchronous(NORMAL) for what may be lost to a power cut at the cost
+	// of a duplicate (an attempt's outcome, a lease); add commits with
+	// FULL, so that a recorded event survives one.
 	db, err := sql.Open("sqlite", "file:"+path+
-		"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_txlock=immediate")
+		"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("webhook outbox: %w", err)
 	}
@@ -88,9 +91,21 @@ func (o *outbox) close() error { return o.db.Close() }
 
 func ns(t time.Time) int64 { return t.UnixNano() }
 
-// add commits the deliveries of one event body to urls, due now.
+// add commits the deliveries of one event body to urls, due now, synced
+// to the disk (synchronous FULL) before it returns.
 func (o *outbox) add(ctx context.Context, id string, body []byte, urls []string, now time.Time) error {
-	tx, err := o.db.BeginTx(ctx, nil)
+	// The one connection, held so that no other statement runs under FULL
+	// or this one under NORMAL.
+	conn, err := o.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `PRAGMA synchronous = FULL`); err != nil {
+		return err
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA synchronous = NORMAL`)
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
