@@ -268,20 +268,20 @@ func (s *Sender) loop() {
 				})
 			}
 		}
-		wait := s.o.Poll
-		next, err := s.box.nextDue(s.run, s.urls)
-		switch {
-		case s.run.Err() != nil:
-			return
-		case err != nil:
-			s.o.Logger.Warn("webhook outbox: next", "err", err)
-		case next.IsZero() && busy == 0 && closing:
-			return // Close: nothing left to deliver
-		case !next.IsZero() && !failed:
-			wait = min(wait, max(time.Until(next), 0))
-		}
-		if busy == s.o.Concurrency {
-			wait = s.o.Poll // an attempt's end wakes the loop
+		wait := s.o.Poll // at most: deliveries other processes add
+		if busy < s.o.Concurrency {
+			// Else an attempt's end wakes the loop.
+			next, err := s.box.nextDue(s.run, s.urls)
+			switch {
+			case s.run.Err() != nil:
+				return
+			case err != nil:
+				s.o.Logger.Warn("webhook outbox: next", "err", err)
+			case next.IsZero() && busy == 0 && closing:
+				return // Close: nothing left to deliver
+			case !next.IsZero() && !failed:
+				wait = min(wait, max(time.Until(next), 0))
+			}
 		}
 		timer.Reset(wait)
 		select {
