@@ -1,4 +1,4 @@
-package webhook
+package webhook_test
 
 import (
 	"bytes"
@@ -11,13 +11,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/polltest"
+	"github.com/tangle-network/boxctl/internal/sandboxtest"
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+	"github.com/tangle-network/boxctl/provider/sandbox/webhook"
 )
 
 var (
@@ -120,7 +123,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.mu.Lock()
 	hold := rc.hold
 	if hold != nil {
-		rc.held = append(rc.held, r.Header.Get(HeaderID))
+		rc.held = append(rc.held, r.Header.Get(webhook.HeaderID))
 	}
 	rc.mu.Unlock()
 	if hold != nil {
@@ -136,19 +139,19 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read", http.StatusBadRequest)
 		return
 	}
-	if err := Verify(rc.secret, r.Header, body, 0); err != nil {
+	if err := webhook.Verify(rc.secret, r.Header, body, 0); err != nil {
 		rc.bad = append(rc.bad, "verify: "+err.Error())
 		http.Error(w, "signature", http.StatusBadRequest)
 		return
 	}
-	rc.tries[r.Header.Get(HeaderID)]++
+	rc.tries[r.Header.Get(webhook.HeaderID)]++
 	fail := rc.rng.Float64() < failRate
 	if fail && rc.rng.IntN(2) == 0 {
 		rc.failed++
 		http.Error(w, "flaky", http.StatusInternalServerError)
 		return
 	}
-	id := r.Header.Get(HeaderID)
+	id := r.Header.Get(webhook.HeaderID)
 	if prev, ok := rc.bodies[id]; ok {
 		rc.dups++
 		if !bytes.Equal(prev, body) {
@@ -163,45 +166,31 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// memTransport is handlerTransport to a receiver that may be down.
+// memTransport hands each request to the receiver in this goroutine, or
+// fails it while the receiver is down: no network, so virtual time
+// (synctest) runs it.
 type memTransport struct{ rc *receiver }
 
 func (m memTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if m.rc.isDown() {
 		return nil, errors.New("connection refused")
 	}
-	return handlerTransport{m.rc}.RoundTrip(req)
-}
-
-// lifecycle is a box's lifecycle event as the chaos plan sends it (the
-// fields of sandbox.Event's JSON).
-type lifecycle struct {
-	Type   string `json:"type"`
-	Vendor string `json:"vendor"`
-	BoxID  string `json:"boxId"`
-	RunTag string `json:"runTag,omitempty"`
-	Reason string `json:"reason,omitempty"`
-	RunID  string `json:"runId,omitempty"`
-	Usage  *usage `json:"usage,omitempty"`
-}
-
-type usage struct {
-	Requests     int64 `json:"requests"`
-	InputTokens  int64 `json:"inputTokens"`
-	OutputTokens int64 `json:"outputTokens"`
+	rec := httptest.NewRecorder()
+	m.rc.ServeHTTP(rec, req)
+	return rec.Result(), nil
 }
 
 // chaosEvent is the i-th lifecycle event of the plan.
-func chaosEvent(i int) Event {
-	types := []string{"created", "ready", "turn.started", "turn.ended", "destroyed"}
-	ev := lifecycle{Type: types[i%len(types)], Vendor: "docker", BoxID: fmt.Sprintf("box-%d", i/len(types)), RunTag: "chaos"}
+func chaosEvent(i int) webhook.Event {
+	types := []sandbox.EventType{sandbox.EventCreated, sandbox.EventReady, sandbox.EventTurnStarted, sandbox.EventTurnEnded, sandbox.EventDestroyed}
+	ev := sandbox.Event{Type: types[i%len(types)], Vendor: "docker", BoxID: fmt.Sprintf("box-%d", i/len(types)), RunTag: "chaos"}
 	switch ev.Type {
-	case "turn.ended":
-		ev.Reason, ev.RunID, ev.Usage = "completed", fmt.Sprintf("run-%d", i), &usage{Requests: 2, InputTokens: 120, OutputTokens: 40}
-	case "destroyed":
-		ev.Reason = "user"
+	case sandbox.EventTurnEnded:
+		ev.Reason, ev.RunID, ev.Usage = "completed", fmt.Sprintf("run-%d", i), &broker.Usage{Requests: 2, InputTokens: 120, OutputTokens: 40}
+	case sandbox.EventDestroyed:
+		ev.Reason = sandbox.ReasonUser
 	}
-	return Event{Type: ev.Type, Data: ev}
+	return sandbox.WebhookEvent(ev)
 }
 
 // TestSender_Chaos sends lifecycle events to a receiver that fails 30% of
@@ -221,25 +210,25 @@ func TestSender_Chaos(t *testing.T) {
 }
 
 func runChaos(t *testing.T, n int, real bool) {
-	secret := NewSecret()
+	secret := webhook.NewSecret()
 	rc := newReceiver(secret)
-	endpoint := Endpoint{URL: "http://receiver.test/hooks/boxes", Secret: secret}
+	endpoint := webhook.Endpoint{URL: "http://receiver.test/hooks/boxes", Secret: secret}
 	client := &http.Client{Transport: memTransport{rc}}
 	if real {
 		srv := httptest.NewServer(rc)
 		t.Cleanup(srv.Close)
 		endpoint.URL, client = srv.URL+"/hooks/boxes", srv.Client()
 	}
-	o := Options{Path: filepath.Join(t.TempDir(), "webhooks.db"), Endpoints: []Endpoint{endpoint}, Client: client, Timeout: 2 * time.Second}
-	var senders []*Sender
+	o := webhook.Options{Path: filepath.Join(t.TempDir(), "webhooks.db"), Endpoints: []webhook.Endpoint{endpoint}, Client: client, Timeout: 2 * time.Second}
+	var senders []*webhook.Sender
 	t.Cleanup(func() {
 		for _, s := range senders {
 			_ = s.Close(context.Background()) // the one stopped abruptly closes its file here
 		}
 	})
-	open := func() (*Sender, context.CancelFunc) {
+	open := func() (*webhook.Sender, context.CancelFunc) {
 		ctx, cancel := context.WithCancel(t.Context())
-		s, err := Open(ctx, o)
+		s, err := webhook.Open(ctx, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -292,7 +281,7 @@ func runChaos(t *testing.T, n int, real bool) {
 	}
 	rc.setDown(false)
 	polltest.Until(t, 5*time.Minute, "every event taken", func() bool { return rc.taken() == n })
-	var st Stats
+	var st webhook.Stats
 	polltest.UntilNil(t, 5*time.Minute, "no delivery pending", func() (err error) {
 		if st, err = s.Stats(t.Context()); err == nil && st.Pending > 0 {
 			err = fmt.Errorf("%d pending", st.Pending)
@@ -331,13 +320,13 @@ func runChaos(t *testing.T, n int, real bool) {
 	if len(rc.first) != n {
 		t.Errorf("receiver took %d events, want %d", len(rc.first), n)
 	}
-	p50, p99 := percentile(normal, 50), percentile(normal, 99)
+	p50, p99 := sandboxtest.Quantile(normal, 0.5), sandboxtest.Quantile(normal, 0.99)
 	t.Logf("events %d (real %v): requests %d + %d refused while down (%.2f attempts an event), %d answered 5xx, %d duplicates (same id and body), %d bad signatures",
 		n, real, rc.requests, rc.refused, float64(rc.requests+rc.refused)/float64(n), rc.failed, rc.dups, len(rc.bad))
 	t.Logf("delay Send -> taken outside the outage and the abrupt stop (%d events): p50 %v, p99 %v, max %v",
-		len(normal), p50, p99, percentile(normal, 100))
+		len(normal), p50, p99, sandboxtest.Quantile(normal, 1))
 	t.Logf("across the outage (%d events): p50 %v, max %v; across the abrupt stop (%d events): max %v",
-		len(acrossOutage), percentile(acrossOutage, 50), percentile(acrossOutage, 100), len(acrossStop), percentile(acrossStop, 100))
+		len(acrossOutage), sandboxtest.Quantile(acrossOutage, 0.5), sandboxtest.Quantile(acrossOutage, 1), len(acrossStop), sandboxtest.Quantile(acrossStop, 1))
 	t.Logf("last sender: %+v", st)
 	if p99 > 2*time.Second {
 		t.Errorf("p99 delay outside the outage = %v, want <= 2s", p99)
@@ -352,14 +341,4 @@ func runChaos(t *testing.T, n int, real bool) {
 	if rc.dups == 0 {
 		t.Errorf("no duplicate: the receiver's failures after taking an event were not retried")
 	}
-}
-
-// percentile is the p-th percentile of ds (nearest rank; 0 when empty).
-func percentile(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(ds))
-	i := (p*len(s)+99)/100 - 1
-	return s[max(i, 0)]
 }

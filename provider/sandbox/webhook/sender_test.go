@@ -22,6 +22,24 @@ import (
 	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
+// lifecycle is a box's lifecycle event as the tests send it (the fields
+// of sandbox.Event's JSON).
+type lifecycle struct {
+	Type   string `json:"type"`
+	Vendor string `json:"vendor"`
+	BoxID  string `json:"boxId"`
+	RunTag string `json:"runTag,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	RunID  string `json:"runId,omitempty"`
+	Usage  *usage `json:"usage,omitempty"`
+}
+
+type usage struct {
+	Requests     int64 `json:"requests"`
+	InputTokens  int64 `json:"inputTokens"`
+	OutputTokens int64 `json:"outputTokens"`
+}
+
 func TestOptions_Invalid(t *testing.T) {
 	secret := NewSecret()
 	dir := t.TempDir()
