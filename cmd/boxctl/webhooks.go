@@ -24,7 +24,8 @@ import (
 const webhookSecretEnv = "BOXCTL_WEBHOOK_SECRET"
 
 // webhookWait bounds how long a command that recorded events goes on
-// delivering them before it exits; what is left waits in the outbox.
+// delivering them before it exits (one attempt each); what is left waits
+// in the outbox.
 const webhookWait = 5 * time.Second
 
 // webhookSecret reads and checks the secret; "" when it is not set.
@@ -63,6 +64,9 @@ type webhooksOptions struct {
 	follow  bool
 	wait    time.Duration
 	metrics string
+	// dueOnly makes only the attempts due now, not the retries after them
+	// (a command's delivery before it exits).
+	dueOnly bool
 }
 
 func newWebhooksCmd(a *app) *cobra.Command {
@@ -77,8 +81,9 @@ Each event is POSTed as JSON, signed as Standard Webhooks sign (webhook-id,
 webhook-timestamp and webhook-signature headers; HMAC-SHA256 with the secret in
 $` + webhookSecretEnv + `), and retried with back-off until a 2xx answer, for up
 to 72h. The deliveries wait in an outbox beside the state file: every boxctl
-command that records events delivers for up to 5s before it exits (when the
-secret is set), and ` + "`boxctl webhooks drain`" + ` delivers the rest (-f: until interrupted).`,
+command that records events makes the attempts that are due before it exits
+(for up to 5s, when the secret is set), and ` + "`boxctl webhooks drain`" + ` delivers the rest,
+retries included (-f: until interrupted; run it as a service for timely retries).`,
 		Args: boxArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := a.openState()
@@ -187,13 +192,17 @@ func (a *app) drainWebhooks(ctx context.Context, s *boxstate.Store, secret strin
 		}
 		if !o.follow {
 			wctx, cancel := context.WithTimeout(ctx, o.wait)
-			err := snd.Close(wctx)
+			var ferr error
+			if !o.dueOnly {
+				ferr = snd.Flush(wctx)
+			}
+			cerr := snd.Close(wctx)
 			cancel()
-			if errors.Is(err, context.DeadlineExceeded) {
+			if errors.Is(ferr, context.DeadlineExceeded) || errors.Is(cerr, context.DeadlineExceeded) {
 				a.log.Warn("webhook deliveries still pending: they wait in the outbox", "wait", o.wait)
 				return nil
 			}
-			return err
+			return errors.Join(ferr, cerr)
 		}
 		// -f: deliver until interrupted, and take up the endpoints of boxes
 		// made meanwhile.
@@ -248,8 +257,9 @@ func metricsOf(current *atomic.Pointer[webhook.Sender]) http.Handler {
 var recordsEvents = []string{"up", "turn", "exec", "logs", "rm", "gc", "suspend", "resume"}
 
 // deliverQueuedWebhooks is what every command that records events
-// (recordsEvents) does before it exits: with the secret set, deliver what
-// the outbox holds for up to webhookWait.
+// (recordsEvents) does before it exits: with the secret set, attempt the
+// outbox's due deliveries, for up to webhookWait; the retries wait for the
+// next such command or for webhooks drain.
 func (a *app) deliverQueuedWebhooks(cmd *cobra.Command) {
 	if cmd.Parent() != cmd.Root() || !slices.Contains(recordsEvents, cmd.Name()) {
 		return
@@ -266,7 +276,7 @@ func (a *app) deliverQueuedWebhooks(cmd *cobra.Command) {
 	if _, err := os.Stat(s.WebhooksPath()); err != nil {
 		return
 	}
-	if err := a.drainWebhooks(ctx, s, secret, &webhooksOptions{wait: webhookWait}); err != nil {
+	if err := a.drainWebhooks(ctx, s, secret, &webhooksOptions{wait: webhookWait, dueOnly: true}); err != nil {
 		a.log.Warn("webhook deliveries", "err", err)
 	}
 }

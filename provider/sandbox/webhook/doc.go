@@ -55,8 +55,10 @@
 // in its memory only, never in the outbox): a delivery to an endpoint
 // another Sender added waits for a Sender that has that endpoint.
 //
-// Close delivers what it can until its context ends and leaves the rest
-// in the outbox for the next Sender. Add puts deliveries in an outbox
+// Flush delivers until nothing is pending, waiting out the back-off of
+// failed deliveries. Close makes the attempts that are due, gives back
+// the leases of those its context cut short, and leaves the rest in the
+// outbox for the next Sender. Add puts deliveries in an outbox
 // without sending, for a process that does not hold the secrets or does
 // not live long enough: a Sender opened later delivers them. Stats and Metrics report what this
 // Sender did and what the outbox holds.

@@ -125,9 +125,10 @@ type Sender struct {
 
 	run    context.Context // ends when the Sender stops
 	stop   context.CancelFunc
-	wake   chan struct{} // an event was recorded (capacity 1)
-	finish chan struct{} // Close asks the loop to end once nothing is pending
-	done   chan struct{} // the loop and its attempts ended
+	wake   chan struct{}      // an event was recorded (capacity 1)
+	finish chan struct{}      // Close asks the loop to end once nothing is due
+	flush  chan chan struct{} // Flush asks to be told when nothing is pending
+	done   chan struct{}      // the loop and its attempts ended
 	once   sync.Once
 
 	mu       sync.Mutex
@@ -155,7 +156,7 @@ func Open(ctx context.Context, o Options) (*Sender, error) {
 		return nil, fmt.Errorf("webhook outbox: %w", err)
 	}
 	s := &Sender{o: o, box: box, endpoints: map[string]Endpoint{}, wake: make(chan struct{}, 1),
-		finish: make(chan struct{}), done: make(chan struct{}), inflight: map[int64]bool{}}
+		finish: make(chan struct{}), flush: make(chan chan struct{}), done: make(chan struct{}), inflight: map[int64]bool{}}
 	for _, e := range o.Endpoints {
 		s.urls = append(s.urls, e.URL)
 		s.endpoints[e.URL] = e
@@ -204,10 +205,33 @@ func (s *Sender) Send(ctx context.Context, ev Event) (string, error) {
 	return id, nil
 }
 
-// Close delivers what it can until nothing this Sender can deliver is
-// pending or ctx ends, then stops: the attempts still in flight are
-// abandoned, not recorded, and what is left stays in the outbox for the
-// next Sender. It returns ctx's error when it ended first.
+// Flush delivers until nothing this Sender can deliver is pending (it
+// waits out the back-off of failed deliveries) or ctx ends, whose error it
+// returns then. The Sender goes on.
+func (s *Sender) Flush(ctx context.Context) error {
+	done := make(chan struct{})
+	select {
+	case s.flush <- done:
+	case <-s.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-s.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close delivers what is due until nothing is (a delivery waiting out its
+// back-off is not) or ctx ends, then stops: the attempts still in flight
+// are abandoned, not recorded, and what is left stays in the outbox for
+// the next Sender. It returns ctx's error when it ended first. Flush
+// before Close to wait for the retries.
 func (s *Sender) Close(ctx context.Context) error {
 	s.once.Do(func() { close(s.finish) })
 	var err error
@@ -233,8 +257,7 @@ func (s *Sender) Close(ctx context.Context) error {
 }
 
 // loop claims due deliveries and attempts them, at most Concurrency at a
-// time, until the Sender stops (or, once Close asked, nothing is
-// pending).
+// time, until the Sender stops (or, once Close asked, nothing is due).
 func (s *Sender) loop() {
 	var wg sync.WaitGroup
 	defer close(s.done)
@@ -243,6 +266,7 @@ func (s *Sender) loop() {
 	busy := 0
 	finishing := s.finish
 	closing := false
+	var flushers []chan struct{}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -277,9 +301,20 @@ func (s *Sender) loop() {
 				return
 			case err != nil:
 				s.o.Logger.Warn("webhook outbox: next", "err", err)
-			case next.IsZero() && busy == 0 && closing:
-				return // Close: nothing left to deliver
-			case !next.IsZero() && !failed:
+			case next.IsZero() && busy == 0:
+				for _, f := range flushers {
+					close(f) // Flush: nothing pending
+				}
+				flushers = nil
+				if closing {
+					return
+				}
+			case next.IsZero():
+				// Cannot be while attempts are in flight; their end wakes the
+				// loop anyway.
+			case closing && busy == 0 && next.After(time.Now()):
+				return // Close: nothing due
+			case !failed:
 				wait = min(wait, max(time.Until(next), 0))
 			}
 		}
@@ -292,6 +327,8 @@ func (s *Sender) loop() {
 		case <-s.wake:
 		case <-finishing:
 			closing, finishing = true, nil
+		case f := <-s.flush:
+			flushers = append(flushers, f)
 		case <-timer.C:
 		}
 	}
@@ -299,16 +336,16 @@ func (s *Sender) loop() {
 
 // attempt POSTs d once and records the outcome.
 func (s *Sender) attempt(d delivery) {
+	e := s.endpoints[d.url]
+	status, retryAfter, err := s.post(e, d)
+	if s.run.Err() != nil {
+		return // stopped: the lease decides (Close gives it back)
+	}
 	defer func() {
 		s.mu.Lock()
 		delete(s.inflight, d.seq)
 		s.mu.Unlock()
 	}()
-	e := s.endpoints[d.url]
-	status, retryAfter, err := s.post(e, d)
-	if s.run.Err() != nil {
-		return // stopped: the lease decides
-	}
 	s.attempts.Add(1)
 	if d.attempts > 0 {
 		s.retries.Add(1)

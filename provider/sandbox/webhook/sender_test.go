@@ -113,6 +113,12 @@ func (k *sink) messages() []Message {
 	return append([]Message(nil), k.got...)
 }
 
+func (k *sink) attempts() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.tries
+}
+
 func (k *sink) set(status int) {
 	k.mu.Lock()
 	k.status = status
@@ -189,8 +195,17 @@ func TestSender_CloseLeavesTheRest(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
-		if err := s.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Close() = %v, want %v", err, context.DeadlineExceeded)
+		if err := s.Flush(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Flush() = %v, want %v", err, context.DeadlineExceeded)
+		}
+		tries := k.attempts()
+		// Close makes the attempts that are due, not those waiting out
+		// their back-off.
+		if err := s.Close(t.Context()); err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+		if got := k.attempts(); got > tries+5 {
+			t.Errorf("Close made %d attempts, want at most the 5 due", got-tries)
 		}
 		if _, err := s.Send(t.Context(), Event{Type: "ready"}); !errors.Is(err, ErrClosed) {
 			t.Errorf("Send() after Close = %v, want %v", err, ErrClosed)
@@ -207,6 +222,9 @@ func TestSender_CloseLeavesTheRest(t *testing.T) {
 		s, err = Open(t.Context(), o)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if err := s.Flush(t.Context()); err != nil {
+			t.Errorf("Flush() = %v", err)
 		}
 		if err := s.Close(t.Context()); err != nil {
 			t.Errorf("Close() = %v", err)
@@ -250,6 +268,11 @@ func TestSender_SharedOutbox(t *testing.T) {
 			}
 		}
 		for _, s := range []*Sender{a, b} {
+			if err := s.Flush(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, s := range []*Sender{a, b} {
 			if err := s.Close(t.Context()); err != nil {
 				t.Fatal(err)
 			}
@@ -272,6 +295,9 @@ func TestSender_Abandons(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := s.Send(t.Context(), Event{Type: "ready"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Flush(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Close(t.Context()); err != nil {
@@ -354,4 +380,51 @@ func (m handlerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	rec := httptest.NewRecorder()
 	m.h.ServeHTTP(rec, req)
 	return rec.Result(), nil
+}
+
+// TestSender_CloseGivesBackLeases: the attempts Close cuts short are made
+// at once by the next Sender, not after their lease.
+func TestSender_CloseGivesBackLeases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := &sink{secret: NewSecret()}
+		var stall sync.Mutex
+		stalled := true
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			stall.Lock()
+			s := stalled
+			stall.Unlock()
+			if s {
+				<-r.Context().Done() // an endpoint that never answers
+				return
+			}
+			k.ServeHTTP(w, r)
+		})
+		o := Options{Path: filepath.Join(t.TempDir(), "webhooks.db"), Client: &http.Client{Transport: handlerTransport{h}},
+			Endpoints: []Endpoint{{URL: "http://receiver.test/hooks", Secret: k.secret}}}
+		s, err := Open(t.Context(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Send(t.Context(), Event{Type: "ready"}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if err := s.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Close() with an attempt in flight = %v, want %v", err, context.DeadlineExceeded)
+		}
+		stall.Lock()
+		stalled = false
+		stall.Unlock()
+		s, err = Open(t.Context(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(t.Context())
+		ctx, cancel = context.WithTimeout(t.Context(), time.Second) // less than the lease (Timeout + 2s)
+		defer cancel()
+		if err := s.Flush(ctx); err != nil || len(k.messages()) != 1 {
+			t.Errorf("Flush() after a Close cut an attempt = %v, %d delivered; want the delivery at once", err, len(k.messages()))
+		}
+	})
 }
