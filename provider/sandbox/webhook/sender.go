@@ -26,6 +26,10 @@ const (
 	DefaultPoll        = time.Second
 )
 
+// pruneEvery is how often a Sender drops the deliveries done more than
+// Keep ago (and once at Open).
+const pruneEvery = time.Hour
+
 // leaseMargin is how much longer than an attempt's timeout its lease
 // lasts: the time to record its outcome.
 const leaseMargin = 2 * time.Second
@@ -267,9 +271,16 @@ func (s *Sender) loop() {
 	finishing := s.finish
 	closing := false
 	var flushers []chan struct{}
+	pruned := time.Now() // Open pruned
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
+		if time.Since(pruned) > pruneEvery {
+			pruned = time.Now()
+			if err := s.box.prune(s.run, pruned.Add(-s.o.Keep)); err != nil && s.run.Err() == nil {
+				s.o.Logger.Warn("webhook outbox: prune", "err", err)
+			}
+		}
 		failed := false // the outbox failed: look again after Poll
 		if free := s.o.Concurrency - busy; free > 0 {
 			now := time.Now()

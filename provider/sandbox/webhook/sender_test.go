@@ -428,3 +428,43 @@ func TestSender_CloseGivesBackLeases(t *testing.T) {
 		}
 	})
 }
+
+// TestSender_Prunes: a long-lived Sender drops the deliveries done more
+// than Keep ago.
+func TestSender_Prunes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := &sink{secret: NewSecret()}
+		o := Options{Path: filepath.Join(t.TempDir(), "webhooks.db"), Client: &http.Client{Transport: handlerTransport{k}},
+			Endpoints: []Endpoint{{URL: "http://receiver.test/hooks", Secret: k.secret}}, Keep: 30 * time.Minute, Poll: time.Minute}
+		s, err := Open(t.Context(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(t.Context())
+		if _, err := s.Send(t.Context(), Event{Type: "ready"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		delivered := func() int {
+			st, err := ReadState(t.Context(), o.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, e := range st {
+				n += e.Delivered
+			}
+			return n
+		}
+		if got := delivered(); got != 1 {
+			t.Fatalf("delivered kept = %d, want 1", got)
+		}
+		time.Sleep(pruneEvery + 2*time.Minute)
+		synctest.Wait()
+		if got := delivered(); got != 0 {
+			t.Errorf("delivered kept after %v = %d, want 0", pruneEvery, got)
+		}
+	})
+}
