@@ -64,14 +64,17 @@ bench:
 # small): CHAOS_FAULTS faults per chaos case on every target with the
 # proxy's 16 s idle bound, CHAOS_LANES turns streaming at once in each
 # case, LEAK_CYCLES create/destroy cycles per emulator, LEAK_KILLS callers
-# killed mid-Create on Docker.
+# killed mid-Create on Docker; WEBHOOK_EVENTS lifecycle events to a flaky
+# webhook receiver, in real time over loopback HTTP.
 CHAOS_FAULTS ?= 1000
 CHAOS_LANES  ?= 8
 LEAK_CYCLES  ?= 1000
 LEAK_KILLS   ?= 200
+WEBHOOK_EVENTS ?= 1000
 chaos: testbed
 	$(GO) test -race -timeout 12h -run '^TestChaos_Live$$' -v ./conformance -chaos-faults $(CHAOS_FAULTS) -chaos-lanes $(CHAOS_LANES) -chaos-idle 16s
 	$(GO) test -race -timeout 12h -run '^TestLeaks_' -v ./provider/sandbox -leak-cycles $(LEAK_CYCLES) -leak-kills $(LEAK_KILLS)
+	$(GO) test -timeout 30m -run '^TestSender_Chaos$$' -v ./provider/sandbox/webhook -webhook-events $(WEBHOOK_EVENTS) -webhook-real
 
 # The many-cycle proofs of suspend and pools at full size (make test runs
 # them small): SUSPEND_CYCLES suspend/resume cycles with a turn between

@@ -70,6 +70,7 @@ and proves with a conformance suite that a built image still works.`,
 			a.log = slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: level}))
 			return nil
 		},
+		PersistentPostRun: func(cmd *cobra.Command, _ []string) { a.deliverQueuedWebhooks(cmd) },
 	}
 	root.SetOut(a.out)
 	root.SetErr(a.errOut)
@@ -97,6 +98,7 @@ and proves with a conformance suite that a built image still works.`,
 	root.AddCommand(newSuspendCmds(a)...)
 	root.AddCommand(newGCCmd(a, nil))
 	root.AddCommand(newEventsCmd(a, nil))
+	root.AddCommand(newWebhooksCmd(a))
 	root.AddCommand(newUICmd(a, nil))
 	root.AddCommand(newConformanceCmd(a, nil))
 	root.AddCommand(newEmulateCmd(a))

@@ -51,6 +51,7 @@ type upOptions struct {
 	brokerURL  string
 	runtime    string
 	class      string
+	webhooks   []string
 
 	// Resolved by resolve: the upstream whose key the broker holds for
 	// the box, unless routerLocal (up starts the local endpoint).
@@ -103,6 +104,7 @@ The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.j
 	f.StringVar(&o.brokerURL, "broker-url", "", "the broker's URL as the box reaches it (boxctl broker --listen behind a tunnel; https unless loopback), for vendors whose boxes do not reach this machine")
 	f.StringVar(&o.runtime, "runtime", "", `the box's kernel boundary: "gvisor" (a Docker engine's runsc runtime, a Kubernetes RuntimeClass named gvisor) or a runtime of the engine's (default: the vendor's)`)
 	f.StringVar(&o.class, "runtime-class", "", "the RuntimeClass of the box's pod (--target kubernetes)")
+	f.StringArrayVar(&o.webhooks, "webhook", nil, "POST the box's lifecycle events to this URL, signed with $"+webhookSecretEnv+" (repeatable; see boxctl webhooks)")
 	f.BoolVar(&o.showBearer, "show-bearer", false, "also print the bridge's bearer token (a secret)")
 	f.BoolVar(&o.timings, "timings", false, "also print how long each phase of the create took")
 	f.BoolVar(&o.noPool, "no-pool", false, "create the box even when a pool of the same target, harness and image has one waiting")
@@ -128,6 +130,9 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 		return usageErrorf("--repo and --git-ref must not start with '-'")
 	}
 	if err := o.resolveRuntime(); err != nil {
+		return err
+	}
+	if err := checkWebhooks(o.webhooks, getenv); err != nil {
 		return err
 	}
 	if o.bridgeOTLP != "" {

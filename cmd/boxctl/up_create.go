@@ -49,7 +49,7 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 	if err != nil {
 		return err
 	}
-	rec.Upstream, rec.BrokerURL = up.Name, o.brokerURL
+	rec.Upstream, rec.BrokerURL, rec.Webhooks = up.Name, o.brokerURL, o.webhooks
 	defer localbroker.KeepAwake(ctx, access.Broker, localbroker.KeepAwakeEvery)()
 	var (
 		phases  []sandbox.Phase

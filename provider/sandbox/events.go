@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+	"github.com/tangle-network/boxctl/provider/sandbox/webhook"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 )
 
@@ -60,9 +61,9 @@ type Event struct {
 	Usage *broker.Usage `json:"usage,omitempty"`
 }
 
-// emit hands ev to the OnEvent callback, stamped now.
+// emit hands ev to the OnEvent callback and the Webhooks, stamped now.
 func (p *Provider) emit(ev Event) {
-	if p.o.OnEvent == nil {
+	if p.o.OnEvent == nil && p.o.Webhooks == nil {
 		return
 	}
 	if ev.Time.IsZero() {
@@ -71,7 +72,19 @@ func (p *Provider) emit(ev Event) {
 	if ev.Vendor == "" {
 		ev.Vendor = p.o.Vendor.Name()
 	}
-	p.o.OnEvent(ev)
+	if p.o.OnEvent != nil {
+		p.o.OnEvent(ev)
+	}
+	if p.o.Webhooks != nil {
+		p.o.Webhooks.Record(WebhookEvent(ev))
+	}
+}
+
+// WebhookEvent is ev as a webhook.Sender delivers it: its type and time,
+// and ev itself as the data. A caller that composes its own OnEvent (or
+// IdleOptions.OnEvent) sends this.
+func WebhookEvent(ev Event) webhook.Event {
+	return webhook.Event{Type: string(ev.Type), Time: ev.Time, Data: ev}
 }
 
 // GCEvent is the destroyed event of a box that GC (the reaper) removed

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+	"github.com/tangle-network/boxctl/provider/sandbox/webhook"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -173,6 +174,11 @@ type Options struct {
 	// reason), synchronously on the goroutine that caused it: it must not
 	// block for long.
 	OnEvent func(Event)
+	// Webhooks, when set, delivers each lifecycle event OnEvent receives
+	// to its endpoints (WebhookEvent), from its outbox: the event is
+	// recorded there before the call that caused it goes on. The caller
+	// opens it and closes it after the provider's last use.
+	Webhooks *webhook.Sender
 }
 
 func (o Options) normalized() (Options, error) {

@@ -75,7 +75,11 @@ func (s *Store) Collect(ctx context.Context, v vendors.Vendor, target string, dr
 		res, stop, err = s.collect(ctx, v, st, target, dryRun)
 		return err
 	}
-	var err error
+	// The records as they were, for the webhooks of the boxes removed.
+	before, err := s.Load()
+	if err != nil {
+		return Collected{}, err
+	}
 	if dryRun {
 		var st *State
 		if st, err = s.Load(); err == nil {
@@ -93,7 +97,7 @@ func (s *Store) Collect(ctx context.Context, v vendors.Vendor, target string, dr
 	if !dryRun {
 		for _, r := range res.Removed {
 			if r.Error == "" {
-				s.Record(sandbox.GCEvent(v.Name(), r.ID, r.RunTag, r.Reason))
+				s.record(before, sandbox.GCEvent(v.Name(), r.ID, r.RunTag, r.Reason))
 			}
 		}
 	}

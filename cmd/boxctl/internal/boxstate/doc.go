@@ -14,5 +14,10 @@
 // and rolls the record back when the create fails; Collect reconciles
 // the state with a vendor through the reaper (vendors/reaper).
 //
+// Record appends a box's lifecycle event to the event log beside the
+// state file (Events) and, when the box has webhooks (up --webhook), adds
+// its deliveries to the webhook outbox beside it (WebhooksPath,
+// provider/sandbox/webhook) for a process holding the secret to deliver.
+//
 // Open takes an Options struct (our own component).
 package boxstate

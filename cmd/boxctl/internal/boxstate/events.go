@@ -40,9 +40,20 @@ func (s *Store) Events() *EventLog {
 // append is logged (Options.Logger), never the caller's failure. It is
 // the sandbox.Options.OnEvent of the boxes this state keeps.
 func (s *Store) Record(ev sandbox.Event) {
+	s.record(nil, ev)
+}
+
+// record appends ev to the event log and adds its webhook deliveries
+// (Webhooks) to the outbox, finding the box's endpoints in st, or in the
+// state now when st is nil.
+func (s *Store) record(st *State, ev sandbox.Event) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
 	if err := s.Events().Append(ev); err != nil {
 		s.log.Warn("record event", "type", ev.Type, "err", err)
 	}
+	s.queueWebhooks(st, ev)
 }
 
 // Path is the event log's file.

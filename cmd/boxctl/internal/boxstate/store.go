@@ -58,6 +58,9 @@ type Record struct {
 	// BrokerURL is where the box reaches the broker when it was given
 	// (up --broker-url); empty: where the broker serves the vendor's boxes.
 	BrokerURL string `json:"brokerUrl,omitempty"`
+	// Webhooks receive the box's lifecycle events (up --webhook); their
+	// secret is never stored.
+	Webhooks []string `json:"webhooks,omitempty"`
 }
 
 // Pending reports whether the box is still being created.
