@@ -15,9 +15,25 @@ import (
 	"github.com/tangle-network/boxctl/internal/e2btest"
 	"github.com/tangle-network/boxctl/internal/kubetest"
 	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/daytona"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
+	"github.com/tangle-network/boxctl/vendors/docker"
 )
+
+// GVisor is the test bed's Docker engine with every box under gVisor, on
+// the boxes' network.
+func GVisor(t testing.TB) *docker.Vendor {
+	t.Helper()
+	env := testbed.RequireGVisor(t)
+	v, err := docker.New(docker.WithHost(env.DockerHost), docker.WithNetwork(Network),
+		docker.WithRuntime(vendors.RuntimeGVisor), docker.WithGVisorRuntime(env.GVisorRuntime))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { v.Close() })
+	return v
+}
 
 // DaytonaKey is the API key of the Daytona emulators the tests start.
 const DaytonaKey = "dtn_sandbox_test_key"

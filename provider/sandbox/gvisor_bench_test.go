@@ -6,11 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
-	"github.com/tangle-network/boxctl/vendors/docker"
 )
 
 // filesCommand is a file-heavy tool call: a copy of npm's own tree (about
@@ -27,13 +26,7 @@ const filesCommand = `cp -a "$(dirname "$(dirname "$(readlink -f "$(command -v n
 // mean of its iterations per runtime, in ms, and gvisor/runc.
 func BenchmarkGVisor(b *testing.B) {
 	f := setup(b)
-	env := testbed.RequireGVisor(b)
-	gv, err := docker.New(docker.WithHost(env.DockerHost), docker.WithNetwork(testNetwork),
-		docker.WithRuntime(vendors.RuntimeGVisor), docker.WithGVisorRuntime(env.GVisorRuntime))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { gv.Close() })
+	gv := sandboxtest.GVisor(b)
 	runtimes := []struct {
 		name string
 		p    *sandbox.Provider
@@ -60,6 +53,18 @@ func BenchmarkGVisor(b *testing.B) {
 		}
 		b.ReportMetric(float64(sum[1])/float64(sum[0]), "gvisor/runc")
 	}
+	// took is how long since start an environment took to come; it is
+	// destroyed, untimed.
+	took := func(b *testing.B, start time.Time, e *sandbox.Environment, err error) time.Duration {
+		if err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(start)
+		if err := e.Destroy(context.WithoutCancel(b.Context())); err != nil {
+			b.Fatal(err)
+		}
+		return d
+	}
 	ready := func(b *testing.B, p *sandbox.Provider) *sandbox.Environment {
 		e, err := p.Create(b.Context(), sandbox.CreateRequest{Profile: claude})
 		if err != nil {
@@ -72,14 +77,7 @@ func BenchmarkGVisor(b *testing.B) {
 		each(b, func(b *testing.B, p *sandbox.Provider) time.Duration {
 			start := time.Now()
 			e, err := p.Create(b.Context(), sandbox.CreateRequest{Profile: claude})
-			if err != nil {
-				b.Fatal(err)
-			}
-			d := time.Since(start)
-			if err := e.Destroy(context.WithoutCancel(b.Context())); err != nil {
-				b.Fatal(err)
-			}
-			return d
+			return took(b, start, e, err)
 		})
 	})
 	b.Run("op=claim", func(b *testing.B) {
@@ -90,14 +88,7 @@ func BenchmarkGVisor(b *testing.B) {
 			}
 			start := time.Now()
 			e, err := p.Claim(b.Context(), rec, sandbox.CreateRequest{Profile: claude, Lifetime: time.Minute})
-			if err != nil {
-				b.Fatal(err)
-			}
-			d := time.Since(start)
-			if err := e.Destroy(context.WithoutCancel(b.Context())); err != nil {
-				b.Fatal(err)
-			}
-			return d
+			return took(b, start, e, err)
 		})
 	})
 	b.Run("op=first-event", func(b *testing.B) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/routerstub"
+	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -221,13 +222,7 @@ func boxFile(t *testing.T, b vendors.Box, file string) bool {
 // unconfined.
 func TestJail_InDockerBox(t *testing.T) {
 	f := setup(t)
-	env := testbed.RequireGVisor(t)
-	gv, err := docker.New(docker.WithHost(env.DockerHost), docker.WithNetwork(testNetwork),
-		docker.WithRuntime(vendors.RuntimeGVisor), docker.WithGVisorRuntime(env.GVisorRuntime))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gv.Close() })
+	gv := sandboxtest.GVisor(t)
 	for _, rt := range []struct {
 		name     string
 		v        *docker.Vendor
