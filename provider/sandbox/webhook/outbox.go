@@ -153,11 +153,26 @@ func (o *outbox) claim(ctx context.Context, urls []string, now, until time.Time,
 	return out, rows.Err()
 }
 
-// delivered marks a delivery done after its attempt at now.
+// delivered marks a delivery done after its attempt at now. Its endpoint
+// answered, so the deliveries to it that wait out a back-off of failed
+// attempts become due now: an endpoint back from an outage gets what it
+// missed at once, not at each delivery's next back-off step (up to the
+// cap, a minute, later).
 func (o *outbox) delivered(ctx context.Context, seq int64, status int, now time.Time) error {
-	_, err := o.db.ExecContext(ctx, `UPDATE delivery SET state = 1, done_at = ?, lease = 0, attempts = attempts + 1,
-		last_status = ?, last_error = '' WHERE seq = ?`, ns(now), status, seq)
-	return err
+	tx, err := o.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `UPDATE delivery SET state = 1, done_at = ?, lease = 0, attempts = attempts + 1,
+		last_status = ?, last_error = '' WHERE seq = ?`, ns(now), status, seq); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE delivery SET next_at = ? WHERE state = 0 AND attempts > 0 AND next_at > ?
+		AND url = (SELECT url FROM delivery WHERE seq = ?)`, ns(now), ns(now), seq); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // failed records a failed attempt: the next one at next, or none when

@@ -468,3 +468,39 @@ func TestSender_Prunes(t *testing.T) {
 		}
 	})
 }
+
+// TestSender_RecoveryBringsForward: deliveries that backed off while their
+// endpoint was down go out as soon as it answers again, not at their next
+// back-off step.
+func TestSender_RecoveryBringsForward(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := &sink{secret: NewSecret(), status: http.StatusServiceUnavailable}
+		o := Options{Path: filepath.Join(t.TempDir(), "webhooks.db"), Client: &http.Client{Transport: handlerTransport{k}},
+			Endpoints: []Endpoint{{URL: "http://receiver.test/hooks", Secret: k.secret}}}
+		s, err := Open(t.Context(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(t.Context())
+		for range 5 {
+			if _, err := s.Send(t.Context(), Event{Type: "ready"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(3 * time.Minute) // down long enough for back-offs at their one-minute cap
+		k.set(0)
+		back := time.Now()
+		if _, err := s.Send(t.Context(), Event{Type: "destroyed"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(back); took > 5*time.Second {
+			t.Errorf("the backed-off deliveries went out %v after the endpoint came back, want within 5s", took)
+		}
+		if got := len(k.messages()); got != 6 {
+			t.Errorf("delivered %d, want 6", got)
+		}
+	})
+}
