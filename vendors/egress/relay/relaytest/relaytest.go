@@ -1,0 +1,156 @@
+// Package relaytest gives tests of egress enforcement a DNS resolver of
+// their own and listeners that count what reaches them.
+package relaytest
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+// Resolver is a DNS server of the test's: A answers from its map, TXT
+// answers "seen" for any name, and a count of every query it received.
+type Resolver struct {
+	// Addr is where it listens, UDP and TCP.
+	Addr    netip.AddrPort
+	names   map[string]netip.Addr
+	queries atomic.Int64
+}
+
+// StartResolver serves names (lower case, no trailing dot) on host (a
+// free port, UDP and TCP; port 0 picks one) until the test ends.
+func StartResolver(t testing.TB, host string, port int, names map[string]netip.Addr) *Resolver {
+	t.Helper()
+	var lc net.ListenConfig
+	l, err := lc.Listen(t.Context(), "tcp4", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatalf("resolver: %v", err)
+	}
+	ap := l.Addr().(*net.TCPAddr).AddrPort()
+	pc, err := lc.ListenPacket(t.Context(), "udp4", ap.String())
+	if err != nil {
+		_ = l.Close()
+		t.Fatalf("resolver: %v", err)
+	}
+	r := &Resolver{Addr: ap, names: names}
+	udp, tcp := &dns.Server{PacketConn: pc, Handler: r}, &dns.Server{Listener: l, Handler: r}
+	go func() { _ = udp.ActivateAndServe() }()
+	go func() { _ = tcp.ActivateAndServe() }()
+	t.Cleanup(func() { _ = pc.Close(); _ = l.Close() })
+	return r
+}
+
+// Queries returns how many queries reached it.
+func (r *Resolver) Queries() int64 { return r.queries.Load() }
+
+// NetResolver returns a resolver that asks only r.
+func (r *Resolver) NetResolver() *net.Resolver {
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, r.Addr.String())
+	}}
+}
+
+// ServeDNS answers one query.
+func (r *Resolver) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
+	r.queries.Add(1)
+	m := new(dns.Msg)
+	m.SetReply(q)
+	for _, qq := range q.Question {
+		name := strings.TrimSuffix(strings.ToLower(qq.Name), ".")
+		switch qq.Qtype {
+		case dns.TypeA:
+			if a, ok := r.names[name]; ok {
+				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: qq.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 5}, A: net.IP(a.AsSlice())})
+			}
+		case dns.TypeTXT:
+			m.Answer = append(m.Answer, &dns.TXT{Hdr: dns.RR_Header{Name: qq.Name, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 5}, Txt: []string{"seen"}})
+		}
+	}
+	_ = w.WriteMsg(m)
+}
+
+// Counter is a TCP or UDP listener of the test's that counts the bytes it
+// receives and, for TCP, answers each connection with Reply.
+type Counter struct {
+	// Addr is where it listens.
+	Addr  netip.AddrPort
+	bytes atomic.Int64
+	conns atomic.Int64
+}
+
+// Bytes returns the bytes received so far.
+func (c *Counter) Bytes() int64 { return c.bytes.Load() }
+
+// Conns returns the connections (TCP) or datagrams (UDP) received.
+func (c *Counter) Conns() int64 { return c.conns.Load() }
+
+// ListenTCP starts a counting TCP listener on addr ("host:port") that
+// writes reply to each connection once it has read something, until the
+// test ends.
+func ListenTCP(t testing.TB, addr string, reply []byte) *Counter {
+	t.Helper()
+	var lc net.ListenConfig
+	l, err := lc.Listen(t.Context(), "tcp4", addr)
+	if err != nil {
+		t.Fatalf("listen %s: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	c := &Counter{Addr: l.Addr().(*net.TCPAddr).AddrPort()}
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.conns.Add(1)
+			go func() {
+				defer conn.Close()
+				buf := make([]byte, 4096)
+				replied := false
+				for {
+					n, err := conn.Read(buf)
+					c.bytes.Add(int64(n))
+					if n > 0 && !replied && reply != nil {
+						replied = true
+						_, _ = conn.Write(reply)
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return c
+}
+
+// ListenUDP starts a counting UDP listener on addr until the test ends.
+func ListenUDP(t testing.TB, addr string) *Counter {
+	t.Helper()
+	var lc net.ListenConfig
+	pc, err := lc.ListenPacket(t.Context(), "udp4", addr)
+	if err != nil {
+		t.Fatalf("listen udp %s: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = pc.Close() })
+	c := &Counter{Addr: pc.LocalAddr().(*net.UDPAddr).AddrPort()}
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, _, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			c.conns.Add(1)
+			c.bytes.Add(int64(n))
+		}
+	}()
+	return c
+}
