@@ -177,6 +177,9 @@ func (f *Firewall) build(conn *nftables.Conn) {
 	if c.Broker.IsValid() {
 		add(in, "broker", cat(br, ipv4(), daddr(netip.PrefixFrom(c.Broker.Addr(), 32)), l4(unix.IPPROTO_TCP), dport(c.Broker.Port()), verdict(expr.VerdictAccept))...)
 	}
+	add(in, "host gateway dropped", cat(br, ipv4(), daddr(netip.PrefixFrom(c.Gateway, 32)), verdict(expr.VerdictDrop))...)
+	add(in, "link-local dropped", cat(br, ipv4(), daddr(LinkLocal), verdict(expr.VerdictDrop))...)
+	add(in, "per box", cat(br, &expr.Verdict{Kind: expr.VerdictJump, Chain: ChainBoxes})...)
 	add(in, "host dropped", cat(br, verdict(expr.VerdictDrop))...)
 
 	add(fwd, "ipv6 dropped", cat(br, nfproto(unix.NFPROTO_IPV6), verdict(expr.VerdictDrop))...)

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -21,6 +22,8 @@ type Resolver struct {
 	Addr    netip.AddrPort
 	names   map[string]netip.Addr
 	queries atomic.Int64
+	mu      sync.Mutex
+	asked   map[string]int64
 }
 
 // StartResolver serves names (lower case, no trailing dot) on host (a
@@ -38,7 +41,7 @@ func StartResolver(t testing.TB, host string, port int, names map[string]netip.A
 		_ = l.Close()
 		t.Fatalf("resolver: %v", err)
 	}
-	r := &Resolver{Addr: ap, names: names}
+	r := &Resolver{Addr: ap, names: names, asked: map[string]int64{}}
 	udp, tcp := &dns.Server{PacketConn: pc, Handler: r}, &dns.Server{Listener: l, Handler: r}
 	go func() { _ = udp.ActivateAndServe() }()
 	go func() { _ = tcp.ActivateAndServe() }()
@@ -48,6 +51,14 @@ func StartResolver(t testing.TB, host string, port int, names map[string]netip.A
 
 // Queries returns how many queries reached it.
 func (r *Resolver) Queries() int64 { return r.queries.Load() }
+
+// Asked returns how many questions for name (lower case, no trailing
+// dot) reached it.
+func (r *Resolver) Asked(name string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.asked[name]
+}
 
 // NetResolver returns a resolver that asks only r.
 func (r *Resolver) NetResolver() *net.Resolver {
@@ -64,6 +75,9 @@ func (r *Resolver) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
 	m.SetReply(q)
 	for _, qq := range q.Question {
 		name := strings.TrimSuffix(strings.ToLower(qq.Name), ".")
+		r.mu.Lock()
+		r.asked[name]++
+		r.mu.Unlock()
 		switch qq.Qtype {
 		case dns.TypeA:
 			if a, ok := r.names[name]; ok {
@@ -91,13 +105,14 @@ func (c *Counter) Bytes() int64 { return c.bytes.Load() }
 // Conns returns the connections (TCP) or datagrams (UDP) received.
 func (c *Counter) Conns() int64 { return c.conns.Load() }
 
-// ListenTCP starts a counting TCP listener on addr ("host:port") that
+// ListenTCP starts a counting TCP listener on addr ("host:port", IPv4 or
+// IPv6) that
 // writes reply to each connection once it has read something, until the
 // test ends.
 func ListenTCP(t testing.TB, addr string, reply []byte) *Counter {
 	t.Helper()
 	var lc net.ListenConfig
-	l, err := lc.Listen(t.Context(), "tcp4", addr)
+	l, err := lc.Listen(t.Context(), "tcp", addr)
 	if err != nil {
 		t.Fatalf("listen %s: %v", addr, err)
 	}
@@ -153,4 +168,36 @@ func ListenUDP(t testing.TB, addr string) *Counter {
 		}
 	}()
 	return c
+}
+
+// Counting wraps l so that c counts the connections it accepts and the
+// bytes read from them (a server of the test's behind it).
+func Counting(l net.Listener) (net.Listener, *Counter) {
+	c := &Counter{Addr: l.Addr().(*net.TCPAddr).AddrPort()}
+	return &countingListener{Listener: l, c: c}, c
+}
+
+type countingListener struct {
+	net.Listener
+	c *Counter
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	conn, err := l.Listener.Accept()
+	if err == nil {
+		l.c.conns.Add(1)
+		conn = &countingConn{Conn: conn, c: l.c}
+	}
+	return conn, err
+}
+
+type countingConn struct {
+	net.Conn
+	c *Counter
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.c.bytes.Add(int64(n))
+	return n, err
 }

@@ -1,0 +1,270 @@
+package sandbox_test
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tangle-network/boxctl/internal/polltest"
+	"github.com/tangle-network/boxctl/internal/sandboxtest"
+	"github.com/tangle-network/boxctl/provider"
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/egress/firewall"
+	"github.com/tangle-network/boxctl/vendors/egress/relay/relaytest"
+)
+
+// probeTimeout bounds each attempt in the box: a dropped packet is never
+// answered.
+const probeTimeout = "3"
+
+// nodeTCP sends "probe" over TCP to $H:$P and prints what came back, or
+// the error.
+const nodeTCP = `node -e 'const s=require("net").connect({host:process.env.H,port:+process.env.P},()=>s.write("probe"));
+s.setTimeout(3000,()=>{console.log("timeout");s.destroy()});s.on("data",d=>{console.log("data",d.length);s.destroy()});
+s.on("error",e=>console.log("error",e.code))'`
+
+// nodeUDP sends a datagram ("probe", or a QUIC-looking initial) to $H:$P.
+const nodeUDP = `node -e 'const s=require("dgram").createSocket(process.env.H.includes(":")?"udp6":"udp4");
+const b=process.env.QUIC?Buffer.concat([Buffer.from([0xc0,0,0,0,1]),Buffer.alloc(1195)]):Buffer.from("probe");
+s.send(b,+process.env.P,process.env.H,e=>{console.log(e?"error "+e.code:"sent");setTimeout(()=>s.close(),500)})'`
+
+// nodeDNS asks $H:$P for $N of type $T (1 A, 16 TXT) over $NET (udp or
+// tcp) and prints the answer's rcode and answer count.
+const nodeDNS = `node -e 'const e=process.env;const b=[0x12,0x34,1,0,0,1,0,0,0,0,0,0];
+for(const l of e.N.split(".")){b.push(l.length);for(const c of l)b.push(c.charCodeAt(0))}b.push(0,0,+e.T,0,1);
+const done=(d,o)=>{console.log("rcode",d[o+3]&15,"answers",d[o+6]*256+d[o+7])};
+if(e.NET==="udp"){const s=require("dgram").createSocket("udp4");s.on("message",d=>{done(d,0);s.close()});
+s.send(Buffer.from(b),+e.P,e.H);setTimeout(()=>{console.log("timeout");s.close()},3000)}else{
+const s=require("net").connect({host:e.H,port:+e.P},()=>s.write(Buffer.from([b.length>>8,b.length&255,...b])));
+s.setTimeout(3000,()=>{console.log("timeout");s.destroy()});s.on("data",d=>{done(d,2);s.destroy()});s.on("error",x=>console.log("error",x.code))}'`
+
+// attempt is one way out a box tries.
+type attempt struct {
+	name   string
+	script string
+	env    map[string]string
+	// leaked returns the bytes (or queries) that reached the test's
+	// listeners that must see none; nil for an attempt that must succeed.
+	leaked func() int64
+	// reach, for an attempt that must succeed, checks its output.
+	reach func(out string) bool
+}
+
+// attemptRow is one line of the attack table.
+type attemptRow struct {
+	name    string
+	blocked bool
+	leaked  int64
+	out     string
+}
+
+// TestEgress_LiveAttacks: a Docker box under default-deny with one
+// allowed domain (and one allowed address and port) reaches the allowed
+// host, and nothing else: 0 bytes reach any other listener of the test
+// whatever it tries as its user (uid 10001, no capabilities: the Docker
+// vendor gives a box no root to try as).
+func TestEgress_LiveAttacks(t *testing.T) {
+	r := newEgressRig(t)
+	ipRule := netip.AddrPortFrom(r.allowed, 8443)
+	p := r.provider(t, allowedName+","+ipRule.String())
+	a := create(t, p, sandbox.CreateRequest{Profile: claude})
+	b := create(t, p, sandbox.CreateRequest{Profile: claude})
+
+	// The bridge still reaches the model through the broker.
+	if text, _, err := sandboxtest.Turn(t.Context(), a, provider.Turn{Prompt: "egress " + randText()}); err != nil || text != replyText {
+		t.Fatalf("turn under default-deny = %q, %v; want the broker reached", text, err)
+	}
+
+	// Listeners of the test that must see nothing.
+	decoy := map[int]*relaytest.Counter{}
+	for _, port := range []int{80, 443, 5432, 3128} {
+		decoy[port] = relaytest.ListenTCP(t, netip.AddrPortFrom(r.decoy, uint16(port)).String(), []byte("decoy"))
+	}
+	decoyUDP := relaytest.ListenUDP(t, netip.AddrPortFrom(r.decoy, 5353).String())
+	hostTCP := relaytest.ListenTCP(t, netip.AddrPortFrom(r.gw, 0).String(), []byte("host"))
+	hostUDP := relaytest.ListenUDP(t, netip.AddrPortFrom(r.gw, 0).String())
+	_ = relaytest.ListenTCP(t, ipRule.String(), []byte("ip-rule")) // the allowed address and port
+	allowedOther := relaytest.ListenTCP(t, netip.AddrPortFrom(r.allowed, 9999).String(), []byte("x"))
+	allowedUDP := relaytest.ListenUDP(t, ipRule.String())
+	allowedQUIC := relaytest.ListenUDP(t, netip.AddrPortFrom(r.allowed, 443).String())
+	v6, v6Counter := linkLocalListener(t, r.bridge)
+	// Another box listens, counting bytes into a file.
+	if _, err := b.Box().Spawn(t.Context(), vendors.SpawnSpec{Name: "sink", Command: []string{"node", "-e",
+		`require("net").createServer(s=>s.on("data",d=>require("fs").appendFileSync("/tmp/sink",d))).listen(9000)`}}); err != nil {
+		t.Fatal(err)
+	}
+	bAddr, err := b.Box().(vendors.Addressed).Address(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	boxSink := func() int64 {
+		n, _ := strconv.ParseInt(sh(t, b.Box(), "stat -c %s /tmp/sink 2>/dev/null || echo 0"), 10, 64)
+		return n
+	}
+	polltest.Until(t, 10*time.Second, "the other box's sink to listen", func() bool {
+		return sh(t, b.Box(), `node -e 'require("net").connect(9000,"127.0.0.1").on("connect",()=>{console.log("up");process.exit(0)}).on("error",()=>process.exit(0))'`) == "up"
+	})
+	baseSink := boxSink()
+	// A query for a name the box may not reach must reach no resolver of
+	// the test's: neither the one it runs for the gate nor its own.
+	queries := func() int64 { return r.resolver.Asked(otherName) + r.direct.Queries() }
+	sum := func(cs ...*relaytest.Counter) func() int64 {
+		return func() int64 {
+			var n int64
+			for _, c := range cs {
+				n += c.Bytes()
+			}
+			return n
+		}
+	}
+	allDecoys := sum(decoy[80], decoy[443], decoy[5432], decoy[3128], decoyUDP, hostTCP, hostUDP, allowedOther, allowedUDP, allowedQUIC, v6Counter)
+	curl := "curl -sk --max-time " + probeTimeout + " "
+	tcp := func(h netip.Addr, port int) map[string]string {
+		return map[string]string{"H": h.String(), "P": strconv.Itoa(port)}
+	}
+	dnsEnv := func(h string, port int, name string, typ int, netw string) map[string]string {
+		return map[string]string{"H": h, "P": strconv.Itoa(port), "N": name, "T": strconv.Itoa(typ), "NET": netw}
+	}
+	gw := r.gw.String()
+	d := r.decoy.String()
+	attempts := []attempt{
+		{name: "allowed name, https", script: curl + "https://" + allowedName + "/", reach: func(o string) bool { return o == allowedBody }},
+		{name: "allowed name, http", script: curl + "http://" + allowedName + "/", reach: func(o string) bool { return o == allowedBody }},
+		{name: "allowed address and port (TCP)", script: nodeTCP, env: tcp(r.allowed, 8443), reach: func(o string) bool { return strings.HasPrefix(o, "data") }},
+		{name: "non-allowed name (https)", script: curl + "https://" + otherName + "/", leaked: sum(decoy[443])},
+		{name: "non-allowed name at the relay (SNI other.test)", script: curl + "--resolve " + otherName + ":443:" + gw + " https://" + otherName + "/", leaked: sum(decoy[443])},
+		{name: "non-allowed name at the relay (Host other.test)", script: curl + "-H 'Host: " + otherName + "' http://" + gw + "/", leaked: sum(decoy[80])},
+		{name: "raw IP (TCP 5432)", script: nodeTCP, env: tcp(r.decoy, 5432), leaked: sum(decoy[5432])},
+		{name: "raw IP (https)", script: curl + "https://" + d + "/", leaked: sum(decoy[443])},
+		{name: "Host: allowed name, sent to another address", script: curl + "-H 'Host: " + allowedName + "' http://" + d + "/", leaked: sum(decoy[80])},
+		{name: "SNI allowed name, sent to another address (--connect-to)", script: curl + "--connect-to " + allowedName + ":443:" + d + ":443 https://" + allowedName + "/", leaked: sum(decoy[443])},
+		{name: "--resolve allowed name to another address", script: curl + "--resolve " + allowedName + ":443:" + d + " https://" + allowedName + "/", leaked: sum(decoy[443])},
+		{name: "SNI allowed name at the relay, meant for another address", script: curl + "--resolve " + allowedName + ":443:" + gw + " https://" + allowedName + "/", leaked: sum(decoy[443])},
+		{name: "host gateway, another port (TCP)", script: nodeTCP, env: tcp(r.gw, int(hostTCP.Addr.Port())), leaked: sum(hostTCP)},
+		{name: "host gateway (UDP)", script: nodeUDP, env: tcp(r.gw, int(hostUDP.Addr.Port())), leaked: sum(hostUDP)},
+		{name: "host address on another network (allowed host, port 9999)", script: nodeTCP, env: tcp(r.allowed, 9999), leaked: sum(allowedOther)},
+		{name: "another box (TCP 9000)", script: nodeTCP, env: tcp(bAddr, 9000), leaked: func() int64 { return boxSink() - baseSink }},
+		{name: "DNS A other.test, box resolver, UDP", script: nodeDNS, env: dnsEnv("127.0.0.11", 53, otherName, 1, "udp"), leaked: queries},
+		{name: "DNS TXT other.test, box resolver, UDP", script: nodeDNS, env: dnsEnv("127.0.0.11", 53, otherName, 16, "udp"), leaked: queries},
+		{name: "DNS A other.test, box resolver, TCP", script: nodeDNS, env: dnsEnv("127.0.0.11", 53, otherName, 1, "tcp"), leaked: queries},
+		{name: "DNS TXT other.test, box resolver, TCP", script: nodeDNS, env: dnsEnv("127.0.0.11", 53, otherName, 16, "tcp"), leaked: queries},
+		{name: "DNS TXT other.test, gateway:53, UDP", script: nodeDNS, env: dnsEnv(gw, 53, otherName, 16, "udp"), leaked: queries},
+		{name: "DNS A other.test, test's resolver, UDP", script: nodeDNS, env: dnsEnv(d, 53, otherName, 1, "udp"), leaked: queries},
+		{name: "DNS TXT other.test, test's resolver, UDP", script: nodeDNS, env: dnsEnv(d, 53, otherName, 16, "udp"), leaked: queries},
+		{name: "DNS A other.test, test's resolver, TCP", script: nodeDNS, env: dnsEnv(d, 53, otherName, 1, "tcp"), leaked: queries},
+		{name: "DNS TXT other.test, test's resolver, TCP", script: nodeDNS, env: dnsEnv(d, 53, otherName, 16, "tcp"), leaked: queries},
+		{name: "DNS TXT allowed.test, test's resolver, UDP", script: nodeDNS, env: dnsEnv(d, 53, allowedName, 16, "udp"), leaked: queries},
+		{name: "UDP to the allowed address and port", script: nodeUDP, env: tcp(r.allowed, 8443), leaked: sum(allowedUDP)},
+		{name: "QUIC (UDP 443) to the allowed host", script: nodeUDP, env: map[string]string{"H": r.allowed.String(), "P": "443", "QUIC": "1"}, leaked: sum(allowedQUIC)},
+		{name: "UDP to another address", script: nodeUDP, env: tcp(r.decoy, 5353), leaked: sum(decoyUDP)},
+		{name: "IPv6 to this machine (link-local of the bridge)", script: curl + "-g 'http://[" + v6 + "%eth0]:" + strconv.Itoa(int(v6Counter.Addr.Port())) + "/'", leaked: sum(v6Counter)},
+		{name: "HTTPS_PROXY set to another address", script: curl + "https://" + otherName + "/", env: map[string]string{"HTTPS_PROXY": "http://" + d + ":3128", "HTTP_PROXY": "http://" + d + ":3128"}, leaked: sum(decoy[3128], decoy[443])},
+		{name: "HTTPS_PROXY set, allowed name", script: curl + "https://" + allowedName + "/", env: map[string]string{"HTTPS_PROXY": "http://" + d + ":3128"}, leaked: sum(decoy[3128])},
+		{name: "proxy variables unset, raw IP", script: "env -u HTTPS_PROXY -u HTTP_PROXY -u https_proxy -u http_proxy " + curl + "http://" + d + "/", leaked: sum(decoy[80])},
+	}
+	allowedBefore := r.allowedTLS.Bytes() + r.allowedHTTP.Bytes()
+	rows := make([]attemptRow, len(attempts))
+	var mu sync.Mutex
+	g := new(errgroup.Group)
+	g.SetLimit(4)
+	for i, at := range attempts {
+		g.Go(func() error {
+			var before int64
+			if at.leaked != nil {
+				before = at.leaked()
+			}
+			res, err := a.Box().Exec(t.Context(), vendors.ExecSpec{Command: []string{"sh", "-c", at.script + " 2>&1; true"}, Env: at.env})
+			if err != nil {
+				return fmt.Errorf("%s: exec: %w", at.name, err)
+			}
+			out := strings.TrimSpace(string(res.Stdout))
+			row := attemptRow{name: at.name, out: out}
+			if at.reach != nil {
+				row.blocked = !at.reach(out)
+			} else {
+				row.leaked = at.leaked() - before
+				row.blocked = row.leaked == 0
+			}
+			mu.Lock()
+			rows[i] = row
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// Concurrent attempts share counters: the totals must be zero too.
+	if n := allDecoys(); n != 0 {
+		t.Errorf("%d bytes reached the test's other listeners in all", n)
+	}
+	if n := r.direct.Queries(); n != 0 {
+		t.Errorf("the test's own resolver got %d queries from the box", n)
+	}
+	if r.allowedTLS.Bytes()+r.allowedHTTP.Bytes() == allowedBefore {
+		t.Error("the allowed host was never reached")
+	}
+	var table strings.Builder
+	fmt.Fprintf(&table, "| attempt | blocked | leaked bytes |\n| --- | --- | --- |\n")
+	for i, row := range rows {
+		want := attempts[i].reach == nil
+		fmt.Fprintf(&table, "| %s | %v | %d |\n", row.name, row.blocked, row.leaked)
+		if row.blocked != want || row.leaked != 0 {
+			t.Errorf("%s: blocked = %v, leaked %d bytes, want blocked %v and nothing leaked (output %q)", row.name, row.blocked, row.leaked, want, row.out)
+		}
+	}
+	t.Logf("attack table (Docker, uid 10001, no capabilities):\n%s", table.String())
+
+	// Link-local and the metadata address: read back, never probed.
+	rules, err := firewall.Rules(r.bridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, chain := range []string{firewall.ChainInput, firewall.ChainForward} {
+		ll := slices.IndexFunc(rules, func(x firewall.Rule) bool {
+			return x.Chain == chain && x.Verdict == "drop" && x.Dst == firewall.LinkLocal
+		})
+		jump := slices.IndexFunc(rules, func(x firewall.Rule) bool { return x.Chain == chain && x.Verdict == "jump" })
+		if ll < 0 || jump < ll || !rules[ll].Dst.Contains(netip.MustParseAddr("169.254.169.254")) {
+			t.Errorf("%s: no link-local drop ahead of the per-box rules in the installed rules: %+v", chain, rules)
+		}
+	}
+	for _, x := range rules {
+		dst := "-"
+		if x.Dst.IsValid() {
+			dst = x.Dst.String()
+		}
+		t.Logf("rule %-10s %-6s %-18s %s", x.Chain, x.Verdict, dst, x.Comment)
+	}
+}
+
+// linkLocalListener listens on the IPv6 link-local address of the bridge
+// (this machine, seen from the boxes), when it has one.
+func linkLocalListener(t *testing.T, bridge string) (string, *relaytest.Counter) {
+	t.Helper()
+	var addr string
+	polltest.Until(t, 10*time.Second, "an IPv6 link-local address on "+bridge, func() bool {
+		ifc, err := net.InterfaceByName(bridge)
+		if err != nil {
+			return false
+		}
+		as, _ := ifc.Addrs()
+		for _, a := range as {
+			if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is6() && p.Addr().IsLinkLocalUnicast() {
+				addr = p.Addr().String()
+				return true
+			}
+		}
+		return false
+	})
+	return addr, relaytest.ListenTCP(t, "["+addr+"%"+bridge+"]:0", []byte("v6"))
+}
