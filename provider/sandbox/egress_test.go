@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -18,6 +19,7 @@ import (
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/egress"
 	"github.com/tangle-network/boxctl/vendors/egress/firewall"
 	"github.com/tangle-network/boxctl/vendors/egress/relay/relaytest"
 )
@@ -267,4 +269,57 @@ func linkLocalListener(t *testing.T, bridge string) (string, *relaytest.Counter)
 		return false
 	})
 	return addr, relaytest.ListenTCP(t, "["+addr+"%"+bridge+"]:0", []byte("v6"))
+}
+
+// TestEgress_LiveChange: a running box's policy changes at once: allowed,
+// the box reaches the host; denied, it is refused (by its resolver and by
+// the relay) within 1 s of the call, p99 over 50 changes, measured up to
+// the box's refused attempt.
+func TestEgress_LiveChange(t *testing.T) {
+	r := newEgressRig(t)
+	p := r.provider(t, "")
+	a := create(t, p, sandbox.CreateRequest{Profile: claude})
+	allow, err := egress.Parse(allowedName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reach := "curl -sk --max-time " + probeTimeout + " https://" + allowedName + "/"
+	// Both ways out: by name, and straight at the relay with the SNI.
+	refused := reach + "; echo; curl -sk --max-time " + probeTimeout + " --resolve " + allowedName + ":443:" + r.gw.String() + " https://" + allowedName + "/"
+	if out := sh(t, a.Box(), refused+"; true"); strings.Contains(out, allowedBody) {
+		t.Fatalf("a box created with deny-all reached the allowed host: %q", out)
+	}
+	const changes = 50
+	var took, set []time.Duration
+	for i := range changes {
+		if err := a.SetEgress(t.Context(), allow); err != nil {
+			t.Fatalf("SetEgress(allow): %v", err)
+		}
+		if out := sh(t, a.Box(), reach+"; true"); out != allowedBody {
+			t.Fatalf("change %d: allowed, the box got %q", i, out)
+		}
+		start := time.Now()
+		if err := a.SetEgress(t.Context(), egress.Policy{}); err != nil {
+			t.Fatalf("SetEgress(deny): %v", err)
+		}
+		set = append(set, time.Since(start))
+		out := sh(t, a.Box(), refused+"; true")
+		took = append(took, time.Since(start))
+		if strings.Contains(out, allowedBody) {
+			t.Fatalf("change %d: denied, the box still reached the allowed host: %q", i, out)
+		}
+	}
+	p99 := sandboxtest.Quantile(took, 0.99)
+	t.Logf("deny to refused (SetEgress + the box's two refused attempts), over %d changes: p50 %v, p99 %v",
+		changes, sandboxtest.Quantile(took, 0.5).Round(time.Millisecond), p99.Round(time.Millisecond))
+	t.Logf("SetEgress(deny) alone: p50 %v, p99 %v", sandboxtest.Quantile(set, 0.5), sandboxtest.Quantile(set, 0.99))
+	if p99 > time.Second {
+		t.Errorf("p99 of deny to refused = %v, want within 1s", p99)
+	}
+	if got := a.Egress(); got == nil || got.Open || len(got.Allow) != 0 {
+		t.Errorf("Egress() = %v, want deny-all", got)
+	}
+	if err := a.SetEgress(t.Context(), egress.Policy{Open: true}); !errors.Is(err, sandbox.ErrEgressOpen) {
+		t.Errorf("SetEgress(open) = %v, want ErrEgressOpen", err)
+	}
 }
