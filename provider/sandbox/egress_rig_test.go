@@ -51,7 +51,7 @@ type egressRig struct {
 	allowedTLS, allowedHTTP *relaytest.Counter
 }
 
-func newEgressRig(t *testing.T) *egressRig {
+func newEgressRig(t testing.TB) *egressRig {
 	t.Helper()
 	f := setup(t)
 	env := testbed.Require(t)
@@ -108,7 +108,7 @@ func newEgressRig(t *testing.T) *egressRig {
 
 // ownNetwork creates a Docker network of the test's and returns this
 // machine's address on it.
-func ownNetwork(t *testing.T, cli *client.Client, prefix string) netip.Addr {
+func ownNetwork(t testing.TB, cli *client.Client, prefix string) netip.Addr {
 	t.Helper()
 	name := prefix + randText()[:10]
 	created, err := cli.NetworkCreate(t.Context(), name, network.CreateOptions{Driver: "bridge"})
@@ -137,7 +137,7 @@ func ownNetwork(t *testing.T, cli *client.Client, prefix string) netip.Addr {
 
 // serveAllowed serves the allowed host on addr:port (TLS with a test
 // certificate, or plain HTTP), counting what reaches it.
-func serveAllowed(t *testing.T, addr netip.Addr, port int, tls bool) *relaytest.Counter {
+func serveAllowed(t testing.TB, addr netip.Addr, port int, tls bool) *relaytest.Counter {
 	t.Helper()
 	l, err := net.Listen("tcp4", netip.AddrPortFrom(addr, uint16(port)).String())
 	if err != nil {
@@ -158,7 +158,7 @@ func serveAllowed(t *testing.T, addr netip.Addr, port int, tls bool) *relaytest.
 }
 
 // provider returns a provider of confined boxes with policy.
-func (r *egressRig) provider(t *testing.T, policy string) *sandbox.Provider {
+func (r *egressRig) provider(t testing.TB, policy string) *sandbox.Provider {
 	t.Helper()
 	p, err := egress.Parse(policy)
 	if err != nil {
