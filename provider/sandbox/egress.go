@@ -19,9 +19,9 @@ import (
 // boxes' addresses (a *gate.Gate, from StartEgress).
 type EgressGate interface {
 	// Set gives the box at addr policy p; it holds when Set returns.
-	Set(addr netip.Addr, p egress.Policy) error
+	Set(ctx context.Context, addr netip.Addr, p egress.Policy) error
 	// Remove forgets the box at addr.
-	Remove(addr netip.Addr) error
+	Remove(ctx context.Context, addr netip.Addr) error
 }
 
 var _ EgressGate = (*gate.Gate)(nil)
@@ -97,7 +97,7 @@ func (p *Provider) confine(ctx context.Context, box vendors.Box, spec vendors.Cr
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("egress: %w", err)
 	}
-	if err := p.o.EgressGate.Set(addr, *spec.Egress); err != nil {
+	if err := p.o.EgressGate.Set(ctx, addr, *spec.Egress); err != nil {
 		return netip.Addr{}, fmt.Errorf("egress: %w", err)
 	}
 	return addr, nil
@@ -133,7 +133,7 @@ func (e *Environment) SetEgress(ctx context.Context, p egress.Policy) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := e.p.o.EgressGate.Set(e.egressAddr, p); err != nil {
+	if err := e.p.o.EgressGate.Set(ctx, e.egressAddr, p); err != nil {
 		return fmt.Errorf("set egress: %w", err)
 	}
 	e.egress = &p
@@ -141,10 +141,13 @@ func (e *Environment) SetEgress(ctx context.Context, p egress.Policy) error {
 }
 
 // releaseEgress forgets a destroyed box at the gate.
-func (e *Environment) releaseEgress() {
-	if e.egressAddr.IsValid() && e.p.o.EgressGate != nil {
-		if err := e.p.o.EgressGate.Remove(e.egressAddr); err != nil {
-			e.p.o.Logger.Warn("egress: forget box", "box", e.box.ID(), "err", err)
+func (e *Environment) releaseEgress(ctx context.Context) { e.p.forgetEgress(ctx, e.egressAddr) }
+
+// forgetEgress forgets the box that was at addr (if any) at the gate.
+func (p *Provider) forgetEgress(ctx context.Context, addr netip.Addr) {
+	if addr.IsValid() && p.o.EgressGate != nil {
+		if err := p.o.EgressGate.Remove(context.WithoutCancel(ctx), addr); err != nil {
+			p.o.Logger.Warn("egress: forget box", "addr", addr, "err", err)
 		}
 	}
 }

@@ -249,7 +249,7 @@ func (e *Environment) Destroy(ctx context.Context) (err error) {
 		return &vendors.CleanupError{Vendor: e.ref.Vendor, BoxID: e.box.ID(), Err: errors.Join(cancelErr, fmt.Errorf("destroy box: %w", err))}
 	}
 	e.p.revokeModel(cctx, e.box.ID())
-	e.releaseEgress()
+	e.releaseEgress(cctx)
 	e.p.emit(Event{Type: EventDestroyed, BoxID: e.box.ID(), RunTag: e.ref.RunTag, Reason: ReasonUser})
 	if cancelErr != nil {
 		// The box and every run in it are gone: a cancel that failed

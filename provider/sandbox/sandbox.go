@@ -184,6 +184,7 @@ func (p *Provider) Create(ctx context.Context, req CreateRequest) (_ *Environmen
 	}
 	if err != nil {
 		err = p.cleanup(ctx, box, err)
+		p.forgetEgress(ctx, egressAddr)
 		p.emit(Event{Type: EventDestroyed, BoxID: box.ID(), RunTag: spec.RunTag, Reason: ReasonFailure, Detail: err.Error()})
 		return nil, err
 	}

@@ -151,7 +151,7 @@ func (g *Gate) Policy(addr netip.Addr) (egress.Policy, bool) {
 
 // Set gives the box at addr policy p (not Open), replacing any earlier
 // one; it has taken effect when Set returns.
-func (g *Gate) Set(addr netip.Addr, p egress.Policy) error {
+func (g *Gate) Set(_ context.Context, addr netip.Addr, p egress.Policy) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("gate: %w", err)
 	}
@@ -176,7 +176,7 @@ func (g *Gate) Set(addr netip.Addr, p egress.Policy) error {
 
 // Remove forgets the box at addr: nothing of it is relayed or answered
 // any more, and its address rules are gone.
-func (g *Gate) Remove(addr netip.Addr) error {
+func (g *Gate) Remove(_ context.Context, addr netip.Addr) error {
 	addr = addr.Unmap()
 	g.mu.Lock()
 	delete(g.policies, addr)
