@@ -19,6 +19,7 @@ import (
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/vendors/egress"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 )
 
@@ -58,6 +59,9 @@ type Record struct {
 	// BrokerURL is where the box reaches the broker when it was given
 	// (up --broker-url); empty: where the broker serves the vendor's boxes.
 	BrokerURL string `json:"brokerUrl,omitempty"`
+	// Egress is the box's egress policy as last set (up --allow/--egress,
+	// boxctl net); nil: none, the box's network is open.
+	Egress *egress.Policy `json:"egress,omitempty"`
 }
 
 // Pending reports whether the box is still being created.

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+	"github.com/tangle-network/boxctl/vendors/egress/gate"
 )
 
 // DefaultIdle is how long the broker runs with no box holding a token.
@@ -85,11 +86,20 @@ func Serve(ctx context.Context, o Options) error {
 		}
 		o.Logger.Info("broker serving boxes", "addr", l.Addr().String(), "tls", o.TLSCert != "")
 	}
-	admin := &http.Server{Handler: b.Admin(s.listen), ReadHeaderTimeout: 10 * time.Second}
+	// The egress gates of the boxes' confined networks live here too,
+	// beside the broker they always let the boxes reach.
+	gates := &gate.Gates{Defaults: gate.Options{Logger: o.Logger}}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/gates/", gates.Handler())
+	mux.Handle("/", b.Admin(s.listen))
+	admin := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = admin.Serve(l) }()
 	defer func() {
 		_ = admin.Close()
 		s.close()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_ = gates.Close(cctx)
+		cancel()
 		_ = os.Remove(o.Admin)
 	}()
 	o.Logger.Info("broker serving", "admin", o.Admin)
