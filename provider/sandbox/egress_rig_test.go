@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/client"
-
 	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
@@ -77,8 +74,8 @@ func newEgressRig(t testing.TB) *egressRig {
 	}
 	t.Cleanup(func() { _ = v.Close() })
 	r := &egressRig{f: f, vendor: v}
-	r.allowed = ownNetwork(t, cli, "bxt-allowed-")
-	r.decoy = ownNetwork(t, cli, "bxt-decoy-")
+	r.allowed = relaytest.Network(t, cli, "bxt-allowed-")
+	r.decoy = relaytest.Network(t, cli, "bxt-decoy-")
 	names := map[string]netip.Addr{allowedName: r.allowed, otherName: r.decoy}
 	r.resolver = relaytest.StartResolver(t, "127.0.0.1", 0, names)
 	r.direct = relaytest.StartResolver(t, r.decoy.String(), 53, names)
@@ -104,35 +101,6 @@ func newEgressRig(t testing.TB) *egressRig {
 	r.allowedTLS = serveAllowed(t, r.allowed, 443, true)
 	r.allowedHTTP = serveAllowed(t, r.allowed, 80, false)
 	return r
-}
-
-// ownNetwork creates a Docker network of the test's and returns this
-// machine's address on it.
-func ownNetwork(t testing.TB, cli *client.Client, prefix string) netip.Addr {
-	t.Helper()
-	name := prefix + randText()[:10]
-	created, err := cli.NetworkCreate(t.Context(), name, network.CreateOptions{Driver: "bridge"})
-	if err != nil {
-		t.Fatalf("create network %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := cli.NetworkRemove(ctx, created.ID); err != nil {
-			t.Errorf("remove network %s: %v", name, err)
-		}
-	})
-	n, err := cli.NetworkInspect(t.Context(), created.ID, network.InspectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range n.IPAM.Config {
-		if gw, err := netip.ParseAddr(c.Gateway); err == nil && gw.Is4() {
-			return gw
-		}
-	}
-	t.Fatalf("network %s has no IPv4 gateway", name)
-	return netip.Addr{}
 }
 
 // serveAllowed serves the allowed host on addr:port (TLS with a test

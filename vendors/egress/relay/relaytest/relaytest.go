@@ -1,5 +1,6 @@
 // Package relaytest gives tests of egress enforcement a DNS resolver of
-// their own and listeners that count what reaches them.
+// their own, listeners that count what reaches them, and Docker networks
+// of their own to listen on.
 package relaytest
 
 import (
@@ -11,7 +12,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
 	"github.com/miekg/dns"
 )
 
@@ -200,4 +204,34 @@ func (c *countingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.c.bytes.Add(int64(n))
 	return n, err
+}
+
+// Network creates a Docker network of the test's (removed at its end) and
+// returns this machine's address on it: a place for the test's listeners
+// that is not loopback and leads nowhere off this machine.
+func Network(t testing.TB, cli *client.Client, prefix string) netip.Addr {
+	t.Helper()
+	name := prefix + strconv.FormatInt(time.Now().UnixNano()%1e12, 36)
+	created, err := cli.NetworkCreate(t.Context(), name, network.CreateOptions{Driver: "bridge"})
+	if err != nil {
+		t.Fatalf("create network %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := cli.NetworkRemove(ctx, created.ID); err != nil {
+			t.Errorf("remove network %s: %v", name, err)
+		}
+	})
+	n, err := cli.NetworkInspect(t.Context(), created.ID, network.InspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range n.IPAM.Config {
+		if gw, err := netip.ParseAddr(c.Gateway); err == nil && gw.Is4() {
+			return gw
+		}
+	}
+	t.Fatalf("network %s has no IPv4 gateway", name)
+	return netip.Addr{}
 }
