@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
@@ -173,6 +175,23 @@ func TestEgress_LiveAttacks(t *testing.T) {
 		{name: "HTTPS_PROXY set, allowed name", script: curl + "https://" + allowedName + "/", env: map[string]string{"HTTPS_PROXY": "http://" + d + ":3128"}, leaked: sum(decoy[3128])},
 		{name: "proxy variables unset, raw IP", script: "env -u HTTPS_PROXY -u HTTP_PROXY -u https_proxy -u http_proxy " + curl + "http://" + d + "/", leaked: sum(decoy[80])},
 	}
+	// ICMP, through the unprivileged ICMP socket a Docker box's user may
+	// open: first shown counted when it arrives, from this machine.
+	marker := "boxctl-icmp-" + randText()
+	icmpIn := relaytest.ListenICMP(t, marker)
+	relaytest.Ping(t, r.decoy, marker)
+	polltest.Until(t, 5*time.Second, "the ICMP counter to see this machine's own echo request", func() bool { return icmpIn.Conns() > 0 })
+	icmpBase := icmpIn.Bytes()
+	probe, err := os.ReadFile(boxbridgetest.Binary(t, "provider/sandbox/internal/icmpprobe", "icmpprobe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Box().Write(t.Context(), "/tmp/icmpprobe", probe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	attempts = append(attempts, attempt{name: "ICMP echo to the gateway, another network, the allowed host and another box",
+		script: "/tmp/icmpprobe " + marker + " " + gw + " " + d + " " + r.allowed.String() + " " + bAddr.String(),
+		leaked: func() int64 { return icmpIn.Bytes() - icmpBase }})
 	allowedBefore := r.allowedTLS.Bytes() + r.allowedHTTP.Bytes()
 	rows := make([]attemptRow, len(attempts))
 	var mu sync.Mutex
@@ -194,7 +213,9 @@ func TestEgress_LiveAttacks(t *testing.T) {
 				row.blocked = !at.reach(out)
 			} else {
 				row.leaked = at.leaked() - before
-				row.blocked = row.leaked == 0
+				// An answer is a leak too (the other box's kernel answers
+				// pings where nothing of the test's counts them).
+				row.blocked = row.leaked == 0 && !strings.Contains(out, "reply")
 			}
 			mu.Lock()
 			rows[i] = row
@@ -225,6 +246,10 @@ func TestEgress_LiveAttacks(t *testing.T) {
 		}
 	}
 	t.Logf("attack table (Docker, uid 10001, no capabilities):\n%s", table.String())
+	// The ICMP probe sent for real (its socket opened): it saw no answer.
+	if out := rows[len(rows)-1].out; strings.Count(out, "none ") != 4 {
+		t.Errorf("the ICMP probe in the box printed %q, want four unanswered echo requests", out)
+	}
 
 	// Link-local and the metadata address: read back, never probed.
 	rules, err := firewall.Rules(r.bridge)

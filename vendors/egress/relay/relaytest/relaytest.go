@@ -17,6 +17,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/miekg/dns"
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv4"
 )
 
 // Resolver is a DNS server of the test's: A answers from its map, TXT
@@ -234,4 +236,54 @@ func Network(t testing.TB, cli *client.Client, prefix string) netip.Addr {
 	}
 	t.Fatalf("network %s has no IPv4 gateway", name)
 	return netip.Addr{}
+}
+
+// ListenICMP counts, until the test ends, the ICMP echo requests this
+// machine receives (after its firewall) whose payload holds marker: a raw
+// socket, so the test runs as root.
+func ListenICMP(t testing.TB, marker string) *Counter {
+	t.Helper()
+	c, err := icmp.ListenPacket("ip4:icmp", "0.0.0.0")
+	if err != nil {
+		t.Fatalf("listen icmp: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	cnt := &Counter{}
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, _, err := c.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			m, err := icmp.ParseMessage(1, buf[:n])
+			if err != nil || m.Type != ipv4.ICMPTypeEcho {
+				continue
+			}
+			if e, ok := m.Body.(*icmp.Echo); ok && strings.Contains(string(e.Data), marker) {
+				cnt.conns.Add(1)
+				cnt.bytes.Add(int64(n))
+			}
+		}
+	}()
+	return cnt
+}
+
+// Ping sends one ICMP echo request with payload to addr from this
+// machine through a raw socket (a check that ListenICMP sees what
+// arrives).
+func Ping(t testing.TB, addr netip.Addr, payload string) {
+	t.Helper()
+	c, err := icmp.ListenPacket("ip4:icmp", "0.0.0.0")
+	if err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	defer c.Close()
+	b, err := (&icmp.Message{Type: ipv4.ICMPTypeEcho, Body: &icmp.Echo{ID: 1, Seq: 1, Data: []byte(payload)}}).Marshal(nil)
+	if err == nil {
+		_, err = c.WriteTo(b, &net.IPAddr{IP: net.IP(addr.AsSlice())})
+	}
+	if err != nil {
+		t.Fatalf("ping %v: %v", addr, err)
+	}
 }
