@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -10,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
@@ -46,6 +51,7 @@ type egressRig struct {
 	resolver, direct *relaytest.Resolver
 	// allowedTLS and allowedHTTP count what reaches the allowed host.
 	allowedTLS, allowedHTTP *relaytest.Counter
+	cli                     *client.Client
 }
 
 func newEgressRig(t testing.TB) *egressRig {
@@ -73,7 +79,7 @@ func newEgressRig(t testing.TB) *egressRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = v.Close() })
-	r := &egressRig{f: f, vendor: v}
+	r := &egressRig{f: f, vendor: v, cli: cli}
 	r.allowed = relaytest.Network(t, cli, "bxt-allowed-")
 	r.decoy = relaytest.Network(t, cli, "bxt-decoy-")
 	names := map[string]netip.Addr{allowedName: r.allowed, otherName: r.decoy}
@@ -135,4 +141,29 @@ func (r *egressRig) provider(t testing.TB, policy string) *sandbox.Provider {
 	return r.f.On(t, sandboxtest.Target{Name: "docker", Vendor: r.vendor, Image: r.f.Image}, func(o *sandbox.Options) {
 		o.Egress, o.EgressGate = &p, r.gate
 	})
+}
+
+// execAsRoot runs script in box as uid 0 (root in the box: the Docker
+// vendor drops every capability and sets no-new-privileges, so root there
+// is an ordinary user without its own uid's files) and returns its
+// output, stdout and stderr together.
+func (r *egressRig) execAsRoot(ctx context.Context, box string, script string, env map[string]string) (string, error) {
+	opts := container.ExecOptions{User: "0", Cmd: []string{"sh", "-c", script}, AttachStdout: true, AttachStderr: true}
+	for k, v := range env {
+		opts.Env = append(opts.Env, k+"="+v)
+	}
+	created, err := r.cli.ContainerExecCreate(ctx, box, opts)
+	if err != nil {
+		return "", err
+	}
+	att, err := r.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return "", err
+	}
+	defer att.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, att.Reader); err != nil {
+		return "", err
+	}
+	return out.String(), nil
 }

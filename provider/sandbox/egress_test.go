@@ -61,11 +61,14 @@ type attempt struct {
 	leaked func() int64
 	// reach, for an attempt that must succeed, checks its output.
 	reach func(out string) bool
+	// root runs the attempt as uid 0 in the box.
+	root bool
 }
 
 // attemptRow is one line of the attack table.
 type attemptRow struct {
 	name    string
+	who     string
 	blocked bool
 	leaked  int64
 	out     string
@@ -74,8 +77,9 @@ type attemptRow struct {
 // TestEgress_LiveAttacks: a Docker box under default-deny with one
 // allowed domain (and one allowed address and port) reaches the allowed
 // host, and nothing else: 0 bytes reach any other listener of the test
-// whatever it tries as its user (uid 10001, no capabilities: the Docker
-// vendor gives a box no root to try as).
+// whatever it tries, as its user (uid 10001) and again as root in the
+// box (uid 0 through the engine, with no capability: the Docker vendor
+// drops them all and sets no-new-privileges).
 func TestEgress_LiveAttacks(t *testing.T) {
 	r := newEgressRig(t)
 	ipRule := netip.AddrPortFrom(r.allowed, 8443)
@@ -192,38 +196,73 @@ func TestEgress_LiveAttacks(t *testing.T) {
 	attempts = append(attempts, attempt{name: "ICMP echo to the gateway, another network, the allowed host and another box",
 		script: "/tmp/icmpprobe " + marker + " " + gw + " " + d + " " + r.allowed.String() + " " + bAddr.String(),
 		leaked: func() int64 { return icmpIn.Bytes() - icmpBase }})
+	// Root in the box: no capability (CapEff 0), so no raw socket, route
+	// or address of its own; it may rewrite the box's resolv.conf.
+	if out, err := r.execAsRoot(t.Context(), a.Box().ID(), "id -u; grep CapEff /proc/self/status", nil); err != nil ||
+		!strings.Contains(out, "0\nCapEff:\t0000000000000000") {
+		t.Fatalf("root in the box: %q, %v; want uid 0 with no capability", out, err)
+	}
+	// Every attempt as the box's user, then again as root.
+	for _, at := range slices.Clone(attempts) {
+		at.root = true
+		attempts = append(attempts, at)
+	}
+	// Last, alone (it changes the box's resolver for what runs beside
+	// it), and undone after.
+	attempts = append(attempts, attempt{name: "resolv.conf pointed at the test's resolver", root: true,
+		script: "cp /etc/resolv.conf /tmp/resolv && echo nameserver " + d + " > /etc/resolv.conf && echo rewrote && " + curl + "https://" + otherName +
+			"/; cat /tmp/resolv > /etc/resolv.conf",
+		leaked: func() int64 { return queries() + decoy[443].Bytes() }})
 	allowedBefore := r.allowedTLS.Bytes() + r.allowedHTTP.Bytes()
 	rows := make([]attemptRow, len(attempts))
 	var mu sync.Mutex
 	g := new(errgroup.Group)
 	g.SetLimit(4)
-	for i, at := range attempts {
-		g.Go(func() error {
-			var before int64
-			if at.leaked != nil {
-				before = at.leaked()
+	run := func(i int, at attempt) error {
+		var before int64
+		if at.leaked != nil {
+			before = at.leaked()
+		}
+		var out string
+		if at.root {
+			o, err := r.execAsRoot(t.Context(), a.Box().ID(), at.script+" 2>&1; true", at.env)
+			if err != nil {
+				return fmt.Errorf("%s: exec as root: %w", at.name, err)
 			}
+			out = strings.TrimSpace(o)
+		} else {
 			res, err := a.Box().Exec(t.Context(), vendors.ExecSpec{Command: []string{"sh", "-c", at.script + " 2>&1; true"}, Env: at.env})
 			if err != nil {
 				return fmt.Errorf("%s: exec: %w", at.name, err)
 			}
-			out := strings.TrimSpace(string(res.Stdout))
-			row := attemptRow{name: at.name, out: out}
-			if at.reach != nil {
-				row.blocked = !at.reach(out)
-			} else {
-				row.leaked = at.leaked() - before
-				// An answer is a leak too (the other box's kernel answers
-				// pings where nothing of the test's counts them).
-				row.blocked = row.leaked == 0 && !strings.Contains(out, "reply")
-			}
-			mu.Lock()
-			rows[i] = row
-			mu.Unlock()
-			return nil
-		})
+			out = strings.TrimSpace(string(res.Stdout))
+		}
+		who := "uid 10001"
+		if at.root {
+			who = "root"
+		}
+		row := attemptRow{name: at.name, who: who, out: out}
+		if at.reach != nil {
+			row.blocked = !at.reach(out)
+		} else {
+			row.leaked = at.leaked() - before
+			// An answer is a leak too (the other box's kernel answers
+			// pings where nothing of the test's counts them).
+			row.blocked = row.leaked == 0 && !strings.Contains(out, "reply")
+		}
+		mu.Lock()
+		rows[i] = row
+		mu.Unlock()
+		return nil
+	}
+	last := len(attempts) - 1
+	for i, at := range attempts[:last] {
+		g.Go(func() error { return run(i, at) })
 	}
 	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(last, attempts[last]); err != nil {
 		t.Fatal(err)
 	}
 	// Concurrent attempts share counters: the totals must be zero too.
@@ -237,18 +276,23 @@ func TestEgress_LiveAttacks(t *testing.T) {
 		t.Error("the allowed host was never reached")
 	}
 	var table strings.Builder
-	fmt.Fprintf(&table, "| attempt | blocked | leaked bytes |\n| --- | --- | --- |\n")
+	fmt.Fprintf(&table, "| attempt | as | blocked | leaked bytes |\n| --- | --- | --- | --- |\n")
 	for i, row := range rows {
 		want := attempts[i].reach == nil
-		fmt.Fprintf(&table, "| %s | %v | %d |\n", row.name, row.blocked, row.leaked)
+		fmt.Fprintf(&table, "| %s | %s | %v | %d |\n", row.name, row.who, row.blocked, row.leaked)
 		if row.blocked != want || row.leaked != 0 {
-			t.Errorf("%s: blocked = %v, leaked %d bytes, want blocked %v and nothing leaked (output %q)", row.name, row.blocked, row.leaked, want, row.out)
+			t.Errorf("%s (%s): blocked = %v, leaked %d bytes, want blocked %v and nothing leaked (output %q)", row.name, row.who, row.blocked, row.leaked, want, row.out)
 		}
 	}
-	t.Logf("attack table (Docker, uid 10001, no capabilities):\n%s", table.String())
+	t.Logf("attack table (Docker: the box's user is uid 10001; root is uid 0 with no capability):\n%s", table.String())
+	if out := rows[len(rows)-1].out; !strings.HasPrefix(out, "rewrote") {
+		t.Errorf("root could not rewrite the box's resolv.conf (%q): the attempt proved nothing", out)
+	}
 	// The ICMP probe sent for real (its socket opened): it saw no answer.
-	if out := rows[len(rows)-1].out; strings.Count(out, "none ") != 4 {
-		t.Errorf("the ICMP probe in the box printed %q, want four unanswered echo requests", out)
+	for _, row := range rows {
+		if strings.HasPrefix(row.name, "ICMP") && strings.Count(row.out, "none ") != 4 {
+			t.Errorf("the ICMP probe in the box (%s) printed %q, want four unanswered echo requests", row.who, row.out)
+		}
 	}
 
 	// Link-local and the metadata address: read back, never probed.
