@@ -12,8 +12,8 @@ import (
 	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/egress/egresstest"
 	"github.com/tangle-network/boxctl/vendors/egress/firewall"
-	"github.com/tangle-network/boxctl/vendors/egress/relay/relaytest"
 )
 
 // TestBoxVerbs_Egress drives a confined box from the command line: up
@@ -48,8 +48,8 @@ func TestBoxVerbs_Egress(t *testing.T) {
 	t.Setenv(brokerIdleEnv, "30s")
 	cleanupState(t, v)
 
-	target := netip.AddrPortFrom(relaytest.Network(t, cli, "bxt-net-"), 18080)
-	sink := relaytest.ListenTCP(t, target.String(), []byte("reached"))
+	target := netip.AddrPortFrom(egresstest.Network(t, cli, "bxt-net-"), 18080)
+	sink := egresstest.ListenTCP(t, target.String(), []byte("reached"))
 	probe := `node -e 'const s=require("net").connect({host:"` + target.Addr().String() + `",port:` + "18080" + `},()=>s.write("probe"));
 s.setTimeout(3000,()=>{console.log("timeout");s.destroy()});s.on("data",d=>{console.log(String(d));s.destroy()});s.on("error",e=>console.log("error",e.code))'`
 

@@ -127,7 +127,7 @@ var testOnly = map[string]testOnlyPkg{
 	// The suite waits with polltest.
 	"vendors/vendortest": {kind: helper, extra: []string{"internal/polltest"}},
 	// A resolver and counting listeners of egress tests.
-	"vendors/egress/relay/relaytest": {kind: helper},
+	"vendors/egress/egresstest": {kind: helper},
 }
 
 // pending are listed test-only packages the architecture names that are

@@ -22,8 +22,8 @@ import (
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/egress"
+	"github.com/tangle-network/boxctl/vendors/egress/egresstest"
 	"github.com/tangle-network/boxctl/vendors/egress/gate"
-	"github.com/tangle-network/boxctl/vendors/egress/relay/relaytest"
 )
 
 // The names the egress tests' resolvers know.
@@ -48,9 +48,9 @@ type egressRig struct {
 	decoy   netip.Addr // where everything else listens
 	// resolver is the gate's (on loopback); direct is a resolver of the
 	// test's on the decoy network that a box might query itself.
-	resolver, direct *relaytest.Resolver
+	resolver, direct *egresstest.Resolver
 	// allowedTLS and allowedHTTP count what reaches the allowed host.
-	allowedTLS, allowedHTTP *relaytest.Counter
+	allowedTLS, allowedHTTP *egresstest.Counter
 	cli                     *client.Client
 }
 
@@ -80,11 +80,11 @@ func newEgressRig(t testing.TB) *egressRig {
 	}
 	t.Cleanup(func() { _ = v.Close() })
 	r := &egressRig{f: f, vendor: v, cli: cli}
-	r.allowed = relaytest.Network(t, cli, "bxt-allowed-")
-	r.decoy = relaytest.Network(t, cli, "bxt-decoy-")
+	r.allowed = egresstest.Network(t, cli, "bxt-allowed-")
+	r.decoy = egresstest.Network(t, cli, "bxt-decoy-")
 	names := map[string]netip.Addr{allowedName: r.allowed, otherName: r.decoy}
-	r.resolver = relaytest.StartResolver(t, "127.0.0.1", 0, names)
-	r.direct = relaytest.StartResolver(t, r.decoy.String(), 53, names)
+	r.resolver = egresstest.StartResolver(t, "127.0.0.1", 0, names)
+	r.direct = egresstest.StartResolver(t, r.decoy.String(), 53, names)
 	g, err := sandbox.StartEgress(t.Context(), v, sandbox.EgressOptions{BrokerURL: f.Broker.URL, Resolver: r.resolver.NetResolver()})
 	if err != nil {
 		t.Fatalf("StartEgress: %v", err)
@@ -111,13 +111,13 @@ func newEgressRig(t testing.TB) *egressRig {
 
 // serveAllowed serves the allowed host on addr:port (TLS with a test
 // certificate, or plain HTTP), counting what reaches it.
-func serveAllowed(t testing.TB, addr netip.Addr, port int, tls bool) *relaytest.Counter {
+func serveAllowed(t testing.TB, addr netip.Addr, port int, tls bool) *egresstest.Counter {
 	t.Helper()
 	l, err := net.Listen("tcp4", netip.AddrPortFrom(addr, uint16(port)).String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, c := relaytest.Counting(l)
+	cl, c := egresstest.Counting(l)
 	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, allowedBody)
 	}))

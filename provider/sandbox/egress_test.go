@@ -22,8 +22,8 @@ import (
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/egress"
+	"github.com/tangle-network/boxctl/vendors/egress/egresstest"
 	"github.com/tangle-network/boxctl/vendors/egress/firewall"
-	"github.com/tangle-network/boxctl/vendors/egress/relay/relaytest"
 )
 
 // probeTimeout bounds each attempt in the box: a dropped packet is never
@@ -93,17 +93,17 @@ func TestEgress_LiveAttacks(t *testing.T) {
 	}
 
 	// Listeners of the test that must see nothing.
-	decoy := map[int]*relaytest.Counter{}
+	decoy := map[int]*egresstest.Counter{}
 	for _, port := range []int{80, 443, 5432, 3128} {
-		decoy[port] = relaytest.ListenTCP(t, netip.AddrPortFrom(r.decoy, uint16(port)).String(), []byte("decoy"))
+		decoy[port] = egresstest.ListenTCP(t, netip.AddrPortFrom(r.decoy, uint16(port)).String(), []byte("decoy"))
 	}
-	decoyUDP := relaytest.ListenUDP(t, netip.AddrPortFrom(r.decoy, 5353).String())
-	hostTCP := relaytest.ListenTCP(t, netip.AddrPortFrom(r.gw, 0).String(), []byte("host"))
-	hostUDP := relaytest.ListenUDP(t, netip.AddrPortFrom(r.gw, 0).String())
-	_ = relaytest.ListenTCP(t, ipRule.String(), []byte("ip-rule")) // the allowed address and port
-	allowedOther := relaytest.ListenTCP(t, netip.AddrPortFrom(r.allowed, 9999).String(), []byte("x"))
-	allowedUDP := relaytest.ListenUDP(t, ipRule.String())
-	allowedQUIC := relaytest.ListenUDP(t, netip.AddrPortFrom(r.allowed, 443).String())
+	decoyUDP := egresstest.ListenUDP(t, netip.AddrPortFrom(r.decoy, 5353).String())
+	hostTCP := egresstest.ListenTCP(t, netip.AddrPortFrom(r.gw, 0).String(), []byte("host"))
+	hostUDP := egresstest.ListenUDP(t, netip.AddrPortFrom(r.gw, 0).String())
+	_ = egresstest.ListenTCP(t, ipRule.String(), []byte("ip-rule")) // the allowed address and port
+	allowedOther := egresstest.ListenTCP(t, netip.AddrPortFrom(r.allowed, 9999).String(), []byte("x"))
+	allowedUDP := egresstest.ListenUDP(t, ipRule.String())
+	allowedQUIC := egresstest.ListenUDP(t, netip.AddrPortFrom(r.allowed, 443).String())
 	v6, v6Counter := linkLocalListener(t, r.bridge)
 	// Another box listens, counting bytes into a file.
 	if _, err := b.Box().Spawn(t.Context(), vendors.SpawnSpec{Name: "sink", Command: []string{"node", "-e",
@@ -125,7 +125,7 @@ func TestEgress_LiveAttacks(t *testing.T) {
 	// A query for a name the box may not reach must reach no resolver of
 	// the test's: neither the one it runs for the gate nor its own.
 	queries := func() int64 { return r.resolver.Asked(otherName) + r.direct.Queries() }
-	sum := func(cs ...*relaytest.Counter) func() int64 {
+	sum := func(cs ...*egresstest.Counter) func() int64 {
 		return func() int64 {
 			var n int64
 			for _, c := range cs {
@@ -182,8 +182,8 @@ func TestEgress_LiveAttacks(t *testing.T) {
 	// ICMP, through the unprivileged ICMP socket a Docker box's user may
 	// open: first shown counted when it arrives, from this machine.
 	marker := "boxctl-icmp-" + randText()
-	icmpIn := relaytest.ListenICMP(t, marker)
-	relaytest.Ping(t, r.decoy, marker)
+	icmpIn := egresstest.ListenICMP(t, marker)
+	egresstest.Ping(t, r.decoy, marker)
 	polltest.Until(t, 5*time.Second, "the ICMP counter to see this machine's own echo request", func() bool { return icmpIn.Conns() > 0 })
 	icmpBase := icmpIn.Bytes()
 	probe, err := os.ReadFile(boxbridgetest.Binary(t, "provider/sandbox/internal/icmpprobe", "icmpprobe"))
@@ -320,7 +320,7 @@ func TestEgress_LiveAttacks(t *testing.T) {
 
 // linkLocalListener listens on the IPv6 link-local address of the bridge
 // (this machine, seen from the boxes), when it has one.
-func linkLocalListener(t *testing.T, bridge string) (string, *relaytest.Counter) {
+func linkLocalListener(t *testing.T, bridge string) (string, *egresstest.Counter) {
 	t.Helper()
 	var addr string
 	polltest.Until(t, 10*time.Second, "an IPv6 link-local address on "+bridge, func() bool {
@@ -337,7 +337,7 @@ func linkLocalListener(t *testing.T, bridge string) (string, *relaytest.Counter)
 		}
 		return false
 	})
-	return addr, relaytest.ListenTCP(t, "["+addr+"%"+bridge+"]:0", []byte("v6"))
+	return addr, egresstest.ListenTCP(t, "["+addr+"%"+bridge+"]:0", []byte("v6"))
 }
 
 // TestEgress_LiveChange: a running box's policy changes at once: allowed,

@@ -22,7 +22,9 @@
 //     any other address) dropped. Connections into the bridge's machines
 //     from elsewhere are dropped too, but replies.
 //
-// The table outlives the process that installed it: boxes stay confined
+// One process holds a bridge: Install refuses (*HeldError) a bridge whose
+// table a live process other than this one installed. The table outlives
+// the process that installed it: boxes stay confined
 // (with nothing but the broker reachable) when that process ends. Install
 // is idempotent; SetBox replaces one box's rules in one transaction.
 package firewall

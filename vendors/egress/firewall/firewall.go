@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -29,7 +32,22 @@ const (
 	ChainInput      = "input"
 	ChainForward    = "forward"
 	ChainBoxes      = "boxes"
+	// ChainOwner is never jumped to: its one rule's comment names the
+	// process that installed the table ("pid N").
+	ChainOwner = "owner"
 )
+
+// HeldError is the error of Install on a bridge whose rules another live
+// process installed: its relay and resolver serve the bridge, and a
+// second gate would take their place under its boxes.
+type HeldError struct {
+	Bridge string
+	PID    int
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("firewall: bridge %s is held by process %d: one gate a confined network", e.Bridge, e.PID)
+}
 
 // Config is what the rules of one bridge let through.
 type Config struct {
@@ -89,6 +107,9 @@ func Install(c Config) (*Firewall, error) {
 	if err != nil {
 		return nil, fmt.Errorf("firewall: %w", err)
 	}
+	if pid, ok := owner(conn, c.Bridge); ok && pid != os.Getpid() && alive(pid) {
+		return nil, &HeldError{Bridge: c.Bridge, PID: pid}
+	}
 	t := table(c.Bridge)
 	// Delete any earlier table of the bridge within the same transaction,
 	// so the bridge is never without its drop rules.
@@ -101,6 +122,24 @@ func Install(c Config) (*Firewall, error) {
 		return nil, fmt.Errorf("firewall: install rules of %s: %w", c.Bridge, err)
 	}
 	return f, nil
+}
+
+// owner returns the pid that installed bridge's table, if there is one.
+func owner(conn *nftables.Conn, bridge string) (int, bool) {
+	t := table(bridge)
+	rules, err := conn.GetRules(t, &nftables.Chain{Name: ChainOwner, Table: t})
+	if err != nil || len(rules) == 0 {
+		return 0, false
+	}
+	c, _ := userdata.GetString(rules[0].UserData, userdata.TypeComment)
+	pid, err := strconv.Atoi(strings.TrimPrefix(c, "pid "))
+	return pid, err == nil
+}
+
+// alive reports whether process pid exists.
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // Uninstall removes the table of bridge, if any.
@@ -150,6 +189,9 @@ func (f *Firewall) build(conn *nftables.Conn) {
 	fwd := conn.AddChain(&nftables.Chain{Name: ChainForward, Table: t, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityRef(*nftables.ChainPriorityFilter - 1), Policy: &accept})
 	f.boxes = conn.AddChain(&nftables.Chain{Name: ChainBoxes, Table: t})
+	own := conn.AddChain(&nftables.Chain{Name: ChainOwner, Table: t})
+	conn.AddRule(&nftables.Rule{Table: t, Chain: own, Exprs: []expr.Any{&expr.Counter{}},
+		UserData: userdata.AppendString(nil, userdata.TypeComment, "pid "+strconv.Itoa(os.Getpid()))})
 
 	br := iif(c.Bridge)
 	add := func(ch *nftables.Chain, comment string, e ...expr.Any) {

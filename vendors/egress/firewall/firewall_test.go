@@ -1,7 +1,11 @@
 package firewall_test
 
 import (
+	"errors"
+	"io"
 	"net/netip"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"testing"
@@ -88,5 +92,59 @@ func TestInstall_Invalid(t *testing.T) {
 			t.Errorf("Install(%+v) = nil error", c)
 			_ = firewall.Uninstall(c.Bridge)
 		}
+	}
+}
+
+// TestInstall_Held: a bridge whose rules a live process installed is not
+// taken over; one whose installer is gone is.
+func TestInstall_Held(t *testing.T) {
+	br := testBridge(t)
+	cfg := firewall.Config{Bridge: br, Gateway: netip.MustParseAddr("10.214.0.1"), HTTPPort: 1, TLSPort: 2, DNSPort: 3}
+	// A child installs the table and exits: its table may be taken over.
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestHelperInstall$")
+	cmd.Env = append(os.Environ(), "FIREWALL_HELPER_BRIDGE="+br)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("helper: %v: %s", err, out)
+	}
+	if _, err := firewall.Install(cfg); err != nil {
+		t.Fatalf("Install over a gone process's table: %v", err)
+	}
+	if _, err := firewall.Install(cfg); err != nil {
+		t.Fatalf("Install again from the same process: %v", err)
+	}
+	if err := firewall.Uninstall(br); err != nil {
+		t.Fatal(err)
+	}
+	// A live child holds it.
+	hold := exec.Command(os.Args[0], "-test.run", "^TestHelperInstall$")
+	hold.Env = append(os.Environ(), "FIREWALL_HELPER_BRIDGE="+br, "FIREWALL_HELPER_HOLD=1")
+	stdout, _ := hold.StdoutPipe()
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hold.Process.Kill(); _ = hold.Wait() })
+	buf := make([]byte, 9)
+	if _, err := io.ReadFull(stdout, buf); err != nil || string(buf) != "installed" {
+		t.Fatalf("helper: %q, %v", buf, err)
+	}
+	var held *firewall.HeldError
+	if _, err := firewall.Install(cfg); !errors.As(err, &held) || held.PID != hold.Process.Pid {
+		t.Errorf("Install over a live process's table = %v, want a *HeldError naming it", err)
+	}
+}
+
+// TestHelperInstall installs the rules of $FIREWALL_HELPER_BRIDGE as
+// another process, and with $FIREWALL_HELPER_HOLD waits to be killed.
+func TestHelperInstall(t *testing.T) {
+	br := os.Getenv("FIREWALL_HELPER_BRIDGE")
+	if br == "" {
+		return
+	}
+	if _, err := firewall.Install(firewall.Config{Bridge: br, Gateway: netip.MustParseAddr("10.214.0.1"), HTTPPort: 1, TLSPort: 2, DNSPort: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("FIREWALL_HELPER_HOLD") != "" {
+		os.Stdout.WriteString("installed")
+		select {}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/vendors/egress"
+	"github.com/tangle-network/boxctl/vendors/egress/firewall"
 )
 
 // Gates are the gates one process serves, one per bridge, for callers in
@@ -38,7 +40,23 @@ func (gs *Gates) Ensure(ctx context.Context, o Options) (*Gate, error) {
 		if g.o.Gateway != o.Gateway || g.o.Broker != o.Broker {
 			return nil, fmt.Errorf("gate: bridge %s is held with gateway %v and broker %v", o.Bridge, g.o.Gateway, g.o.Broker)
 		}
-		return g, nil
+		// Someone removed its rules (firewall.Uninstall): start it again,
+		// its boxes' policies with it.
+		if ok, err := firewall.Installed(o.Bridge); err != nil || ok {
+			return g, err
+		}
+		g.mu.RLock()
+		policies := maps.Clone(g.policies)
+		g.mu.RUnlock()
+		_ = g.Close(ctx)
+		delete(gs.gates, o.Bridge)
+		defer func() {
+			if g := gs.gates[o.Bridge]; g != nil {
+				for a, p := range policies {
+					_ = g.Set(ctx, a, p)
+				}
+			}
+		}()
 	}
 	o.Resolver, o.Dialer, o.Logger = gs.Defaults.Resolver, gs.Defaults.Dialer, gs.Defaults.Logger
 	g, err := Start(ctx, o)

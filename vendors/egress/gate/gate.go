@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"strconv"
 	"sync"
 
 	"github.com/tangle-network/boxctl/vendors/egress"
@@ -97,7 +96,7 @@ func Start(ctx context.Context, o Options) (_ *Gate, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("gate: %w", err)
 	}
-	dnsL, dnsPC, err := listenDNS(ctx, o.Gateway)
+	dnsL, dnsPC, err := relay.ListenDNS(ctx, o.Gateway)
 	if err != nil {
 		return nil, fmt.Errorf("gate: %w", err)
 	}
@@ -118,25 +117,6 @@ func Start(ctx context.Context, o Options) (_ *Gate, err error) {
 	go func() { defer g.wg.Done(); _ = g.relay.Serve(sctx, tlsL, relay.TLS) }()
 	go func() { defer g.wg.Done(); _ = dns.Serve(sctx, dnsPC, dnsL) }()
 	return g, nil
-}
-
-// listenDNS listens on one port of addr for TCP and UDP.
-func listenDNS(ctx context.Context, addr netip.Addr) (net.Listener, net.PacketConn, error) {
-	var lc net.ListenConfig
-	var last error
-	for range 20 {
-		l, err := lc.Listen(ctx, "tcp4", net.JoinHostPort(addr.String(), "0"))
-		if err != nil {
-			return nil, nil, err
-		}
-		pc, err := lc.ListenPacket(ctx, "udp4", net.JoinHostPort(addr.String(), strconv.Itoa(int(port(l.Addr())))))
-		if err == nil {
-			return l, pc, nil
-		}
-		_ = l.Close()
-		last = err
-	}
-	return nil, nil, fmt.Errorf("dns: no port free for both TCP and UDP: %w", last)
 }
 
 func port(a net.Addr) uint16 { return a.(*net.TCPAddr).AddrPort().Port() }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -71,4 +72,25 @@ func (d *DNS) Serve(ctx context.Context, pc net.PacketConn, l net.Listener) erro
 		return fmt.Errorf("relay: dns: %w", first)
 	}
 	return nil
+}
+
+// ListenDNS listens on one free port of addr for both TCP and UDP, as a
+// DNS server serves.
+func ListenDNS(ctx context.Context, addr netip.Addr) (net.Listener, net.PacketConn, error) {
+	var lc net.ListenConfig
+	var last error
+	for range 20 {
+		l, err := lc.Listen(ctx, "tcp", net.JoinHostPort(addr.String(), "0"))
+		if err != nil {
+			return nil, nil, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		pc, err := lc.ListenPacket(ctx, "udp", net.JoinHostPort(addr.String(), strconv.Itoa(port)))
+		if err == nil {
+			return l, pc, nil
+		}
+		_ = l.Close()
+		last = err
+	}
+	return nil, nil, fmt.Errorf("dns: no port free for both TCP and UDP: %w", last)
 }

@@ -17,8 +17,8 @@ import (
 
 	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/vendors/egress"
+	"github.com/tangle-network/boxctl/vendors/egress/egresstest"
 	"github.com/tangle-network/boxctl/vendors/egress/relay"
-	"github.com/tangle-network/boxctl/vendors/egress/relay/relaytest"
 )
 
 // The relay's clients here come from 127.0.0.1: that is "the box".
@@ -79,18 +79,18 @@ type rig struct {
 	r        *relay.Relay
 	http     string
 	tls      string
-	allowed  *relaytest.Counter
-	allowedT *relaytest.Counter
+	allowed  *egresstest.Counter
+	allowedT *egresstest.Counter
 }
 
 func newRig(t *testing.T) *rig {
-	res := relaytest.StartResolver(t, "127.0.0.1", 0, map[string]netip.Addr{
+	res := egresstest.StartResolver(t, "127.0.0.1", 0, map[string]netip.Addr{
 		"allowed.test": netip.MustParseAddr("192.0.2.10"),
 		"local.test":   netip.MustParseAddr("127.0.0.1"),
 		"meta.test":    netip.MustParseAddr("169.254.169.254"),
 	})
-	allowed := relaytest.ListenTCP(t, "127.0.0.1:0", []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
-	allowedT := relaytest.ListenTCP(t, "127.0.0.1:0", []byte("hello"))
+	allowed := egresstest.ListenTCP(t, "127.0.0.1:0", []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+	allowedT := egresstest.ListenTCP(t, "127.0.0.1:0", []byte("hello"))
 	d := &dialer{to: map[string]string{"192.0.2.10:80": allowed.Addr.String(), "192.0.2.10:443": allowedT.Addr.String()}}
 	pol := &policies{m: map[netip.Addr]egress.Policy{}}
 	pol.set(box, "allowed.test,*.wild.test,local.test,meta.test")
@@ -225,11 +225,7 @@ func TestDNS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp4", pc.LocalAddr().String())
+	l, pc, err := relay.ListenDNS(t.Context(), box)
 	if err != nil {
 		t.Fatal(err)
 	}

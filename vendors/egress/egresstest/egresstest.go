@@ -1,7 +1,7 @@
-// Package relaytest gives tests of egress enforcement a DNS resolver of
+// Package egresstest gives tests of egress enforcement a DNS resolver of
 // their own, listeners that count what reaches them, and Docker networks
 // of their own to listen on.
-package relaytest
+package egresstest
 
 import (
 	"context"
@@ -19,6 +19,8 @@ import (
 	"github.com/miekg/dns"
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
+
+	"github.com/tangle-network/boxctl/vendors/egress/relay"
 )
 
 // Resolver is a DNS server of the test's: A answers from its map, TXT
@@ -36,17 +38,26 @@ type Resolver struct {
 // free port, UDP and TCP; port 0 picks one) until the test ends.
 func StartResolver(t testing.TB, host string, port int, names map[string]netip.Addr) *Resolver {
 	t.Helper()
-	var lc net.ListenConfig
-	l, err := lc.Listen(t.Context(), "tcp4", net.JoinHostPort(host, strconv.Itoa(port)))
+	var (
+		l   net.Listener
+		pc  net.PacketConn
+		err error
+	)
+	if port == 0 {
+		l, pc, err = relay.ListenDNS(t.Context(), netip.MustParseAddr(host))
+	} else {
+		var lc net.ListenConfig
+		l, err = lc.Listen(t.Context(), "tcp4", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err == nil {
+			if pc, err = lc.ListenPacket(t.Context(), "udp4", l.Addr().String()); err != nil {
+				_ = l.Close()
+			}
+		}
+	}
 	if err != nil {
 		t.Fatalf("resolver: %v", err)
 	}
 	ap := l.Addr().(*net.TCPAddr).AddrPort()
-	pc, err := lc.ListenPacket(t.Context(), "udp4", ap.String())
-	if err != nil {
-		_ = l.Close()
-		t.Fatalf("resolver: %v", err)
-	}
 	r := &Resolver{Addr: ap, names: names, asked: map[string]int64{}}
 	udp, tcp := &dns.Server{PacketConn: pc, Handler: r}, &dns.Server{Listener: l, Handler: r}
 	go func() { _ = udp.ActivateAndServe() }()
