@@ -13,9 +13,11 @@ import (
 // time to the first event of a Claude Code turn in a box under
 // default-deny (its model traffic through the broker, everything else
 // refused outside the box) against the same in an open box, both on the
-// same engine in the same run. Each op runs one turn in each; the boxes
-// are made once. It reports deny-ttfe-ms, open-ttfe-ms and their
-// ttfe-ratio (deny/open).
+// same engine in the same run. The boxes are made once and each runs one
+// turn untimed (the harness's first start); each op then runs pairs of
+// turns, one in each box, the order alternating. It reports the mean
+// deny-ttfe-ms and open-ttfe-ms of a turn and their ttfe-ratio
+// (deny/open).
 func BenchmarkEgressTurn(b *testing.B) {
 	r := newEgressRig(b)
 	mk := func(policy string) *sandbox.Environment {
@@ -45,12 +47,22 @@ func BenchmarkEgressTurn(b *testing.B) {
 		}
 		return first
 	}
+	ttfe(deny)
+	ttfe(open)
+	const pairs = 4
 	var d, o time.Duration
 	for b.Loop() {
-		d += ttfe(deny)
-		o += ttfe(open)
+		for i := range pairs {
+			if i%2 == 0 {
+				d += ttfe(deny)
+				o += ttfe(open)
+			} else {
+				o += ttfe(open)
+				d += ttfe(deny)
+			}
+		}
 	}
-	ms := func(x time.Duration) float64 { return float64(x.Microseconds()) / 1000 / float64(b.N) }
+	ms := func(x time.Duration) float64 { return float64(x.Microseconds()) / 1000 / float64(b.N*pairs) }
 	b.ReportMetric(ms(d), "deny-ttfe-ms")
 	b.ReportMetric(ms(o), "open-ttfe-ms")
 	b.ReportMetric(ms(d)/ms(o), "ttfe-ratio")
