@@ -12,12 +12,24 @@ BIN      := bin
 # test's directory: "=== ARTIFACTS TestName DIR").
 ARTIFACTS ?= $(CURDIR)/test-artifacts
 
-.PHONY: all build run test testbed testbed-down bench chaos soak lint clean
+.PHONY: all build release run test testbed testbed-down bench chaos soak lint clean
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+
+# The released files in $(DIST): tar.gz archives of boxctl (Linux and macOS,
+# amd64 and arm64; each with box-bridge-linux-amd64 and -arm64 beside it)
+# and of box-bridge alone (Linux amd64 and arm64), SHA256SUMS and a
+# CycloneDX SBOM (internal/release). The same commit and Go toolchain give
+# the same bytes: file times are the commit's (SOURCE_DATE_EPOCH).
+DIST ?= dist
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+release:
+	rm -rf $(DIST)
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./internal/release/cmd/release \
+		-out $(DIST) -version $(VERSION) -commit $(COMMIT) -ldflags '$(LDFLAGS)'
 
 # The main job end to end: the test bed's Docker part (engine, registry,
 # BuildKit, Node, base; not Kubernetes), box image for Docker, one live turn.
@@ -79,4 +91,4 @@ lint:
 	./scripts/lint
 
 clean:
-	rm -rf $(BIN) $(ARTIFACTS)
+	rm -rf $(BIN) $(DIST) $(ARTIFACTS)

@@ -22,9 +22,13 @@ type Source struct {
 	Harnesses []string
 	// Base overrides the pinned base image (pins.ParseBase's form).
 	Base string
-	// Bridge is the static box-bridge binary; default the one next to
-	// the running executable.
+	// Bridge is the static box-bridge binary; default the one for
+	// Platform beside the running executable: BridgeName(arch), else
+	// BridgeFile.
 	Bridge string
+	// Platform is the build's platform ("linux/arm64"); default the
+	// machine's own architecture. The bridge must be built for it.
+	Platform string
 }
 
 // SourceError is a Source that cannot be built as given: an unknown
@@ -66,7 +70,7 @@ func Prepare(s Source) (*Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
-	bridge, err := bridgeBinary(s.Bridge)
+	bridge, err := bridgeBinary(s.Bridge, s.Platform, exeDirs())
 	if err != nil {
 		return nil, err
 	}
@@ -108,18 +112,4 @@ func RenderSource(s Source) (*pins.Pins, *Rendered, error) {
 		return nil, nil, err
 	}
 	return pp, r, nil
-}
-
-// bridgeBinary is path, or the box-bridge next to the running executable.
-func bridgeBinary(path string) (string, error) {
-	if path != "" {
-		return path, nil
-	}
-	if exe, err := os.Executable(); err == nil {
-		cand := filepath.Join(filepath.Dir(exe), BridgeFile)
-		if _, err := os.Stat(cand); err == nil {
-			return cand, nil
-		}
-	}
-	return "", &SourceError{errors.New("no box-bridge binary next to boxctl: pass --bridge PATH (build it with `make build`)")}
 }

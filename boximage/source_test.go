@@ -1,6 +1,7 @@
 package boximage_test
 
 import (
+	"debug/elf"
 	"errors"
 	"os"
 	"path/filepath"
@@ -47,10 +48,8 @@ func TestPrepare_Refusals(t *testing.T) {
 		})
 	}
 	bridge := filepath.Join(t.TempDir(), "box-bridge")
-	if err := os.WriteFile(bridge, []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	p, err := boximage.Prepare(boximage.Source{Harnesses: []string{"claude-code"}, Bridge: bridge})
+	boximage.WriteELF(t, bridge, elf.EM_AARCH64, "")
+	p, err := boximage.Prepare(boximage.Source{Harnesses: []string{"claude-code"}, Bridge: bridge, Platform: "linux/arm64"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
 )
 
@@ -40,6 +41,8 @@ var liveHarnesses = []string{"claude-code", "pi"}
 // endpoint on the boxes' network.
 type world struct {
 	docker *docker.Vendor
+	// gvisor is the same engine with every box under gVisor.
+	gvisor *docker.Vendor
 	local  *conformance.Local
 	// broker serves every target's boxes (all reach the Docker network's
 	// gateway) in front of the local endpoint.
@@ -77,7 +80,13 @@ func setup(t *testing.T) *world {
 			worldErr = err
 			return
 		}
-		shared = &world{docker: v, local: l, broker: lb}
+		gv, err := docker.New(docker.WithHost(env.DockerHost), docker.WithNetwork(testNetwork),
+			docker.WithRuntime(vendors.RuntimeGVisor), docker.WithGVisorRuntime(env.GVisorRuntime))
+		if err != nil {
+			worldErr = err
+			return
+		}
+		shared = &world{docker: v, gvisor: gv, local: l, broker: lb}
 	})
 	if worldErr != nil {
 		t.Fatal(worldErr)
@@ -97,6 +106,15 @@ type target struct {
 // targets are the vendors of TestSuite_Live, one entry each.
 var targets = []target{
 	{"docker", dockerTarget, dockerHarnesses},
+	{"docker-gvisor", gvisorTarget, liveHarnesses},
+}
+
+// gvisorTarget is the Docker target with its boxes under gVisor.
+func gvisorTarget(t *testing.T, w *world, opts boxtest.Options) conformance.Target {
+	testbed.RequireGVisor(t)
+	tg := dockerTarget(t, w, opts)
+	tg.Vendor = w.gvisor
+	return tg
 }
 
 func dockerTarget(t *testing.T, w *world, opts boxtest.Options) conformance.Target {

@@ -45,8 +45,9 @@ type CreateSpec struct {
 	Env map[string]string
 	// Ports are the TCP ports in the box to expose to the caller.
 	Ports []int
-	// Runtime is an OCI runtime to run the box with (e.g. "runsc");
-	// empty means the vendor's default.
+	// Runtime is the runtime to run the box with: RuntimeGVisor, or a
+	// name of the vendor's own (a Docker engine's runtime, e.g. "runsc";
+	// a Kubernetes RuntimeClass); empty means the vendor's default.
 	Runtime string
 	// Retention makes the box suspendable (Suspender): Lifetime becomes
 	// its active budget, and a suspended box is kept this long after each
@@ -61,6 +62,12 @@ type CreateSpec struct {
 	// enforces it outside the box (FieldEgress).
 	Egress *egress.Policy
 }
+
+// RuntimeGVisor asks for a box under gVisor (CreateSpec.Runtime): a
+// kernel of its own between the box and the host's. The Docker vendor
+// runs it with the engine's runsc runtime, the Kubernetes vendor under the
+// RuntimeClass of this name.
+const RuntimeGVisor = "gvisor"
 
 // Resources are a box's limits.
 type Resources struct {

@@ -28,6 +28,17 @@ func (e *Engine) ExecutionCaps(ctx context.Context) wire.ExecutionCaps {
 	return e.jail.Caps()
 }
 
+// ExactAvailable reports whether exact process environments, which run
+// with a network namespace of their own, can run on this host, from the
+// jail's last probe; it waits for the first (or ctx).
+func (e *Engine) ExactAvailable(ctx context.Context) bool {
+	select {
+	case <-e.probed:
+	case <-ctx.Done():
+	}
+	return e.jail.Isolated() == nil
+}
+
 // JailErrorType is the wire error type of a jail error: a confinement the
 // host cannot enforce, a network jail that cannot be put in force, or a
 // request that cannot mean anything.

@@ -59,7 +59,7 @@ func (e *Engine) newRetainedTurn(l *liveRun, rr *retainedRun, req TurnRequest, r
 func (t *retainedTurn) finish(f store.Finish, last func() [][]byte) {
 	e, l := t.e, t.l
 	t.flushText()
-	open, err := e.closeInteractions(t.ctx, l.id, t.rr)
+	open, err := e.closeInteractions(t.ctx, l.id, t.rr, f.ErrType == wire.TypeBridgeShutdown)
 	if err != nil {
 		t.log.Error("close interactions", "err", err)
 	}

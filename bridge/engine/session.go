@@ -291,15 +291,21 @@ func (e *Engine) Respond(ctx context.Context, runID, iid, operationID string, d 
 
 // closeInteractions ends the interactions of a retained run that is
 // finishing: no answer is taken after it, and the open ones are marked
-// cancelled and returned.
-func (e *Engine) closeInteractions(ctx context.Context, runID string, rr *retainedRun) ([]store.Interaction, error) {
+// and returned. They are expired when the bridge is shutting down (as
+// recovery marks those a crash left open: an answer sent after the
+// restart is acknowledged expired), cancelled otherwise.
+func (e *Engine) closeInteractions(ctx context.Context, runID string, rr *retainedRun, shutdown bool) ([]store.Interaction, error) {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	rr.closed = true
 	rr.questions = nil
-	open, err := e.store.CancelInteractions(ctx, runID)
+	closeOpen := e.store.CancelInteractions
+	if shutdown {
+		closeOpen = e.store.ExpireInteractions
+	}
+	open, err := closeOpen(ctx, runID)
 	if err != nil {
-		return nil, fmt.Errorf("cancel open interactions: %w", err)
+		return nil, fmt.Errorf("close open interactions: %w", err)
 	}
 	return open, nil
 }

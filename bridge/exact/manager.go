@@ -90,7 +90,7 @@ func New(opts Options) (*Manager, error) {
 
 // Check probes the jail again: whether processes can be confined here
 // now (an *jail.UnavailableError when not).
-func (m *Manager) Check(ctx context.Context) error { return m.opts.Jailer.Probe(ctx) }
+func (m *Manager) Check(ctx context.Context) error { return m.opts.Jailer.ProbeIsolated(ctx) }
 
 // Start recovers the previous incarnation's state: its running processes
 // are recorded ended by SIGKILL (a leftover still carrying its marker is

@@ -151,7 +151,7 @@ func (m *Manager) start(id string, pid int64, env wire.ExactEnvironment, l wire.
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Env = []string{marker(id, pid)}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procAttr()
 	if l.Stdin != nil {
 		cmd.Stdin = bytes.NewReader([]byte(*l.Stdin))
 	}

@@ -167,22 +167,5 @@ func applyLimits(cpus int, data, fsize uint64) error {
 	if cpus <= 0 {
 		return nil
 	}
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return fmt.Errorf("sched_getaffinity: %w", err)
-	}
-	if set.Count() <= cpus {
-		return nil
-	}
-	var keep unix.CPUSet
-	for c, n := 0, 0; n < cpus && c < 1024; c++ {
-		if set.IsSet(c) {
-			keep.Set(c)
-			n++
-		}
-	}
-	if err := unix.SchedSetaffinity(0, &keep); err != nil {
-		return fmt.Errorf("sched_setaffinity: %w", err)
-	}
-	return nil
+	return limitCPUs(cpus)
 }

@@ -2,6 +2,7 @@ package jail
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -64,6 +65,9 @@ const (
 	// (unprivileged user namespaces disabled, a container's seccomp
 	// profile).
 	ReasonNamespacesDenied = "namespaces_denied"
+	// ReasonNetNamespace: bwrap makes every namespace but a network one
+	// here (gVisor): the filesystem jail holds, the network jail does not.
+	ReasonNetNamespace = "net_namespace_unavailable"
 )
 
 // UnavailableError is a jail this host cannot enforce. The bridge
@@ -123,10 +127,10 @@ type Jailer struct {
 	epErr error
 
 	mu sync.Mutex
-	// last is the verdict of the last probe (nil: available); probed
-	// reports whether one ran.
-	last   error
-	probed bool
+	// last is the verdict of the last probe (nil: available), lastNet
+	// the network jail's; probed reports whether one ran.
+	last, lastNet error
+	probed        bool
 }
 
 // New returns a jailer. It does not probe: call Probe.
@@ -149,48 +153,71 @@ func New(opts Options) *Jailer {
 
 // Probe checks that bwrap can create the namespaces a jail uses on this
 // host, by running it with them, and records the verdict for Caps. The
-// error is an *UnavailableError.
+// error is an *UnavailableError. Where bwrap can make every namespace but
+// a network one (gVisor cannot bring up the loopback of a new network
+// namespace), the filesystem jail holds and Probe returns nil; the
+// network jail's verdict is recorded apart (Check refuses net-jail then).
 func (j *Jailer) Probe(ctx context.Context) error {
-	err := j.probe(ctx)
+	err, netErr := j.probe(ctx)
 	j.mu.Lock()
-	changed := !j.probed || (j.last == nil) != (err == nil)
-	j.last, j.probed = err, true
+	changed := !j.probed || (j.last == nil) != (err == nil) || (j.lastNet == nil) != (netErr == nil)
+	j.last, j.lastNet, j.probed = err, netErr, true
 	j.mu.Unlock()
 	if changed {
-		if err != nil {
+		switch {
+		case err != nil:
 			j.log.Warn("jailed execution is unavailable; jailed turns are refused", "err", err)
-		} else {
+		case netErr != nil:
+			j.log.Warn("the network jail is unavailable; net-jailed turns are refused", "err", netErr)
+			j.log.Info("jailed execution is available", "enforcer", "bwrap")
+		default:
 			j.log.Info("jailed execution is available", "enforcer", "bwrap", "net_jail_allow", j.allowList())
 		}
 	}
 	return err
 }
 
-func (j *Jailer) probe(ctx context.Context) error {
+// probe runs bwrap with every namespace of a net jail, and when that
+// fails, without the network one: the verdicts of the filesystem jail
+// (err) and of the network jail (netErr).
+func (j *Jailer) probe(ctx context.Context) (err, netErr error) {
 	bwrap, err := j.bwrap()
 	if err != nil {
-		return err
+		return err, err
 	}
 	truePath, err := exec.LookPath("true")
 	if err != nil {
-		return &UnavailableError{Reason: ReasonNamespacesDenied, Detail: "no `true` binary to probe bwrap with: " + err.Error()}
+		err = &UnavailableError{Reason: ReasonNamespacesDenied, Detail: "no `true` binary to probe bwrap with: " + err.Error()}
+		return err, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, j.opts.ProbeTimeout)
-	defer cancel()
-	args := append(namespaceArgs(true), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", truePath)
-	cmd := exec.CommandContext(ctx, bwrap, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = err.Error()
+	run := func(net bool) string {
+		ctx, cancel := context.WithTimeout(ctx, j.opts.ProbeTimeout)
+		defer cancel()
+		args := append(namespaceArgs(net), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", truePath)
+		cmd := exec.CommandContext(ctx, bwrap, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			if msg := strings.TrimSpace(stderr.String()); msg != "" {
+				return msg
+			}
+			return err.Error()
 		}
-		return &UnavailableError{Reason: ReasonNamespacesDenied, Detail: "bwrap cannot create its namespaces on this host (" + msg +
+		return ""
+	}
+	netMsg := run(true)
+	if netMsg == "" {
+		return nil, nil
+	}
+	if msg := run(false); msg != "" {
+		err = &UnavailableError{Reason: ReasonNamespacesDenied, Detail: "bwrap cannot create its namespaces on this host (" + msg +
 			"); allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, " +
 			"kernel.apparmor_restrict_unprivileged_userns=0) or run the box where they are allowed"}
+		return err, err
 	}
-	return nil
+	return nil, &UnavailableError{Reason: ReasonNetNamespace, Detail: "bwrap cannot bring up a network namespace on this host (" + netMsg +
+		"), though it makes the others: so it is under gVisor, whose loopback set-up in a new network namespace fails; " +
+		"the filesystem jail holds, and the box's egress is confined outside it"}
 }
 
 func (j *Jailer) bwrap() (string, error) {
@@ -245,7 +272,31 @@ func (j *Jailer) Check(ctx context.Context, r Request, cwd string) error {
 			return err
 		}
 	}
-	return j.Probe(ctx)
+	if !r.Net {
+		return j.Probe(ctx)
+	}
+	return j.ProbeIsolated(ctx)
+}
+
+// ProbeIsolated is Probe for a confinement with a network namespace of its
+// own (a net jail, an exact process environment): it fails where bwrap
+// cannot bring one up, though the filesystem jail holds (gVisor).
+func (j *Jailer) ProbeIsolated(ctx context.Context) error {
+	if err := j.Probe(ctx); err != nil {
+		return err
+	}
+	return j.Isolated()
+}
+
+// Isolated is the last probe's verdict on a confinement with a network
+// namespace of its own (see ProbeIsolated); nil where it holds.
+func (j *Jailer) Isolated() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !j.probed {
+		return &UnavailableError{Reason: ReasonNamespacesDenied, Detail: "not probed yet"}
+	}
+	return cmp.Or(j.last, j.lastNet)
 }
 
 func (j *Jailer) checkNet(r Request) error {
@@ -296,13 +347,13 @@ func (j *Jailer) Adopt(from *Jailer) bool {
 		return false
 	}
 	from.mu.Lock()
-	last, probed := from.last, from.probed
+	last, lastNet, probed := from.last, from.lastNet, from.probed
 	from.mu.Unlock()
 	if !probed {
 		return false
 	}
 	j.mu.Lock()
-	j.last, j.probed = last, true
+	j.last, j.lastNet, j.probed = last, lastNet, true
 	j.mu.Unlock()
 	return true
 }
@@ -311,7 +362,7 @@ func (j *Jailer) Adopt(from *Jailer) bool {
 // probe (none yet: unavailable), with the operator's floor.
 func (j *Jailer) Caps() wire.ExecutionCaps {
 	j.mu.Lock()
-	last, probed := j.last, j.probed
+	last, lastNet, probed := j.last, j.lastNet, j.probed
 	j.mu.Unlock()
 	fsFloor, netFloor := j.opts.Floor.modes()
 	c := wire.ExecutionCaps{Kinds: []string{wire.ExecutionHost}, TimeoutMS: true,
@@ -329,6 +380,8 @@ func (j *Jailer) Caps() wire.ExecutionCaps {
 	switch {
 	case c.Jail.Unavailable != "":
 		c.NetJail.Unavailable = c.Jail.Unavailable
+	case lastNet != nil:
+		c.NetJail.Unavailable = lastNet.Error()
 	case j.epErr != nil:
 		c.NetJail.Unavailable = j.epErr.Error()
 	case j.opts.Relay == "":

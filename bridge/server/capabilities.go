@@ -28,10 +28,11 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := Capabilities(b.Adapter)
-	if s.opts.Engine.ExecutionCaps(r.Context()).Jail.Unavailable == "" {
+	if s.opts.Engine.ExactAvailable(r.Context()) {
 		// Exact process environments (POST /v1/exact/environments) run
-		// under the jail, whatever the harness: claimed where it can run,
-		// for the one egress it enforces.
+		// under the jail with a network namespace of their own, whatever
+		// the harness: claimed where they can run, for the one egress
+		// they enforce.
 		c.ExactProcess = &wire.ExactProcessCaps{Egress: []string{wire.EgressBlocked}}
 	}
 	writeJSON(w, http.StatusOK, c)

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
@@ -145,5 +147,37 @@ func TestRespondInteraction_DeclineAndCancel(t *testing.T) {
 	}
 	if code, ack, raw := respond(t, v, command(t, "op-late", b, wire.OutcomeAccepted)); code != 409 || ack.Status != wire.InteractionCancelled {
 		t.Errorf("answer after cancel = %d %s, want 409 %s", code, raw, wire.InteractionCancelled)
+	}
+}
+
+// TestRespondInteraction_AfterShutdown: an interaction still open when
+// the bridge shuts down is closed as expired, as recovery closes those a
+// crash left open, so an answer sent to the restarted bridge is
+// acknowledged expired (409), not cancelled, which is for a cancelled run.
+func TestRespondInteraction_AfterShutdown(t *testing.T) {
+	v := newEnv(t, config{})
+	createSession(t, v, "s1", "")
+	postTurn(t, v, "s1", turnBody("t1", "r-t1", "bash:echo hi"))
+	events := openEvents(t, v, "/v1/runs/r-t1/events", "")
+	asked := events.until(func(f cframe) bool { return f.typ == "interaction" })
+	b := bindingOf(t, asked[len(asked)-1])
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := v.e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rest := events.all()
+	var closed bool
+	for _, f := range rest {
+		closed = closed || (f.typ == "interaction.cancel" && f.body["id"] == b.InteractionID && f.body["reason"] == wire.TypeBridgeShutdown)
+	}
+	if !closed || rest[len(rest)-1].body["status"] != "failed" {
+		t.Errorf("events after shutdown = %+v, want interaction.cancel (%s) for %s and a failed status", rest, wire.TypeBridgeShutdown, b.InteractionID)
+	}
+	for _, op := range []string{"op-late", "op-late", "op-other"} { // a repeated operation gets its stored answer
+		if code, ack, raw := respond(t, v, command(t, op, b, wire.OutcomeAccepted)); code != 409 || ack.Status != wire.InteractionExpired {
+			t.Errorf("answer %s after shutdown = %d %s, want 409 %s", op, code, raw, wire.InteractionExpired)
+		}
 	}
 }

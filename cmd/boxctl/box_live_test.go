@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -322,7 +324,7 @@ func TestBoxVerbs_LocalRouter(t *testing.T) {
 func TestBoxVerbs_RouterAndGC(t *testing.T) {
 	v := liveVendor(t)
 	img := boxtest.Image(t, boxtest.Options{})
-	useState(t)
+	statePath := useState(t)
 	cleanupState(t, v)
 	tr := &transcript{}
 
@@ -397,6 +399,10 @@ func TestBoxVerbs_RouterAndGC(t *testing.T) {
 		}
 	})
 
+	// Nothing boxctl wrote holds the key: the state file, the events
+	// file, the broker's log.
+	noKeyInFiles(t, filepath.Dir(statePath), key)
+
 	// The state forgets the box (as if its record were lost) and names a
 	// box that no longer exists.
 	sf, _ := boxstate.Open(boxstate.Options{})
@@ -452,4 +458,33 @@ func hasEntry(es []boxstate.Entry, id, reason string) bool {
 		}
 	}
 	return false
+}
+
+// noKeyInFiles fails t if a regular file under dir holds key; it names
+// the files it read.
+func noKeyInFiles(t *testing.T, dir, key string) {
+	t.Helper()
+	var read []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		read = append(read, rel)
+		if bytes.Contains(b, []byte(key)) {
+			t.Errorf("%s holds the model key", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(read, "boxes.json") || !slices.Contains(read, "boxes.events.jsonl") {
+		t.Errorf("read %v, want the state and events files among them", read)
+	}
+	t.Logf("no model key in %v", read)
 }

@@ -62,9 +62,15 @@ builds it with BuildKit and publishes it to --target:
 
 Every target prints the image digest and size; --output json prints a build
 record that boxctl conformance reads. BuildKit progress goes to stderr.
---dockerfile prints the rendered Dockerfile and builds nothing.`,
+--dockerfile prints the rendered Dockerfile and builds nothing.
+
+The image holds the static box-bridge for its platform: --bridge, else
+box-bridge-linux-ARCH beside boxctl (as release archives ship it), else
+box-bridge there (make build, go install) when it is built for ARCH. ARCH
+is --platform's, else this machine's.`,
 		Example: `  boxctl build --harness claude,pi
   boxctl build --dockerfile --harness pi
+  boxctl build --platform linux/arm64 --harness claude
   boxctl build --target registry --push 127.0.0.1:5000/boxctl/box:dev
   boxctl build --target e2b --ecr-repository boxctl/box -o json`,
 		Args: cobra.NoArgs,
@@ -93,10 +99,10 @@ record that boxctl conformance reads. BuildKit progress goes to stderr.
 	f.BoolVar(&o.print, "dockerfile", false, "print the rendered Dockerfile and build nothing")
 	f.StringVarP(&o.file, "file", "f", "", "build this Dockerfile instead of rendering one from the pins")
 	f.StringVar(&o.contextDir, "context", "", "build context for --file (default: its directory)")
-	f.StringVar(&o.bridge, "bridge", "", "static box-bridge binary (default: box-bridge next to boxctl)")
+	f.StringVar(&o.bridge, "bridge", "", "static box-bridge binary for the platform (default: box-bridge-linux-ARCH, else box-bridge, beside boxctl)")
 	f.StringVar(&o.base, "base", "", "base image by digest (reference@sha256:...) instead of the pinned one")
 	f.StringArrayVar(&o.buildArgs, "build-arg", nil, "Dockerfile ARG value KEY=VALUE (repeatable)")
-	f.StringVar(&o.platform, "platform", "", "target platform, e.g. linux/amd64 (default: buildkitd's)")
+	f.StringVar(&o.platform, "platform", "", "target platform, e.g. linux/arm64 (default: buildkitd's; the bridge's: this machine's architecture)")
 	f.StringArrayVar(&o.cacheFrom, "cache-from", nil, "registry reference to import build cache from (repeatable)")
 	f.StringArrayVar(&o.cacheTo, "cache-to", nil, "registry reference to export build cache to (repeatable)")
 	f.StringArrayVar(&o.insecure, "insecure-registry", nil, "registry host spoken to over plain HTTP (repeatable)")

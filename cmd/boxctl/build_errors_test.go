@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/tangle-network/boxctl/boximage"
+	"github.com/tangle-network/boxctl/internal/boxbridgetest"
+	"github.com/tangle-network/boxctl/internal/release"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/pins/pinstest"
@@ -89,14 +92,50 @@ func TestPinsVerifyCmd_IntegrityMismatch(t *testing.T) {
 	}
 }
 
+// TestBuildCmd_BridgePlatform checks that a build for another architecture
+// refuses a bridge built for this one, and one missing beside boxctl, as
+// usage errors before any BuildKit is dialled.
+func TestBuildCmd_BridgePlatform(t *testing.T) {
+	other := "arm64"
+	if runtime.GOARCH == "arm64" {
+		other = "amd64"
+	}
+	bridge := boxbridgetest.Build(t)
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"--bridge for this machine", []string{"--bridge", bridge},
+			[]string{"box-bridge " + bridge + " is for " + runtime.GOARCH + ", not " + other, "linux/" + other}},
+		{"none beside boxctl", nil,
+			[]string{"no box-bridge for linux/" + other + " beside boxctl", "box-bridge-linux-" + other, "--bridge PATH"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"build", "--harness", "pi", "--platform", "linux/" + other,
+				"--buildkit-addr", "unix:///nonexistent.sock"}, tt.args...)
+			_, _, err := run(t, args...)
+			wantError(t, args, err, 2, tt.want...)
+		})
+	}
+}
+
+// TestBuildCmd_ReleaseBridgeNames checks that the bridges a release
+// archive holds beside boxctl carry the names build looks for.
+func TestBuildCmd_ReleaseBridgeNames(t *testing.T) {
+	for _, arch := range release.BridgeArchs {
+		if got, want := release.BridgeName(arch), boximage.BridgeName(arch); got != want {
+			t.Errorf("release.BridgeName(%q) = %q, want boximage's %q", arch, got, want)
+		}
+	}
+}
+
 // TestBuildCmd_UnreachableBuildkit checks where --buildkit-addr points
 // (the flag, else $BUILDKIT_HOST, else BuildKit's default socket) through
 // the error of a buildkitd that does not answer there.
 func TestBuildCmd_UnreachableBuildkit(t *testing.T) {
-	bridge := filepath.Join(t.TempDir(), "box-bridge")
-	if err := os.WriteFile(bridge, []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bridge := boxbridgetest.Build(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

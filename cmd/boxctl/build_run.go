@@ -34,7 +34,8 @@ func (o *buildOptions) prepare(a *app) (*boximage.Prepared, boximage.BuildOption
 }
 
 func (o *buildOptions) source() boximage.Source {
-	return boximage.Source{File: o.file, ContextDir: o.contextDir, Harnesses: o.harnesses, Base: o.base, Bridge: o.bridge}
+	return boximage.Source{File: o.file, ContextDir: o.contextDir, Harnesses: o.harnesses, Base: o.base,
+		Bridge: o.bridge, Platform: o.platform}
 }
 
 // sourceError marks a source that cannot be built as given as a usage error.

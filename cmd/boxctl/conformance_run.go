@@ -50,7 +50,7 @@ func (o *conformanceOptions) chaosOptions(t *conformance.Target) *conformance.Ch
 
 func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
 	if o.list {
-		return listCases(a)
+		return listCases(a, o.chaos)
 	}
 	img, err := o.resolveImage(ctx, a)
 	if err != nil {
@@ -126,13 +126,14 @@ func (o *conformanceOptions) writeReport(a *app, rep *conformance.Report) error 
 }
 
 // listCases prints the catalogue.
-func listCases(a *app) error {
+// listCases prints the catalogue, or with chaos the chaos family.
+func listCases(a *app, chaos bool) error {
 	type row struct {
 		ID          string `json:"id"`
 		Description string `json:"description"`
 	}
 	var rows []row
-	for _, c := range conformance.Cases() {
+	for _, c := range conformance.Catalogue(chaos) {
 		rows = append(rows, row{c.ID, c.Description})
 	}
 	return a.print(rows, func(w io.Writer) error {

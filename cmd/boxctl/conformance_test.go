@@ -85,6 +85,37 @@ func TestConformanceCmd_flags(t *testing.T) {
 // with the local model endpoint: a green selection writes a JSON report
 // that validates as a report and exits 0, a box that cannot be ready in
 // time fails its case with exit status 1 and a JUnit report naming it.
+// TestConformanceCmd_list: --list prints the catalogue, --list --chaos
+// the chaos family, each exactly.
+func TestConformanceCmd_list(t *testing.T) {
+	for _, chaos := range []bool{false, true} {
+		args := []string{"conformance", "--list", "-o", "json"}
+		if chaos {
+			args = append(args, "--chaos")
+		}
+		var out, errOut bytes.Buffer
+		root := newRootCmd(newApp(&out, &errOut))
+		root.SetArgs(args)
+		if err := root.ExecuteContext(t.Context()); err != nil {
+			t.Fatalf("%v: %v (%s)", args, err, errOut.String())
+		}
+		var rows []struct{ ID string }
+		if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+			t.Fatalf("%v: %v in %q", args, err, out.String())
+		}
+		var got, want []string
+		for _, r := range rows {
+			got = append(got, r.ID)
+		}
+		for _, c := range conformance.Catalogue(chaos) {
+			want = append(want, c.ID)
+		}
+		if len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("%v listed %v, want %v", args, got, want)
+		}
+	}
+}
+
 func TestConformanceCmd_live(t *testing.T) {
 	liveVendor(t)
 	img := boxtest.Image(t, boxtest.Options{})

@@ -50,6 +50,7 @@ type emulator struct {
 // emulateFlags are the flags of every emulator.
 type emulateFlags struct {
 	addr, dockerHost, network string
+	runtime                   string
 	faults                    emukit.Faults
 }
 
@@ -61,6 +62,7 @@ func (e emulator) command(a *app) *cobra.Command {
 	f.StringVar(&c.addr, "addr", c.addr, "address to listen on, host:port (port 0 picks a free one)")
 	f.StringVar(&c.dockerHost, "docker-host", "", "Docker engine address (default: DOCKER_HOST)")
 	f.StringVar(&c.network, "network", "", "Docker network of the sandboxes' containers (default: the Docker vendor's)")
+	f.StringVar(&c.runtime, "runtime", "", `runtime of the sandboxes' containers: "gvisor" or one of the engine's (default: the engine's)`)
 	f.Float64Var(&c.faults.ErrorRate, "error-rate", 0, "share of control plane calls answered 429 or 503 (0..1)")
 	f.Float64Var(&c.faults.LostRate, "lost-rate", 0.5, "share of failed "+e.lost+" that take effect anyway (0..1)")
 	f.DurationVar(&c.faults.CreateDelay, "create-delay", 0, "delay every sandbox's "+e.begin+" by this long")

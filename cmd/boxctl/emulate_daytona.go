@@ -50,7 +50,7 @@ or 503), creates slow, or sandboxes vanish mid-run; boxctl conformance --chaos s
 			if o.MaxLifetime <= 0 {
 				return nil, nil, usageErrorf("--max-lifetime %v: want a positive duration", o.MaxLifetime)
 			}
-			o.APIKey, o.Addr, o.DockerHost, o.Network, o.Faults, o.Log = key, c.addr, c.dockerHost, c.network, c.faults, log
+			o.APIKey, o.Addr, o.DockerHost, o.Network, o.Runtime, o.Faults, o.Log = key, c.addr, c.dockerHost, c.network, c.runtime, c.faults, log
 			emu, err := daytonaemu.New(o)
 			if err != nil {
 				return nil, nil, err

@@ -45,7 +45,7 @@ printed. Fault switches make a share of control plane calls fail (429 or
 			if o.Templates, err = emukit.NamedImages("--template", templates); err != nil {
 				return nil, nil, usageError{err}
 			}
-			o.APIKey, o.Addr, o.DockerHost, o.Network, o.Faults, o.Log = key, c.addr, c.dockerHost, c.network, c.faults, log
+			o.APIKey, o.Addr, o.DockerHost, o.Network, o.Runtime, o.Faults, o.Log = key, c.addr, c.dockerHost, c.network, c.runtime, c.faults, log
 			emu, err := e2bemu.New(o)
 			if err != nil {
 				return nil, nil, err

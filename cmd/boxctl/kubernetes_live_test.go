@@ -113,7 +113,7 @@ func TestKubernetes_BuildUpTurn(t *testing.T) {
 // box is a pod of the pool, its result says hit, and a turn runs; Ctrl-C
 // of the keeper deletes the pool and leaves the claimed box.
 func kubePoolUpClaim(t *testing.T, kv *kubernetes.Vendor, tr *transcript, image string) {
-	name := pool.DefaultName("kubernetes", "claude-code", image)
+	name := pool.DefaultName("kubernetes", "claude-code", image, "")
 	kctx, stop := context.WithCancel(t.Context())
 	kept := make(chan cmdResult, 1)
 	var status lockedBuffer

@@ -19,6 +19,7 @@ import (
 // poolOptions are the flags of `boxctl pool`.
 type poolOptions struct {
 	target, harness, image, metrics string
+	runtime                         string
 	size                            int
 	maxAge, lifetime                time.Duration
 }
@@ -31,10 +32,10 @@ func newPoolCmd(a *app) *cobra.Command {
 no secret, and keeps the pool full until Ctrl-C, which destroys the boxes still waiting.
 boxctl up with the same --target, --harness and image claims from it. --metrics ADDR
 serves the keeper's Prometheus metrics on http://ADDR/metrics. With --target kubernetes
-the pool is a SandboxWarmPool whose pods run the standby bridge from their start:
-agent-sandbox keeps it full and a claim adopts a pod; the keeper recycles pods past
+the pool is a SandboxWarmPool whose boxes run the standby bridge from their start:
+agent-sandbox keeps it full and a claim adopts a box; the keeper recycles boxes past
 --max-age and deletes the pool at Ctrl-C, and its --metrics are what it sees of the
-pool (size, idle, ready, recycled, the oldest idle pod's age).`,
+pool (size, idle, ready, recycled, the oldest idle box's age).`,
 		Args: boxArgs(cobra.NoArgs), RunE: func(cmd *cobra.Command, _ []string) error { return runPoolUp(cmd.Context(), a, o) }}
 	lsTarget := ""
 	ls := &cobra.Command{Use: "ls", Short: "List the pools and their waiting boxes", Args: boxArgs(cobra.NoArgs),
@@ -65,6 +66,7 @@ made there; any other lists this machine's keepers' pools.`,
 	f.StringVar(&o.harness, "harness", o.harness, "the harness of the pool's boxes")
 	f.StringVar(&o.image, "image", "", "box image (default: the last boxctl build for --target)")
 	f.IntVar(&o.size, "size", o.size, "boxes kept waiting")
+	f.StringVar(&o.runtime, "runtime", "", `the boxes' runtime, as boxctl up --runtime takes it ("gvisor"); up claims from the pool of its own --runtime`)
 	f.DurationVar(&o.maxAge, "max-age", o.maxAge, "how long a box waits before it is recycled")
 	f.DurationVar(&o.lifetime, "lifetime", o.lifetime, "the longest lifetime a claim may ask, counted from the claim")
 	f.StringVar(&o.metrics, "metrics", "", "serve the keeper's metrics on this address (host:port)")
@@ -79,6 +81,9 @@ func runPoolUp(ctx context.Context, a *app, o *poolOptions) error {
 	if o.size < 1 {
 		return usageErrorf("--size %d: want at least 1", o.size)
 	}
+	if o.runtime != "" && !runtimeName.MatchString(o.runtime) {
+		return usageErrorf("--runtime %q: want gvisor or a runtime name (lower-case letters, digits, '.', '-' and '_')", o.runtime)
+	}
 	up := &upOptions{target: o.target, image: o.image}
 	if err := up.lastImage(a); err != nil {
 		return err
@@ -88,11 +93,11 @@ func runPoolUp(ctx context.Context, a *app, o *poolOptions) error {
 		return err
 	}
 	defer closeVendor()
-	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: up.image, Lifetime: o.lifetime, Logger: a.log})
+	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: up.image, Lifetime: o.lifetime, Runtime: o.runtime, Logger: a.log})
 	if err != nil {
 		return err
 	}
-	name := pool.DefaultName(o.target, o.harness, up.image)
+	name := pool.DefaultName(o.target, o.harness, up.image, o.runtime)
 	pools := pool.For(v, "")
 	k, err := pools.Keeper(pool.Options{Provider: p, Name: name, Harness: o.harness, Size: o.size, MaxAge: o.maxAge, Logger: a.log})
 	if err != nil {

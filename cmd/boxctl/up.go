@@ -52,6 +52,8 @@ type upOptions struct {
 	brokerURL  string
 	allow      []string
 	egressMode string
+	runtime    string
+	class      string
 
 	// Resolved by resolve: the box's egress policy (nil: none).
 	egress *egress.Policy
@@ -107,6 +109,8 @@ The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.j
 	f.StringVar(&o.brokerURL, "broker-url", "", "the broker's URL as the box reaches it (boxctl broker --listen behind a tunnel; https unless loopback), for vendors whose boxes do not reach this machine")
 	f.StringArrayVar(&o.allow, "allow", nil, "confine the box's egress to an allow list and add RULE to it (repeatable): a domain (example.com, *.example.com) or IPv4 address or CIDR, with an optional port; the broker is always reachable (docker)")
 	f.StringVar(&o.egressMode, "egress", "", `"deny": confine the box's egress (nothing but the broker and --allow); "open": record an open network (default: open, as today)`)
+	f.StringVar(&o.runtime, "runtime", "", `the box's kernel boundary: "gvisor" (a Docker engine's runsc runtime, a Kubernetes RuntimeClass named gvisor) or a runtime of the engine's (default: the vendor's)`)
+	f.StringVar(&o.class, "runtime-class", "", "the RuntimeClass of the box's pod (--target kubernetes)")
 	f.BoolVar(&o.showBearer, "show-bearer", false, "also print the bridge's bearer token (a secret)")
 	f.BoolVar(&o.timings, "timings", false, "also print how long each phase of the create took")
 	f.BoolVar(&o.noPool, "no-pool", false, "create the box even when a pool of the same target, harness and image has one waiting")
@@ -130,6 +134,9 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 		return usageErrorf("--git-ref goes with --repo")
 	case strings.HasPrefix(o.repo, "-") || strings.HasPrefix(o.gitRef, "-"):
 		return usageErrorf("--repo and --git-ref must not start with '-'")
+	}
+	if err := o.resolveRuntime(); err != nil {
+		return err
 	}
 	if err := o.resolveEgress(); err != nil {
 		return err

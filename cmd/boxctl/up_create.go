@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localbroker"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
 	"github.com/tangle-network/boxctl/internal/tracing"
 	"github.com/tangle-network/boxctl/pins"
@@ -14,6 +16,7 @@ import (
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/kubernetes"
 )
 
 func runUp(ctx context.Context, a *app, o *upOptions) error {
@@ -47,6 +50,7 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 		return err
 	}
 	rec.Upstream, rec.BrokerURL, rec.Egress = up.Name, o.brokerURL, o.egress
+	defer localbroker.KeepAwake(ctx, access.Broker, localbroker.KeepAwakeEvery)()
 	var gate sandbox.EgressGate
 	if o.confined() {
 		if gate, err = a.egressGate(ctx, s, v, access.BrokerURL); err != nil {
@@ -79,6 +83,26 @@ func (o *upOptions) poolable() bool {
 	return !o.noPool && o.retention == 0 && o.idle == 0 && o.egress == nil
 }
 
+// resolveRuntime checks --runtime and --runtime-class, and takes the
+// class as the box's runtime.
+func (o *upOptions) resolveRuntime() error {
+	switch {
+	case o.class != "" && o.runtime != "":
+		return usageErrorf("--runtime-class and --runtime: give one (a RuntimeClass is the runtime of a Kubernetes box)")
+	case o.class != "" && o.target != kubernetes.Name:
+		return usageErrorf("--runtime-class %q: only --target kubernetes runs boxes under a RuntimeClass (--runtime gvisor is the Docker engine's)", o.class)
+	case o.class != "":
+		o.runtime = o.class
+	}
+	if o.runtime != "" && !runtimeName.MatchString(o.runtime) {
+		return usageErrorf("--runtime %q: want gvisor or a runtime name (lower-case letters, digits, '.', '-' and '_')", o.runtime)
+	}
+	return nil
+}
+
+// runtimeName is what an engine's runtime or a RuntimeClass may be named.
+var runtimeName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
 // createBox makes the box through the sandbox provider.
 func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag, owner string, access boxstate.ModelAccess, gate sandbox.EgressGate, onEvent func(sandbox.Event)) (*sandbox.Environment, pool.Outcome, error) {
 	var bridgeEnv map[string]string
@@ -86,7 +110,7 @@ func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag,
 		bridgeEnv = map[string]string{tracing.EndpointEnv: o.bridgeOTLP}
 	}
 	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: o.image, Broker: access.Broker, BrokerURL: access.BrokerURL,
-		Upstream: access.Upstream, Lifetime: o.lifetime, Retention: o.retention,
+		Upstream: access.Upstream, Lifetime: o.lifetime, Retention: o.retention, Runtime: o.runtime,
 		IdleSuspend: o.idle, RunTag: tag, Owner: owner, Logger: a.log, OnEvent: onEvent, BridgeEnv: bridgeEnv,
 		Egress: o.egress, EgressGate: gate})
 	if err != nil {
@@ -105,7 +129,7 @@ func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag,
 	if !o.poolable() {
 		env, err = p.Create(ctx, req)
 	} else {
-		env, outcome, err = pool.For(v, "").Claim(ctx, p, pool.DefaultName(o.target, o.harness, o.image), req)
+		env, outcome, err = pool.For(v, "").Claim(ctx, p, pool.DefaultName(o.target, o.harness, o.image, o.runtime), req)
 	}
 	a.log.Debug("box", "pool", outcome)
 	if errors.Is(err, pins.ErrUnknownHarness) {

@@ -133,3 +133,38 @@ func TestUpCmd_NoImage(t *testing.T) {
 		t.Errorf("up without an image or a build = %v, want a usage error naming both ways", err)
 	}
 }
+
+func TestUpCmd_Runtime(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		want    string
+		wantErr string
+	}{
+		{name: "default", want: ""},
+		{name: "gvisor", args: []string{"--runtime", "gvisor"}, want: "gvisor"},
+		{name: "an engine runtime", args: []string{"--runtime", "runsc-debug"}, want: "runsc-debug"},
+		{name: "a runtime class", args: []string{"--target", "kubernetes", "--runtime-class", "gvisor"}, want: "gvisor"},
+		{name: "a class off kubernetes", args: []string{"--runtime-class", "gvisor"}, wantErr: "only --target kubernetes"},
+		{name: "both", args: []string{"--target", "kubernetes", "--runtime-class", "kata", "--runtime", "gvisor"}, wantErr: "give one"},
+		{name: "not a name", args: []string{"--runtime", "Run SC"}, wantErr: "want gvisor or a runtime name"},
+		{name: "a flag", args: []string{"--runtime=-x"}, wantErr: "want gvisor or a runtime name"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, called, err := parseCmd(t, newUpCmd, append([]string{"up", "--router", "local"}, tc.args...)...)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || called {
+					t.Fatalf("up %v = %v, want a usage error with %q", tc.args, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !called {
+				t.Fatalf("up %v = %v", tc.args, err)
+			}
+			if got.runtime != tc.want {
+				t.Errorf("runtime = %q, want %q", got.runtime, tc.want)
+			}
+		})
+	}
+}

@@ -15,13 +15,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/klog/v2"
-	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
+	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
@@ -68,7 +69,11 @@ func Kubectl(t testing.TB, args ...string) []byte {
 func kubectl(env testbed.Env, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, env.Kubectl, append([]string{"--kubeconfig", env.Kubeconfig}, args...)...)
+	// The test bed's discovery cache, which its `up` drops when the
+	// served API versions change (not ~/.kube/cache, which would keep
+	// asking for a version the cluster no longer serves).
+	cache := filepath.Join(filepath.Dir(env.Kubeconfig), "kubectl-cache")
+	cmd := exec.CommandContext(ctx, env.Kubectl, append([]string{"--kubeconfig", env.Kubeconfig, "--cache-dir", cache}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -24,7 +24,8 @@
 //
 // The cluster is Kubernetes v1.35 with the agent-sandbox controller at the
 // version go.mod requires (the agents.x-k8s.io and
-// extensions.agents.x-k8s.io APIs), everything on 127.0.0.1. Its one node
+// extensions.agents.x-k8s.io APIs at v1beta1; `up` replaces the v1alpha1
+// CRDs of an older test bed), everything on 127.0.0.1. Its one node
 // is "localhost"; pods pull images from the test bed's registry (Registry,
 // BaseImage), sit on a private bridge with no route off the machine, and
 // have no cluster DNS or kube-proxy: reach a pod through the API (exec,

@@ -23,6 +23,7 @@ import (
 	"github.com/tonistiigi/fsutil"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -245,7 +246,8 @@ func TestHostNode(t *testing.T) {
 }
 
 // TestKubernetes checks the test bed's cluster through client-go: the node
-// localhost is Ready, the agent-sandbox Sandbox API is served, and the built
+// localhost is Ready, the agent-sandbox APIs are served at v1beta1 (and
+// v1alpha1 no longer), and the built
 // kubectl speaks to the apiserver at the same version.
 func TestKubernetes(t *testing.T) {
 	env := testbed.Require(t)
@@ -279,16 +281,26 @@ func TestKubernetes(t *testing.T) {
 		return nil
 	})
 
-	res, err := cs.Discovery().ServerResourcesForGroupVersion("agents.x-k8s.io/v1alpha1")
-	if err != nil {
-		t.Fatalf("discovery of agents.x-k8s.io/v1alpha1: %v", err)
+	// agent-sandbox at go.mod's v1.0.x: v1beta1 only, the v1alpha1 CRDs of
+	// an older test bed replaced.
+	for gv, want := range map[string]string{
+		"agents.x-k8s.io/v1beta1":            "sandboxes/Sandbox",
+		"extensions.agents.x-k8s.io/v1beta1": "sandboxwarmpools/SandboxWarmPool",
+	} {
+		res, err := cs.Discovery().ServerResourcesForGroupVersion(gv)
+		if err != nil {
+			t.Fatalf("discovery of %s: %v", gv, err)
+		}
+		var kinds []string
+		for _, r := range res.APIResources {
+			kinds = append(kinds, r.Name+"/"+r.Kind)
+		}
+		if !slices.Contains(kinds, want) {
+			t.Errorf("%s serves %v, want %s", gv, kinds, want)
+		}
 	}
-	var kinds []string
-	for _, r := range res.APIResources {
-		kinds = append(kinds, r.Name+"/"+r.Kind)
-	}
-	if !slices.Contains(kinds, "sandboxes/Sandbox") {
-		t.Errorf("agents.x-k8s.io/v1alpha1 serves %v, want sandboxes/Sandbox", kinds)
+	if _, err := cs.Discovery().ServerResourcesForGroupVersion("agents.x-k8s.io/v1alpha1"); !apierrors.IsNotFound(err) {
+		t.Errorf("discovery of agents.x-k8s.io/v1alpha1 = %v, want not found", err)
 	}
 
 	server, err := cs.Discovery().ServerVersion()

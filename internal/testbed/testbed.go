@@ -56,6 +56,10 @@ type Env struct {
 	// Chromium is Debian's Chromium, the browser the inspector's tests
 	// drive. Optional in the state file: RequireChromium fails without it.
 	Chromium string
+	// GVisorRuntime is the engine's name of gVisor's runsc runtime (the
+	// Docker vendor's WithRuntime takes it). Optional in the state file:
+	// RequireGVisor fails without it.
+	GVisorRuntime string
 }
 
 // StateFileName is the name of the state file in the state directory.
@@ -103,6 +107,7 @@ var stateKeys = []struct {
 	{key: "BOXCTL_TEST_OTLP_ENDPOINT", field: func(e *Env) *string { return &e.OTLPEndpoint }, optional: true},
 	{key: "BOXCTL_TEST_JAEGER_URL", field: func(e *Env) *string { return &e.JaegerURL }, optional: true},
 	{key: "BOXCTL_TEST_CHROMIUM", field: func(e *Env) *string { return &e.Chromium }, optional: true},
+	{key: "BOXCTL_TEST_GVISOR_RUNTIME", field: func(e *Env) *string { return &e.GVisorRuntime }, optional: true},
 }
 
 // parseState reads KEY=VALUE lines: blank lines and # comments are
@@ -243,6 +248,17 @@ func RequireChromium(t testing.TB) Env {
 	}
 	if _, err := os.Stat(env.Chromium); err != nil {
 		t.Fatalf("testbed: chromium: %v (run scripts/testbed up)", err)
+	}
+	return env
+}
+
+// RequireGVisor returns the test bed with gVisor's runtime registered
+// with its engine, or fails the test loudly when the state lacks it.
+func RequireGVisor(t testing.TB) Env {
+	t.Helper()
+	env := Require(t)
+	if env.GVisorRuntime == "" {
+		t.Fatalf("testbed: %v: state file lacks BOXCTL_TEST_GVISOR_RUNTIME (run scripts/testbed up)", ErrNotUp)
 	}
 	return env
 }

@@ -215,11 +215,34 @@ func boxFile(t *testing.T, b vendors.Box, file string) bool {
 // project and nothing outside it, fs-jail hides the box's other paths,
 // net-jail reaches the model endpoint and neither another listener on the
 // boxes' network nor the box's own bridge. Each refusal has an unjailed
-// twin that succeeds, so a refusal is the jail's doing.
+// twin that succeeds, so a refusal is the jail's doing. Under gVisor the
+// filesystem jails hold alike, and the bridge refuses net-jail (bwrap
+// cannot bring up a network namespace there) instead of running the turn
+// unconfined.
 func TestJail_InDockerBox(t *testing.T) {
 	f := setup(t)
-	jr := newJailRouter(t, f.Vendor)
-	p := f.On(t, target{Name: "docker", Vendor: f.Vendor, Image: f.Image}, func(o *sandbox.Options) { o.Router = jr.router })
+	env := testbed.RequireGVisor(t)
+	gv, err := docker.New(docker.WithHost(env.DockerHost), docker.WithNetwork(testNetwork),
+		docker.WithRuntime(vendors.RuntimeGVisor), docker.WithGVisorRuntime(env.GVisorRuntime))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gv.Close() })
+	for _, rt := range []struct {
+		name     string
+		v        *docker.Vendor
+		netJails bool
+	}{{"runc", f.Vendor, true}, {"gvisor", gv, false}} {
+		t.Run(rt.name, func(t *testing.T) {
+			t.Parallel()
+			jailsInBox(t, f, rt.v, rt.netJails)
+		})
+	}
+}
+
+func jailsInBox(t *testing.T, f *fixture, v *docker.Vendor, netJails bool) {
+	jr := newJailRouter(t, v)
+	p := f.On(t, target{Name: "docker", Vendor: v, Image: f.Image}, func(o *sandbox.Options) { o.Router = jr.router })
 	env := create(t, p, sandbox.CreateRequest{Profile: claude})
 	box := env.Box()
 
@@ -258,7 +281,18 @@ func TestJail_InDockerBox(t *testing.T) {
 		{"unjailedbridge", noJail, probe("dial", "unjailedbridge", "127.0.0.1:"+strconv.Itoa(sandbox.BridgePort)), "connected", ""},
 	} {
 		t.Run(tc.id, func(t *testing.T) {
-			if err := jailTurn(t, jr, env, tc.ex, tc.id, tc.cmd); err != nil {
+			err := jailTurn(t, jr, env, tc.ex, tc.id, tc.cmd)
+			if tc.ex.NetJail != nil && !netJails {
+				var be *provider.BridgeError
+				if !errors.As(err, &be) || be.Type != "not_configured" || !strings.Contains(be.Message, "network namespace") {
+					t.Fatalf("net-jailed turn where bwrap has no network namespace = %v, want the bridge's not_configured refusal", err)
+				}
+				if got := jr.outcome(tc.id); got != "" {
+					t.Errorf("the refused turn ran its probe anyway: %s", got)
+				}
+				return
+			}
+			if err != nil {
 				t.Fatalf("turn: %v", err)
 			}
 			if got := jr.outcome(tc.id); got != tc.want {
@@ -270,6 +304,9 @@ func TestJail_InDockerBox(t *testing.T) {
 				}
 			}
 		})
+	}
+	if !netJails {
+		return
 	}
 	// The net-jailed probe's GET reached the model endpoint itself (which
 	// answers an unknown path 404), and the net-jailed turns got their model

@@ -139,6 +139,11 @@ type Options struct {
 	Owner string
 	// Resources are each box's limits. Default: the vendor's.
 	Resources vendors.Resources
+	// Runtime is the runtime of every box (vendors.CreateSpec.Runtime):
+	// vendors.RuntimeGVisor puts each box under gVisor's kernel (a Docker
+	// engine's runsc, a Kubernetes RuntimeClass named gvisor), or a
+	// vendor's own runtime name. Default: the vendor's.
+	Runtime string
 	// Labels are added to every box.
 	Labels map[string]string
 	// ReadyTimeout bounds the wait for the bridge. Default:

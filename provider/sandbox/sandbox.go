@@ -98,7 +98,8 @@ func (p *Provider) spec(req CreateRequest) vendors.CreateSpec {
 		labels[boxmeta.LabelIdleSuspend] = boxmeta.FormatIdle(p.o.IdleSuspend)
 	}
 	return vendors.CreateSpec{Image: p.o.Image, Lifetime: life, RunTag: p.o.RunTag, Owner: p.o.Owner,
-		Labels: labels, Resources: p.o.Resources, Ports: []int{BridgePort}, Retention: p.o.Retention, Pool: req.Pool, Egress: p.o.Egress}
+		Labels: labels, Resources: p.o.Resources, Runtime: p.o.Runtime, Ports: []int{BridgePort}, Retention: p.o.Retention, Pool: req.Pool,
+		Egress: p.o.Egress}
 }
 
 // check refuses what would fail later, before any vendor call.

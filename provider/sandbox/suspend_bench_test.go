@@ -23,8 +23,8 @@ import (
 // container of the same image with the bridge on its command line
 // (impl=baseline: docker stop, and docker start polled until /health
 // answers 200). The other half of each cycle is not timed. The same
-// cycle runs on Kubernetes (vendor=kubernetes: replicas 0 and 1 of the
-// box's Sandbox, its volume kept), against the absolute target.
+// cycle runs on Kubernetes (vendor=kubernetes: the box's Sandbox
+// Suspended and Running again, its volume kept), against the absolute target.
 func BenchmarkSuspendResume(b *testing.B) {
 	f := setup(b)
 	env := testbed.Require(b)

@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -124,6 +125,7 @@ func (s jaegerSpan) tag(key string) string {
 type jaegerTrace struct {
 	spans   []jaegerSpan
 	service map[string]string // span id -> service name
+	raw     []byte            // the query API's answer
 }
 
 // named returns the spans called name.
@@ -177,13 +179,17 @@ func getTrace(ctx context.Context, base, id string) (jaegerTrace, error) {
 			} `json:"processes"`
 		} `json:"data"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return jaegerTrace{}, err
+	}
+	if err := json.Unmarshal(raw, &body); err != nil {
 		return jaegerTrace{}, err
 	}
 	if len(body.Data) != 1 {
 		return jaegerTrace{}, fmt.Errorf("GET /api/traces/%s: %d traces", id, len(body.Data))
 	}
-	tr := jaegerTrace{spans: body.Data[0].Spans, service: map[string]string{}}
+	tr := jaegerTrace{spans: body.Data[0].Spans, service: map[string]string{}, raw: raw}
 	for _, s := range tr.spans {
 		tr.service[s.SpanID] = body.Data[0].Processes[s.ProcessID].ServiceName
 	}
@@ -278,6 +284,17 @@ func TestProvider_LiveTrace(t *testing.T) {
 		childOf(t, tr, "create."+ph, "sandbox.create")
 	}
 	t.Logf("create trace %s: %d spans", root.SpanContext().TraceID(), len(tr.spans))
+	// No secret in any span, the box's and the caller's: not the model
+	// key, not the bridge's bearer.
+	secrets := map[string]string{"the model key": f.Router.Key, "the bearer": env.Reference().Bearer}
+	noSecret := func(what string, tr jaegerTrace) {
+		for name, s := range secrets {
+			if s == "" || bytes.Contains(tr.raw, []byte(s)) {
+				t.Errorf("%s holds %s (or it is empty)", what, name)
+			}
+		}
+	}
+	noSecret("the create trace", tr)
 
 	// Each turn: one trace from the caller to the harness, across the
 	// process boundary into the box.
@@ -311,6 +328,7 @@ func TestProvider_LiveTrace(t *testing.T) {
 			ts.tag(provider.AttrFirstEvent) == "" || ts.tag(provider.AttrOutputTokens) == "" {
 			t.Errorf("turn %d: span tags %+v, want outcome, served model, first event and tokens", i, ts.Tags)
 		}
+		noSecret(fmt.Sprintf("turn %d's trace", i), tr)
 		t.Logf("turn trace %s: %d spans (%d of box-bridge)", id, len(tr.spans), countService(tr, "box-bridge"))
 	}
 

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # buildkitd: built from the buildkit module go.mod requires, OCI worker
 # (runc), containerd worker off, on a unix socket in the state directory,
-# with the local registry marked plain HTTP so builds push to and pull from it.
+# with the local registry marked plain HTTP so builds push to and pull from it,
+# and its cache bounded (12 GB at most, 10 GB of the disk left free).
 
 BUILDKITD_EXE=$BIN/buildkitd
 
@@ -22,6 +23,10 @@ buildkit_up() {
 			[worker.oci]
 			  enabled = true
 			  binary = "runc"
+			  gc = true
+			  reservedSpace = "2GB"
+			  maxUsedSpace = "12GB"
+			  minFreeSpace = "10GB"
 			[worker.containerd]
 			  enabled = false
 			[registry."$REGISTRY"]

@@ -1,17 +1,43 @@
 # shellcheck shell=bash
 # The Docker engine: reuse one that answers, else start Debian's dockerd
-# with its data in the state directory.
+# with its data in the state directory and a daemon config of the test
+# bed's (the extra runtimes: gvisor.sh's runsc; its build cache bounded to
+# 10 GB). An engine the test bed started with other flags is restarted; a
+# changed config is reloaded.
 
 DOCKERD_EXE=/usr/sbin/dockerd
 DOCKER_SOCK=/var/run/docker.sock
+DOCKERD_CONFIG=$TB/dockerd.json
 
 # docker_answers HOST: the engine at HOST answers `docker info`.
 docker_answers() {
 	DOCKER_HOST=$1 timeout 10 docker info --format '{{.ServerVersion}}' >/dev/null 2>&1
 }
 
+# docker_config: write the daemon config; print "changed" when it did.
+docker_config() {
+	local want
+	want=$(printf '{\n  "runtimes": {\n    "%s": {"path": "%s", "runtimeArgs": ["--overlay2=none"]}\n  },\n  "builder": {"gc": {"enabled": true, "defaultKeepStorage": "10GB"}}\n}' "$RUNSC_RUNTIME" "$RUNSC_EXE")
+	if [[ ! -f $DOCKERD_CONFIG || $(<"$DOCKERD_CONFIG") != "$want" ]]; then
+		printf '%s\n' "$want" >"$DOCKERD_CONFIG"
+		echo changed
+	fi
+}
+
 docker_up() {
-	local h pid i
+	local h pid i changed args
+	changed=$(docker_config)
+	DOCKER_HOST_ADDR=unix://$DOCKER_SOCK
+	args=(--host "$DOCKER_HOST_ADDR" --data-root "$TB/docker" --pidfile "$RUN/dockerd.self.pid" --config-file "$DOCKERD_CONFIG")
+	if pid=$(pid_of dockerd "$DOCKERD_EXE"); then
+		if [[ $(tr '\0' ' ' <"/proc/$pid/cmdline") != "$DOCKERD_EXE ${args[*]} " ]]; then
+			stop_daemon dockerd "$DOCKERD_EXE" >/dev/null
+			report docker restarting "pid $pid ran with other flags"
+		elif [[ -n $changed ]]; then
+			kill -HUP "$pid"
+			report docker reloaded "$DOCKERD_CONFIG (pid $pid)"
+		fi
+	fi
 	for h in ${DOCKER_HOST:-} "unix://$DOCKER_SOCK"; do
 		if docker_answers "$h"; then
 			DOCKER_HOST_ADDR=$h
@@ -22,10 +48,7 @@ docker_up() {
 	DOCKER_HOST_ADDR=unix://$DOCKER_SOCK
 	if ! pid=$(pid_of dockerd "$DOCKERD_EXE"); then
 		mkdir -p "$TB/docker"
-		start_daemon dockerd "$DOCKERD_EXE" \
-			--host "$DOCKER_HOST_ADDR" \
-			--data-root "$TB/docker" \
-			--pidfile "$RUN/dockerd.self.pid"
+		start_daemon dockerd "$DOCKERD_EXE" "${args[@]}"
 		pid=$(<"$RUN/dockerd.pid")
 	fi
 	for ((i = 0; i < 120; i++)); do

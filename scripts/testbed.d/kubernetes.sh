@@ -34,9 +34,14 @@ declare -A KUBE_EXE=(
 	[kube-localpv]=$LOCALPV_EXE
 )
 
+# KUBECTL_CACHE is the discovery cache of the test bed's kubectl (the
+# tests' too, internal/kubetest): in the state directory, so that `up`
+# can drop it when the served API versions change.
+KUBECTL_CACHE=$KUBE/kubectl-cache
+
 # kubectl_admin ARGS...: the built kubectl as the test bed's admin.
 kubectl_admin() {
-	"$KUBECTL" --kubeconfig="$ADMIN_KUBECONFIG" --request-timeout=10s "$@"
+	"$KUBECTL" --kubeconfig="$ADMIN_KUBECONFIG" --cache-dir="$KUBECTL_CACHE" --request-timeout=10s "$@"
 }
 
 # kube_curl URL: GET URL with the admin's client certificate.
@@ -235,11 +240,40 @@ crds_established() {
 	kubectl_admin wait --for=condition=Established --timeout=5s -f "$SANDBOX_CRDS"
 }
 
+# crds_replace_stale: delete each agent-sandbox CRD of the cluster that
+# still stores a version the new CRDs do not serve (v1alpha1 under a
+# v1beta1-only release), objects and all: the API server refuses to drop a
+# stored version, and the test bed keeps no boxes across an upgrade. A CRD
+# that serves what it stores is left alone.
+crds_replace_stale() {
+	local f out name versions stored s
+	for f in "$SANDBOX_CRDS"/*.yaml; do
+		out=$(kubectl_admin create --dry-run=client --validate=false -o 'jsonpath={.metadata.name}{" "}{.spec.versions[*].name}' -f "$f") ||
+			die "reading $f failed"
+		read -r name versions <<<"$out"
+		[[ -n $name && -n $versions ]] || die "$f names no CRD and versions"
+		stored=$(kubectl_admin get crd "$name" --ignore-not-found -o 'jsonpath={.status.storedVersions[*]}') ||
+			die "reading CRD $name failed"
+		for s in $stored; do
+			if [[ " $versions " != *" $s "* ]]; then
+				echo "testbed: replacing CRD $name: it stores $s, $AGENT_SANDBOX_VERSION serves $versions" >&2
+				kubectl_admin delete crd "$name" --wait=true --timeout=120s >>"$LOGS/kube-crds.log" 2>&1 ||
+					{ logtail "$LOGS/kube-crds.log"; die "deleting CRD $name failed (log: $LOGS/kube-crds.log)"; }
+				# kubectl would ask for the old version from its cache.
+				rm -rf "$KUBECTL_CACHE"
+				break
+			fi
+		done
+	done
+}
+
 # crds_up: the agent-sandbox CRDs, applied server-side (they are too big for
 # the last-applied annotation) before kube-controller-manager starts, so its
-# garbage collector maps Sandboxes from its first sync.
+# garbage collector maps Sandboxes from its first sync. Older CRDs whose
+# stored versions the new ones drop are replaced (crds_replace_stale).
 crds_up() {
 	SANDBOX_CRDS=$(module_dir "sigs.k8s.io/agent-sandbox@$AGENT_SANDBOX_VERSION")/k8s/crds
+	crds_replace_stale
 	kubectl_admin apply --server-side --force-conflicts --field-manager=boxctl-testbed -f "$SANDBOX_CRDS" >>"$LOGS/kube-crds.log" 2>&1 ||
 		{ logtail "$LOGS/kube-crds.log"; die "applying the agent-sandbox CRDs failed (log: $LOGS/kube-crds.log)"; }
 	kube_wait 60 "the agent-sandbox CRDs were not Established" crds_established

@@ -39,6 +39,22 @@
 // refuses jailed turns; it never runs them unconfined. WithoutJails keeps
 // Docker's stock profile and masks.
 //
+// # gVisor
+//
+// A box asked for vendors.RuntimeGVisor (WithRuntime, or CreateSpec.Runtime)
+// runs under the engine's runsc runtime (WithGVisorRuntime names it;
+// default "runsc"): its processes talk to gVisor's kernel, not the host's,
+// with the same hardening as a runc box. Create refuses a runtime the
+// engine lacks with a SpecError naming the ones it has, and a suspendable
+// box under a runsc that keeps the box's files in its own overlay (any
+// runtimeArgs without --overlay2=none), which a stop discards. Bubblewrap's
+// filesystem jails hold under gVisor; a network namespace of its own does
+// not come up there (google/gvisor#13438), so the bridge reports net-jail
+// and exact process environments unavailable and refuses them. A start
+// that fails under runsc can leave its shim, sandbox and gofer running
+// after the engine forgot the container: Create ends them when its start
+// fails, and Sweep (which gc's reaper calls) finds and ends any others.
+//
 // The lifetime is enforced inside the box: the vendor sets BOX_DEADLINE,
 // the image's init ends every process in the box at that time, and the
 // container is created with auto-remove, so the engine removes it when its

@@ -51,6 +51,8 @@ type Vendor struct {
 
 	netMu sync.Mutex
 	netID string
+	// runtimes are the runtimes the engine was seen to have.
+	runtimes sync.Map
 }
 
 var _ vendors.Vendor = (*Vendor)(nil)
@@ -62,6 +64,7 @@ type options struct {
 	host      string
 	network   string
 	runtime   string
+	gvisor    string
 	resources vendors.Resources
 	version   string
 	logger    *slog.Logger
@@ -77,9 +80,14 @@ func WithHost(host string) Option { return func(o *options) { o.host = host } }
 // container traffic off) when missing. Default: DefaultNetwork.
 func WithNetwork(name string) Option { return func(o *options) { o.network = name } }
 
-// WithRuntime sets the OCI runtime of every box (e.g. "runsc"), unless a
-// create spec names one. Default: the engine's default runtime.
+// WithRuntime sets the runtime of every box, unless a create spec names
+// one: vendors.RuntimeGVisor, or a runtime of the engine's (e.g. "runsc").
+// Default: the engine's default runtime.
 func WithRuntime(name string) Option { return func(o *options) { o.runtime = name } }
+
+// WithGVisorRuntime names the engine's runtime that runs gVisor, which
+// vendors.RuntimeGVisor selects. Default: DefaultGVisorRuntime.
+func WithGVisorRuntime(name string) Option { return func(o *options) { o.gvisor = name } }
 
 // WithDefaultResources sets the limits of a box whose spec names none.
 // Default: DefaultCPUs, DefaultMemory, DefaultPids.
@@ -108,7 +116,7 @@ func WithoutJails() Option { return func(o *options) { o.noJails = true } }
 
 func makeOptions(opts []Option) options {
 	defaults := vendors.Resources{CPUs: DefaultCPUs, MemoryBytes: DefaultMemory, Pids: DefaultPids}
-	o := options{network: DefaultNetwork, version: buildinfo.Get().Version, pull: true, resources: defaults}
+	o := options{network: DefaultNetwork, gvisor: DefaultGVisorRuntime, version: buildinfo.Get().Version, pull: true, resources: defaults}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -265,9 +273,9 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		exposed[port] = struct{}{}
 		bindings[port] = []nat.PortBinding{{HostIP: "127.0.0.1"}}
 	}
-	runtime := v.opts.runtime
-	if spec.Runtime != "" {
-		runtime = spec.Runtime
+	runtime, err := v.runtime(ctx, spec)
+	if err != nil {
+		return nil, err
 	}
 	if err := v.checkInit(ctx, spec.Image); err != nil {
 		return nil, err
@@ -326,7 +334,13 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		}
 	}
 	if err := v.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
-		return fail(fmt.Errorf("docker: start box: %w", v.mapErr(err, created.ID)))
+		box, err := fail(fmt.Errorf("docker: start box: %w", v.mapErr(err, created.ID)))
+		if runtime != "" {
+			// A start that failed under runsc can leave its sandbox
+			// running after the engine forgot the box.
+			err = errors.Join(err, v.endLeftover(context.WithoutCancel(ctx), created.ID))
+		}
+		return box, err
 	}
 	info, err := b.Status(ctx)
 	if errors.Is(err, vendors.ErrNotFound) {

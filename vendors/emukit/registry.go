@@ -26,6 +26,10 @@ type RegistryOptions struct {
 	Network string
 	// Log receives the Docker vendor's records. Default discards.
 	Log *slog.Logger
+	// Runtime is the runtime of the boxes, as the Docker vendor's
+	// WithRuntime takes it (vendors.RuntimeGVisor: each sandbox under
+	// gVisor). Default the engine's.
+	Runtime string
 }
 
 // Registry is the set of Docker boxes behind an emulator's sandboxes, by
@@ -49,7 +53,8 @@ func NewRegistry(opts RegistryOptions) (*Registry, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	dv, err := docker.New(docker.WithHost(opts.DockerHost), docker.WithNetwork(opts.Network), docker.WithLogger(opts.Log))
+	dv, err := docker.New(docker.WithHost(opts.DockerHost), docker.WithNetwork(opts.Network), docker.WithLogger(opts.Log),
+		docker.WithRuntime(opts.Runtime))
 	if err != nil {
 		return nil, err
 	}

@@ -12,9 +12,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
+	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
@@ -58,7 +59,7 @@ func (b *Box) Pod() string { return b.pod }
 
 // Status reads the Sandbox.
 func (b *Box) Status(ctx context.Context) (vendors.Info, error) {
-	sb, err := b.v.agents.AgentsV1alpha1().Sandboxes(b.v.ns).Get(ctx, b.id, metav1.GetOptions{})
+	sb, err := b.v.agents.AgentsV1beta1().Sandboxes(b.v.ns).Get(ctx, b.id, metav1.GetOptions{})
 	if err == nil && sb.DeletionTimestamp != nil {
 		err = apierrors.NewNotFound(agentsv1.Resource("sandboxes"), b.id)
 	}
@@ -108,7 +109,7 @@ func (b *Box) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, b.v.o.readyTimeout,
 		fmt.Errorf("not ready within %v", b.v.o.readyTimeout))
 	defer cancel()
-	sbs := b.v.agents.AgentsV1alpha1().Sandboxes(b.v.ns)
+	sbs := b.v.agents.AgentsV1beta1().Sandboxes(b.v.ns)
 	pods := b.v.core.CoreV1().Pods(b.v.ns)
 	w := readyWait{b: b, last: NotReadyError{ID: b.id}}
 	for {
@@ -190,14 +191,17 @@ func (w *readyWait) watch(ctx context.Context, sw, pw watch.Interface) (bool, er
 }
 
 // sandbox reads the Sandbox's Ready condition: done when it holds or can
-// no longer come.
+// no longer come (its pod finished, its time expired, its pod refused).
 func (w *readyWait) sandbox(sb *agentsv1.Sandbox) (bool, error) {
+	if c := meta.FindStatusCondition(sb.Status.Conditions, string(agentsv1.SandboxConditionFinished)); c != nil && c.Status == metav1.ConditionTrue {
+		return true, &NotReadyError{ID: w.b.id, Reason: c.Reason, Message: c.Message}
+	}
 	for _, c := range sb.Status.Conditions {
 		if c.Type != string(agentsv1.SandboxConditionReady) {
 			continue
 		}
-		// A condition of an earlier generation (a resume's replicas 0 to
-		// 1) is not the answer yet.
+		// A condition of an earlier generation (a resume's Suspended to
+		// Running) is not the answer yet.
 		if c.Status == metav1.ConditionTrue && c.ObservedGeneration >= sb.Generation {
 			return true, nil
 		}
@@ -343,7 +347,7 @@ func (b *Box) Destroy(ctx context.Context) error {
 	var errs []error
 	// A claimed box goes with its claim, which would otherwise make a new
 	// Sandbox for itself.
-	sb, err := b.v.agents.AgentsV1alpha1().Sandboxes(b.v.ns).Get(ctx, b.id, metav1.GetOptions{})
+	sb, err := b.v.agents.AgentsV1beta1().Sandboxes(b.v.ns).Get(ctx, b.id, metav1.GetOptions{})
 	if err == nil {
 		if ref := metav1.GetControllerOf(sb); ref != nil && ref.Kind == "SandboxClaim" {
 			errs = append(errs, b.v.deleteClaim(ctx, ref.Name))
@@ -355,7 +359,7 @@ func (b *Box) Destroy(ctx context.Context) error {
 		// is not an error).
 		errs = append(errs, b.v.deleteClaim(ctx, b.id))
 	}
-	if err := b.v.agents.AgentsV1alpha1().Sandboxes(b.v.ns).Delete(ctx, b.id, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
+	if err := b.v.agents.AgentsV1beta1().Sandboxes(b.v.ns).Delete(ctx, b.id, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("sandbox: %w", err))
 	}
 	if err := b.v.core.CoreV1().Pods(b.v.ns).Delete(ctx, b.pod, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}); err != nil && !apierrors.IsNotFound(err) {

@@ -5,15 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
-	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1alpha1"
+	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
@@ -30,7 +30,7 @@ type poolTemplate struct {
 // missing). It is read at each create: another process may change the
 // pool.
 func (v *Vendor) poolTemplate(ctx context.Context, pool string) (poolTemplate, error) {
-	t, err := v.ext.ExtensionsV1alpha1().SandboxTemplates(v.ns).Get(ctx, pool, metav1.GetOptions{})
+	t, err := v.ext.ExtensionsV1beta1().SandboxTemplates(v.ns).Get(ctx, pool, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return poolTemplate{}, nil
 	}
@@ -61,57 +61,39 @@ func (v *Vendor) claim(ctx context.Context, pool string, spec vendors.CreateSpec
 	return b, true, nil
 }
 
-// claimAttempts bounds the claims one create makes when the pods it
-// adopts turn out to be another claim's.
-const claimAttempts = 3
-
-// errLostPod is an adopted pod that another claim adopted too.
-var errLostPod = errors.New("the adopted pod is another claim's")
-
-// claimPool makes a SandboxClaim on the vendor's pool and returns the box
-// once its Sandbox is Ready. The controller names the Sandbox after the
-// claim and adopts an idle pod of the pool when there is one; the
-// Sandbox gets the box's labels and the claim's shutdown time, which end
-// both. With standby, an adopted pod that is ready makes the box ready
-// (the Sandbox's Ready condition, which follows, is not waited for), and
-// a port-forward connection to each of the box's ports is dialed
-// meanwhile, for the caller's first request.
+// claimPool makes a SandboxClaim on the warm pool named pool and returns
+// the box once its Sandbox is Ready. The controller adopts an idle
+// Sandbox of the pool when there is one (named after the pool, its pod
+// after it) and makes one from the pool's template, named after the
+// claim, when there is none; the box is that Sandbox. The Sandbox gets the
+// box's labels and the claim's shutdown time, which end both. With
+// standby, a ready pod makes the box ready (the Sandbox's Ready condition
+// of its new generation, which follows, is not waited for), and a
+// port-forward connection to each of the box's ports is dialed meanwhile,
+// for the caller's first request.
 //
-// agent-sandbox (v0.2.1) may adopt one idle pod for two claims made at
-// once: a pod it adopted has no controller until the Sandbox controller
-// gives it one, and so stays a candidate. The claim the pod names makes
-// it its own (ownPod); one that lost it gives its claim and Sandbox up,
-// the pod left to the other, and claims anew.
+// An adoption is the controller's conditional write of the Sandbox's
+// owner: two claims made at once never get one Sandbox.
 func (v *Vendor) claimPool(ctx context.Context, pool string, meta metav1.ObjectMeta, shutdown metav1.Time, standby bool) (*Box, error) {
-	for i := 1; ; i++ {
-		b, err := v.claimOnce(ctx, pool, meta, shutdown, standby)
-		if !errors.Is(err, errLostPod) || i == claimAttempts {
-			return b, err
-		}
-		v.o.logger.Debug("kubernetes claim lost its pod to another claim", "id", meta.Name, "attempt", i)
-		meta.Name = boxName(meta.Labels[boxmeta.LabelRunTag])
-	}
-}
-
-func (v *Vendor) claimOnce(ctx context.Context, pool string, meta metav1.ObjectMeta, shutdown metav1.Time, standby bool) (*Box, error) {
 	c := &extv1.SandboxClaim{ObjectMeta: meta, Spec: extv1.SandboxClaimSpec{
-		TemplateRef: extv1.SandboxTemplateRef{Name: pool},
+		WarmPoolRef: extv1.SandboxWarmPoolRef{Name: pool},
 		Lifecycle:   &extv1.Lifecycle{ShutdownTime: &shutdown, ShutdownPolicy: extv1.ShutdownPolicyDelete},
 	}}
-	claims := v.ext.ExtensionsV1alpha1().SandboxClaims(v.ns)
-	made, err := claims.Create(ctx, c, metav1.CreateOptions{})
+	made, err := v.ext.ExtensionsV1beta1().SandboxClaims(v.ns).Create(ctx, c, metav1.CreateOptions{})
 	if err != nil {
 		if derr := v.deleteByName(context.WithoutCancel(ctx), meta.Name); derr != nil {
 			return nil, &vendors.CleanupError{Vendor: Name, BoxID: meta.Name, Err: errors.Join(fmt.Errorf("kubernetes: claim a box of pool %s: %w", pool, err), derr)}
 		}
 		return nil, fmt.Errorf("kubernetes: claim a box of pool %s: %w", pool, v.mapErr(err, ""))
 	}
+	// Until its Sandbox is known, the box is its claim (Destroy deletes
+	// the claim of a box whose Sandbox is not there).
 	b := v.box(meta.Name, meta.Name)
-	sb, err := v.waitSandbox(ctx, meta.Name)
+	sb, err := v.waitSandbox(ctx, made)
 	if err != nil {
 		return nil, v.failCreate(ctx, b, err)
 	}
-	b.pod = podName(sb)
+	b = v.box(sb.Name, podName(sb))
 	ports, err := boxmeta.ParsePorts(meta.Labels[boxmeta.LabelPorts])
 	if err != nil {
 		return nil, v.failCreate(ctx, b, err)
@@ -124,101 +106,44 @@ func (v *Vendor) claimOnce(ctx context.Context, pool string, meta metav1.ObjectM
 			}
 		}
 	}
-	// The controller makes the Sandbox bare: give it the box's labels so
-	// that List and gc find it like any other, and the claim's end.
-	patched := make(chan error, 1)
-	go func() {
-		patch, err := json.Marshal(map[string]any{
-			"metadata": map[string]any{"labels": meta.Labels, "annotations": meta.Annotations},
-			"spec":     map[string]any{"shutdownTime": shutdown, "shutdownPolicy": agentsv1.ShutdownPolicyDelete},
-		})
-		if err == nil {
-			_, err = v.agents.AgentsV1alpha1().Sandboxes(v.ns).Patch(ctx, meta.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-		}
-		patched <- err
-	}()
-	ready := false
-	if b.pod != b.id {
-		ready, err = v.ownPod(ctx, b, sb, made.UID)
-	}
-	if perr := <-patched; err == nil && perr != nil {
-		err = fmt.Errorf("kubernetes: label claimed box %s: %w", meta.Name, perr)
-	}
-	if errors.Is(err, errLostPod) {
-		if rerr := v.release(context.WithoutCancel(ctx), b); rerr != nil {
-			return nil, &vendors.CleanupError{Vendor: Name, BoxID: b.id, Err: errors.Join(err, rerr)}
-		}
-		return nil, err
+	// The controller makes or adopts the Sandbox bare: give it the box's
+	// labels so that List and gc find it like any other, and the claim's
+	// end.
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"labels": meta.Labels, "annotations": meta.Annotations},
+		"spec":     map[string]any{"shutdownTime": shutdown, "shutdownPolicy": agentsv1.ShutdownPolicyDelete},
+	})
+	if err == nil {
+		_, err = v.agents.AgentsV1beta1().Sandboxes(v.ns).Patch(ctx, sb.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	}
 	if err != nil {
-		return nil, v.failCreate(ctx, b, err)
+		return nil, v.failCreate(ctx, b, fmt.Errorf("kubernetes: label claimed box %s: %w", sb.Name, err))
 	}
-	if !standby || !ready {
+	ready := false
+	if standby {
+		pod, err := v.core.CoreV1().Pods(v.ns).Get(ctx, b.pod, metav1.GetOptions{})
+		ready = err == nil && podReady(pod)
+	}
+	if !ready {
 		if err := b.waitReady(ctx); err != nil {
 			return nil, v.failCreate(ctx, b, err)
 		}
 	}
-	v.o.logger.Debug("kubernetes box claimed", "id", meta.Name, "pod", b.pod, "pool", pool)
+	v.o.logger.Debug("kubernetes box claimed", "id", b.id, "claim", meta.Name, "pod", b.pod, "pool", pool,
+		"launch", sb.Labels[agentsv1.SandboxLaunchTypeLabel])
 	return b, nil
 }
 
-// ownPod makes the pod the Sandbox sb adopted for the claim uid the
-// Sandbox's own, unless another claim adopted it after (errLostPod). The
-// claim that adopted a pod last is the one it names, and it keeps the
-// pod: in one JSON patch, applied only while the pod still names the
-// claim, its Sandbox becomes the pod's controller in place of any other,
-// after which no claim adopts the pod any more. It reports whether the
-// pod is ready.
-func (v *Vendor) ownPod(ctx context.Context, b *Box, sb *agentsv1.Sandbox, uid types.UID) (bool, error) {
-	own := metav1.NewControllerRef(sb, agentsv1.GroupVersion.WithKind("Sandbox"))
-	// Blocking the owner's deletion would need the right to set the
-	// Sandbox's finalizers.
-	own.BlockOwnerDeletion = nil
-	patch, err := json.Marshal([]map[string]any{
-		{"op": "test", "path": "/metadata/labels/" + strings.ReplaceAll(extv1.SandboxIDLabel, "/", "~1"), "value": string(uid)},
-		{"op": "add", "path": "/metadata/ownerReferences", "value": []metav1.OwnerReference{*own}},
-	})
-	if err != nil {
-		return false, err
-	}
-	pods := v.core.CoreV1().Pods(v.ns)
-	pod, err := pods.Patch(ctx, b.pod, types.JSONPatchType, patch, metav1.PatchOptions{})
-	if err == nil {
-		return podReady(pod), nil
-	}
-	// A failed test is an error like any other: the pod tells which.
-	if cur, gerr := pods.Get(ctx, b.pod, metav1.GetOptions{}); gerr == nil && cur.Labels[extv1.SandboxIDLabel] != string(uid) {
-		return false, errLostPod
-	}
-	return false, fmt.Errorf("kubernetes: adopted pod %s: %w", b.pod, err)
-}
-
-// release gives up a claimed box whose pod is another claim's: its claim
-// and Sandbox go, orphaning what they own (the claim's deletion would
-// otherwise take the Sandbox, and the Sandbox's the pod).
-func (v *Vendor) release(ctx context.Context, b *Box) error {
-	v.stopForwards(b.id)
-	orphan := metav1.DeletePropagationOrphan
-	var errs []error
-	if err := v.ext.ExtensionsV1alpha1().SandboxClaims(v.ns).Delete(ctx, b.id, metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil && !apierrors.IsNotFound(err) {
-		errs = append(errs, fmt.Errorf("claim: %w", err))
-	}
-	if err := v.agents.AgentsV1alpha1().Sandboxes(v.ns).Delete(ctx, b.id, metav1.DeleteOptions{PropagationPolicy: &orphan}); err != nil && !apierrors.IsNotFound(err) {
-		errs = append(errs, fmt.Errorf("sandbox: %w", err))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("kubernetes: release box %s: %w", b.id, err)
-	}
-	return nil
-}
-
-// waitSandbox waits for the Sandbox a claim makes, failing with the
-// claim's reason when the controller cannot make it.
-func (v *Vendor) waitSandbox(ctx context.Context, name string) (*agentsv1.Sandbox, error) {
+// waitSandbox waits for the Sandbox the claim c gets (adopted or made,
+// both labelled with the claim's UID), failing with the claim's reason
+// when the controller cannot give it one.
+func (v *Vendor) waitSandbox(ctx context.Context, c *extv1.SandboxClaim) (*agentsv1.Sandbox, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, v.o.readyTimeout, fmt.Errorf("no sandbox within %v", v.o.readyTimeout))
 	defer cancel()
-	sbs := v.agents.AgentsV1alpha1().Sandboxes(v.ns)
-	claims := v.ext.ExtensionsV1alpha1().SandboxClaims(v.ns)
+	name := c.Name
+	sbs := v.agents.AgentsV1beta1().Sandboxes(v.ns)
+	claims := v.ext.ExtensionsV1beta1().SandboxClaims(v.ns)
+	bySandbox := metav1.ListOptions{LabelSelector: extv1.SandboxIDLabel + "=" + string(c.UID)}
 	byName := metav1.ListOptions{FieldSelector: "metadata.name=" + name}
 	last := NotReadyError{ID: name}
 	fail := func(err error) error { e := last; e.Err = err; return &e }
@@ -228,7 +153,7 @@ func (v *Vendor) waitSandbox(ctx context.Context, name string) (*agentsv1.Sandbo
 		for _, cond := range c.Status.Conditions {
 			if cond.Type == string(agentsv1.SandboxConditionReady) && cond.Status != metav1.ConditionTrue {
 				last.Reason, last.Message = cond.Reason, cond.Message
-				if cond.Reason == "TemplateNotFound" {
+				if slices.Contains(claimRefused, cond.Reason) {
 					return &NotReadyError{ID: name, Reason: cond.Reason, Message: cond.Message}
 				}
 			}
@@ -236,12 +161,14 @@ func (v *Vendor) waitSandbox(ctx context.Context, name string) (*agentsv1.Sandbo
 		return nil
 	}
 	for {
-		l, err := sbs.List(ctx, byName)
+		l, err := sbs.List(ctx, bySandbox)
 		if err != nil {
 			return nil, fail(err)
 		}
-		if len(l.Items) > 0 {
-			return &l.Items[0], nil
+		for i := range l.Items {
+			if l.Items[i].DeletionTimestamp == nil {
+				return &l.Items[i], nil
+			}
 		}
 		c, err := claims.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -253,7 +180,7 @@ func (v *Vendor) waitSandbox(ctx context.Context, name string) (*agentsv1.Sandbo
 		if err := claimed(c); err != nil {
 			return nil, err
 		}
-		sw, err := sbs.Watch(ctx, metav1.ListOptions{FieldSelector: byName.FieldSelector, ResourceVersion: l.ResourceVersion})
+		sw, err := sbs.Watch(ctx, metav1.ListOptions{LabelSelector: bySandbox.LabelSelector, ResourceVersion: l.ResourceVersion})
 		if err != nil {
 			return nil, fail(err)
 		}
@@ -273,7 +200,7 @@ func (v *Vendor) waitSandbox(ctx context.Context, name string) (*agentsv1.Sandbo
 					if !ok || ev.Type == watch.Error {
 						return nil, false, nil
 					}
-					if sb, ok := ev.Object.(*agentsv1.Sandbox); ok && ev.Type != watch.Deleted {
+					if sb, ok := ev.Object.(*agentsv1.Sandbox); ok && ev.Type != watch.Deleted && sb.DeletionTimestamp == nil {
 						return sb, true, nil
 					}
 				case ev, ok := <-cw.ResultChan():
@@ -297,6 +224,10 @@ func (v *Vendor) waitSandbox(ctx context.Context, name string) (*agentsv1.Sandbo
 	}
 }
 
+// claimRefused are the reasons of a claim's Ready condition that the
+// controller does not retry past: the claim can get no Sandbox.
+var claimRefused = []string{"TemplateNotFound", "WarmPoolNotFound", "InvalidMetadata", "EnvVarsInjectionRejected"}
+
 // podReady reports whether pod runs and is ready.
 func podReady(pod *corev1.Pod) bool {
 	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
@@ -313,7 +244,7 @@ func podReady(pod *corev1.Pod) bool {
 // deleteClaim deletes a claim; one already gone is not an error.
 func (v *Vendor) deleteClaim(ctx context.Context, name string) error {
 	bg := metav1.DeletePropagationBackground
-	err := v.ext.ExtensionsV1alpha1().SandboxClaims(v.ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg})
+	err := v.ext.ExtensionsV1beta1().SandboxClaims(v.ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("claim: %w", err)
 	}

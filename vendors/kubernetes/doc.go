@@ -1,10 +1,19 @@
 // Package kubernetes is the Kubernetes vendor: a box is a Sandbox of
-// kubernetes-sigs/agent-sandbox (agents.x-k8s.io/v1alpha1), a singleton
+// kubernetes-sigs/agent-sandbox (agents.x-k8s.io/v1beta1), a singleton
 // pod with a stable name, in one namespace of any cluster with the
 // agent-sandbox controller installed. It speaks to the API server with
 // client-go and the project's own published API types; the cluster is
 // found as kubectl finds it (KUBECONFIG, ~/.kube/config, else the pod's
 // service account), or given with WithRESTConfig.
+//
+// The vendor speaks APIVersion (v1beta1), which agent-sandbox v0.5 serves
+// beside v1alpha1 and v1.0 alone. Before its first call on a group it asks
+// the cluster's discovery whether the group is served at that version,
+// and fails with an *APIVersionError naming the versions served when it is
+// not (agent-sandbox before v0.5, or none installed): the two versions
+// differ in kind (replicas against an operating mode, claims on templates
+// against claims on warm pools, pools of pods against pools of
+// Sandboxes), and a cluster on v1alpha1 upgrades agent-sandbox instead.
 //
 // # Boxes
 //
@@ -14,22 +23,29 @@
 // token and no service links, under the CPU, memory and ephemeral-storage
 // limits asked for (requests stay small, WithRequests, so idle boxes pack
 // onto a node), optionally under a RuntimeClass (CreateSpec.Runtime, e.g.
-// gVisor). The Sandbox's shutdownTime is the box's deadline, with the
+// gVisor), with no Service (boxes are reached through the API server).
+// The Sandbox's shutdownTime is the box's deadline, with the
 // Delete policy: the cluster itself removes the box when the caller is
 // gone, and the image's init ends it too. Create returns once the
 // Sandbox is Ready, or fails with a *NotReadyError carrying the
 // controller's or the kubelet's reason (an image pull error, an
-// unschedulable pod) and removes what it made.
+// unschedulable pod, a pod that finished) and removes what it made.
 //
 // Every label of a box is in the annotation LabelsAnnotation; the labels
 // that Kubernetes can hold (an owner's colons it cannot) are labels too,
 // which List selects by.
 //
 // With WithWarmPool, Create claims a box through a SandboxClaim on that
-// SandboxTemplate: the controller adopts an idle pod of the template's
-// SandboxWarmPool (EnsurePool makes both) when there is one. A spec that
-// asks for more than the template gives (an environment, resources, a
-// runtime) or another image gets a Sandbox of its own.
+// SandboxWarmPool: the controller adopts an idle Sandbox of the pool
+// (named after the pool; the box's id is its name) when there is one, and
+// makes one from the pool's SandboxTemplate (EnsurePool makes both, of
+// one name) when there is none. A spec that asks for more than the
+// template gives (an environment, resources, a runtime) or another image
+// gets a Sandbox of its own. A pool replaces its idle boxes when its
+// template changes, and a claim never adopts a box of the old template.
+// The controller replaces an idle box that is not ready within its
+// --sandbox-warm-pool-readiness-grace-period (5 minutes by default):
+// raise it for images that start slower than that.
 //
 // A standby pool (PoolSpec.Standby) is one whose pods run the standby
 // bridge (box-bridge --standby) from their start and are ready once it
@@ -47,9 +63,9 @@
 // (vendors.Suspender): its Sandbox has a volume claim (DiskVolume, of the
 // class WithStorageClass names) that holds KeptPaths, the image user's
 // home and the workspace, seeded from the image by an init container at
-// the first start. Suspend sets replicas to 0 (the pod goes, the claim
-// stays); Resume sets it to 1 with what is left of the active budget as
-// the box's deadline. The lifetimes are the Sandbox's LifetimeAnnotation,
+// the first start. Suspend sets the operating mode to Suspended (the pod
+// goes, the claim stays); Resume sets it to Running with what is left of
+// the active budget as the box's deadline. The lifetimes are the Sandbox's LifetimeAnnotation,
 // and shutdownTime follows them, so the cluster removes a box past its
 // active deadline or its retention, its volume with it. Fork makes
 // suspended Sandboxes whose claims clone the source's (dataSource), bound

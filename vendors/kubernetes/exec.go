@@ -65,7 +65,7 @@ func (b *Box) stream(ctx context.Context, op string, cmd []string, stdin io.Read
 func (b *Box) gone(ctx context.Context, op string, err error) error {
 	ctx = context.WithoutCancel(ctx)
 	if apierrors.IsNotFound(err) {
-		if _, serr := b.v.agents.AgentsV1alpha1().Sandboxes(b.v.ns).Get(ctx, b.id, metav1.GetOptions{}); apierrors.IsNotFound(serr) {
+		if _, serr := b.v.agents.AgentsV1beta1().Sandboxes(b.v.ns).Get(ctx, b.id, metav1.GetOptions{}); apierrors.IsNotFound(serr) {
 			return fmt.Errorf("%w: %v", &vendors.NotFoundError{Vendor: Name, ID: b.id}, err)
 		}
 	}

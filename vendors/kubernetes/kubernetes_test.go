@@ -15,10 +15,13 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	nodev1 "k8s.io/api/node/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/boxtest"
@@ -342,9 +345,9 @@ func TestVendor_CallerKilled(t *testing.T) {
 	})
 }
 
-// TestVendor_WarmPool: with a pool of two, Create claims a running pod
-// (its name is the pool's, not the box's), labels the box like any other,
-// and Destroy removes the claim too; the pool refills.
+// TestVendor_WarmPool: with a pool of two, Create claims a running
+// Sandbox of the pool (its name and its pod's are the pool's), labels the
+// box like any other, and Destroy removes the claim too; the pool refills.
 func TestVendor_WarmPool(t *testing.T) {
 	t.Parallel()
 	img := kubetest.Image(t, boxtest.Options{})
@@ -366,6 +369,14 @@ func TestVendor_WarmPool(t *testing.T) {
 	if !strings.HasPrefix(kb.Pod(), pool+"-") {
 		t.Errorf("pod %s is not one of the pool's", kb.Pod())
 	}
+	sb := kubetest.Sandbox(t, box.ID())
+	if got := sb.Labels[agentsv1.SandboxLaunchTypeLabel]; got != agentsv1.SandboxLaunchTypeWarm {
+		t.Errorf("the claimed Sandbox's launch type is %q, want %q", got, agentsv1.SandboxLaunchTypeWarm)
+	}
+	claim := metav1.GetControllerOf(sb)
+	if claim == nil || claim.Kind != "SandboxClaim" {
+		t.Fatalf("the claimed Sandbox's controller is %+v, want its SandboxClaim", claim)
+	}
 	info, err := box.Status(t.Context())
 	if err != nil || info.State != vendors.StateRunning {
 		t.Fatalf("Status = %+v, %v", info, err)
@@ -386,8 +397,8 @@ func TestVendor_WarmPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	claims := kubetest.Kubectl(t, "get", "sandboxclaims", "-o", "name", "--ignore-not-found")
-	if strings.Contains(string(claims), box.ID()) {
-		t.Errorf("the claim %s remains after Destroy", box.ID())
+	if strings.Contains(string(claims), "/"+claim.Name+"\n") {
+		t.Errorf("the claim %s remains after Destroy", claim.Name)
 	}
 	if _, err := v.Connect(t.Context(), box.ID()); !errors.Is(err, vendors.ErrNotFound) {
 		t.Errorf("Connect after Destroy = %v", err)
@@ -398,7 +409,7 @@ func TestVendor_WarmPool(t *testing.T) {
 		t.Errorf("the pool did not refill: %v", err)
 	}
 
-	// Recycling past the maximum age: a young pool keeps its pods; an old
+	// Recycling past the maximum age: a young pool keeps its boxes; an old
 	// one loses its oldest (one of two per call), which the controller
 	// replaces.
 	before, err := v.PoolState(t.Context(), pool)
@@ -409,9 +420,9 @@ func TestVendor_WarmPool(t *testing.T) {
 		t.Errorf("RecyclePool(1h) of a young pool = %d, %v; want none", n, err)
 	}
 	if n, err := v.RecyclePool(t.Context(), pool, 0); err != nil || n != 1 {
-		t.Errorf("RecyclePool(0) = %d, %v; want its oldest pod", n, err)
+		t.Errorf("RecyclePool(0) = %d, %v; want its oldest box", n, err)
 	}
-	polltest.Until(t, 3*time.Minute, "the recycled pod's replacement", func() bool {
+	polltest.Until(t, 3*time.Minute, "the recycled box's replacement", func() bool {
 		st, err := v.PoolState(t.Context(), pool)
 		return err == nil && st.Ready == 2 && st.Oldest.After(before.Oldest)
 	})
@@ -436,6 +447,55 @@ func TestVendor_UnknownRuntime(t *testing.T) {
 	if list, err := v.List(t.Context(), map[string]string{boxmeta.LabelRunTag: tag}); err != nil || len(list) != 0 {
 		t.Errorf("List(run tag) after the failed create = %v, %v; want none", list, err)
 	}
+}
+
+// TestVendor_GVisorRuntimeClass: a gVisor box asks for the RuntimeClass
+// named gvisor, and the pod the API server stores carries it. This is all
+// the test bed can show: its containerd has no runsc handler (gVisor's
+// containerd shim sets an OOM score, which needs CAP_SYS_RESOURCE here),
+// so the pod never starts; the create is cut short and leaves nothing.
+func TestVendor_GVisorRuntimeClass(t *testing.T) {
+	t.Parallel()
+	v := kubetest.Vendor(t)
+	img := kubetest.Image(t, boxtest.Options{})
+	cs := clientset(t)
+	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: vendors.RuntimeGVisor}, Handler: "runsc"}
+	if _, err := cs.NodeV1().RuntimeClasses().Create(t.Context(), rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	tag := vendortest.RunTag(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := v.Create(ctx, vendors.CreateSpec{Image: img, Lifetime: time.Minute, RunTag: tag, Runtime: vendors.RuntimeGVisor})
+		done <- err
+	}()
+	var class string
+	polltest.UntilNil(t, 2*time.Minute, "the box's pod in the API server", func() error {
+		pods, err := cs.CoreV1().Pods(v.Namespace()).List(t.Context(), metav1.ListOptions{LabelSelector: boxmeta.LabelRunTag + "=" + tag})
+		if err != nil || len(pods.Items) == 0 {
+			return fmt.Errorf("no pod yet (%v)", err)
+		}
+		if p := pods.Items[0].Spec.RuntimeClassName; p != nil {
+			class = *p
+		}
+		return nil
+	})
+	if class != vendors.RuntimeGVisor {
+		t.Errorf("the stored pod's runtimeClassName = %q, want %q", class, vendors.RuntimeGVisor)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a box under a RuntimeClass the node cannot run became ready")
+	}
+	polltest.UntilNil(t, 2*time.Minute, "no box of the cut create left", func() error {
+		list, err := v.List(t.Context(), map[string]string{boxmeta.LabelRunTag: tag})
+		if err != nil || len(list) != 0 {
+			return fmt.Errorf("List = %v, %v", list, err)
+		}
+		return nil
+	})
 }
 
 // TestVendor_EndpointAfterRefusals: connections the pod refuses (nothing

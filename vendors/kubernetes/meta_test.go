@@ -7,7 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
+	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
@@ -90,6 +90,10 @@ func TestSandboxState(t *testing.T) {
 		{agentsv1.Sandbox{Status: agentsv1.SandboxStatus{Conditions: cond(metav1.ConditionFalse, "DependenciesNotReady")}}, vendors.StateCreating},
 		{agentsv1.Sandbox{Status: agentsv1.SandboxStatus{Conditions: cond(metav1.ConditionFalse, agentsv1.SandboxReasonExpired)}}, vendors.StateStopped},
 		{agentsv1.Sandbox{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now}}, vendors.StateStopped},
+		{agentsv1.Sandbox{Spec: agentsv1.SandboxSpec{OperatingMode: agentsv1.SandboxOperatingModeSuspended},
+			Status: agentsv1.SandboxStatus{Conditions: cond(metav1.ConditionFalse, agentsv1.SandboxReasonSuspended)}}, vendors.StateSuspended},
+		{agentsv1.Sandbox{Status: agentsv1.SandboxStatus{Conditions: append(cond(metav1.ConditionFalse, "DependenciesNotReady"),
+			metav1.Condition{Type: string(agentsv1.SandboxConditionFinished), Status: metav1.ConditionTrue, Reason: agentsv1.SandboxReasonPodFailed})}}, vendors.StateStopped},
 	} {
 		if got := sandboxState(&tc.sb); got != tc.want {
 			t.Errorf("sandboxState(%+v) = %s, want %s", tc.sb.Status, got, tc.want)

@@ -12,22 +12,28 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
-	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
-	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1alpha1"
+	"k8s.io/utils/ptr"
+	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+	extv1 "sigs.k8s.io/agent-sandbox/extensions/api/v1beta1"
 
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // EnsurePool creates or updates the template and the warm pool of spec
-// (and a standby pool's Secret). A pool's pods run until claimed (their
+// (and a standby pool's Secret). A pool's boxes run until claimed (their
 // init's lifetime is the longest a box may have); a claimed box ends at
-// its claim's shutdown time.
+// its claim's shutdown time. The pool replaces its idle boxes when the
+// template changes (the Recreate update strategy), and no claim adopts
+// one of the old template meanwhile.
 func (v *Vendor) EnsurePool(ctx context.Context, spec vendors.PoolSpec) error {
 	if spec.Name == "" || spec.Image == "" || spec.Replicas < 0 {
 		return errors.New("kubernetes: pool: want a name, an image and replicas >= 0")
+	}
+	if err := v.checkAPI(ctx, groupAgents, groupExtensions); err != nil {
+		return err
 	}
 	res := spec.Resources.Or(v.o.resources)
 	life := strconv.Itoa(int(vendors.MaxLifetime / time.Second))
@@ -46,17 +52,21 @@ func (v *Vendor) EnsurePool(ctx context.Context, spec vendors.PoolSpec) error {
 	tmpl := &extv1.SandboxTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: map[string]string{boxmeta.LabelManaged: "true"}, Annotations: annotations},
 		Spec: extv1.SandboxTemplateSpec{
-			PodTemplate: agentsv1.PodTemplate{Spec: podSpec},
+			SandboxBlueprint: agentsv1.SandboxBlueprint{PodTemplate: agentsv1.PodTemplate{Spec: podSpec}, Service: new(false)},
 			// Boxes reach what their network allows; the vendor makes no
 			// NetworkPolicy of its own.
 			NetworkPolicyManagement: extv1.NetworkPolicyManagementUnmanaged,
+			// A claim carries nothing into the pod: a box's secrets come
+			// with its claim of the bridge (standby) or a Sandbox of its
+			// own (a spec with an environment).
+			EnvVarsInjectionPolicy:     extv1.EnvVarsInjectionPolicyDisallowed,
+			VolumeClaimTemplatesPolicy: extv1.VolumeClaimTemplatesPolicyDisallowed,
 		},
 	}
-	ext := v.ext.ExtensionsV1alpha1()
-	changed := false
+	ext := v.ext.ExtensionsV1beta1()
 	if cur, err := ext.SandboxTemplates(v.ns).Get(ctx, spec.Name, metav1.GetOptions{}); err == nil {
 		if !equality.Semantic.DeepEqual(cur.Spec, tmpl.Spec) || cur.Annotations[HarnessAnnotation] != annotations[HarnessAnnotation] {
-			cur.Spec, changed = tmpl.Spec, true
+			cur.Spec = tmpl.Spec
 			if cur.Annotations == nil {
 				cur.Annotations = map[string]string{}
 			}
@@ -74,20 +84,10 @@ func (v *Vendor) EnsurePool(ctx context.Context, spec vendors.PoolSpec) error {
 	} else if _, err := ext.SandboxTemplates(v.ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("kubernetes: pool %s: template: %w", spec.Name, err)
 	}
-	if changed {
-		// The pool keeps the pods it has: make it anew, so that no claim
-		// adopts a pod of the old template.
-		fg := metav1.DeletePropagationForeground
-		if err := ext.SandboxWarmPools(v.ns).Delete(ctx, spec.Name, metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("kubernetes: pool %s: %w", spec.Name, err)
-		}
-		if err := v.waitPoolGone(ctx, spec.Name); err != nil {
-			return err
-		}
-	}
 	pool := &extv1.SandboxWarmPool{
 		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: map[string]string{boxmeta.LabelManaged: "true"}},
-		Spec:       extv1.SandboxWarmPoolSpec{Replicas: spec.Replicas, TemplateRef: extv1.SandboxTemplateRef{Name: spec.Name}},
+		Spec: extv1.SandboxWarmPoolSpec{Replicas: new(spec.Replicas), TemplateRef: extv1.SandboxTemplateRef{Name: spec.Name},
+			UpdateStrategy: &extv1.SandboxWarmPoolUpdateStrategy{Type: extv1.RecreateSandboxWarmPoolUpdateStrategyType}},
 	}
 	if cur, err := ext.SandboxWarmPools(v.ns).Get(ctx, spec.Name, metav1.GetOptions{}); err == nil {
 		cur.Spec = pool.Spec
@@ -103,87 +103,62 @@ func (v *Vendor) EnsurePool(ctx context.Context, spec vendors.PoolSpec) error {
 	return nil
 }
 
-// waitPoolGone waits until the pool named name (and, deleted in the
-// foreground, its pods) is gone.
-func (v *Vendor) waitPoolGone(ctx context.Context, name string) error {
-	pools := v.ext.ExtensionsV1alpha1().SandboxWarmPools(v.ns)
-	for {
-		p, err := pools.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("kubernetes: pool %s: %w", name, err)
-		}
-		w, err := pools.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: p.ResourceVersion})
-		if err != nil {
-			return fmt.Errorf("kubernetes: pool %s: %w", name, err)
-		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Deleted {
-				w.Stop()
-				return nil
-			}
-		}
-		w.Stop()
-		if ctx.Err() != nil {
-			return fmt.Errorf("kubernetes: pool %s: %w", name, context.Cause(ctx))
-		}
-	}
-}
-
 // WaitPool waits until the pool named name has all its replicas ready:
-// as many ready pods of its own as it wants (its status lags a claim's
-// adoption of a pod).
+// as many ready Sandboxes of its own as it wants (its status lags a
+// claim's adoption of one).
 func (v *Vendor) WaitPool(ctx context.Context, name string) error {
+	if err := v.checkAPI(ctx, groupAgents, groupExtensions); err != nil {
+		return err
+	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		p, err := v.ext.ExtensionsV1alpha1().SandboxWarmPools(v.ns).Get(ctx, name, metav1.GetOptions{})
+		p, err := v.ext.ExtensionsV1beta1().SandboxWarmPools(v.ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("kubernetes: pool %s: %w", name, err)
 		}
-		n, err := v.poolReady(ctx, name)
+		idle, err := v.idleSandboxes(ctx, name)
 		if err != nil {
 			return err
 		}
-		if n >= int(p.Spec.Replicas) {
+		n, want := countReady(idle), int(ptr.Deref(p.Spec.Replicas, 1))
+		if n >= want {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kubernetes: pool %s: %d of %d ready: %w", name, n, p.Spec.Replicas, context.Cause(ctx))
+			return fmt.Errorf("kubernetes: pool %s: %d of %d ready: %w", name, n, want, context.Cause(ctx))
 		case <-tick.C:
 		}
 	}
 }
 
-// poolReady counts the ready pods of the pool named name.
-func (v *Vendor) poolReady(ctx context.Context, name string) (int, error) {
-	l, err := v.core.CoreV1().Pods(v.ns).List(ctx, metav1.ListOptions{LabelSelector: poolPodLabel})
-	if err != nil {
-		return 0, fmt.Errorf("kubernetes: pool %s: pods: %w", name, err)
-	}
+// countReady counts the Ready Sandboxes of sbs.
+func countReady(sbs []agentsv1.Sandbox) int {
 	n := 0
-	for i := range l.Items {
-		ref := metav1.GetControllerOf(&l.Items[i])
-		if ref != nil && ref.Kind == "SandboxWarmPool" && ref.Name == name && podReady(&l.Items[i]) {
+	for i := range sbs {
+		if sandboxReady(&sbs[i]) {
 			n++
 		}
 	}
-	return n, nil
+	return n
 }
 
-// poolPodLabel is the label of every idle pod of a warm pool, which a
-// claim removes.
-const poolPodLabel = "agents.x-k8s.io/pool"
+// sandboxReady reports whether sb's Ready condition holds.
+func sandboxReady(sb *agentsv1.Sandbox) bool {
+	c := meta.FindStatusCondition(sb.Status.Conditions, string(agentsv1.SandboxConditionReady))
+	return c != nil && c.Status == metav1.ConditionTrue
+}
 
 // DeletePool deletes the pool, the template and the standby Secret named
-// after name, and the pool's idle pods with them; boxes claimed from it
-// live on.
+// after name, and the pool's idle Sandboxes with them; boxes claimed from
+// it live on.
 func (v *Vendor) DeletePool(ctx context.Context, name string) error {
+	if err := v.checkAPI(ctx, groupAgents, groupExtensions); err != nil {
+		return err
+	}
 	bg := metav1.DeletePropagationBackground
-	ext := v.ext.ExtensionsV1alpha1()
+	ext := v.ext.ExtensionsV1beta1()
 	var errs []error
 	if err := ext.SandboxWarmPools(v.ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, err)
@@ -225,7 +200,10 @@ func claimable(spec vendors.CreateSpec) bool {
 // Pools lists the warm pools boxctl made in the vendor's namespace, by
 // name, with their status.
 func (v *Vendor) Pools(ctx context.Context) ([]vendors.PoolSummary, error) {
-	l, err := v.ext.ExtensionsV1alpha1().SandboxWarmPools(v.ns).List(ctx, metav1.ListOptions{LabelSelector: boxmeta.LabelManaged + "=true"})
+	if err := v.checkAPI(ctx, groupAgents, groupExtensions); err != nil {
+		return nil, err
+	}
+	l, err := v.ext.ExtensionsV1beta1().SandboxWarmPools(v.ns).List(ctx, metav1.ListOptions{LabelSelector: boxmeta.LabelManaged + "=true"})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: list pools: %w", v.mapErr(err, ""))
 	}
@@ -244,66 +222,70 @@ func (v *Vendor) Pools(ctx context.Context) ([]vendors.PoolSummary, error) {
 	return out, nil
 }
 
-// idlePods lists the unclaimed pods of pool name, oldest first.
-func (v *Vendor) idlePods(ctx context.Context, name string) ([]corev1.Pod, error) {
-	l, err := v.core.CoreV1().Pods(v.ns).List(ctx, metav1.ListOptions{LabelSelector: poolPodLabel})
+// idleSandboxes lists the unclaimed Sandboxes of pool name, oldest
+// first: those the pool controls (a claim's adoption makes the claim
+// their controller).
+func (v *Vendor) idleSandboxes(ctx context.Context, name string) ([]agentsv1.Sandbox, error) {
+	l, err := v.agents.AgentsV1beta1().Sandboxes(v.ns).List(ctx, metav1.ListOptions{LabelSelector: agentsv1.SandboxWarmPoolLabel})
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes: pool %s: pods: %w", name, err)
+		return nil, fmt.Errorf("kubernetes: pool %s: sandboxes: %w", name, v.mapErr(err, ""))
 	}
-	var out []corev1.Pod
-	for _, p := range l.Items {
-		ref := metav1.GetControllerOf(&p)
-		if ref != nil && ref.Kind == "SandboxWarmPool" && ref.Name == name && p.DeletionTimestamp == nil {
-			out = append(out, p)
+	var out []agentsv1.Sandbox
+	for _, sb := range l.Items {
+		ref := metav1.GetControllerOf(&sb)
+		if ref != nil && ref.Kind == "SandboxWarmPool" && ref.Name == name && sb.DeletionTimestamp == nil {
+			out = append(out, sb)
 		}
 	}
-	slices.SortFunc(out, func(a, b corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	slices.SortFunc(out, func(a, b agentsv1.Sandbox) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
 	return out, nil
 }
 
 // PoolState reads the pool named name.
 func (v *Vendor) PoolState(ctx context.Context, name string) (vendors.PoolStatus, error) {
-	p, err := v.ext.ExtensionsV1alpha1().SandboxWarmPools(v.ns).Get(ctx, name, metav1.GetOptions{})
+	if err := v.checkAPI(ctx, groupAgents, groupExtensions); err != nil {
+		return vendors.PoolStatus{}, err
+	}
+	p, err := v.ext.ExtensionsV1beta1().SandboxWarmPools(v.ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return vendors.PoolStatus{}, fmt.Errorf("kubernetes: pool %s: %w", name, v.mapErr(err, name))
 	}
-	pods, err := v.idlePods(ctx, name)
+	idle, err := v.idleSandboxes(ctx, name)
 	if err != nil {
 		return vendors.PoolStatus{}, err
 	}
-	st := vendors.PoolStatus{Want: int(p.Spec.Replicas), Idle: len(pods)}
-	for i := range pods {
-		if podReady(&pods[i]) {
-			st.Ready++
-		}
-	}
-	if len(pods) > 0 {
-		st.Oldest = pods[0].CreationTimestamp.Time
+	st := vendors.PoolStatus{Want: int(ptr.Deref(p.Spec.Replicas, 1)), Idle: len(idle), Ready: countReady(idle)}
+	if len(idle) > 0 {
+		st.Oldest = idle[0].CreationTimestamp.Time
 	}
 	return st, nil
 }
 
-// RecyclePool deletes the idle pods of pool name made more than maxAge
-// ago, oldest first and at most a quarter of the pool (at least one) per
-// call, so most of its ready pods stay while the controller makes their
-// replacements; it returns how many it deleted. A pod a claim adopts
-// meanwhile is not deleted: each delete is conditional on the pod being
-// as it was listed.
+// RecyclePool deletes the idle Sandboxes of pool name made more than
+// maxAge ago, oldest first and at most a quarter of the pool (at least
+// one) per call, so most of its ready boxes stay while the controller
+// makes their replacements; it returns how many it deleted. A Sandbox a
+// claim adopts meanwhile is not deleted: each delete is conditional on the
+// Sandbox being as it was listed.
 func (v *Vendor) RecyclePool(ctx context.Context, name string, maxAge time.Duration) (int, error) {
-	pods, err := v.idlePods(ctx, name)
+	if err := v.checkAPI(ctx, groupAgents, groupExtensions); err != nil {
+		return 0, err
+	}
+	idle, err := v.idleSandboxes(ctx, name)
 	if err != nil {
 		return 0, err
 	}
-	limit := max(1, (len(pods)+3)/4)
+	limit := max(1, (len(idle)+3)/4)
 	n := 0
+	bg := metav1.DeletePropagationBackground
 	var errs []error
-	for i := range pods {
-		p := &pods[i]
-		if n == limit || time.Since(p.CreationTimestamp.Time) <= maxAge {
+	for i := range idle {
+		sb := &idle[i]
+		if n == limit || time.Since(sb.CreationTimestamp.Time) <= maxAge {
 			break
 		}
-		err := v.core.CoreV1().Pods(v.ns).Delete(ctx, p.Name, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: &p.UID, ResourceVersion: &p.ResourceVersion}})
+		err := v.agents.AgentsV1beta1().Sandboxes(v.ns).Delete(ctx, sb.Name, metav1.DeleteOptions{PropagationPolicy: &bg,
+			Preconditions: &metav1.Preconditions{UID: &sb.UID, ResourceVersion: &sb.ResourceVersion}})
 		switch {
 		case err == nil:
 			n++
@@ -317,7 +299,7 @@ func (v *Vendor) RecyclePool(ctx context.Context, name string, maxAge time.Durat
 		return n, fmt.Errorf("kubernetes: recycle pool %s: %w", name, err)
 	}
 	if n > 0 {
-		v.o.logger.Debug("kubernetes pool recycled", "pool", name, "pods", n, "max_age", maxAge)
+		v.o.logger.Debug("kubernetes pool recycled", "pool", name, "sandboxes", n, "max_age", maxAge)
 	}
 	return n, nil
 }

@@ -140,8 +140,9 @@ var _ vendors.StandbyPooler = (*Vendor)(nil)
 // when that pool is a standby pool of harness and spec asks for its image
 // and nothing its pods were not started with: a SandboxClaim, whose
 // Sandbox and claim end at spec's Lifetime from now, and the pool token
-// from the pool's Secret, once the adopted pod is ready (its Sandbox's
-// Ready condition may follow a moment later). The box's bridge waits for
+// from the pool's Secret, once the adopted Sandbox's pod is ready (the
+// Sandbox's Ready condition of the generation the claim made may follow a
+// moment later). The box's bridge waits for
 // its claim. See vendors.StandbyPooler.
 func (v *Vendor) ClaimStandby(ctx context.Context, spec vendors.CreateSpec, harness string) (vendors.Box, string, bool, error) {
 	pools := v.poolsFor(spec)
@@ -153,6 +154,9 @@ func (v *Vendor) ClaimStandby(ctx context.Context, spec vendors.CreateSpec, harn
 	}
 	if err := checkSpec(spec); err != nil {
 		return nil, "", false, &vendors.SpecError{Vendor: Name, Err: err}
+	}
+	if err := v.checkAPI(ctx, groupAgents, groupExtensions); err != nil {
+		return nil, "", false, err
 	}
 	pool := ""
 	for _, p := range pools {

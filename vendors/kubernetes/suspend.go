@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
-	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
+	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
@@ -28,8 +28,9 @@ import (
 // suspend keeps: the image user's home (the bridge's store, the
 // harnesses' session files) and the workspace, mounted over KeptPaths.
 // An init container seeds the volume from the image at the box's first
-// start. Suspend is agent-sandbox's: replicas 0, which deletes the pod
-// and keeps the claim; Resume sets replicas 1 and waits for the new pod.
+// start. Suspend is agent-sandbox's: operating mode Suspended, which
+// deletes the pod and keeps the claim; Resume sets it Running and waits
+// for the new pod.
 //
 // The box's lifetimes live in the Sandbox's LifetimeAnnotation, which the
 // box cannot change (its pod has no service account token): the active
@@ -166,7 +167,10 @@ const boxGID = 10001
 // suspendTarget reads a suspendable box's Sandbox and lifetime, or fails
 // with why it is not one.
 func (v *Vendor) suspendTarget(ctx context.Context, op, id string) (*agentsv1.Sandbox, lifetime, time.Duration, error) {
-	sb, err := v.agents.AgentsV1alpha1().Sandboxes(v.ns).Get(ctx, id, metav1.GetOptions{})
+	if err := v.checkAPI(ctx, groupAgents); err != nil {
+		return nil, lifetime{}, 0, err
+	}
+	sb, err := v.agents.AgentsV1beta1().Sandboxes(v.ns).Get(ctx, id, metav1.GetOptions{})
 	if err == nil && (sb.DeletionTimestamp != nil || boxLabels(sb.ObjectMeta)[boxmeta.LabelManaged] != "true") {
 		err = apierrors.NewNotFound(agentsv1.Resource("sandboxes"), id)
 	}
@@ -184,7 +188,7 @@ func (v *Vendor) suspendTarget(ctx context.Context, op, id string) (*agentsv1.Sa
 // updateSandbox applies edit to the latest Sandbox id and writes it,
 // again on a conflict.
 func (v *Vendor) updateSandbox(ctx context.Context, id string, edit func(*agentsv1.Sandbox) error) error {
-	sbs := v.agents.AgentsV1alpha1().Sandboxes(v.ns)
+	sbs := v.agents.AgentsV1beta1().Sandboxes(v.ns)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		sb, err := sbs.Get(ctx, id, metav1.GetOptions{})
 		if err != nil {
@@ -198,15 +202,14 @@ func (v *Vendor) updateSandbox(ctx context.Context, id string, edit func(*agents
 	})
 }
 
-func replicas(sb *agentsv1.Sandbox) int32 {
-	if sb.Spec.Replicas == nil {
-		return 1
-	}
-	return *sb.Spec.Replicas
+// suspended reports whether sb's operating mode is Suspended (its pod
+// gone or going, its volumes kept).
+func suspended(sb *agentsv1.Sandbox) bool {
+	return sb.Spec.OperatingMode == agentsv1.SandboxOperatingModeSuspended
 }
 
-// Suspend sets the Sandbox's replicas to 0, which deletes its pod and
-// keeps its volume, and returns once the pod is gone. See
+// Suspend sets the Sandbox's operating mode to Suspended, which deletes
+// its pod and keeps its volume, and returns once the pod is gone. See
 // vendors.Suspender.
 func (v *Vendor) Suspend(ctx context.Context, id string) (vendors.SuspendInfo, error) {
 	sb, l, retain, err := v.suspendTarget(ctx, "suspend", id)
@@ -216,13 +219,13 @@ func (v *Vendor) Suspend(ctx context.Context, id string) (vendors.SuspendInfo, e
 	if !l.Suspended {
 		now := time.Now()
 		left := l.Deadline.Sub(now)
-		if left <= 0 || replicas(sb) == 0 {
+		if left <= 0 || suspended(sb) {
 			return vendors.SuspendInfo{}, &vendors.RetentionError{Vendor: Name, ID: id, Until: l.Deadline, Budget: true}
 		}
 		l = lifetime{Suspended: true, BudgetMS: left.Milliseconds(), SuspendedAt: now, RetainUntil: now.Add(retain)}
 		v.stopForwards(id)
 		err := v.updateSandbox(ctx, id, func(sb *agentsv1.Sandbox) error {
-			sb.Spec.Replicas = new(int32(0))
+			sb.Spec.OperatingMode = agentsv1.SandboxOperatingModeSuspended
 			setLifetime(sb, l)
 			return nil
 		})
@@ -256,16 +259,16 @@ func (v *Vendor) waitPodGone(ctx context.Context, name string) error {
 // pollEvery is how often a suspend, resume or fork reads what it waits for.
 const pollEvery = 100 * time.Millisecond
 
-// Resume sets the suspended Sandbox's replicas to 1 with what is left of
-// its budget and returns the box once its new pod is Ready; a pod that
-// does not get ready leaves the box suspended again. See
+// Resume sets the suspended Sandbox Running with what is left of its
+// budget and returns the box once its new pod is Ready; a pod that does
+// not get ready leaves the box suspended again. See
 // vendors.Suspender.
 func (v *Vendor) Resume(ctx context.Context, id string) (vendors.Box, error) {
 	sb, l, _, err := v.suspendTarget(ctx, "resume", id)
 	if err != nil {
 		return nil, err
 	}
-	if !l.Suspended || replicas(sb) != 0 {
+	if !l.Suspended || !suspended(sb) {
 		return nil, &vendors.NotSuspendableError{Vendor: Name, ID: id, Reason: "it is not suspended"}
 	}
 	now := time.Now()
@@ -280,7 +283,7 @@ func (v *Vendor) Resume(ctx context.Context, id string) (vendors.Box, error) {
 		if cur, _ := readLifetime(sb); !cur.Suspended {
 			return &vendors.NotSuspendableError{Vendor: Name, ID: id, Reason: "it is not suspended"}
 		}
-		sb.Spec.Replicas = new(int32(1))
+		sb.Spec.OperatingMode = agentsv1.SandboxOperatingModeRunning
 		setLifetime(sb, run)
 		return nil
 	})
@@ -295,7 +298,7 @@ func (v *Vendor) Resume(ctx context.Context, id string) (vendors.Box, error) {
 		// Put the record back, so the box stays resumable.
 		l.SuspendedAt = time.Now()
 		if rerr := v.updateSandbox(context.WithoutCancel(ctx), id, func(sb *agentsv1.Sandbox) error {
-			sb.Spec.Replicas = new(int32(0))
+			sb.Spec.OperatingMode = agentsv1.SandboxOperatingModeSuspended
 			setLifetime(sb, l)
 			return nil
 		}); rerr != nil {
@@ -321,7 +324,7 @@ func (v *Vendor) Fork(ctx context.Context, id string, n int) (_ []string, err er
 	if err != nil {
 		return nil, err
 	}
-	if !l.Suspended || replicas(src) != 0 {
+	if !l.Suspended || !suspended(src) {
 		return nil, &vendors.NotSuspendableError{Vendor: Name, ID: id, Reason: "only a suspended box forks"}
 	}
 	srcClaim := DiskVolume + "-" + id
@@ -344,12 +347,12 @@ func (v *Vendor) Fork(ctx context.Context, id string, n int) (_ []string, err er
 			}
 			sb := &agentsv1.Sandbox{ObjectMeta: meta, Spec: *src.Spec.DeepCopy()}
 			sb.Spec.PodTemplate.ObjectMeta.Labels = maps.Clone(meta.Labels)
-			sb.Spec.Replicas = new(int32(0))
+			sb.Spec.OperatingMode = agentsv1.SandboxOperatingModeSuspended
 			for j := range sb.Spec.VolumeClaimTemplates {
 				sb.Spec.VolumeClaimTemplates[j].Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: srcClaim}
 			}
 			setLifetime(sb, l)
-			if _, cerr := v.agents.AgentsV1alpha1().Sandboxes(v.ns).Create(ctx, sb, metav1.CreateOptions{}); cerr != nil {
+			if _, cerr := v.agents.AgentsV1beta1().Sandboxes(v.ns).Create(ctx, sb, metav1.CreateOptions{}); cerr != nil {
 				if derr := v.deleteByName(context.WithoutCancel(ctx), meta.Name); derr != nil {
 					errs[i] = &vendors.CleanupError{Vendor: Name, BoxID: meta.Name, Err: errors.Join(cerr, derr)}
 					return

@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -24,7 +25,7 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1alpha1"
+	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
 	agents "sigs.k8s.io/agent-sandbox/clients/k8s/clientset/versioned"
 	extensions "sigs.k8s.io/agent-sandbox/clients/k8s/extensions/clientset/versioned"
 
@@ -73,6 +74,8 @@ type Vendor struct {
 	mu       sync.Mutex
 	forwards map[forwardKey]*forwarder
 	closed   bool
+	// served are the API groups discovery found at APIVersion.
+	served map[string]bool
 }
 
 var (
@@ -138,12 +141,12 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // pulled, its pod running). Default: DefaultReadyTimeout.
 func WithReadyTimeout(d time.Duration) Option { return func(o *options) { o.readyTimeout = d } }
 
-// WithWarmPool makes Create claim a pre-warmed box from the pool of the
-// SandboxTemplate template (see EnsurePool) through a SandboxClaim, when
-// the spec asks for that template's image and nothing the template does
-// not give (environment, resources, runtime); other specs get a new
-// Sandbox.
-func WithWarmPool(template string) Option { return func(o *options) { o.pool = template } }
+// WithWarmPool makes Create claim a pre-warmed box from the
+// SandboxWarmPool pool (and its SandboxTemplate of the same name, see
+// EnsurePool) through a SandboxClaim, when the spec asks for that
+// template's image and nothing the template does not give (environment,
+// resources, runtime); other specs get a new Sandbox.
+func WithWarmPool(pool string) Option { return func(o *options) { o.pool = pool } }
 
 // WithGracePeriod sets the pods' termination grace period. Default:
 // DefaultGrace.
@@ -182,7 +185,7 @@ func New(opts ...Option) (*Vendor, error) {
 	if cfg.QPS == 0 {
 		cfg.QPS, cfg.Burst = 50, 100
 	}
-	v := &Vendor{cfg: cfg, ns: ns, o: o, forwards: map[forwardKey]*forwarder{}}
+	v := &Vendor{cfg: cfg, ns: ns, o: o, forwards: map[forwardKey]*forwarder{}, served: map[string]bool{}}
 	if v.core, err = k8s.NewForConfig(cfg); err == nil {
 		if v.agents, err = agents.NewForConfig(cfg); err == nil {
 			v.ext, err = extensions.NewForConfig(cfg)
@@ -267,6 +270,9 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	if err := checkSpec(spec); err != nil {
 		return nil, &vendors.SpecError{Vendor: Name, Err: err}
 	}
+	if err := v.checkAPI(ctx, groupAgents); err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	tag, err := vendors.Tag(Name, spec, now, v.o.version)
 	if err != nil {
@@ -284,9 +290,14 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		}
 	}
 	sb := &agentsv1.Sandbox{Spec: agentsv1.SandboxSpec{
-		PodTemplate: agentsv1.PodTemplate{Spec: v.podSpec(spec, all[boxmeta.LabelDeadline])},
-		Lifecycle:   agentsv1.Lifecycle{ShutdownTime: &shutdown, ShutdownPolicy: new(agentsv1.ShutdownPolicyDelete)},
-		Replicas:    new(int32(1)),
+		SandboxBlueprint: agentsv1.SandboxBlueprint{
+			PodTemplate: agentsv1.PodTemplate{Spec: v.podSpec(spec, all[boxmeta.LabelDeadline])},
+			// Boxes are reached through the API server (port-forward,
+			// exec): no Service.
+			Service: new(false),
+		},
+		Lifecycle:     agentsv1.Lifecycle{ShutdownTime: &shutdown, ShutdownPolicy: new(agentsv1.ShutdownPolicyDelete)},
+		OperatingMode: agentsv1.SandboxOperatingModeRunning,
 	}}
 	if spec.Retention > 0 {
 		v.suspendable(spec, all, sb, now)
@@ -298,7 +309,7 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	maps.Copy(meta.Annotations, sb.Annotations)
 	sb.ObjectMeta = meta
 	sb.Spec.PodTemplate.ObjectMeta = agentsv1.PodMetadata{Labels: maps.Clone(meta.Labels)}
-	created, err := v.agents.AgentsV1alpha1().Sandboxes(v.ns).Create(ctx, sb, metav1.CreateOptions{})
+	created, err := v.agents.AgentsV1beta1().Sandboxes(v.ns).Create(ctx, sb, metav1.CreateOptions{})
 	if err != nil {
 		// The API server may have made it before the call failed (a
 		// cancelled context): delete it by name.
@@ -448,8 +459,8 @@ func boxLabels(m metav1.ObjectMeta) map[string]string {
 var nameUnsafe = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // boxName is a new Sandbox name: "boxctl-", the run tag as a DNS label
-// part, and a random suffix; a DNS-1035 label, as the Service the
-// controller makes of the same name needs.
+// part, and a random suffix; a DNS-1035 label, as a Service of the same
+// name would need (the vendor asks for none).
 func boxName(runTag string) string {
 	s := nameUnsafe.ReplaceAllString(strings.ToLower(runTag), "-")
 	if len(s) > 40 {
@@ -467,7 +478,10 @@ func (v *Vendor) Connect(ctx context.Context, id string) (vendors.Box, error) {
 	if len(validation.IsDNS1123Subdomain(id)) > 0 {
 		return nil, fmt.Errorf("kubernetes: connect: %w", &vendors.NotFoundError{Vendor: Name, ID: id})
 	}
-	sb, err := v.agents.AgentsV1alpha1().Sandboxes(v.ns).Get(ctx, id, metav1.GetOptions{})
+	if err := v.checkAPI(ctx, groupAgents); err != nil {
+		return nil, err
+	}
+	sb, err := v.agents.AgentsV1beta1().Sandboxes(v.ns).Get(ctx, id, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: connect: %w", v.mapErr(err, id))
 	}
@@ -477,8 +491,8 @@ func (v *Vendor) Connect(ctx context.Context, id string) (vendors.Box, error) {
 	return v.box(sb.Name, podName(sb)), nil
 }
 
-// podName is the name of a Sandbox's pod: its own, or the warm pod it
-// adopted.
+// podName is the name of a Sandbox's pod: its own, or the one an
+// agent-sandbox before v0.5 recorded for an adopted warm pod.
 func podName(sb *agentsv1.Sandbox) string {
 	if p := sb.Annotations[podNameAnnotation]; p != "" {
 		return p
@@ -486,19 +500,23 @@ func podName(sb *agentsv1.Sandbox) string {
 	return sb.Name
 }
 
-// podNameAnnotation is where the controller records an adopted pod's name.
+// podNameAnnotation is where agent-sandbox before v0.5 recorded an
+// adopted pod's name.
 const podNameAnnotation = "agents.x-k8s.io/pod-name"
 
 // List returns the boxes carrying every label of filter. See
 // vendors.Vendor.
 func (v *Vendor) List(ctx context.Context, filter map[string]string) ([]vendors.Info, error) {
+	if err := v.checkAPI(ctx, groupAgents); err != nil {
+		return nil, err
+	}
 	sel := labels.Set{boxmeta.LabelManaged: "true"}
 	for k, val := range filter {
 		if len(validation.IsQualifiedName(k)) == 0 && len(validation.IsValidLabelValue(val)) == 0 {
 			sel[k] = val
 		}
 	}
-	l, err := v.agents.AgentsV1alpha1().Sandboxes(v.ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	l, err := v.agents.AgentsV1beta1().Sandboxes(v.ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: list boxes: %w", v.mapErr(err, ""))
 	}
@@ -541,8 +559,11 @@ func sandboxState(sb *agentsv1.Sandbox) vendors.State {
 	if sb.DeletionTimestamp != nil {
 		return vendors.StateStopped
 	}
-	if replicas(sb) == 0 {
+	if suspended(sb) {
 		return vendors.StateSuspended
+	}
+	if c := meta.FindStatusCondition(sb.Status.Conditions, string(agentsv1.SandboxConditionFinished)); c != nil && c.Status == metav1.ConditionTrue {
+		return vendors.StateStopped
 	}
 	for _, c := range sb.Status.Conditions {
 		if c.Type != string(agentsv1.SandboxConditionReady) {

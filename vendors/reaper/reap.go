@@ -41,13 +41,17 @@ const (
 	ReasonExpired   = "past its deadline"
 	ReasonOwnerGone = "its owner is gone"
 	ReasonForgotten = "no longer in its owner's state"
+	// ReasonLeftover: processes a failed start left on the host, which
+	// the vendor's control plane no longer lists (vendors.Sweeper).
+	ReasonLeftover = "processes left by a failed start"
 )
 
 // Reap removes the vendor's boxes that are past their deadline, whose
 // owning process is gone, or that their owner's state forgot. It returns
 // every box it chose, with the destroy's error where one failed; the
 // error is for the listing only. A box already gone when Reap connects to
-// it counts as removed.
+// it counts as removed. A vendor that is a vendors.Sweeper then ends what
+// failed starts left behind, reported with ReasonLeftover.
 func Reap(ctx context.Context, v vendors.Vendor, o Options) ([]Reaped, error) {
 	now := time.Now
 	if o.Now != nil {
@@ -81,6 +85,17 @@ func Reap(ctx context.Context, v vendors.Vendor, o Options) ([]Reaped, error) {
 			}
 		}
 		out = append(out, r)
+	}
+	sw, ok := v.(vendors.Sweeper)
+	if !ok {
+		return out, nil
+	}
+	left, err := sw.Sweep(ctx, o.DryRun)
+	for _, l := range left {
+		out = append(out, Reaped{Box: vendors.Info{ID: l.BoxID, Vendor: v.Name()}, Reason: ReasonLeftover, Err: l.Err})
+	}
+	if err != nil {
+		return out, fmt.Errorf("reap: sweep: %w", err)
 	}
 	return out, nil
 }

@@ -34,6 +34,10 @@ type Options struct {
 	// Network is the Docker network of the sandboxes. Default
 	// docker.DefaultNetwork.
 	Network string
+	// Runtime is the runtime of the sandboxes' containers, as the Docker
+	// vendor's WithRuntime takes it (vendors.RuntimeGVisor). Default the
+	// engine's.
+	Runtime string
 	// Registry is the OCI registry (host:port) that registry push access
 	// points at. Default DefaultRegistry.
 	Registry string
@@ -121,7 +125,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("daytonaemu: %w", err)
 	}
-	boxes, err := emukit.NewRegistry(emukit.RegistryOptions{DockerHost: opts.DockerHost, Network: opts.Network, Log: opts.Log})
+	boxes, err := emukit.NewRegistry(emukit.RegistryOptions{DockerHost: opts.DockerHost, Network: opts.Network, Log: opts.Log, Runtime: opts.Runtime})
 	if err != nil {
 		return nil, fmt.Errorf("daytonaemu: %w", err)
 	}

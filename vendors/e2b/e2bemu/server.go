@@ -50,6 +50,10 @@ type Options struct {
 	// Network is the Docker network of the sandboxes' containers.
 	// Default the Docker vendor's.
 	Network string
+	// Runtime is the runtime of the sandboxes' containers, as the Docker
+	// vendor's WithRuntime takes it (vendors.RuntimeGVisor). Default the
+	// engine's.
+	Runtime string
 	// MaxTimeout is the longest lifetime of a sandbox, from its start.
 	// Default DefaultMaxTimeout.
 	MaxTimeout time.Duration
@@ -122,7 +126,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("e2bemu: %w", err)
 	}
-	boxes, err := emukit.NewRegistry(emukit.RegistryOptions{DockerHost: opts.DockerHost, Network: opts.Network, Log: opts.Log})
+	boxes, err := emukit.NewRegistry(emukit.RegistryOptions{DockerHost: opts.DockerHost, Network: opts.Network, Log: opts.Log, Runtime: opts.Runtime})
 	if err != nil {
 		return nil, err
 	}

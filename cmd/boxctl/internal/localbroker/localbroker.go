@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -89,10 +90,13 @@ func Serve(ctx context.Context, o Options) error {
 	// The egress gates of the boxes' confined networks live here too,
 	// beside the broker they always let the boxes reach.
 	gates := &gate.Gates{Defaults: gate.Options{Logger: o.Logger}}
-	mux := http.NewServeMux()
-	mux.Handle("/v1/gates/", gates.Handler())
-	mux.Handle("/", b.Admin(s.listen))
-	admin := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	inner := http.NewServeMux()
+	inner.Handle("/v1/gates/", gates.Handler())
+	inner.Handle("/", b.Admin(s.listen))
+	admin := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.lastAdmin.Store(time.Now().UnixNano()) // a caller at work keeps the broker up
+		inner.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = admin.Serve(l) }()
 	defer func() {
 		_ = admin.Close()
@@ -112,6 +116,8 @@ type servers struct {
 	mu    sync.Mutex
 	byURL map[string]string // host -> URL
 	srvs  []*http.Server
+	// lastAdmin is when the admin API last answered (unix ns).
+	lastAdmin atomic.Int64
 }
 
 func (s *servers) listen(ctx context.Context, host string) (string, error) {
@@ -146,7 +152,9 @@ func (s *servers) close() {
 	}
 }
 
-// untilIdle returns when ctx ends, once no box held a token for idle, or
+// untilIdle returns when ctx ends, once no box held a token and no caller
+// used the admin API for idle (a create in progress pings it: see
+// KeepAwake), or
 // once the admin socket is gone (its state directory was removed: no
 // caller can reach the broker any more).
 func (s *servers) untilIdle(ctx context.Context, idle time.Duration, admin string) error {
@@ -169,12 +177,43 @@ func (s *servers) untilIdle(ctx context.Context, idle time.Duration, admin strin
 		if idle <= 0 {
 			continue
 		}
-		if s.b.Live() > 0 {
+		if s.b.Live() > 0 || time.Since(time.Unix(0, s.lastAdmin.Load())) < idle {
 			last = time.Now()
 		} else if time.Since(last) >= idle {
 			return nil
 		}
 	}
+}
+
+// KeepAwakeEvery is how often KeepAwake reaches the broker: well within
+// any idle time a user sets (a minute at least is sensible).
+const KeepAwakeEvery = 5 * time.Second
+
+// KeepAwake keeps the broker from ending for idleness while a caller works
+// towards a grant (a box create can take longer than the idle time, an
+// image pull say): it asks the broker's status every period (callers:
+// KeepAwakeEvery) until stop is called.
+func KeepAwake(ctx context.Context, g broker.Granter, every time.Duration) (stop func()) {
+	c, ok := g.(*broker.Client)
+	if !ok {
+		return func() {} // a broker of this process's own does not idle out
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_, _ = c.Status(ctx)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // answers reports whether a broker answers on the admin socket.

@@ -61,3 +61,25 @@ func TestServe(t *testing.T) {
 		t.Errorf("Status after the end = %v, want no answer", err)
 	}
 }
+
+// TestServe_KeepAwake: a caller at work (KeepAwake) keeps a broker with no
+// box past its idle time; once it stops, the broker ends.
+func TestServe_KeepAwake(t *testing.T) {
+	const idle = time.Second
+	done, c := serve(t, Options{Admin: filepath.Join(t.TempDir(), "broker.sock"), Idle: idle})
+	stop := KeepAwake(t.Context(), c, idle/5)
+	select {
+	case err := <-done:
+		t.Fatalf("the broker ended while a caller kept it awake: %v", err)
+	case <-time.After(3 * idle):
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve = %v", err)
+		}
+	case <-time.After(10 * idle):
+		t.Fatal("the broker still runs long past its idle time")
+	}
+}

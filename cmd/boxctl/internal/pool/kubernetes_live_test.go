@@ -221,8 +221,8 @@ func TestProvider_KubernetesStandbyPool(t *testing.T) {
 }
 
 // TestProvider_KubernetesStandbyPoolAtOnce: creates made at once on a
-// standby pool of as many pods each get a pod of their own, although
-// agent-sandbox may adopt one pod for two of the claims.
+// standby pool of as many boxes each get a box and a pod of their own
+// (agent-sandbox's adoption is a conditional write of the Sandbox's owner).
 func TestProvider_KubernetesStandbyPoolAtOnce(t *testing.T) {
 	f := setup(t)
 	const n = 4

@@ -16,10 +16,15 @@ import (
 )
 
 // DefaultName is the name of the pool of target's boxes of harness from
-// image: the pool `boxctl up` claims from.
-func DefaultName(target, harness, image string) string {
+// image under runtime ("" for the vendor's default): the pool `boxctl up`
+// claims from.
+func DefaultName(target, harness, image, runtime string) string {
 	sum := sha256.Sum256([]byte(image))
-	return strings.ToLower(target + "-" + harness + "-" + hex.EncodeToString(sum[:4]))
+	name := target + "-" + harness + "-" + hex.EncodeToString(sum[:4])
+	if runtime != "" {
+		name += "-" + runtime
+	}
+	return strings.ToLower(name)
 }
 
 // Names lists the pools with a file in dir ("" for DefaultDir).
