@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
+	"github.com/tangle-network/boxctl/vendors/egress"
 )
 
 // CreateSpec describes a box to create. Image, Lifetime and RunTag are
@@ -56,6 +57,10 @@ type CreateSpec struct {
 	// box from, when one of its boxes can serve the spec; else the box is
 	// made as usual.
 	Pool string
+	// Egress is the box's egress policy; nil leaves the vendor's network
+	// as it is (open). A policy that is not Open needs a vendor that
+	// enforces it outside the box (FieldEgress).
+	Egress *egress.Policy
 }
 
 // RuntimeGVisor asks for a box under gVisor (CreateSpec.Runtime): a
@@ -113,6 +118,9 @@ const (
 	FieldRetention Field = "retention"
 	// FieldPool is CreateSpec.Pool: a claim from the vendor's warm pool.
 	FieldPool Field = "pool"
+	// FieldEgress is CreateSpec.Egress, a policy that is not Open:
+	// enforced outside the box.
+	FieldEgress Field = "egress"
 )
 
 // Fields is a set of create fields.
@@ -146,6 +154,7 @@ func (s CreateSpec) Set() []Field {
 	add(FieldRuntime, s.Runtime != "")
 	add(FieldRetention, s.Retention != 0)
 	add(FieldPool, s.Pool != "")
+	add(FieldEgress, s.Egress != nil && !s.Egress.Open)
 	return fs
 }
 
@@ -200,6 +209,11 @@ func Check(v Vendor, spec CreateSpec) error {
 			errs = append(errs, fmt.Errorf("port %d is not a TCP port", p))
 		}
 	}
+	if spec.Egress != nil {
+		if err := spec.Egress.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return &SpecError{Vendor: v.Name(), Err: err}
 	}
@@ -225,6 +239,9 @@ func Labels(spec CreateSpec, now time.Time, version string) map[string]string {
 	l[boxmeta.LabelVersion] = version
 	if spec.Owner != "" {
 		l[boxmeta.LabelOwner] = spec.Owner
+	}
+	if spec.Egress != nil {
+		l[boxmeta.LabelEgress] = spec.Egress.Summary()
 	}
 	return l
 }

@@ -94,6 +94,7 @@ and proves with a conformance suite that a built image still works.`,
 	root.AddCommand(newExecCmd(a, nil))
 	root.AddCommand(newLogsCmd(a, nil))
 	root.AddCommand(newLsCmd(a, nil))
+	root.AddCommand(newNetCmd(a, nil))
 	root.AddCommand(newRmCmd(a, nil))
 	root.AddCommand(newSuspendCmds(a)...)
 	root.AddCommand(newGCCmd(a, nil))

@@ -15,6 +15,7 @@ import (
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/egress"
 )
 
 // The Router's environment: its URL and the key (never a flag).
@@ -49,10 +50,14 @@ type upOptions struct {
 	upstream   string
 	upURL      string
 	brokerURL  string
+	allow      []string
+	egressMode string
 	runtime    string
 	class      string
 	webhooks   []string
 
+	// Resolved by resolve: the box's egress policy (nil: none).
+	egress *egress.Policy
 	// Resolved by resolve: the upstream whose key the broker holds for
 	// the box, unless routerLocal (up starts the local endpoint).
 	up broker.Upstream
@@ -84,7 +89,8 @@ The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.j
 ~/.local/state/boxctl/boxes.json (mode 0600: it holds each box's bearer).`,
 		Example: `  boxctl up --router local
   TANGLE_ROUTER_URL=https://router.tangle.tools TANGLE_API_KEY=... boxctl up --model sonnet
-  boxctl up --repo https://github.com/octocat/Hello-World --git-ref master --lifetime 1h -o json`,
+  boxctl up --repo https://github.com/octocat/Hello-World --git-ref master --lifetime 1h -o json
+  boxctl up --router local --allow registry.npmjs.org:443 --allow '*.github.com'`,
 		Args: boxArgs(cobra.NoArgs),
 		RunE: verbRunE(a, o, func([]string) error { return o.resolve(os.Getenv) }, runF, runUp),
 	}
@@ -102,6 +108,8 @@ The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.j
 	f.StringVar(&o.upstream, "upstream", "", "where the broker sends the box's model requests: router, anthropic, openai or gemini (default: see above)")
 	f.StringVar(&o.upURL, "upstream-url", "", "the base URL of --upstream anthropic, openai or gemini (default: the provider's public API)")
 	f.StringVar(&o.brokerURL, "broker-url", "", "the broker's URL as the box reaches it (boxctl broker --listen behind a tunnel; https unless loopback), for vendors whose boxes do not reach this machine")
+	f.StringArrayVar(&o.allow, "allow", nil, "confine the box's egress to an allow list and add RULE to it (repeatable): a domain (example.com, *.example.com) or IPv4 address or CIDR, with an optional port; the broker is always reachable (docker)")
+	f.StringVar(&o.egressMode, "egress", "", `"deny": confine the box's egress (nothing but the broker and --allow); "open": record an open network (default: open, as today)`)
 	f.StringVar(&o.runtime, "runtime", "", `the box's kernel boundary: "gvisor" (a Docker engine's runsc runtime, a Kubernetes RuntimeClass named gvisor) or a runtime of the engine's (default: the vendor's)`)
 	f.StringVar(&o.class, "runtime-class", "", "the RuntimeClass of the box's pod (--target kubernetes)")
 	f.StringArrayVar(&o.webhooks, "webhook", nil, "POST the box's lifecycle events to this URL, signed with $"+webhookSecretEnv+" (repeatable; see boxctl webhooks)")
@@ -133,6 +141,9 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 		return err
 	}
 	if err := checkWebhooks(o.webhooks, getenv); err != nil {
+		return err
+	}
+	if err := o.resolveEgress(); err != nil {
 		return err
 	}
 	if o.bridgeOTLP != "" {
@@ -179,6 +190,33 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 	o.up = broker.Upstream{Name: upstreamName(broker.Router, url, false), URL: url, Key: key, Auth: broker.AuthAsPresented}
 	return nil
 }
+
+// resolveEgress reads --egress and --allow into the box's policy.
+func (o *upOptions) resolveEgress() error {
+	switch o.egressMode {
+	case "", egressDeny, egress.Open:
+	default:
+		return usageErrorf("--egress %q: want deny or open", o.egressMode)
+	}
+	if o.egressMode == "" && len(o.allow) == 0 {
+		return nil
+	}
+	p, err := egress.FromFlags(o.egressMode == egress.Open, o.allow)
+	if err != nil {
+		return usageErrorf("--allow: %v", err)
+	}
+	if !p.Open && o.target != docker.Name {
+		return usageErrorf("--target %s: an egress policy is enforced here on docker only (E2B, Daytona and Kubernetes boxes stay open)", o.target)
+	}
+	o.egress = &p
+	return nil
+}
+
+// egressDeny is the --egress value of a confined box.
+const egressDeny = "deny"
+
+// confined reports whether up's box has a policy enforced outside it.
+func (o *upOptions) confined() bool { return o.egress != nil && !o.egress.Open }
 
 // lastImage defaults --image to the last build for --target.
 func (o *upOptions) lastImage(a *app) (err error) {

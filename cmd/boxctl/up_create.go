@@ -49,14 +49,20 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 	if err != nil {
 		return err
 	}
-	rec.Upstream, rec.BrokerURL, rec.Webhooks = up.Name, o.brokerURL, o.webhooks
+	rec.Upstream, rec.BrokerURL, rec.Webhooks, rec.Egress = up.Name, o.brokerURL, o.webhooks, o.egress
 	defer localbroker.KeepAwake(ctx, access.Broker, localbroker.KeepAwakeEvery)()
+	var gate sandbox.EgressGate
+	if o.confined() {
+		if gate, err = a.egressGate(ctx, s, v, access.BrokerURL); err != nil {
+			return err
+		}
+	}
 	var (
 		phases  []sandbox.Phase
 		outcome pool.Outcome
 	)
 	rec, err = s.Create(ctx, v, rec, func(ctx context.Context, tag string) (sandbox.Reference, error) {
-		env, how, err := createBox(ctx, a, v, o, tag, s.Owner(), access, s.Record)
+		env, how, err := createBox(ctx, a, v, o, tag, s.Owner(), access, gate, s.Record)
 		if err != nil {
 			return sandbox.Reference{}, err
 		}
@@ -72,8 +78,10 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 }
 
 // poolable reports whether up's box may come from a pool: a pooled box
-// is not suspendable.
-func (o *upOptions) poolable() bool { return !o.noPool && o.retention == 0 && o.idle == 0 }
+// is not suspendable, and its network is the open one. is not suspendable, and its network is the open one.
+func (o *upOptions) poolable() bool {
+	return !o.noPool && o.retention == 0 && o.idle == 0 && o.egress == nil
+}
 
 // resolveRuntime checks --runtime and --runtime-class, and takes the
 // class as the box's runtime.
@@ -96,14 +104,15 @@ func (o *upOptions) resolveRuntime() error {
 var runtimeName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 // createBox makes the box through the sandbox provider.
-func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag, owner string, access boxstate.ModelAccess, onEvent func(sandbox.Event)) (*sandbox.Environment, pool.Outcome, error) {
+func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag, owner string, access boxstate.ModelAccess, gate sandbox.EgressGate, onEvent func(sandbox.Event)) (*sandbox.Environment, pool.Outcome, error) {
 	var bridgeEnv map[string]string
 	if o.bridgeOTLP != "" {
 		bridgeEnv = map[string]string{tracing.EndpointEnv: o.bridgeOTLP}
 	}
 	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: o.image, Broker: access.Broker, BrokerURL: access.BrokerURL,
 		Upstream: access.Upstream, Lifetime: o.lifetime, Retention: o.retention, Runtime: o.runtime,
-		IdleSuspend: o.idle, RunTag: tag, Owner: owner, Logger: a.log, OnEvent: onEvent, BridgeEnv: bridgeEnv})
+		IdleSuspend: o.idle, RunTag: tag, Owner: owner, Logger: a.log, OnEvent: onEvent, BridgeEnv: bridgeEnv,
+		Egress: o.egress, EgressGate: gate})
 	if err != nil {
 		return nil, "", err
 	}

@@ -33,6 +33,9 @@ type upResult struct {
 	// Pool says where the box came from: hit (it waited in a pool),
 	// waited (the claim waited for one) or miss-cold (created for it).
 	Pool pool.Outcome `json:"pool"`
+	// Egress is the box's egress policy (egress.Policy.Summary), when it
+	// has one.
+	Egress string `json:"egress,omitempty"`
 }
 
 func printUp(a *app, o *upOptions, rec boxstate.Record, phases []sandbox.Phase, outcome pool.Outcome) error {
@@ -44,6 +47,9 @@ func printUp(a *app, o *upOptions, rec boxstate.Record, phases []sandbox.Phase, 
 	}
 	if o.showBearer {
 		res.Bearer = ref.Bearer
+	}
+	if rec.Egress != nil {
+		res.Egress = rec.Egress.Summary()
 	}
 	if o.timings {
 		res.Timings = phases
@@ -61,6 +67,9 @@ func printUp(a *app, o *upOptions, rec boxstate.Record, phases []sandbox.Phase, 
 			{"image", res.Image}, {"run tag", res.RunTag},
 			{"deadline", res.Deadline.Local().Format(time.RFC3339) + " (lifetime " + res.Lifetime + ")"}, {"router", router},
 			{"upstream", res.Upstream + " (through the broker; the box holds a token)"}, {"pool", string(res.Pool)}}
+		if res.Egress != "" {
+			lines = append(lines, [2]string{"egress", res.Egress})
+		}
 		if o.showBearer {
 			lines = append(lines, [2]string{"bearer", res.Bearer})
 		}

@@ -126,6 +126,8 @@ var testOnly = map[string]testOnlyPkg{
 	"pins/pinstest":       {kind: helper},
 	// The suite waits with polltest.
 	"vendors/vendortest": {kind: helper, extra: []string{"internal/polltest"}},
+	// A resolver and counting listeners of egress tests.
+	"vendors/egress/egresstest": {kind: helper},
 }
 
 // pending are listed test-only packages the architecture names that are
@@ -154,11 +156,18 @@ const emulatorKit = "vendors/emukit"
 // shared are the packages under vendors that hold no vendor code and that
 // every part may import as it imports the vendors interface package: the
 // box labels and lifetime names (vendors/boxmeta), the process layer
-// (vendors/boxproc), the owners and the reaper (vendors/reaper).
+// (vendors/boxproc), the owners and the reaper (vendors/reaper), the
+// egress policy (vendors/egress) and its enforcement on a Linux bridge
+// (firewall, relay, gate), which the Docker vendor, its emulators and an
+// in-process gate of the sandbox provider share.
 var shared = map[string]bool{
-	"vendors/boxmeta": true,
-	"vendors/boxproc": true,
-	"vendors/reaper":  true,
+	"vendors/boxmeta":         true,
+	"vendors/boxproc":         true,
+	"vendors/reaper":          true,
+	"vendors/egress":          true,
+	"vendors/egress/firewall": true,
+	"vendors/egress/relay":    true,
+	"vendors/egress/gate":     true,
 }
 
 // foundations are the shared packages the vendors interface package is
@@ -168,6 +177,7 @@ var shared = map[string]bool{
 var foundations = map[string]bool{
 	"vendors/boxmeta": true,
 	"vendors/boxproc": true,
+	"vendors/egress":  true,
 }
 
 // opener is the package that opens any vendor from flags and the

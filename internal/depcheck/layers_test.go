@@ -23,14 +23,15 @@ const appRoot = "cmd/boxctl/internal"
 // design, and so may import them: the Vendor interface (every vendor
 // under it), the harness adapter interface (every adapter under it), the
 // bridge client (the sandbox provider builds on it), the test bed and the
-// release builder (their own tools). Any other child importing an ancestor
-// fails.
+// release builder (their own tools) and the egress policy (its
+// enforcement beneath it). Any other child importing an ancestor fails.
 var contracts = map[string]string{
 	"vendors":          "the Vendor interface its vendors implement",
 	"bridge/harness":   "the Adapter interface its harnesses implement",
 	"provider":         "the bridge client the sandbox provider builds on",
 	"internal/testbed": "the test bed, whose own tool lives beneath it",
 	"internal/release": "the release builder, whose own tool lives beneath it",
+	"vendors/egress":   "the egress policy its enforcement (firewall, relay, gate) applies",
 }
 
 func sdk(p string) bool {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/tangle-network/boxctl/internal/tracing"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/egress"
 )
 
 // Reference is what a process needs to drive a box again (Provider.Connect).
@@ -73,8 +75,10 @@ type Environment struct {
 	busy bool
 	last *provider.Reference // the latest dispatched run
 
-	suspended *SuspendedRef      // set by Suspend (suspend.go)
-	stopIdle  context.CancelFunc // ends the idle watch, when one runs
+	suspended  *SuspendedRef      // set by Suspend (suspend.go)
+	egress     *egress.Policy     // the box's policy (egress.go), nil if none
+	egressAddr netip.Addr         // the box's address at the gate, if confined
+	stopIdle   context.CancelFunc // ends the idle watch, when one runs
 }
 
 // Timings returns the phases of the Create that made this environment,
@@ -245,6 +249,7 @@ func (e *Environment) Destroy(ctx context.Context) (err error) {
 		return &vendors.CleanupError{Vendor: e.ref.Vendor, BoxID: e.box.ID(), Err: errors.Join(cancelErr, fmt.Errorf("destroy box: %w", err))}
 	}
 	e.p.revokeModel(cctx, e.box.ID())
+	e.releaseEgress(cctx)
 	e.p.emit(Event{Type: EventDestroyed, BoxID: e.box.ID(), RunTag: e.ref.RunTag, Reason: ReasonUser})
 	if cancelErr != nil {
 		// The box and every run in it are gone: a cancel that failed

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/egress"
 )
 
 // failingDestroy wraps a vendor so that destroying its boxes fails.
@@ -185,6 +187,13 @@ func TestProvider_Refusals(t *testing.T) {
 	if _, err := sandbox.New(sandbox.Options{Vendor: v, Image: "img", Router: good.Router, BridgeEnv: map[string]string{"BRIDGE_BEARER": "x"}}); err == nil {
 		t.Error("New let BridgeEnv set the bearer")
 	}
+	if _, err := sandbox.New(sandbox.Options{Vendor: v, Image: "img", Router: good.Router, Egress: &egress.Policy{}}); !errors.Is(err, sandbox.ErrNoEgressGate) {
+		t.Errorf("New(deny-all, no gate) = %v, want ErrNoEgressGate", err)
+	}
+	if _, err := sandbox.New(sandbox.Options{Vendor: v, Image: "img", Router: good.Router,
+		Egress: &egress.Policy{Open: true, Allow: []egress.Rule{{Domain: "example.com"}}}}); !errors.Is(err, egress.ErrOpenWithRules) {
+		t.Errorf("New(open with rules) = %v, want ErrOpenWithRules", err)
+	}
 	cases := []struct {
 		name string
 		opts func(*sandbox.Options)
@@ -195,6 +204,13 @@ func TestProvider_Refusals(t *testing.T) {
 			func(err error) bool {
 				var u *vendors.UnsupportedError
 				return errors.As(err, &u) && u.Field == vendors.FieldMemory
+			}},
+		{"egress on a vendor that does not enforce it", func(o *sandbox.Options) {
+			o.Egress, o.EgressGate = &egress.Policy{}, noGate{}
+		}, sandbox.CreateRequest{Profile: claude},
+			func(err error) bool {
+				var u *vendors.UnsupportedError
+				return errors.As(err, &u) && u.Field == vendors.FieldEgress
 			}},
 		{"unknown harness", nil, sandbox.CreateRequest{Profile: provider.Profile{Harness: "no-such-cli"}},
 			func(err error) bool { return errors.Is(err, pins.ErrUnknownHarness) }},
@@ -228,6 +244,14 @@ func TestProvider_Refusals(t *testing.T) {
 		})
 	}
 }
+
+// noGate is an egress gate that is never reached.
+type noGate struct{}
+
+func (noGate) Set(context.Context, netip.Addr, egress.Policy) error {
+	return errors.New("unexpected set")
+}
+func (noGate) Remove(context.Context, netip.Addr) error { return errors.New("unexpected remove") }
 
 // countingVendor honours no optional field and counts calls.
 type countingVendor struct{ calls int }

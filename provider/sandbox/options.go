@@ -15,6 +15,7 @@ import (
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/egress"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 )
 
@@ -120,6 +121,13 @@ type Options struct {
 	// Budget bounds what each box spends through the broker (zero: no
 	// bound).
 	Budget broker.Budget
+	// Egress is every box's egress policy. Nil: none, the box's network
+	// is open as the vendor makes it. A policy that is not Open (the zero
+	// Policy denies all but the broker) needs a vendor that enforces it
+	// and EgressGate.
+	Egress *egress.Policy
+	// EgressGate enforces Egress outside the boxes (StartEgress).
+	EgressGate EgressGate
 	// Pins are the versions to check the box's harnesses against.
 	// Default: the embedded pins.
 	Pins *pins.Pins
@@ -200,6 +208,13 @@ func (o Options) normalized() (Options, error) {
 		}
 	} else if o.BrokerURL != "" || o.Upstream != "" || o.Budget != (broker.Budget{}) {
 		errs = append(errs, errors.New("BrokerURL, Upstream and Budget need a Broker"))
+	}
+	if o.Egress != nil {
+		if err := o.Egress.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("Egress: %w", err))
+		} else if !o.Egress.Open && o.EgressGate == nil {
+			errs = append(errs, ErrNoEgressGate)
+		}
 	}
 	for k := range o.BridgeEnv {
 		if reservedBridgeEnv[k] {

@@ -98,7 +98,8 @@ func (p *Provider) spec(req CreateRequest) vendors.CreateSpec {
 		labels[boxmeta.LabelIdleSuspend] = boxmeta.FormatIdle(p.o.IdleSuspend)
 	}
 	return vendors.CreateSpec{Image: p.o.Image, Lifetime: life, RunTag: p.o.RunTag, Owner: p.o.Owner,
-		Labels: labels, Resources: p.o.Resources, Runtime: p.o.Runtime, Ports: []int{BridgePort}, Retention: p.o.Retention, Pool: req.Pool}
+		Labels: labels, Resources: p.o.Resources, Runtime: p.o.Runtime, Ports: []int{BridgePort}, Retention: p.o.Retention, Pool: req.Pool,
+		Egress: p.o.Egress}
 }
 
 // check refuses what would fail later, before any vendor call.
@@ -177,13 +178,19 @@ func (p *Provider) Create(ctx context.Context, req CreateRequest) (_ *Environmen
 	p.emit(Event{Type: EventCreated, BoxID: box.ID(), RunTag: spec.RunTag})
 	log = log.With("box", box.ID())
 	log.Debug("box created", "took", time.Since(start))
-	env, err := p.boot(ctx, t, box, req, h, spec)
+	egressAddr, err := p.confine(ctx, box, spec)
+	var env *Environment
+	if err == nil {
+		env, err = p.boot(ctx, t, box, req, h, spec)
+	}
 	if err != nil {
 		err = p.cleanup(ctx, box, err)
+		p.forgetEgress(ctx, egressAddr)
 		p.emit(Event{Type: EventDestroyed, BoxID: box.ID(), RunTag: spec.RunTag, Reason: ReasonFailure, Detail: err.Error()})
 		return nil, err
 	}
 	env.phases = t.phases
+	env.egress, env.egressAddr = spec.Egress, egressAddr
 	env.watchIdle()
 	log.Debug("environment ready", "took", time.Since(start))
 	p.emit(Event{Type: EventReady, BoxID: box.ID(), RunTag: spec.RunTag})

@@ -46,6 +46,10 @@ const (
 	// LabelPool names the warm pool a standby box was booted for; its
 	// owner is the pool's keeper until a claim records it in a state.
 	LabelPool = LabelPrefix + "pool"
+	// LabelEgress is the box's egress policy at its creation, as
+	// egress.Policy.Summary renders it ("open", "deny", "deny+RULES");
+	// absent on a box created without one.
+	LabelEgress = LabelPrefix + "egress"
 )
 
 // Lifetime variables read by the image's init (box-init).

@@ -43,8 +43,10 @@ func (b *Box) Address(ctx context.Context) (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("docker: address: %w", b.v.mapErr(err, b.id))
 	}
 	if c.NetworkSettings != nil {
-		if n := c.NetworkSettings.Networks[b.v.opts.network]; n != nil && n.IPAddress != "" {
-			return netip.ParseAddr(n.IPAddress)
+		for _, name := range b.v.boxNetworks() {
+			if n := c.NetworkSettings.Networks[name]; n != nil && n.IPAddress != "" {
+				return netip.ParseAddr(n.IPAddress)
+			}
 		}
 	}
 	return netip.Addr{}, fmt.Errorf("docker: box %s has no address on network %s", short(b.id), b.v.opts.network)

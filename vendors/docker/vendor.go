@@ -147,10 +147,11 @@ func (v *Vendor) Close() error { return v.cli.Close() }
 func (v *Vendor) Name() string { return Name }
 
 // Supports reports every create field but disk size (the engine's
-// storage drivers do not bound it uniformly).
+// storage drivers do not bound it uniformly). An egress policy needs a
+// gate on the confined network (EgressNetwork).
 func (v *Vendor) Supports() vendors.Fields {
 	return vendors.NewFields(vendors.FieldOwner, vendors.FieldLabels, vendors.FieldCPUs, vendors.FieldMemory,
-		vendors.FieldPids, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRuntime, vendors.FieldRetention)
+		vendors.FieldPids, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRuntime, vendors.FieldRetention, vendors.FieldEgress)
 }
 
 // localEngine refuses an engine on another machine: boxes publish their
@@ -299,6 +300,9 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		}
 	}
 	if err := v.suspendable(ctx, spec, cfg, host); err != nil {
+		return nil, err
+	}
+	if err := v.confineEgress(ctx, spec, host); err != nil {
 		return nil, err
 	}
 	name := "boxctl-" + spec.RunTag + "-" + strconv.FormatUint(rand.Uint64()&0xffffffffff, 36)

@@ -7,6 +7,7 @@ import (
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
 
 // Row is one box of a listing: a vendor's box, joined with its record
@@ -28,6 +29,10 @@ type Row struct {
 	// does not run).
 	Upstream string        `json:"upstream,omitempty"`
 	Usage    *broker.Usage `json:"usage,omitempty"`
+	// Egress is the box's egress policy (egress.Policy.Summary): as the
+	// state last set it, else as the box's label recorded it at its
+	// creation; empty for a box made without one.
+	Egress string `json:"egress,omitempty"`
 }
 
 // StateGone is the State of a Row whose box the vendor no longer has.
@@ -41,11 +46,14 @@ func (st *State) Rows(target, owner string, infos []vendors.Info) []Row {
 	seen := map[string]bool{}
 	for _, b := range infos {
 		row := Row{ID: b.ID, State: string(b.State), RunTag: b.RunTag(), Owner: b.Owner(), Created: b.Created,
-			Deadline: b.Deadline, Image: b.Image}
+			Deadline: b.Deadline, Image: b.Image, Egress: b.Labels[boxmeta.LabelEgress]}
 		if rec := st.Find(b.ID); rec != nil && rec.Target == target {
 			row.InState, seen[b.ID], row.Upstream = true, true, rec.Upstream
 			if rec.Reference != nil {
 				row.Harness = rec.Reference.Harness
+			}
+			if rec.Egress != nil {
+				row.Egress = rec.Egress.Summary()
 			}
 		}
 		rows = append(rows, row)
@@ -59,6 +67,9 @@ func (st *State) Rows(target, owner string, infos []vendors.Info) []Row {
 			Deadline: rec.Deadline, Image: rec.Image, InState: true, Upstream: rec.Upstream}
 		if rec.Reference != nil {
 			row.Harness = rec.Reference.Harness
+		}
+		if rec.Egress != nil {
+			row.Egress = rec.Egress.Summary()
 		}
 		rows = append(rows, row)
 	}

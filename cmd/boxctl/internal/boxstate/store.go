@@ -19,6 +19,7 @@ import (
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/vendors/egress"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 )
 
@@ -61,6 +62,9 @@ type Record struct {
 	// Webhooks receive the box's lifecycle events (up --webhook); their
 	// secret is never stored.
 	Webhooks []string `json:"webhooks,omitempty"`
+	// Egress is the box's egress policy as last set (up --allow/--egress,
+	// boxctl net); nil: none, the box's network is open.
+	Egress *egress.Policy `json:"egress,omitempty"`
 }
 
 // Pending reports whether the box is still being created.

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+	"github.com/tangle-network/boxctl/vendors/egress/gate"
 )
 
 // DefaultIdle is how long the broker runs with no box holding a token.
@@ -86,7 +87,12 @@ func Serve(ctx context.Context, o Options) error {
 		}
 		o.Logger.Info("broker serving boxes", "addr", l.Addr().String(), "tls", o.TLSCert != "")
 	}
-	inner := b.Admin(s.listen)
+	// The egress gates of the boxes' confined networks live here too,
+	// beside the broker they always let the boxes reach.
+	gates := &gate.Gates{Defaults: gate.Options{Logger: o.Logger}}
+	inner := http.NewServeMux()
+	inner.Handle("/v1/gates/", gates.Handler())
+	inner.Handle("/", b.Admin(s.listen))
 	admin := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.lastAdmin.Store(time.Now().UnixNano()) // a caller at work keeps the broker up
 		inner.ServeHTTP(w, r)
@@ -95,6 +101,9 @@ func Serve(ctx context.Context, o Options) error {
 	defer func() {
 		_ = admin.Close()
 		s.close()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_ = gates.Close(cctx)
+		cancel()
 		_ = os.Remove(o.Admin)
 	}()
 	o.Logger.Info("broker serving", "admin", o.Admin)

@@ -20,11 +20,15 @@ func Rows(w io.Writer, rows []boxstate.Row, now time.Time) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	metered := slices.ContainsFunc(rows, func(r boxstate.Row) bool { return r.Usage != nil })
-	if metered {
-		fmt.Fprintln(tw, "ID\tSTATE\tRUN TAG\tOWNER\tDEADLINE\tHARNESS\tMODEL USE")
-	} else {
-		fmt.Fprintln(tw, "ID\tSTATE\tRUN TAG\tOWNER\tDEADLINE\tHARNESS")
+	confined := slices.ContainsFunc(rows, func(r boxstate.Row) bool { return r.Egress != "" })
+	fmt.Fprint(tw, "ID\tSTATE\tRUN TAG\tOWNER\tDEADLINE\tHARNESS")
+	if confined {
+		fmt.Fprint(tw, "\tEGRESS")
 	}
+	if metered {
+		fmt.Fprint(tw, "\tMODEL USE")
+	}
+	fmt.Fprintln(tw)
 	unknown := false
 	for _, r := range rows {
 		id := boxstate.ShortID(r.ID)
@@ -37,6 +41,9 @@ func Rows(w io.Writer, rows []boxstate.Row, now time.Time) error {
 			harness = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", id, r.State, r.RunTag, dash(r.Owner), deadlineText(r.Deadline, now), harness)
+		if confined {
+			fmt.Fprintf(tw, "\t%s", dash(r.Egress))
+		}
 		if metered {
 			use := "-"
 			if u := r.Usage; u != nil {

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tangle-network/boxctl/internal/boxtest"
+	"github.com/tangle-network/boxctl/internal/dockerclient"
+	"github.com/tangle-network/boxctl/internal/testbed"
+	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/egress/egresstest"
+	"github.com/tangle-network/boxctl/vendors/egress/firewall"
+)
+
+// TestBoxVerbs_Egress drives a confined box from the command line: up
+// --egress deny makes a box that reaches the broker (its turn runs) and
+// nothing else; net --allow opens one address and port of a listener of
+// the test's, net --deny closes it again, each holding when net returns;
+// ls shows the policy.
+func TestBoxVerbs_Egress(t *testing.T) {
+	env := testbed.Require(t)
+	cli, err := dockerclient.New(env.DockerHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	v := liveVendor(t)
+	// Last: the kernel rules the user's broker left (they outlive it by
+	// design) and the confined network.
+	t.Cleanup(func() {
+		bridge, _, err := v.EgressBridge(context.Background())
+		if err == nil {
+			err = firewall.Uninstall(bridge)
+		}
+		if err != nil {
+			t.Errorf("remove the confined network's rules: %v", err)
+		}
+		if err := cli.NetworkRemove(context.Background(), v.Network()+docker.EgressSuffix); err != nil {
+			t.Logf("remove the confined network: %v", err)
+		}
+	})
+	img := boxtest.Image(t, boxtest.Options{})
+	useState(t)
+	t.Setenv(brokerIdleEnv, "30s")
+	cleanupState(t, v)
+
+	target := netip.AddrPortFrom(egresstest.Network(t, cli, "bxt-net-"), 18080)
+	sink := egresstest.ListenTCP(t, target.String(), []byte("reached"))
+	probe := `node -e 'const s=require("net").connect({host:"` + target.Addr().String() + `",port:` + "18080" + `},()=>s.write("probe"));
+s.setTimeout(3000,()=>{console.log("timeout");s.destroy()});s.on("data",d=>{console.log(String(d));s.destroy()});s.on("error",e=>console.log("error",e.code))'`
+
+	r := boxctl(t, t.Context(), nil, "up", "--router", "local", "--image", img, "--lifetime", "10m", "--egress", "deny", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("up --egress deny: exit %d: %v", r.code, r.err)
+	}
+	var up upResult
+	if err := json.Unmarshal([]byte(r.stdout), &up); err != nil || up.Egress != "deny" {
+		t.Fatalf("up printed %q (%v): want egress deny", r.stdout, err)
+	}
+	if r := boxctl(t, t.Context(), nil, "turn", "last", "Say hello"); r.code != 0 || !strings.Contains(r.stdout, localReply) {
+		t.Fatalf("turn in a confined box: exit %d, %q: want the broker reached", r.code, r.stdout)
+	}
+	try := func() string {
+		r := boxctl(t, t.Context(), nil, "exec", "last", "--", "sh", "-c", probe)
+		return strings.TrimSpace(r.stdout)
+	}
+	if out := try(); out == "reached" || sink.Bytes() != 0 {
+		t.Fatalf("deny: the box reached the test's listener (%q, %d bytes)", out, sink.Bytes())
+	}
+	r = boxctl(t, t.Context(), nil, "net", "last", "--allow", target.String())
+	if r.code != 0 || !strings.Contains(r.stdout, "deny+"+target.String()) {
+		t.Fatalf("net --allow: exit %d, %q", r.code, r.stdout)
+	}
+	if out := try(); out != "reached" {
+		t.Fatalf("allowed: the box got %q, want the listener reached", out)
+	}
+	r = boxctl(t, t.Context(), nil, "ls")
+	if r.code != 0 || !strings.Contains(r.stdout, "EGRESS") || !strings.Contains(r.stdout, "deny+"+target.String()) {
+		t.Errorf("ls: exit %d, %q: want the box's policy", r.code, r.stdout)
+	}
+	start := time.Now()
+	if r := boxctl(t, t.Context(), nil, "net", "last", "--deny", target.String()); r.code != 0 || !strings.Contains(r.stdout, "deny") {
+		t.Fatalf("net --deny: exit %d, %q", r.code, r.stdout)
+	}
+	t.Logf("net --deny took %v", time.Since(start).Round(time.Millisecond))
+	before := sink.Bytes()
+	if out := try(); out == "reached" || sink.Bytes() != before {
+		t.Fatalf("denied again: the box got %q (%d more bytes)", out, sink.Bytes()-before)
+	}
+	if r := boxctl(t, t.Context(), nil, "net", "last", "--allow", "example.com:22"); r.code != 2 {
+		t.Errorf("net --allow with a bad port: exit %d, want 2", r.code)
+	}
+	if r := boxctl(t, t.Context(), nil, "rm", "last"); r.code != 0 {
+		t.Errorf("rm: exit %d: %v", r.code, r.err)
+	}
+}

@@ -1,0 +1,153 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+
+	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/egress"
+	"github.com/tangle-network/boxctl/vendors/egress/gate"
+	"github.com/tangle-network/boxctl/vendors/egress/relay"
+)
+
+// EgressGate enforces boxes' egress policies from outside them, by the
+// boxes' addresses (a *gate.Gate, from StartEgress).
+type EgressGate interface {
+	// Set gives the box at addr policy p; it holds when Set returns.
+	Set(ctx context.Context, addr netip.Addr, p egress.Policy) error
+	// Remove forgets the box at addr.
+	Remove(ctx context.Context, addr netip.Addr) error
+}
+
+var _ EgressGate = (*gate.Gate)(nil)
+
+// egressBridger is a vendor whose confined boxes share one Linux bridge
+// of this machine (Docker).
+type egressBridger interface {
+	EgressBridge(ctx context.Context) (string, netip.Addr, error)
+}
+
+// EgressOptions configures StartEgress.
+type EgressOptions struct {
+	// BrokerURL is the broker's URL as the boxes reach it (LocalBroker.URL):
+	// always reachable. Empty: no broker.
+	BrokerURL string
+	// Resolver resolves the names boxes may reach. Default: this
+	// machine's resolver.
+	Resolver *net.Resolver
+	// Dialer connects to what Resolver answered. Default: a net.Dialer.
+	Dialer relay.Dialer
+	// Logger receives the relay's refusals. Default: discard.
+	Logger *slog.Logger
+}
+
+// ErrNoEgressGate is the error of Create with an egress policy that is
+// not Open and no Options.EgressGate.
+var ErrNoEgressGate = errors.New("an egress policy needs Options.EgressGate (StartEgress)")
+
+// ErrEgressOpen is the error of Environment.SetEgress with an Open policy:
+// a confined box stays confined.
+var ErrEgressOpen = errors.New("a confined box cannot be opened: create an open one")
+
+// StartEgress starts the gate of v's confined boxes in this process: the
+// kernel rules of their network, the relay and the resolver, until the
+// gate's Close (its rules stay, confining the boxes to the broker, until
+// Uninstall). Pass it as Options.EgressGate.
+func StartEgress(ctx context.Context, v vendors.Vendor, o EgressOptions) (*gate.Gate, error) {
+	eb, ok := v.(egressBridger)
+	if !ok {
+		return nil, fmt.Errorf("egress: vendor %s: %w", v.Name(), &vendors.UnsupportedError{Vendor: v.Name(), Field: vendors.FieldEgress})
+	}
+	bridge, gw, err := eb.EgressBridge(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("egress: %w", err)
+	}
+	var brokerAddr netip.AddrPort
+	if o.BrokerURL != "" {
+		u, err := url.Parse(o.BrokerURL)
+		if err == nil {
+			brokerAddr, err = netip.ParseAddrPort(u.Host)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("egress: BrokerURL: want http://IPv4:port: %w", err)
+		}
+	}
+	return gate.Start(ctx, gate.Options{Bridge: bridge, Gateway: gw, Broker: brokerAddr, Resolver: o.Resolver, Dialer: o.Dialer, Logger: o.Logger})
+}
+
+// confined reports whether spec asks for a policy enforced outside the
+// box.
+func confined(spec vendors.CreateSpec) bool { return spec.Egress != nil && !spec.Egress.Open }
+
+// confine hands a new box's policy to the gate, by its address.
+func (p *Provider) confine(ctx context.Context, box vendors.Box, spec vendors.CreateSpec) (netip.Addr, error) {
+	if !confined(spec) {
+		return netip.Addr{}, nil
+	}
+	a, ok := box.(vendors.Addressed)
+	if !ok {
+		return netip.Addr{}, fmt.Errorf("egress: vendor %s does not tell a box's address", p.o.Vendor.Name())
+	}
+	addr, err := a.Address(ctx)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("egress: %w", err)
+	}
+	if err := p.o.EgressGate.Set(ctx, addr, *spec.Egress); err != nil {
+		return netip.Addr{}, fmt.Errorf("egress: %w", err)
+	}
+	return addr, nil
+}
+
+// Egress returns the box's egress policy (nil: none asked for).
+func (e *Environment) Egress() *egress.Policy {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.egress == nil {
+		return nil
+	}
+	p := *e.egress
+	return &p
+}
+
+// SetEgress changes the egress policy of a running confined box; it
+// holds when SetEgress returns (new connections and queries see it, and
+// relayed connections it no longer allows are closed). An Open policy is
+// refused (ErrEgressOpen), as is a box created without a policy.
+func (e *Environment) SetEgress(ctx context.Context, p egress.Policy) error {
+	if p.Open {
+		return fmt.Errorf("set egress: %w", ErrEgressOpen)
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("set egress: %w", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.egressAddr.IsValid() || e.p.o.EgressGate == nil {
+		return errors.New("set egress: the box was created without an egress policy")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := e.p.o.EgressGate.Set(ctx, e.egressAddr, p); err != nil {
+		return fmt.Errorf("set egress: %w", err)
+	}
+	e.egress = &p
+	return nil
+}
+
+// releaseEgress forgets a destroyed box at the gate.
+func (e *Environment) releaseEgress(ctx context.Context) { e.p.forgetEgress(ctx, e.egressAddr) }
+
+// forgetEgress forgets the box that was at addr (if any) at the gate.
+func (p *Provider) forgetEgress(ctx context.Context, addr netip.Addr) {
+	if addr.IsValid() && p.o.EgressGate != nil {
+		if err := p.o.EgressGate.Remove(context.WithoutCancel(ctx), addr); err != nil {
+			p.o.Logger.Warn("egress: forget box", "addr", addr, "err", err)
+		}
+	}
+}

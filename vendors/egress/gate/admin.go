@@ -1,0 +1,280 @@
+package gate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/tangle-network/boxctl/vendors/egress"
+	"github.com/tangle-network/boxctl/vendors/egress/firewall"
+)
+
+// Gates are the gates one process serves, one per bridge, for callers in
+// other processes through Handler (the boxctl broker serves it on its
+// admin socket). It is safe for concurrent use.
+type Gates struct {
+	// Defaults are the options of every gate but its bridge, gateway and
+	// broker (resolver, dialer, logger).
+	Defaults Options
+
+	mu    sync.Mutex
+	gates map[string]*Gate
+}
+
+// Ensure returns the gate of o.Bridge, starting it with o (and Defaults)
+// if there is none.
+func (gs *Gates) Ensure(ctx context.Context, o Options) (*Gate, error) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if g, ok := gs.gates[o.Bridge]; ok {
+		if g.o.Gateway != o.Gateway || g.o.Broker != o.Broker {
+			return nil, fmt.Errorf("gate: bridge %s is held with gateway %v and broker %v", o.Bridge, g.o.Gateway, g.o.Broker)
+		}
+		// Someone removed its rules (firewall.Uninstall): start it again,
+		// its boxes' policies with it.
+		if ok, err := firewall.Installed(o.Bridge); err != nil || ok {
+			return g, err
+		}
+		g.mu.RLock()
+		policies := maps.Clone(g.policies)
+		g.mu.RUnlock()
+		_ = g.Close(ctx)
+		delete(gs.gates, o.Bridge)
+		defer func() {
+			if g := gs.gates[o.Bridge]; g != nil {
+				for a, p := range policies {
+					_ = g.Set(ctx, a, p)
+				}
+			}
+		}()
+	}
+	o.Resolver, o.Dialer, o.Logger = gs.Defaults.Resolver, gs.Defaults.Dialer, gs.Defaults.Logger
+	g, err := Start(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	if gs.gates == nil {
+		gs.gates = map[string]*Gate{}
+	}
+	gs.gates[o.Bridge] = g
+	return g, nil
+}
+
+func (gs *Gates) get(bridge string) (*Gate, bool) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g, ok := gs.gates[bridge]
+	return g, ok
+}
+
+// Close closes every gate (their rules stay: see Gate.Close).
+func (gs *Gates) Close(ctx context.Context) error {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	var errs []error
+	for _, g := range gs.gates {
+		errs = append(errs, g.Close(ctx))
+	}
+	gs.gates = nil
+	return errors.Join(errs...)
+}
+
+// gateBody starts a gate over the API.
+type gateBody struct {
+	Gateway netip.Addr     `json:"gateway"`
+	Broker  netip.AddrPort `json:"broker"`
+}
+
+// policyBody is a box's policy over the API, as egress.Policy renders it.
+type policyBody struct {
+	Policy string `json:"policy"`
+}
+
+type apiError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+// Handler serves the gates for their owner only (a unix socket of mode
+// 0600): PUT /v1/gates/{bridge} ({"gateway","broker"}) starts one;
+// PUT /v1/gates/{bridge}/boxes/{addr} ({"policy"}) sets a box's policy,
+// holding when it answers; GET answers it; DELETE forgets the box. Errors
+// are {"type","message"} with a 4xx status.
+func (gs *Gates) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("PUT /v1/gates/{bridge}", func(w http.ResponseWriter, r *http.Request) {
+		var b gateBody
+		if !decode(w, r, &b) {
+			return
+		}
+		if _, err := gs.Ensure(r.Context(), Options{Bridge: r.PathValue("bridge"), Gateway: b.Gateway, Broker: b.Broker}); err != nil {
+			write(w, http.StatusBadRequest, apiError{"gate_failed", err.Error()})
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	box := func(w http.ResponseWriter, r *http.Request) (*Gate, netip.Addr, bool) {
+		g, ok := gs.get(r.PathValue("bridge"))
+		if !ok {
+			write(w, http.StatusNotFound, apiError{"not_found", "no gate holds bridge " + r.PathValue("bridge")})
+			return nil, netip.Addr{}, false
+		}
+		a, err := netip.ParseAddr(r.PathValue("addr"))
+		if err != nil {
+			write(w, http.StatusBadRequest, apiError{"invalid_address", err.Error()})
+			return nil, netip.Addr{}, false
+		}
+		return g, a, true
+	}
+	mux.HandleFunc("PUT /v1/gates/{bridge}/boxes/{addr}", func(w http.ResponseWriter, r *http.Request) {
+		g, a, ok := box(w, r)
+		if !ok {
+			return
+		}
+		var b policyBody
+		if !decode(w, r, &b) {
+			return
+		}
+		p, err := egress.Parse(b.Policy)
+		if err == nil {
+			err = g.Set(r.Context(), a, p)
+		}
+		if err != nil {
+			write(w, http.StatusBadRequest, apiError{"invalid_policy", err.Error()})
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /v1/gates/{bridge}/boxes/{addr}", func(w http.ResponseWriter, r *http.Request) {
+		g, a, ok := box(w, r)
+		if !ok {
+			return
+		}
+		p, ok := g.Policy(a)
+		if !ok {
+			write(w, http.StatusNotFound, apiError{"not_found", "no box at " + a.String()})
+			return
+		}
+		write(w, http.StatusOK, policyBody{Policy: p.String()})
+	})
+	mux.HandleFunc("DELETE /v1/gates/{bridge}/boxes/{addr}", func(w http.ResponseWriter, r *http.Request) {
+		g, a, ok := box(w, r)
+		if !ok {
+			return
+		}
+		if err := g.Remove(r.Context(), a); err != nil {
+			write(w, http.StatusBadRequest, apiError{"remove_failed", err.Error()})
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	return mux
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		write(w, http.StatusBadRequest, apiError{"invalid_body", err.Error()})
+		return false
+	}
+	return true
+}
+
+func write(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// APIError is an answer of the gates' API that is not a success.
+type APIError struct {
+	Status        int
+	Type, Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("gate: %s (%d): %s", e.Type, e.Status, e.Message)
+}
+
+// Client is the caller's side of the gates' API on a unix socket: the
+// gate of one bridge in another process.
+type Client struct {
+	hc     *http.Client
+	bridge string
+}
+
+// Dial returns a client of bridge's gate, served on the unix socket at
+// path.
+func Dial(path, bridge string) *Client {
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}}
+	return &Client{hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}, bridge: bridge}
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://gate/v1/gates/"+url.PathEscape(c.bridge)+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("gate: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e apiError
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&e)
+		return &APIError{Status: resp.StatusCode, Type: e.Type, Message: e.Message}
+	}
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(out)
+}
+
+// Start has the serving process hold the bridge with the gateway and the
+// broker's address (a no-op when it does).
+func (c *Client) Start(ctx context.Context, gateway netip.Addr, broker netip.AddrPort) error {
+	return c.do(ctx, http.MethodPut, "", gateBody{Gateway: gateway, Broker: broker}, nil)
+}
+
+// Set gives the box at addr policy p; it holds when Set returns.
+func (c *Client) Set(ctx context.Context, addr netip.Addr, p egress.Policy) error {
+	return c.do(ctx, http.MethodPut, "/boxes/"+addr.String(), policyBody{Policy: p.String()}, nil)
+}
+
+// Policy returns the policy the gate holds for the box at addr.
+func (c *Client) Policy(ctx context.Context, addr netip.Addr) (egress.Policy, error) {
+	var b policyBody
+	if err := c.do(ctx, http.MethodGet, "/boxes/"+addr.String(), nil, &b); err != nil {
+		return egress.Policy{}, err
+	}
+	return egress.Parse(b.Policy)
+}
+
+// Remove forgets the box at addr.
+func (c *Client) Remove(ctx context.Context, addr netip.Addr) error {
+	return c.do(ctx, http.MethodDelete, "/boxes/"+addr.String(), nil, nil)
+}
