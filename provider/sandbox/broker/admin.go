@@ -12,6 +12,8 @@ import (
 	"net/netip"
 	"net/url"
 	"time"
+
+	"github.com/tangle-network/boxctl/internal/adminapi"
 )
 
 // Status is what GET /v1/status of the admin API answers.
@@ -25,11 +27,6 @@ type Status struct {
 // refusals by reason.
 func (b *Broker) Status() Status {
 	return Status{Upstreams: b.Upstreams(), Boxes: b.Live(), Refusals: b.Refusals()}
-}
-
-type adminError struct {
-	Type    string `json:"type"`
-	Message string `json:"message"`
 }
 
 // upstreamBody is an upstream on the admin API, its key included.
@@ -55,11 +52,11 @@ func (b *Broker) Admin(listen ListenFunc) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /v1/upstreams/{name}", func(w http.ResponseWriter, r *http.Request) {
 		var u upstreamBody
-		if !decodeStrict(w, r, &u) {
+		if !adminapi.Decode(w, r, &u) {
 			return
 		}
 		if err := b.SetUpstream(Upstream{Name: r.PathValue("name"), URL: u.URL, Key: u.Key, Auth: u.Auth}); err != nil {
-			writeAdmin(w, http.StatusBadRequest, adminError{"invalid_upstream", err.Error()})
+			adminapi.Write(w, http.StatusBadRequest, adminapi.Error{Type: "invalid_upstream", Message: err.Error()})
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -68,41 +65,41 @@ func (b *Broker) Admin(listen ListenFunc) http.Handler {
 		var body struct {
 			Host string `json:"host"`
 		}
-		if !decodeStrict(w, r, &body) {
+		if !adminapi.Decode(w, r, &body) {
 			return
 		}
 		if listen == nil {
-			writeAdmin(w, http.StatusNotImplemented, adminError{"not_implemented", "this broker serves no more listeners"})
+			adminapi.Write(w, http.StatusNotImplemented, adminapi.Error{Type: "not_implemented", Message: "this broker serves no more listeners"})
 			return
 		}
 		u, err := listen(r.Context(), body.Host)
 		if err != nil {
-			writeAdmin(w, http.StatusBadRequest, adminError{"listen_failed", err.Error()})
+			adminapi.Write(w, http.StatusBadRequest, adminapi.Error{Type: "listen_failed", Message: err.Error()})
 			return
 		}
-		writeAdmin(w, http.StatusOK, map[string]string{"url": u})
+		adminapi.Write(w, http.StatusOK, map[string]string{"url": u})
 	})
 	mux.HandleFunc("POST /v1/grants", func(w http.ResponseWriter, r *http.Request) {
 		var g Grant
-		if !decodeStrict(w, r, &g) {
+		if !adminapi.Decode(w, r, &g) {
 			return
 		}
 		tok, err := b.Grant(r.Context(), g)
 		if err != nil {
-			writeAdmin(w, http.StatusBadRequest, adminError{"invalid_grant", err.Error()})
+			adminapi.Write(w, http.StatusBadRequest, adminapi.Error{Type: "invalid_grant", Message: err.Error()})
 			return
 		}
-		writeAdmin(w, http.StatusOK, map[string]string{"token": tok})
+		adminapi.Write(w, http.StatusOK, map[string]string{"token": tok})
 	})
 	mux.HandleFunc("POST /v1/grants/{box}/bind", func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Addr netip.Addr `json:"addr"`
 		}
-		if !decodeStrict(w, r, &body) {
+		if !adminapi.Decode(w, r, &body) {
 			return
 		}
 		if err := b.Bind(r.Context(), r.PathValue("box"), body.Addr); err != nil {
-			writeAdmin(w, http.StatusNotFound, adminError{"not_found", err.Error()})
+			adminapi.Write(w, http.StatusNotFound, adminapi.Error{Type: "not_found", Message: err.Error()})
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -114,30 +111,14 @@ func (b *Broker) Admin(listen ListenFunc) http.Handler {
 	mux.HandleFunc("GET /v1/usage/{box}", func(w http.ResponseWriter, r *http.Request) {
 		u, err := b.Usage(r.Context(), r.PathValue("box"))
 		if err != nil {
-			writeAdmin(w, http.StatusNotFound, adminError{"not_found", err.Error()})
+			adminapi.Write(w, http.StatusNotFound, adminapi.Error{Type: "not_found", Message: err.Error()})
 			return
 		}
-		writeAdmin(w, http.StatusOK, u)
+		adminapi.Write(w, http.StatusOK, u)
 	})
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { writeAdmin(w, http.StatusOK, b.Status()) })
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { adminapi.Write(w, http.StatusOK, b.Status()) })
 	mux.Handle("GET /metrics", b.Metrics())
 	return mux
-}
-
-func decodeStrict(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		writeAdmin(w, http.StatusBadRequest, adminError{"invalid_body", err.Error()})
-		return false
-	}
-	return true
-}
-
-func writeAdmin(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }
 
 // Client is the caller's side of a broker's admin API on a unix socket.
@@ -190,7 +171,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		var e adminError
+		var e adminapi.Error
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&e)
 		return &APIError{Status: resp.StatusCode, Type: e.Type, Message: e.Message}
 	}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/adminapi"
+
 	"github.com/tangle-network/boxctl/vendors/egress"
 	"github.com/tangle-network/boxctl/vendors/egress/firewall"
 )
@@ -100,11 +102,6 @@ type policyBody struct {
 	Policy string `json:"policy"`
 }
 
-type apiError struct {
-	Type    string `json:"type"`
-	Message string `json:"message"`
-}
-
 // Handler serves the gates for their owner only (a unix socket of mode
 // 0600): PUT /v1/gates/{bridge} ({"gateway","broker"}) starts one;
 // PUT /v1/gates/{bridge}/boxes/{addr} ({"policy"}) sets a box's policy,
@@ -114,11 +111,11 @@ func (gs *Gates) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /v1/gates/{bridge}", func(w http.ResponseWriter, r *http.Request) {
 		var b gateBody
-		if !decode(w, r, &b) {
+		if !adminapi.Decode(w, r, &b) {
 			return
 		}
 		if _, err := gs.Ensure(r.Context(), Options{Bridge: r.PathValue("bridge"), Gateway: b.Gateway, Broker: b.Broker}); err != nil {
-			write(w, http.StatusBadRequest, apiError{"gate_failed", err.Error()})
+			adminapi.Write(w, http.StatusBadRequest, adminapi.Error{Type: "gate_failed", Message: err.Error()})
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -126,12 +123,12 @@ func (gs *Gates) Handler() http.Handler {
 	box := func(w http.ResponseWriter, r *http.Request) (*Gate, netip.Addr, bool) {
 		g, ok := gs.get(r.PathValue("bridge"))
 		if !ok {
-			write(w, http.StatusNotFound, apiError{"not_found", "no gate holds bridge " + r.PathValue("bridge")})
+			adminapi.Write(w, http.StatusNotFound, adminapi.Error{Type: "not_found", Message: "no gate holds bridge " + r.PathValue("bridge")})
 			return nil, netip.Addr{}, false
 		}
 		a, err := netip.ParseAddr(r.PathValue("addr"))
 		if err != nil {
-			write(w, http.StatusBadRequest, apiError{"invalid_address", err.Error()})
+			adminapi.Write(w, http.StatusBadRequest, adminapi.Error{Type: "invalid_address", Message: err.Error()})
 			return nil, netip.Addr{}, false
 		}
 		return g, a, true
@@ -142,7 +139,7 @@ func (gs *Gates) Handler() http.Handler {
 			return
 		}
 		var b policyBody
-		if !decode(w, r, &b) {
+		if !adminapi.Decode(w, r, &b) {
 			return
 		}
 		p, err := egress.Parse(b.Policy)
@@ -150,7 +147,7 @@ func (gs *Gates) Handler() http.Handler {
 			err = g.Set(r.Context(), a, p)
 		}
 		if err != nil {
-			write(w, http.StatusBadRequest, apiError{"invalid_policy", err.Error()})
+			adminapi.Write(w, http.StatusBadRequest, adminapi.Error{Type: "invalid_policy", Message: err.Error()})
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -162,10 +159,10 @@ func (gs *Gates) Handler() http.Handler {
 		}
 		p, ok := g.Policy(a)
 		if !ok {
-			write(w, http.StatusNotFound, apiError{"not_found", "no box at " + a.String()})
+			adminapi.Write(w, http.StatusNotFound, adminapi.Error{Type: "not_found", Message: "no box at " + a.String()})
 			return
 		}
-		write(w, http.StatusOK, policyBody{Policy: p.String()})
+		adminapi.Write(w, http.StatusOK, policyBody{Policy: p.String()})
 	})
 	mux.HandleFunc("DELETE /v1/gates/{bridge}/boxes/{addr}", func(w http.ResponseWriter, r *http.Request) {
 		g, a, ok := box(w, r)
@@ -173,28 +170,12 @@ func (gs *Gates) Handler() http.Handler {
 			return
 		}
 		if err := g.Remove(r.Context(), a); err != nil {
-			write(w, http.StatusBadRequest, apiError{"remove_failed", err.Error()})
+			adminapi.Write(w, http.StatusBadRequest, adminapi.Error{Type: "remove_failed", Message: err.Error()})
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	return mux
-}
-
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		write(w, http.StatusBadRequest, apiError{"invalid_body", err.Error()})
-		return false
-	}
-	return true
-}
-
-func write(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }
 
 // APIError is an answer of the gates' API that is not a success.
@@ -244,7 +225,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		var e apiError
+		var e adminapi.Error
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&e)
 		return &APIError{Status: resp.StatusCode, Type: e.Type, Message: e.Message}
 	}
