@@ -1,17 +1,12 @@
 package broker
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
-	"time"
 
 	"github.com/tangle-network/boxctl/internal/adminapi"
 )
@@ -128,11 +123,7 @@ type Client struct {
 
 // Dial returns a client of the admin API on the unix socket at path.
 func Dial(path string) *Client {
-	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", path)
-	}}
-	return &Client{hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	return &Client{hc: adminapi.UnixClient(path)}
 }
 
 var _ Granter = (*Client)(nil)
@@ -152,33 +143,15 @@ func (e *APIError) Error() string {
 func (e *APIError) Is(target error) bool { return target == ErrUnknownBox && e.Type == "not_found" }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
+	err := adminapi.Call(ctx, c.hc, method, "http://broker"+path, in, out)
+	var se *adminapi.StatusError
+	if errors.As(err, &se) {
+		return &APIError{Status: se.Status, Type: se.Body.Type, Message: se.Body.Message}
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://broker"+path, body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		var e adminapi.Error
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&e)
-		return &APIError{Status: resp.StatusCode, Type: e.Type, Message: e.Message}
-	}
-	if out == nil {
-		return nil
-	}
-	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(out)
+	return nil
 }
 
 // Grant issues g.Box's token.

@@ -1,19 +1,14 @@
 package gate
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"sync"
-	"time"
 
 	"github.com/tangle-network/boxctl/internal/adminapi"
 
@@ -198,41 +193,19 @@ type Client struct {
 // Dial returns a client of bridge's gate, served on the unix socket at
 // path.
 func Dial(path, bridge string) *Client {
-	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", path)
-	}}
-	return &Client{hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}, bridge: bridge}
+	return &Client{hc: adminapi.UnixClient(path), bridge: bridge}
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
+	err := adminapi.Call(ctx, c.hc, method, "http://gate/v1/gates/"+url.PathEscape(c.bridge)+path, in, out)
+	var se *adminapi.StatusError
+	if errors.As(err, &se) {
+		return &APIError{Status: se.Status, Type: se.Body.Type, Message: se.Body.Message}
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://gate/v1/gates/"+url.PathEscape(c.bridge)+path, body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("gate: %w", err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		var e adminapi.Error
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&e)
-		return &APIError{Status: resp.StatusCode, Type: e.Type, Message: e.Message}
-	}
-	if out == nil {
-		return nil
-	}
-	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(out)
+	return nil
 }
 
 // Start has the serving process hold the bridge with the gateway and the
