@@ -84,6 +84,11 @@ func (in *injector) start() (stop func()) {
 			per = 1
 		}
 		run := time.Duration(chaosTurnDeltas) * chaosTurnGap
+		if in.kind == FaultKill {
+			// A kill takes the exec's round trip to land (half a second
+			// under gVisor): aimed that much earlier, it lands in the run.
+			run = max(run-in.rg.killTook, run/4)
+		}
 		for range per {
 			t := time.NewTimer(time.Duration(rand.Int64N(int64(run) / int64(per))))
 			select {
@@ -135,9 +140,14 @@ func (in *injector) inject(kind string) bool {
 		in.rg.proxy.Drop()
 		return true
 	case FaultKill:
-		ctx, cancel := context.WithTimeout(in.ctx, time.Minute)
+		// The kill outlives the injector's stop: an exec cancelled once
+		// in the box may have killed the bridge already, landing in the
+		// next run uncounted. The stop waits for it instead.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(in.ctx), time.Minute)
 		defer cancel()
+		start := time.Now()
 		res, err := in.rg.env.Box().Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c", killBridgeScript}})
+		in.rg.killTook = time.Since(start)
 		if err != nil || res.ExitCode != 0 {
 			in.c.log.Warn("kill the bridge", "err", err, "stderr", string(res.Stderr))
 			return false

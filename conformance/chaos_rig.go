@@ -33,6 +33,10 @@ type rig struct {
 	// client saw of it.
 	last     provider.Reference
 	lastSeen []provider.Event
+
+	// killTook is how long the last kill took through the vendor's exec
+	// (zero before the first): the next is aimed that much earlier.
+	killTook time.Duration
 }
 
 // rig makes the clients of env's box; idle is the proxy's idle bound
