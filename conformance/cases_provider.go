@@ -26,6 +26,8 @@ func providerCases() []Case {
 			Description: "a keyed create repeated with reordered fields returns the same environment; changed keyed input is a conflict"},
 		{ID: "provider.turn", run: turnCase,
 			Description: "one streamed turn opens with the declared model and reaches a terminal result with usage and the served model"},
+		{ID: "provider.plain-turn", run: plainTurnCase,
+			Description: "the simplest call completes: an environment with no model and a turn with only a prompt"},
 		{ID: "provider.turn-idempotency", run: turnIdempotencyCase,
 			Description: "a turn repeated with the same execution id attaches to the same run and asks the model once"},
 		{ID: "provider.workspace", run: workspaceCase,
@@ -274,6 +276,26 @@ func turnCase(c *caseCtx) error {
 	}
 	c.note("served by %s; usage %d in, %d out (%s)", strings.Join(served, ","), usage.InputTokens, usage.OutputTokens, usage.Provenance)
 	return nil
+}
+
+// plainTurnCase is the simplest call a caller makes: a profile naming
+// only the harness, a turn naming only its prompt. A harness that needs
+// an explicit provider/model gets the provider's default for its
+// upstream.
+func plainTurnCase(c *caseCtx) error {
+	env, err := c.create(nil, sandbox.CreateRequest{Profile: provider.Profile{Harness: c.h.Name()}})
+	if err != nil {
+		return err
+	}
+	req := c.step("Stream(%q) with no model on %s", plainPrompt, env.Model())
+	evs, text, err := c.stream(c.ctx, env, provider.Turn{Prompt: plainPrompt})
+	if err != nil {
+		return failf(req, "a completed turn", "%v after %s", err, listEvents(evs))
+	}
+	if end := evs[len(evs)-1]; !completed(end) {
+		return failf(req, "a terminal result, or a completed status", "the last event is %s %s %q", end.Type, end.Status, end.Detail)
+	}
+	return c.wantText(req, text, ReplyText)
 }
 
 func turnIdempotencyCase(c *caseCtx) error {

@@ -98,7 +98,7 @@ The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.j
 	f.StringVar(&o.target, "target", o.target, "where the box runs: "+strings.Join(boxTargets, ", "))
 	f.StringVar(&o.image, "image", "", "box image (default: the last boxctl build for --target; kubernetes takes a registry build)")
 	f.StringVar(&o.harness, "harness", o.harness, "the harness the bridge runs")
-	f.StringVar(&o.model, "model", "", "the profile's default model (default: the harness's)")
+	f.StringVar(&o.model, "model", "", "the profile's default model (default: the harness's own; Pi and opencode, which need provider/model, get the upstream's: anthropic/claude-sonnet-4-5, or openai/gpt-5.5 on OpenAI)")
 	f.StringVar(&o.repo, "repo", "", "git repository to clone into the box's workspace")
 	f.StringVar(&o.gitRef, "git-ref", "", "branch, tag or commit of --repo to check out")
 	f.DurationVar(&o.lifetime, "lifetime", o.lifetime, "how long the box lives; it ends by itself then")

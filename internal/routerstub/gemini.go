@@ -16,8 +16,13 @@ import (
 // the `key` query parameter).
 
 type geminiRequest struct {
-	Contents []geminiContent `json:"contents"`
-	Tools    []struct {
+	Contents         []geminiContent `json:"contents"`
+	GenerationConfig struct {
+		ResponseMIMEType   string          `json:"responseMimeType"`
+		ResponseSchema     json.RawMessage `json:"responseSchema"`
+		ResponseJSONSchema json.RawMessage `json:"responseJsonSchema"`
+	} `json:"generationConfig"`
+	Tools []struct {
 		FunctionDeclarations []json.RawMessage `json:"functionDeclarations"`
 	} `json:"tools"`
 }
@@ -54,6 +59,12 @@ func inspectGemini(path string, body []byte, w *wireRequest, r *Request) error {
 		return err
 	}
 	r.Model, r.Stream, r.Tools = w.Model, w.Stream, 0
+	if gc := g.GenerationConfig; gc.ResponseMIMEType == "application/json" {
+		r.Schema = gc.ResponseJSONSchema
+		if len(r.Schema) == 0 {
+			r.Schema = gc.ResponseSchema
+		}
+	}
 	for _, t := range g.Tools {
 		r.Tools += len(t.FunctionDeclarations)
 	}

@@ -125,3 +125,53 @@ func TestGemini_Unary(t *testing.T) {
 		})
 	}
 }
+
+// TestGemini_StructuredOutput: a request asking for JSON of a schema gets
+// an instance of it (Gemini CLI's model router retries anything else),
+// whatever the script answers text; a tool call stays one.
+func TestGemini_StructuredOutput(t *testing.T) {
+	classifier := `{"type":"OBJECT","properties":{"complexity_reasoning":{"type":"STRING"},"complexity_score":{"type":"INTEGER"}},"required":["complexity_reasoning","complexity_score"]}`
+	tests := []struct {
+		name, config string
+		reply        routerstub.Reply
+		want         string // the answer's text; "" for a tool call
+	}{
+		{"responseSchema", `{"responseMimeType":"application/json","responseSchema":` + classifier + `}`, routerstub.Text("hi"),
+			`{"complexity_reasoning":"stub","complexity_score":1}`},
+		{"responseJsonSchema", `{"responseMimeType":"application/json","responseJsonSchema":{"type":"object","properties":{` +
+			`"choice":{"type":"string","enum":["flash","pro"]},"n":{"type":["integer","null"],"minimum":3},"tags":{"type":"array","minItems":1,"items":{"type":"boolean"}},` +
+			`"v":{"const":"x"},"alt":{"anyOf":[{"type":"number","maximum":0.5}]}}}}`, routerstub.Text("hi"),
+			`{"alt":0.5,"choice":"flash","n":3,"tags":[false],"v":"x"}`},
+		{"text mime type", `{"responseMimeType":"text/plain","responseSchema":` + classifier + `}`, routerstub.Text("hi"), "hi"},
+		{"no schema", `{"responseMimeType":"application/json"}`, routerstub.Text("hi"), "hi"},
+		{"tool call", `{"responseMimeType":"application/json","responseSchema":` + classifier + `}`,
+			routerstub.ToolCall("run_shell_command", `{"command":"ls"}`), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, hs := newStubWith(t, routerstub.Options{Script: routerstub.NewQueue(tt.reply)})
+			body := `{"contents":[{"role":"user","parts":[{"text":"route this"}]}],"generationConfig":` + tt.config + `}`
+			resp := post(t, hs, "/v1beta/models/gemini-flash:generateContent", body, "X-Goog-Api-Key", testKey)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status = %d", resp.StatusCode)
+			}
+			var got map[string]any
+			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+				t.Fatal(err)
+			}
+			p := get(got, "candidates", 0, "content", "parts", 0)
+			if tt.want == "" {
+				if get(p, "functionCall", "name") != "run_shell_command" {
+					t.Errorf("part = %v, want the tool call", p)
+				}
+				return
+			}
+			if text, _ := get(p, "text").(string); text != tt.want {
+				t.Errorf("text = %s, want %s", text, tt.want)
+			}
+			if r := srv.Requests()[0]; (len(r.Schema) > 0) != (tt.want != "hi") {
+				t.Errorf("recorded schema %s", r.Schema)
+			}
+		})
+	}
+}

@@ -71,6 +71,10 @@ type Request struct {
 	ToolResult bool
 	// Prompt is the text of the last user message.
 	Prompt string
+	// Schema is the JSON schema a structured-output request asked its
+	// answer to follow (Gemini's responseJsonSchema or responseSchema);
+	// the answer is an instance of it in place of the script's text.
+	Schema json.RawMessage
 	// Side reports whether the request was classified as a side call (see
 	// IsSideCall) rather than a step of the main conversation.
 	Side bool

@@ -244,7 +244,8 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, in incoming) {
 		r.ServedModel = served
 		r.Side = s.opts.side(*r)
 	})
-	reply := s.opts.script.Pick(s.snapshot(rec))
+	snap := s.snapshot(rec)
+	reply := conforming(s.opts.script.Pick(snap), snap.Schema)
 	s.log.update(rec, func(r *Request) { r.Reply = reply.String() })
 
 	t := &turn{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
@@ -86,4 +87,25 @@ func usageSince(before, after broker.Usage) *broker.Usage {
 		}
 	}
 	return d
+}
+
+// defaultModel is the model of a turn that names none, for a harness
+// without a default of its own (Pi and opencode need provider/model),
+// served by the broker's upstream named upstream: OpenAI's model when
+// the upstream is OpenAI's, Anthropic's otherwise (the Router and the
+// local endpoint serve both). "" leaves the choice to the harness, and
+// to a Gemini upstream, whose API neither speaks: the turn must name a
+// model.
+func defaultModel(harness, upstream string) string {
+	if harness != "pi" && harness != "opencode" {
+		return ""
+	}
+	kind, _, _ := strings.Cut(upstream, "-")
+	switch kind {
+	case broker.OpenAI:
+		return "openai/gpt-5.5"
+	case broker.Gemini:
+		return ""
+	}
+	return "anthropic/claude-sonnet-4-5"
 }

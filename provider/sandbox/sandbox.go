@@ -142,6 +142,9 @@ func (p *Provider) envRequest(req CreateRequest, h *pins.Harness) provider.Creat
 	if prof.Name == "" {
 		prof.Name = h.Name
 	}
+	if prof.Model.Default == "" {
+		prof.Model.Default = defaultModel(h.Name, p.o.Upstream)
+	}
 	return provider.CreateRequest{Profile: prof, Workspace: &provider.Workspace{Cwd: Workspace}, Env: req.Env, Metadata: req.Metadata}
 }
 
