@@ -116,11 +116,7 @@ func (s *ChaosStats) finish() {
 		return
 	}
 	slices.Sort(s.resumes)
-	at := func(q float64) float64 {
-		i := min(len(s.resumes)-1, int(q*float64(len(s.resumes))))
-		return float64(s.resumes[i].Microseconds()) / 1000
-	}
-	s.ResumeP50Ms, s.ResumeP99Ms = at(0.50), at(0.99)
+	s.ResumeP50Ms, s.ResumeP99Ms = quantileMs(s.resumes, 0.50), quantileMs(s.resumes, 0.99)
 }
 
 func (s *ChaosStats) clean() bool {

@@ -261,14 +261,7 @@ func JSONSchema() ([]byte, error) {
 	s.ID = SchemaID
 	s.Title = "boxctl conformance report"
 	s.Description = "The outcome of one run of the boxctl conformance suite: a result per case and harness."
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(s); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return encodeIndented(s)
 }
 
 // Report formats of Write.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
-	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
 )
@@ -32,16 +31,7 @@ func Run(ctx context.Context, t Target, o Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("conformance: %w", err)
 	}
-	if r.t.Broker == nil {
-		lb, err := sandbox.StartBroker(ctx, r.t.Vendor, broker.Options{Logger: r.o.Logger, Upstreams: []broker.Upstream{
-			{Name: broker.Router, URL: r.t.Router.URL, Key: r.t.Router.Key, Auth: broker.AuthAsPresented}}})
-		if err != nil {
-			r.o.Logger.Warn("conformance: no broker where the boxes reach this machine: they hold the Router's key", "err", err)
-		} else {
-			defer lb.Close()
-			r.t.Broker, r.t.BrokerURL = lb.Broker, lb.URL
-		}
-	}
+	defer r.startBroker(ctx)()
 	rep := newReport(r)
 	type job struct {
 		c Case

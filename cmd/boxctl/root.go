@@ -102,6 +102,7 @@ and proves with a conformance suite that a built image still works.`,
 	root.AddCommand(newWebhooksCmd(a))
 	root.AddCommand(newUICmd(a, nil))
 	root.AddCommand(newConformanceCmd(a, nil))
+	root.AddCommand(newBenchCmd(a, nil))
 	root.AddCommand(newEmulateCmd(a))
 	root.AddCommand(newPoolCmd(a))
 	return root

@@ -1,0 +1,613 @@
+package conformance
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tangle-network/boxctl/internal/buildinfo"
+	"github.com/tangle-network/boxctl/provider"
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// The bench workloads. Burst is the public sandbox benchmark's: N boxes
+// asked for at once, each timed from the request to the answer of
+// `node -v` run in it (time to interactive). FirstEvent times a turn
+// request on a ready box to the agent's first event, for the first turn
+// of a box and for the second turn of its session; Turn times a whole
+// turn.
+const (
+	WorkloadBurst      = "burst"
+	WorkloadFirstEvent = "first-event"
+	WorkloadTurn       = "turn"
+)
+
+// Workloads are the bench's workloads in the order it runs them.
+var Workloads = []string{WorkloadBurst, WorkloadFirstEvent, WorkloadTurn}
+
+// The bench modes: how the box of a measurement was made.
+const (
+	// ModeBare is the vendor's own create of the same image, nothing of
+	// boxctl's in it: `docker run` on Docker (the Engine API's create and
+	// start), the vendor's create route elsewhere.
+	ModeBare = "bare"
+	// ModeCold is boxctl's create: the vendor's create, the bridge
+	// started and ready, its harness checked, the environment made.
+	ModeCold = "cold"
+	// ModePool is a claim of a standby box made before the measurement.
+	ModePool = "pool"
+	// ModeSession is the second turn of a session on the box of its
+	// first.
+	ModeSession = "session"
+)
+
+// BenchOptions choose what Bench measures.
+type BenchOptions struct {
+	// Harness is the harness the boxes serve; default claude-code.
+	Harness string
+	// Burst is how many boxes each burst asks for at once; default 10.
+	Burst int
+	// Turns is how many turns each turn workload times, one after the
+	// other; default 10.
+	Turns int
+	// Workloads are the workloads to run (default all, see Workloads).
+	Workloads []string
+	// Modes are the modes to run (default all that apply).
+	Modes []string
+	// Lifetime of each box; default 10 minutes.
+	Lifetime time.Duration
+	// ReadyTimeout bounds each box's bridge start; default 2 minutes.
+	ReadyTimeout time.Duration
+	// Logger receives progress; default discards.
+	Logger *slog.Logger
+}
+
+// BenchReport is what one Bench run measured.
+type BenchReport struct {
+	// Schema names the JSON Schema of this document.
+	Schema string `json:"$schema,omitempty"`
+	// Vendor is the target's vendor name; Image the box image.
+	Vendor string `json:"vendor" jsonschema:"minLength=1"`
+	Image  string `json:"image" jsonschema:"minLength=1"`
+	// Harness is the harness the boxes served.
+	Harness string `json:"harness" jsonschema:"minLength=1"`
+	// Model is "local" for the local model endpoint, else "router".
+	Model string `json:"model" jsonschema:"enum=local,enum=router"`
+	// Boxctl is the version of the boxctl that ran the bench.
+	Boxctl string `json:"boxctl"`
+	// Host describes the machine the bench ran on.
+	Host BenchHost `json:"host"`
+	// StartedAt is when the run started; Seconds how long it took.
+	StartedAt time.Time `json:"startedAt"`
+	Seconds   float64   `json:"seconds" jsonschema:"minimum=0"`
+	// Rows are the measurements, a workload and mode each.
+	Rows []BenchRow `json:"rows"`
+	// PooledBoxMiB is the resident memory of a claimed pooled box's
+	// processes (bridge, box-init, any harness process) before its first
+	// turn, the median over the pool; 0 when no pool ran.
+	PooledBoxMiB float64 `json:"pooledBoxMiB,omitempty" jsonschema:"minimum=0"`
+}
+
+// BenchHost describes the machine a bench ran on.
+type BenchHost struct {
+	OS   string `json:"os"`
+	Arch string `json:"arch"`
+	CPUs int    `json:"cpus" jsonschema:"minimum=1"`
+}
+
+// BenchRow is one workload in one mode: its samples' success and spread.
+type BenchRow struct {
+	Workload string `json:"workload" jsonschema:"enum=burst,enum=first-event,enum=turn"`
+	Mode     string `json:"mode" jsonschema:"enum=bare,enum=cold,enum=pool,enum=session"`
+	// Concurrency is how many samples were taken at once.
+	Concurrency int `json:"concurrency" jsonschema:"minimum=1"`
+	// N is the samples asked for; OK those that succeeded.
+	N  int `json:"n" jsonschema:"minimum=0"`
+	OK int `json:"ok" jsonschema:"minimum=0"`
+	// SuccessRate is OK over N.
+	SuccessRate float64 `json:"successRate" jsonschema:"minimum=0,maximum=1"`
+	// P50Ms, P95Ms and P99Ms are the successful samples' quantiles in
+	// milliseconds (nearest rank); MinMs and MaxMs their range.
+	P50Ms float64 `json:"p50Ms" jsonschema:"minimum=0"`
+	P95Ms float64 `json:"p95Ms" jsonschema:"minimum=0"`
+	P99Ms float64 `json:"p99Ms" jsonschema:"minimum=0"`
+	MinMs float64 `json:"minMs" jsonschema:"minimum=0"`
+	MaxMs float64 `json:"maxMs" jsonschema:"minimum=0"`
+	// Baseline is the mode of the same workload this row is compared to
+	// (the bare create for a burst), with the ratios of the quantiles.
+	Baseline string  `json:"baseline,omitempty"`
+	RatioP50 float64 `json:"ratioP50,omitempty" jsonschema:"minimum=0"`
+	RatioP99 float64 `json:"ratioP99,omitempty" jsonschema:"minimum=0"`
+	// Errors are the distinct errors of the failed samples (at most 5).
+	Errors []string `json:"errors,omitempty"`
+}
+
+// benchPrompt is the turns' prompt: the local endpoint answers it at once.
+const benchPrompt = "Reply with one short sentence."
+
+// Bench runs the selected workloads against t and returns what they
+// measured. A sample that fails counts against its row's success rate;
+// the error is for a target or options Bench cannot use, or ctx ending.
+// Every box it makes is destroyed before it returns.
+func Bench(ctx context.Context, t Target, o BenchOptions) (*BenchReport, error) {
+	o, err := o.normalized()
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	r, err := resolve(t, Options{Harnesses: []string{o.Harness}, Lifetime: o.Lifetime, ReadyTimeout: o.ReadyTimeout, Logger: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	stop := r.startBroker(ctx)
+	defer stop()
+	b := &bencher{r: r, o: o, log: o.Logger.With("bench", r.t.Vendor.Name())}
+	p, err := sandbox.New(b.options())
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	b.p = p
+	rep := &BenchReport{Vendor: r.t.Vendor.Name(), Image: r.t.Image, Harness: o.Harness, Model: "router",
+		Boxctl: buildinfo.Get().String(), StartedAt: time.Now().UTC(),
+		Host: BenchHost{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}}
+	if r.t.Local != nil {
+		rep.Model = "local"
+	}
+	for _, w := range o.Workloads {
+		rows, err := b.run(ctx, w, rep)
+		rep.Rows = append(rep.Rows, rows...)
+		if err != nil {
+			return rep, fmt.Errorf("bench %s: %w", w, err)
+		}
+	}
+	rep.Seconds = time.Since(rep.StartedAt).Seconds()
+	return rep, ctx.Err()
+}
+
+func (o BenchOptions) normalized() (BenchOptions, error) {
+	if o.Harness == "" {
+		o.Harness = "claude-code"
+	}
+	if o.Burst == 0 {
+		o.Burst = 10
+	}
+	if o.Turns == 0 {
+		o.Turns = 10
+	}
+	if o.Lifetime == 0 {
+		o.Lifetime = 10 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Burst < 0 || o.Turns < 0 || o.Lifetime < 0 || o.ReadyTimeout < 0 {
+		return o, errors.New("counts and durations must not be negative")
+	}
+	if len(o.Workloads) == 0 {
+		o.Workloads = Workloads
+	}
+	for _, w := range o.Workloads {
+		if !slices.Contains(Workloads, w) {
+			return o, fmt.Errorf("unknown workload %q (want %s)", w, strings.Join(Workloads, ", "))
+		}
+	}
+	modes := []string{ModeBare, ModeCold, ModePool, ModeSession}
+	for _, m := range o.Modes {
+		if !slices.Contains(modes, m) {
+			return o, fmt.Errorf("unknown mode %q (want %s)", m, strings.Join(modes, ", "))
+		}
+	}
+	return o, nil
+}
+
+// startBroker serves a broker in this process in front of the target's
+// Router where the target has none and the vendor's boxes reach this
+// machine; it returns its stop.
+func (r *resolved) startBroker(ctx context.Context) (stop func()) {
+	if r.t.Broker != nil {
+		return func() {}
+	}
+	lb, err := sandbox.StartBroker(ctx, r.t.Vendor, broker.Options{Logger: r.o.Logger, Upstreams: []broker.Upstream{
+		{Name: broker.Router, URL: r.t.Router.URL, Key: r.t.Router.Key, Auth: broker.AuthAsPresented}}})
+	if err != nil {
+		r.o.Logger.Warn("conformance: no broker where the boxes reach this machine: they hold the Router's key", "err", err)
+		return func() {}
+	}
+	r.t.Broker, r.t.BrokerURL = lb.Broker, lb.URL
+	return func() { _ = lb.Close() }
+}
+
+// bencher runs the workloads of one Bench.
+type bencher struct {
+	r   *resolved
+	o   BenchOptions
+	p   *sandbox.Provider
+	log *slog.Logger
+}
+
+func (b *bencher) options() sandbox.Options {
+	t := b.r.t
+	return sandbox.Options{Vendor: t.Vendor, Image: t.Image, Router: t.Router, Broker: t.Broker, BrokerURL: t.BrokerURL,
+		Pins: t.Pins, Lifetime: b.o.Lifetime, RunTag: sandbox.NewRunTag(), ReadyTimeout: b.r.o.ReadyTimeout, Logger: b.log}
+}
+
+func (b *bencher) wants(mode string) bool { return len(b.o.Modes) == 0 || slices.Contains(b.o.Modes, mode) }
+
+func (b *bencher) request() sandbox.CreateRequest {
+	return sandbox.CreateRequest{Profile: provider.Profile{Harness: b.o.Harness}}
+}
+
+// run runs workload w in each of its modes.
+func (b *bencher) run(ctx context.Context, w string, rep *BenchReport) ([]BenchRow, error) {
+	var rows []BenchRow
+	add := func(mode string, conc int, s *samples) {
+		rows = append(rows, s.row(w, mode, conc))
+		last := rows[len(rows)-1]
+		b.log.Info("bench", "workload", w, "mode", mode, "ok", last.OK, "n", last.N, "p50_ms", last.P50Ms, "p99_ms", last.P99Ms)
+	}
+	switch w {
+	case WorkloadBurst:
+		if b.wants(ModeBare) {
+			add(ModeBare, b.o.Burst, b.burst(ctx, b.o.Burst, b.bare))
+		}
+		if b.wants(ModeCold) {
+			add(ModeCold, b.o.Burst, b.burst(ctx, b.o.Burst, b.coldInteractive))
+		}
+		if b.wants(ModePool) {
+			s, mib, err := b.poolBurst(ctx, b.o.Burst)
+			if err != nil {
+				return rows, err
+			}
+			rep.PooledBoxMiB = mib
+			add(ModePool, b.o.Burst, s)
+		}
+	case WorkloadFirstEvent, WorkloadTurn:
+		whole := w == WorkloadTurn
+		if b.wants(ModeCold) {
+			add(ModeCold, 1, b.turns(ctx, b.o.Turns, false, whole, func(ctx context.Context) (*sandbox.Environment, error) {
+				return b.p.Create(ctx, b.request())
+			}))
+		}
+		if b.wants(ModePool) {
+			pool, err := b.standbys(ctx, b.o.Turns)
+			if err != nil {
+				return rows, err
+			}
+			var mu sync.Mutex
+			add(ModePool, 1, b.turns(ctx, b.o.Turns, false, whole, func(ctx context.Context) (*sandbox.Environment, error) {
+				mu.Lock()
+				rec := pool[0]
+				pool = pool[1:]
+				mu.Unlock()
+				return b.p.Claim(ctx, rec, b.request())
+			}))
+		}
+		if b.wants(ModeSession) {
+			add(ModeSession, 1, b.turns(ctx, b.o.Turns, true, whole, func(ctx context.Context) (*sandbox.Environment, error) {
+				return b.p.Create(ctx, b.request())
+			}))
+		}
+	}
+	compare(rows)
+	return rows, ctx.Err()
+}
+
+// compare sets each row's ratios to its workload's baseline: the bare
+// create for a burst, the cold box for a turn.
+func compare(rows []BenchRow) {
+	base := map[string]string{WorkloadBurst: ModeBare, WorkloadFirstEvent: ModeCold, WorkloadTurn: ModeCold}
+	for i := range rows {
+		bm := base[rows[i].Workload]
+		j := slices.IndexFunc(rows, func(r BenchRow) bool { return r.Workload == rows[i].Workload && r.Mode == bm })
+		if j < 0 || j == i || rows[j].P50Ms == 0 || rows[j].P99Ms == 0 || rows[i].OK == 0 {
+			continue
+		}
+		rows[i].Baseline = bm
+		rows[i].RatioP50 = round3(rows[i].P50Ms / rows[j].P50Ms)
+		rows[i].RatioP99 = round3(rows[i].P99Ms / rows[j].P99Ms)
+	}
+}
+
+// burst runs n samples of f at once.
+func (b *bencher) burst(ctx context.Context, n int, f func(context.Context) (time.Duration, error)) *samples {
+	s := &samples{n: n}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			<-start
+			d, err := f(ctx)
+			s.add(d, err)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return s
+}
+
+// nodeVersion is the command a burst runs in each box once it is up.
+var nodeVersion = vendors.ExecSpec{Command: []string{"node", "-v"}}
+
+// interactive runs `node -v` in box and checks its answer.
+func interactive(ctx context.Context, box vendors.Box) error {
+	res, err := box.Exec(ctx, nodeVersion)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 || !bytes.HasPrefix(res.Stdout, []byte("v")) {
+		return fmt.Errorf("node -v: exit %d, %q", res.ExitCode, bytes.TrimSpace(append(res.Stdout, res.Stderr...)))
+	}
+	return nil
+}
+
+// bare is one sample of the vendor's own create of the image: created,
+// `node -v` answered, then destroyed (untimed).
+func (b *bencher) bare(ctx context.Context) (time.Duration, error) {
+	if br, ok := b.r.t.Vendor.(BareRunner); ok {
+		return br.BareRun(ctx, b.r.t.Image, nodeVersion.Command)
+	}
+	spec := vendors.CreateSpec{Image: b.r.t.Image, Lifetime: b.o.Lifetime, RunTag: sandbox.NewRunTag()}
+	start := time.Now()
+	box, err := b.r.t.Vendor.Create(ctx, spec)
+	if err != nil {
+		return 0, err
+	}
+	defer destroyQuietly(ctx, box.Destroy)
+	if err := interactive(ctx, box); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// BareRunner is a vendor with a baseline create more bare than its own
+// Create: Docker's is `docker run` of the image, without the network,
+// labels and limits boxctl gives a box. BareRun creates a container of
+// image, runs cmd in it, removes it and returns the time from the
+// request to cmd's answer.
+type BareRunner interface {
+	BareRun(ctx context.Context, image string, cmd []string) (time.Duration, error)
+}
+
+// coldInteractive is one sample of boxctl's create: the environment
+// ready, `node -v` answered, then destroyed (untimed).
+func (b *bencher) coldInteractive(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	env, err := b.p.Create(ctx, b.request())
+	if err != nil {
+		return 0, err
+	}
+	defer destroyQuietly(ctx, env.Destroy)
+	if err := interactive(ctx, env.Box()); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// standbys boots n standby boxes, a few at a time (untimed).
+func (b *bencher) standbys(ctx context.Context, n int) ([]sandbox.StandbyRecord, error) {
+	recs := make([]sandbox.StandbyRecord, n)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(runtime.NumCPU(), 4))
+	for i := range recs {
+		g.Go(func() (err error) {
+			recs[i], err = b.p.Standby(gctx, sandbox.StandbySpec{Harness: b.o.Harness, Pool: "bench", MaxAge: b.o.Lifetime})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		for _, rec := range recs {
+			if rec.BoxID != "" {
+				_ = b.p.DestroyStandby(context.WithoutCancel(ctx), rec)
+			}
+		}
+		return nil, fmt.Errorf("standby boxes: %w", err)
+	}
+	return recs, nil
+}
+
+// poolBurst claims n standby boxes at once, each timed to its `node -v`
+// answer, and measures the claimed boxes' memory.
+func (b *bencher) poolBurst(ctx context.Context, n int) (*samples, float64, error) {
+	recs, err := b.standbys(ctx, n)
+	if err != nil {
+		return nil, 0, err
+	}
+	var (
+		mu   sync.Mutex
+		next int
+		mibs []float64
+	)
+	s := b.burst(ctx, n, func(ctx context.Context) (time.Duration, error) {
+		mu.Lock()
+		rec := recs[next]
+		next++
+		mu.Unlock()
+		start := time.Now()
+		env, err := b.p.Claim(ctx, rec, b.request())
+		if err != nil {
+			_ = b.p.DestroyStandby(context.WithoutCancel(ctx), rec)
+			return 0, err
+		}
+		defer destroyQuietly(ctx, env.Destroy)
+		if err := interactive(ctx, env.Box()); err != nil {
+			return 0, err
+		}
+		d := time.Since(start)
+		if mib, err := boxMiB(ctx, env.Box()); err == nil {
+			mu.Lock()
+			mibs = append(mibs, mib)
+			mu.Unlock()
+		}
+		return d, nil
+	})
+	if len(mibs) == 0 {
+		return s, 0, nil
+	}
+	slices.Sort(mibs)
+	return s, round3(mibs[len(mibs)/2]), nil
+}
+
+// boxMiB is the resident memory of every process in box, in MiB.
+func boxMiB(ctx context.Context, box vendors.Box) (float64, error) {
+	res, err := box.Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c", "cat /proc/[0-9]*/status 2>/dev/null; true"}})
+	if err != nil {
+		return 0, err
+	}
+	return sumRSS(res.Stdout), nil
+}
+
+// sumRSS adds up the VmRSS lines of /proc/*/status output, in MiB. The
+// exec's own processes (the reading sh and cat) are left out.
+func sumRSS(status []byte) float64 {
+	var kib int64
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	name := ""
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "Name:"); ok {
+			name = strings.TrimSpace(v)
+			continue
+		}
+		v, ok := strings.CutPrefix(line, "VmRSS:")
+		if !ok || name == "cat" {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) > 0 {
+			if n, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+				kib += n
+			}
+		}
+	}
+	return float64(kib) / 1024
+}
+
+// turns times n turns one after the other, each on an environment mk
+// gives (untimed) and destroys after: to the first agent event, or with
+// whole to the turn's end. With second, the timed turn is the second of
+// its session (the first one untimed).
+func (b *bencher) turns(ctx context.Context, n int, second, whole bool, mk func(context.Context) (*sandbox.Environment, error)) *samples {
+	s := &samples{n: n}
+	for range n {
+		if ctx.Err() != nil {
+			s.add(0, ctx.Err())
+			continue
+		}
+		s.add(b.turn(ctx, second, whole, mk))
+	}
+	return s
+}
+
+func (b *bencher) turn(ctx context.Context, second, whole bool, mk func(context.Context) (*sandbox.Environment, error)) (time.Duration, error) {
+	env, err := mk(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer destroyQuietly(ctx, env.Destroy)
+	session := newID("bench")
+	if second {
+		if _, err := timeTurn(ctx, env, session, true); err != nil {
+			return 0, fmt.Errorf("the session's first turn: %w", err)
+		}
+	}
+	return timeTurn(ctx, env, session, whole)
+}
+
+// timeTurn streams one turn of session and returns the time from the
+// request to its first agent event (an event other than the client's
+// execution.started), or with whole to its successful end.
+func timeTurn(ctx context.Context, env *sandbox.Environment, session string, whole bool) (time.Duration, error) {
+	start := time.Now()
+	var first time.Duration
+	var last provider.Event
+	for ev, err := range env.Stream(ctx, provider.Turn{Prompt: benchPrompt, SessionID: session}) {
+		if err != nil {
+			return 0, err
+		}
+		if first == 0 && ev.Type != provider.EventExecutionStarted {
+			first = time.Since(start)
+		}
+		last = ev
+	}
+	if !completed(last) {
+		return 0, fmt.Errorf("the turn ended with %s %s %q", last.Type, last.Status, last.Detail)
+	}
+	if first == 0 {
+		return 0, errors.New("the turn had no agent event")
+	}
+	if whole {
+		return time.Since(start), nil
+	}
+	return first, nil
+}
+
+func destroyQuietly(ctx context.Context, destroy func(context.Context) error) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	_ = destroy(dctx)
+}
+
+// samples collects one row's measurements.
+type samples struct {
+	mu   sync.Mutex
+	n    int
+	ds   []time.Duration
+	errs []string
+}
+
+func (s *samples) add(d time.Duration, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		if msg := err.Error(); len(s.errs) < 5 && !slices.Contains(s.errs, msg) {
+			s.errs = append(s.errs, msg)
+		}
+		return
+	}
+	s.ds = append(s.ds, d)
+}
+
+func (s *samples) row(workload, mode string, conc int) BenchRow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := BenchRow{Workload: workload, Mode: mode, Concurrency: conc, N: s.n, OK: len(s.ds), Errors: s.errs}
+	if s.n > 0 {
+		r.SuccessRate = round3(float64(r.OK) / float64(s.n))
+	}
+	if len(s.ds) == 0 {
+		return r
+	}
+	ds := slices.Clone(s.ds)
+	slices.Sort(ds)
+	r.P50Ms, r.P95Ms, r.P99Ms = quantileMs(ds, 0.50), quantileMs(ds, 0.95), quantileMs(ds, 0.99)
+	r.MinMs, r.MaxMs = ms(ds[0]), ms(ds[len(ds)-1])
+	return r
+}
+
+// quantileMs is the q quantile of sorted ds (nearest rank), in
+// milliseconds.
+func quantileMs(sorted []time.Duration, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := min(len(sorted)-1, int(q*float64(len(sorted))))
+	return ms(sorted[i])
+}
+
+func ms(d time.Duration) float64 { return round3(float64(d.Microseconds()) / 1000) }
+
+func round3(f float64) float64 {
+	return float64(int64(f*1000+0.5)) / 1000
+}
