@@ -243,7 +243,9 @@ func (b *bencher) options() sandbox.Options {
 		Pins: t.Pins, Lifetime: b.o.Lifetime, RunTag: sandbox.NewRunTag(), ReadyTimeout: b.r.o.ReadyTimeout, Logger: b.log}
 }
 
-func (b *bencher) wants(mode string) bool { return len(b.o.Modes) == 0 || slices.Contains(b.o.Modes, mode) }
+func (b *bencher) wants(mode string) bool {
+	return len(b.o.Modes) == 0 || slices.Contains(b.o.Modes, mode)
+}
 
 func (b *bencher) request() sandbox.CreateRequest {
 	return sandbox.CreateRequest{Profile: provider.Profile{Harness: b.o.Harness}}
