@@ -99,12 +99,16 @@ func start(ctx context.Context, c Config, st *store.Store, log *slog.Logger, pro
 	}
 	eng, err := engine.New(ctx, st, engine.Options{DataDir: c.DataDir, RouterURL: c.RouterURL, RouterKey: c.RouterKey,
 		MaxRuns: c.MaxRuns, MaxLifetime: c.MaxLifetime, IdleTimeout: c.IdleTimeout, ResultGrace: c.ResultGrace,
-		SessionIdleTimeout: c.SessionIdle, MaxSessionProcs: c.MaxSessionProcs, Environ: environ,
+		SessionIdleTimeout: c.SessionIdle, MaxSessionProcs: c.MaxSessionProcs, Spares: !c.NoSpares, Environ: environ,
 		JailFloor: c.JailFloor, Secrets: secrets, Logger: log, Background: true, Probed: probed})
 	if err != nil {
 		return nil, nil, err
 	}
-	srv, err := server.New(server.Options{Engine: eng, Backends: c.backends(), Bearer: c.Bearer, MaxBodyBytes: c.MaxBodyBytes,
+	backends := c.backends()
+	if len(backends) == 1 && c.PrestartCwd != "" {
+		eng.Prestart(engine.SpareTemplate{Backend: backends[0], Cwd: c.PrestartCwd})
+	}
+	srv, err := server.New(server.Options{Engine: eng, Backends: backends, Bearer: c.Bearer, MaxBodyBytes: c.MaxBodyBytes,
 		BodyTimeout: c.BodyTimeout, Keepalive: c.Keepalive, DataDir: c.DataDir, ProfilesDir: c.ProfilesDir, Version: buildinfo.Get().Version,
 		Logger: log, Probes: probes})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tangle-network/boxctl/internal/buildinfo"
+	"github.com/tangle-network/boxctl/internal/vendorhttp"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
@@ -63,6 +64,10 @@ type BenchOptions struct {
 	// Turns is how many turns each turn workload times, one after the
 	// other; default 10.
 	Turns int
+	// Pause is how long a turn workload waits between getting its box
+	// (or the answer to the session's first turn) and the timed turn, as
+	// a caller does; default 1 s, negative none.
+	Pause time.Duration
 	// Workloads are the workloads to run (default all, see Workloads).
 	Workloads []string
 	// Modes are the modes to run (default all that apply).
@@ -93,6 +98,8 @@ type BenchReport struct {
 	// StartedAt is when the run started; Seconds how long it took.
 	StartedAt time.Time `json:"startedAt"`
 	Seconds   float64   `json:"seconds" jsonschema:"minimum=0"`
+	// PauseMs is the pause before each timed turn (BenchOptions.Pause).
+	PauseMs float64 `json:"pauseMs" jsonschema:"minimum=0"`
 	// Rows are the measurements, a workload and mode each.
 	Rows []BenchRow `json:"rows"`
 	// PooledBoxMiB is the resident memory of a claimed pooled box's
@@ -161,7 +168,7 @@ func Bench(ctx context.Context, t Target, o BenchOptions) (*BenchReport, error) 
 	b.p = p
 	rep := &BenchReport{Vendor: r.t.Vendor.Name(), Image: r.t.Image, Harness: o.Harness, Model: "router",
 		Boxctl: buildinfo.Get().String(), StartedAt: time.Now().UTC(),
-		Host: BenchHost{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}}
+		Host: BenchHost{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}, PauseMs: ms(o.Pause)}
 	if r.t.Local != nil {
 		rep.Model = "local"
 	}
@@ -188,6 +195,12 @@ func (o BenchOptions) normalized() (BenchOptions, error) {
 	}
 	if o.Lifetime == 0 {
 		o.Lifetime = 10 * time.Minute
+	}
+	switch {
+	case o.Pause == 0:
+		o.Pause = time.Second
+	case o.Pause < 0:
+		o.Pause = 0
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -523,6 +536,9 @@ func (b *bencher) turn(ctx context.Context, second, whole bool, mk func(context.
 		if _, err := timeTurn(ctx, env, session, true); err != nil {
 			return 0, fmt.Errorf("the session's first turn: %w", err)
 		}
+	}
+	if err := vendorhttp.Sleep(ctx, b.o.Pause); err != nil {
+		return 0, err
 	}
 	return timeTurn(ctx, env, session, whole)
 }

@@ -68,8 +68,8 @@ func (r *BenchReport) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n%s, image %s, %s, model %s; %s/%s, %d CPUs; %.1fs\n", r.Vendor, r.Image, r.Harness, r.Model,
-		r.Host.OS, r.Host.Arch, r.Host.CPUs, r.Seconds)
+	fmt.Fprintf(w, "\n%s, image %s, %s, model %s, %.0f ms pause before each timed turn; %s/%s, %d CPUs; %.1fs\n", r.Vendor, r.Image,
+		r.Harness, r.Model, r.PauseMs, r.Host.OS, r.Host.Arch, r.Host.CPUs, r.Seconds)
 	if r.PooledBoxMiB > 0 {
 		fmt.Fprintf(w, "a pooled box holds %.1f MiB resident (bridge, box-init and any harness process)\n", r.PooledBoxMiB)
 	}

@@ -89,6 +89,9 @@ type Options struct {
 	// one more turn ends, the process idle longest is ended, and its
 	// session resumes in a fresh process (default MaxRuns).
 	MaxSessionProcs int
+	// Spares starts harness processes ahead of the turns likely next,
+	// for the adapters that can take a turn that way (spare.go).
+	Spares bool
 	// Secrets are redacted from every harness stderr the engine reports.
 	// The router key is always among them.
 	Secrets []string
@@ -175,6 +178,9 @@ type Engine struct {
 	jail *jail.Jailer
 	// exact keeps the exact process environments, confined by jail.
 	exact *exact.Manager
+	// spares are the harness processes started ahead of their turns
+	// (spare.go), oldest first.
+	spares []*spare
 	// stats are the counters Stats reports (stats.go).
 	stats counters
 	wg    sync.WaitGroup
@@ -482,9 +488,11 @@ func (e *Engine) Close(ctx context.Context) error {
 	select {
 	case <-done:
 		e.endSessionProcs()
+		e.endSpares()
 		return e.exact.Close(ctx)
 	case <-ctx.Done():
 		e.endSessionProcs()
+		e.endSpares()
 		return errors.Join(fmt.Errorf("close engine: %w", ctx.Err()), e.exact.Close(ctx))
 	}
 }

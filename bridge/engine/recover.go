@@ -17,6 +17,7 @@ import (
 const RestartReason = "the bridge restarted while the run was live; its harness was stopped"
 
 func (e *Engine) recover(ctx context.Context) error {
+	e.killLeftoverSpares()
 	runs, err := e.store.LiveRuns(ctx)
 	if err != nil {
 		return fmt.Errorf("recover runs: %w", err)

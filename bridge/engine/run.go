@@ -21,18 +21,23 @@ func (e *Engine) execute(l *liveRun, req StartRequest, started time.Time) {
 	x := &oneShot{e: e, l: l, req: req, log: e.log.With("run", l.id)}
 	b := req.Backend
 	name := b.Adapter.Name()
-	spec, prep, ok := x.command()
+	spec, prep, proc, ok := x.command()
 	if !ok {
 		return
 	}
-	spawned := l.spawnSpan(b.Bin)
-	proc, err := e.spawnJailed(name, spec, MarkerVar+"="+l.id, prep)
-	spawned(err)
-	if err != nil {
-		x.fail(wire.TypeHarnessUnavailable, "start "+name+": "+redact(err.Error(), e.opts.Secrets))
-		return
+	if proc == nil {
+		spawned := l.spawnSpan(b.Bin)
+		var err error
+		proc, err = e.spawnJailed(name, spec, MarkerVar+"="+l.id, prep)
+		spawned(err)
+		if err != nil {
+			x.fail(wire.TypeHarnessUnavailable, "start "+name+": "+redact(err.Error(), e.opts.Secrets))
+			return
+		}
+		x.log.Debug("harness started", "pgid", proc.pgid, "bin", b.Bin)
+	} else {
+		x.log.Debug("harness taken from the spare", "pgid", proc.pgid, "bin", b.Bin)
 	}
-	x.log.Debug("harness started", "pgid", proc.pgid, "bin", b.Bin)
 	idle, deadline, limit := e.watchdogs(turnTimeout(req.Timeout, b.Timeout))
 	defer deadline.Stop()
 	defer idle.Stop()
@@ -55,6 +60,9 @@ type oneShot struct {
 	req  StartRequest
 	log  *slog.Logger
 	held [][]byte // frames the driver left for the run's end
+	// marker is the process's marker when it is a spare's ("": the
+	// run's own, MarkerVar=id).
+	marker string
 }
 
 // finish ends the run in the store with f and its last frames, and lets
@@ -85,39 +93,44 @@ func (x *oneShot) fail(typ, msg string) {
 }
 
 // command builds the harness command of the turn, its configuration
-// files written, and the confinement it runs in; it has failed the run
-// when ok is false.
-func (x *oneShot) command() (spec harness.Command, prep *jail.Prepared, ok bool) {
+// files written, and the confinement it runs in, or hands the turn to the
+// spare kept for its settings (proc, already running); it has failed the
+// run when ok is false.
+func (x *oneShot) command() (spec harness.Command, prep *jail.Prepared, proc *process, ok bool) {
 	e, req := x.e, x.req
 	b := req.Backend
 	name := b.Adapter.Name()
 	native, err := e.store.NativeSession(context.Background(), req.SessionID, name)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		x.fail(wire.TypeServerError, "look up session: "+err.Error())
-		return spec, nil, false
+		return spec, nil, nil, false
 	}
 	stateDir, err := e.sessionDir(name, req.SessionID)
 	if err != nil {
 		x.fail(wire.TypeServerError, err.Error())
-		return spec, nil, false
+		return spec, nil, nil, false
 	}
 	turn := harness.Turn{
 		RunID: x.l.id, Bin: b.Bin, Model: req.Model, Messages: req.Messages, NativeSessionID: native,
 		Cwd: req.Cwd, StateDir: stateDir, Environ: e.opts.Environ, Env: req.Env,
 		RouterURL: e.opts.RouterURL, RouterKey: e.opts.RouterKey, Effort: req.Effort,
 	}
+	if p, marker, sspec := x.adoptSpare(turn, native); p != nil {
+		x.marker = marker
+		return sspec, nil, p, true
+	}
 	if prep, err = e.confine(req.Confine, &turn); err != nil {
 		x.fail(JailErrorType(err), err.Error())
-		return spec, nil, false
+		return spec, nil, nil, false
 	}
 	if spec, err = b.Adapter.Command(turn); err == nil {
 		err = harness.WriteFiles(spec.Files)
 	}
 	if err != nil {
 		x.fail(wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
-		return spec, nil, false
+		return spec, nil, nil, false
 	}
-	return spec, prep, true
+	return spec, prep, nil, true
 }
 
 // drive reads the turn's output through parser into chunks until the
@@ -166,7 +179,13 @@ func (x *oneShot) recorder(proc *process) (record func(), nativeID *atomic.Point
 	return func() {
 		if !recordedGroup {
 			recordedGroup = true
-			if err := x.e.store.SetProcess(ctx, x.l.id, proc.pgid); err != nil {
+			var err error
+			if x.marker != "" {
+				err = x.e.store.SetProcessMarker(ctx, x.l.id, proc.pgid, x.marker)
+			} else {
+				err = x.e.store.SetProcess(ctx, x.l.id, proc.pgid)
+			}
+			if err != nil {
 				x.log.Error("record process group", "err", err)
 			}
 		}
@@ -193,6 +212,15 @@ func (x *oneShot) conclude(proc *process, parser harness.Parser, ch *chunker, en
 			f = store.Finish{Status: store.StatusError, ErrType: end.Err.Type, ErrMessage: end.Err.Message}
 		}
 		x.finish(f, ch.end(*end))
+		if end.Err == nil {
+			// The run's goroutine is one of the engine's: Close waits
+			// for the spares' start too.
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				x.prestartAfter()
+			}()
+		}
 	case stopReason == wire.TypeRunCancelled:
 		msg := "the run was cancelled; its process group was killed"
 		x.finish(store.Finish{Status: store.StatusCancelled, ErrType: wire.TypeRunCancelled, ErrMessage: msg},

@@ -18,6 +18,11 @@ type Stats struct {
 	// IdleSessionProcs is the number of long-lived session processes
 	// waiting for their session's next turn.
 	IdleSessionProcs int
+	// Spares is the number of harness processes started ahead of their
+	// turns and waiting for them; SpareTurns counts the turns they took
+	// since the engine was created (spare.go).
+	Spares     int
+	SpareTurns int64
 	// SpawnFailures counts, by harness name, the harness processes that
 	// could not be started since the engine was created.
 	SpawnFailures map[string]int64
@@ -26,7 +31,8 @@ type Stats struct {
 // counters are the engine's monotonic and gauge counters. The zero value
 // is ready to use.
 type counters struct {
-	readers atomic.Int64
+	readers    atomic.Int64
+	spareTurns atomic.Int64
 
 	mu            sync.Mutex
 	spawnFailures map[string]int64
@@ -34,7 +40,10 @@ type counters struct {
 
 // Stats returns the engine's current figures.
 func (e *Engine) Stats() Stats {
-	st := Stats{LiveRuns: e.LiveCount(), Readers: e.stats.readers.Load()}
+	st := Stats{LiveRuns: e.LiveCount(), Readers: e.stats.readers.Load(), SpareTurns: e.stats.spareTurns.Load()}
+	e.mu.Lock()
+	st.Spares = len(e.spares)
+	e.mu.Unlock()
 	e.ret.mu.Lock()
 	st.IdleSessionProcs = len(e.ret.procs)
 	e.ret.mu.Unlock()

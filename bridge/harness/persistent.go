@@ -82,3 +82,18 @@ type Conversant interface {
 	// t (SessionCommand or RetainedCommand).
 	NewConversation(t Turn) Conversation
 }
+
+// Prestarter is implemented by adapters whose CLI can start before its
+// turn is known and take the turn on stdin: the engine keeps a process
+// started ahead (a spare) with a turn's settings, and hands it the next
+// turn with the same settings instead of starting one, so that the CLI's
+// own start-up is not in the turn's time to its first event.
+type Prestarter interface {
+	// SpareCommand builds the process of a one-shot turn t started ahead
+	// of it: t carries no messages; its stdin stays open (HoldStdin) and
+	// starts empty. The process's output is what Command's would be.
+	SpareCommand(t Turn) (Command, error)
+	// SpareInput encodes what starts turn t in a spare; its stdin is
+	// closed after it.
+	SpareInput(t Turn) ([]byte, error)
+}

@@ -50,6 +50,10 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	m.sample("bridge_replay_readers", "", float64(es.Readers))
 	m.family("bridge_idle_session_processes", "gauge", "Long-lived harness processes of retained sessions waiting for a turn.")
 	m.sample("bridge_idle_session_processes", "", float64(es.IdleSessionProcs))
+	m.family("bridge_spare_harness_processes", "gauge", "Harness processes started ahead of their turns, waiting for them.")
+	m.sample("bridge_spare_harness_processes", "", float64(es.Spares))
+	m.family("bridge_spare_turns_total", "counter", "Turns served by a harness process started ahead of them.")
+	m.sample("bridge_spare_turns_total", "", float64(es.SpareTurns))
 	m.family("bridge_harness_spawn_failures_total", "counter", "Harness processes that could not be started, by harness.")
 	for _, h := range slices.Sorted(maps.Keys(es.SpawnFailures)) {
 		m.sample("bridge_harness_spawn_failures_total", `harness="`+escapeLabel(h)+`"`, float64(es.SpawnFailures[h]))

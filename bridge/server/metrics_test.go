@@ -116,6 +116,8 @@ func TestMetrics(t *testing.T) {
 		{"bridge_runs", dto.MetricType_GAUGE, []string{"status", "running"}, 1},
 		{"bridge_live_runs", dto.MetricType_GAUGE, nil, 1},
 		{"bridge_idle_session_processes", dto.MetricType_GAUGE, nil, 0},
+		{"bridge_spare_harness_processes", dto.MetricType_GAUGE, nil, 0},
+		{"bridge_spare_turns_total", dto.MetricType_COUNTER, nil, 0},
 	} {
 		if got := value(t, m, c.name, c.typ, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)

@@ -21,6 +21,11 @@ const (
 	// deadline to (Unix seconds), which the box's init watches; unset, a
 	// claim's deadline moves nothing in the box.
 	EnvDeadlineFile = "BRIDGE_DEADLINE_FILE"
+	// EnvPrestartCwd is the working directory of the first turn a bridge
+	// serving one harness expects: set, the bridge starts that harness
+	// ahead of it (where the harness can take a turn so) as soon as it
+	// serves; unset, only after a first turn.
+	EnvPrestartCwd = "BRIDGE_PRESTART_CWD"
 )
 
 // Error types of pooled bridges.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,6 +24,7 @@ type benchOptions struct {
 	router    string
 	burst     int
 	turns     int
+	pause     time.Duration
 	workloads []string
 	modes     []string
 	jsonFile  string
@@ -34,7 +36,7 @@ type benchOptions struct {
 }
 
 func newBenchCmd(a *app, runF func(context.Context, *benchOptions) error) *cobra.Command {
-	o := &benchOptions{target: docker.Name, harness: "claude-code", burst: 10, turns: 10}
+	o := &benchOptions{target: docker.Name, harness: "claude-code", burst: 10, turns: 10, pause: time.Second}
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure box creation and the time to the agent's first event on a target",
@@ -71,6 +73,7 @@ files. Every box bench makes is destroyed before it exits.`,
 	f.StringVar(&o.router, "router", "", `model Router URL (key in $`+routerKeyVar+`), or "local" (default: $`+routerURLEnv+`, else local)`)
 	f.IntVar(&o.burst, "burst", o.burst, "boxes each burst asks for at once")
 	f.IntVar(&o.turns, "turns", o.turns, "turns each turn workload times")
+	f.DurationVar(&o.pause, "pause", o.pause, "pause before each timed turn, after the box is ready or the session's first answer came (a caller's think time)")
 	f.StringSliceVar(&o.workloads, "run", nil, "workloads to run: "+strings.Join(conformance.Workloads, ", ")+" (default: all)")
 	f.StringSliceVar(&o.modes, "mode", nil, "modes to run: bare, cold, pool, session (default: all)")
 	f.StringVar(&o.jsonFile, "json", "", "write the JSON report to this file")
@@ -86,8 +89,8 @@ func (o *benchOptions) resolve(getenv func(string) string) error {
 	if err := checkBoxTarget(o.target); err != nil {
 		return err
 	}
-	if o.burst < 1 || o.turns < 1 {
-		return usageErrorf("--burst and --turns must be at least 1")
+	if o.burst < 1 || o.turns < 1 || o.pause < 0 {
+		return usageErrorf("--burst and --turns must be at least 1, --pause not negative")
 	}
 	for _, w := range o.workloads {
 		if !slices.Contains(conformance.Workloads, w) {
@@ -133,7 +136,7 @@ func runBench(ctx context.Context, a *app, o *benchOptions) error {
 		t.Local, t.Router = l, sandbox.Router{}
 	}
 	a.log.Info("bench", "target", o.target, "image", img.Reference, "harness", o.harness, "burst", o.burst, "turns", o.turns)
-	rep, runErr := conformance.Bench(ctx, t, conformance.BenchOptions{Harness: o.harness, Burst: o.burst, Turns: o.turns,
+	rep, runErr := conformance.Bench(ctx, t, conformance.BenchOptions{Harness: o.harness, Burst: o.burst, Turns: o.turns, Pause: pauseOption(o.pause),
 		Workloads: o.workloads, Modes: o.modes, Logger: a.log})
 	if rep == nil {
 		return usageError{runErr}
@@ -161,6 +164,14 @@ func runBench(ctx context.Context, a *app, o *benchOptions) error {
 		}
 	}
 	return nil
+}
+
+// pauseOption is --pause as BenchOptions.Pause takes it (negative: none).
+func pauseOption(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // writeFile writes what write makes to a new file name.

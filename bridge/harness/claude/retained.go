@@ -117,3 +117,15 @@ func (Adapter) Answer(q harness.Question, allow bool, message string) ([]byte, e
 	}
 	return append(b, '\n'), nil
 }
+
+// SpareCommand is Command's `claude -p` reading its prompt from stdin as
+// stream-json, started before the prompt is known: Claude Code loads
+// before it reads its first line.
+func (Adapter) SpareCommand(t harness.Turn) (harness.Command, error) {
+	_, system := harness.SplitPrompt(t)
+	args := slices.Concat(outputArgs, turnArgs(t, system), streamInputArgs)
+	return harness.Command{Path: t.Bin, Args: args, Env: Env(t), Dir: t.Cwd, Stdin: []byte{}, HoldStdin: true}, nil
+}
+
+// SpareInput is the turn's stream-json user line.
+func (a Adapter) SpareInput(t harness.Turn) ([]byte, error) { return a.TurnInput(t) }

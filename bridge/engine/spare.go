@@ -1,0 +1,313 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/internal/leftover"
+	"github.com/tangle-network/boxctl/bridge/store"
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+// Spares. A harness.Prestarter's CLI spends most of a short turn's time
+// to its first event starting up (Claude Code: about 0.7 s of 0.8 s with
+// an instant model). The engine keeps such a process started ahead, a
+// spare, for the turn it expects next, and hands that turn to it:
+//
+//   - the next turn of a session whose one-shot turn just completed
+//     (the spare resumes the session), and
+//   - the first turn of a new session with the settings of the last
+//     completed turn, or of the engine's Prestart template before any.
+//
+// A spare is taken only by a turn whose settings (harness, binary, model,
+// system prompt, working directory, environment, effort, model endpoint)
+// are the ones it was started with; any other turn starts its own process
+// and the spare waits on. A new session's spare has a state directory of
+// its own, which becomes the session's when a turn takes it. Spares are
+// not confined (a confined turn starts its own), live SessionIdleTimeout
+// at most, are at most maxSpares, and carry a marker of their own that a
+// restarted engine kills.
+
+// maxSpares bounds the spares kept at once: the next turn of the last
+// session, and the first of a new one.
+const maxSpares = 2
+
+// spare is a harness process started ahead of its turn.
+type spare struct {
+	key      string
+	proc     *process
+	spec     harness.Command
+	stateDir string // a new session's spare: its own state directory
+	timer    *time.Timer
+}
+
+// SpareTemplate are the settings of the turn a new session is expected to
+// start with: the box's harness, its model and working directory.
+type SpareTemplate struct {
+	Backend *Backend
+	Model   string
+	Cwd     string
+}
+
+// spareMarker marks the spares' processes (MarkerVar) for a restarted
+// engine of the same data directory to find them.
+func (e *Engine) spareMarker() string {
+	sum := sha256.Sum256([]byte(e.opts.DataDir))
+	return MarkerVar + "=spare-" + hex.EncodeToString(sum[:8])
+}
+
+// killLeftoverSpares kills the spares a previous engine of the same data
+// directory left.
+func (e *Engine) killLeftoverSpares() {
+	flag := e.sparesFlag()
+	if _, err := os.Stat(flag); err != nil {
+		return // none was started: /proc is not read
+	}
+	if n := leftover.Kill(e.opts.ProcDir, []leftover.Group{{Marker: e.spareMarker()}}); n[0] > 0 {
+		e.log.Info("killed the spare harness processes of the previous bridge", "processes", n[0])
+	}
+	_ = os.Remove(flag)
+}
+
+// sparesFlag is the file whose presence says spares were started with
+// this data directory.
+func (e *Engine) sparesFlag() string { return filepath.Join(e.opts.DataDir, "spares-started") }
+
+// spareKey is the identity of the settings a spare is started with.
+// native is the native session it resumes ("" for a new session).
+func spareKey(b *Backend, model, native string, system []wire.Message, cwd string, env map[string]string, effort, routerURL string) string {
+	keys := slices.Sorted(maps.Keys(env))
+	vals := make([]string, len(keys))
+	for i, k := range keys {
+		vals[i] = env[k]
+	}
+	doc, _ := json.Marshal([]any{b.Adapter.Name(), b.Bin, model, native, system, cwd, keys, vals, effort, routerURL})
+	sum := sha256.Sum256(doc)
+	return hex.EncodeToString(sum[:])
+}
+
+// systemMessages are the system messages of msgs (what a spare knows of
+// its turn's prompt).
+func systemMessages(msgs []wire.Message) []wire.Message {
+	var out []wire.Message
+	for _, m := range msgs {
+		if m.Role == "system" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// takeSpare removes and returns the live spare of key, or nil.
+func (e *Engine) takeSpare(key string) *spare {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	i := slices.IndexFunc(e.spares, func(s *spare) bool { return s.key == key })
+	if i < 0 {
+		return nil
+	}
+	s := e.spares[i]
+	e.spares = slices.Delete(e.spares, i, i+1)
+	s.timer.Stop()
+	select {
+	case <-s.proc.exited:
+		return nil
+	default:
+	}
+	return s
+}
+
+// endSpare ends a spare's process and removes what it had of its own.
+func (e *Engine) endSpare(s *spare) {
+	s.timer.Stop()
+	s.proc.closeStdin()
+	_ = killGroup(s.proc.pgid, syscall.SIGKILL)
+	go func() {
+		<-s.proc.exited
+		if s.stateDir != "" {
+			_ = os.RemoveAll(s.stateDir)
+		}
+	}()
+}
+
+// endSpares ends every spare (Close).
+func (e *Engine) endSpares() {
+	e.mu.Lock()
+	spares := e.spares
+	e.spares = nil
+	e.mu.Unlock()
+	for _, s := range spares {
+		e.endSpare(s)
+	}
+}
+
+// prestart starts a spare for a turn with these settings, unless one is
+// kept for them already or the engine is closed; it does not wait for
+// the process. native is the session's native id ("" for a new one);
+// sessionID the session it resumes.
+func (e *Engine) prestart(b *Backend, sessionID, native string, req StartRequest) {
+	ps, ok := b.Adapter.(harness.Prestarter)
+	if !ok || !e.opts.Spares || e.jail.Resolve(req.Confine).Active() {
+		return
+	}
+	system := systemMessages(req.Messages)
+	key := spareKey(b, req.Model, native, system, req.Cwd, req.Env, req.Effort, e.opts.RouterURL)
+	e.mu.Lock()
+	if e.closed || slices.ContainsFunc(e.spares, func(s *spare) bool { return s.key == key }) {
+		e.mu.Unlock()
+		return
+	}
+	e.mu.Unlock()
+	name := b.Adapter.Name()
+	s := &spare{key: key}
+	var stateDir string
+	var err error
+	if native == "" {
+		// A new session's: a directory of its own, the session's once a
+		// turn takes it.
+		stateDir, err = e.sessionDir(name, "spare-"+rand.Text())
+		s.stateDir = stateDir
+	} else {
+		stateDir, err = e.sessionDir(name, sessionID)
+	}
+	if err != nil {
+		e.log.Warn("spare harness", "err", err)
+		return
+	}
+	turn := harness.Turn{Bin: b.Bin, Model: req.Model, Messages: system, NativeSessionID: native, Cwd: req.Cwd,
+		StateDir: stateDir, Environ: e.opts.Environ, Env: req.Env, RouterURL: e.opts.RouterURL, RouterKey: e.opts.RouterKey,
+		Effort: req.Effort}
+	spec, err := ps.SpareCommand(turn)
+	if err == nil {
+		err = harness.WriteFiles(spec.Files)
+	}
+	if err == nil {
+		err = os.WriteFile(e.sparesFlag(), nil, 0o600)
+	}
+	if err == nil {
+		s.proc, err = e.spawn(name, spec, e.spareMarker())
+	}
+	if err != nil {
+		e.log.Warn("spare harness", "harness", name, "err", redact(err.Error(), e.opts.Secrets))
+		if s.stateDir != "" {
+			_ = os.RemoveAll(s.stateDir)
+		}
+		return
+	}
+	s.spec = spec
+	s.timer = time.AfterFunc(e.opts.SessionIdleTimeout, func() {
+		e.mu.Lock()
+		i := slices.Index(e.spares, s)
+		if i >= 0 {
+			e.spares = slices.Delete(e.spares, i, i+1)
+		}
+		e.mu.Unlock()
+		if i >= 0 {
+			e.endSpare(s)
+		}
+	})
+	e.mu.Lock()
+	if e.closed || slices.ContainsFunc(e.spares, func(o *spare) bool { return o.key == key }) {
+		e.mu.Unlock()
+		e.endSpare(s)
+		return
+	}
+	e.spares = append(e.spares, s)
+	var old *spare
+	if len(e.spares) > maxSpares {
+		old = e.spares[0]
+		e.spares = e.spares[1:]
+	}
+	e.mu.Unlock()
+	if old != nil {
+		e.endSpare(old)
+	}
+	e.log.Debug("spare harness started", "harness", name, "pgid", s.proc.pgid, "resumes", native != "")
+}
+
+// Prestart starts a spare for the first turn of a new session made as t
+// says (the box's harness), when its adapter can take a turn that way.
+func (e *Engine) Prestart(t SpareTemplate) {
+	if t.Backend == nil {
+		return
+	}
+	go func() {
+		select {
+		case <-e.ready:
+		case <-time.After(time.Minute):
+			return
+		}
+		if e.startErr != nil {
+			return
+		}
+		e.prestart(t.Backend, "", "", StartRequest{Backend: t.Backend, Model: t.Model, Cwd: t.Cwd})
+	}()
+}
+
+// adoptSpare hands turn to the spare kept for its settings, if there is
+// one: its input is written and its stdin closed. It returns the process
+// and its marker, or nil.
+func (x *oneShot) adoptSpare(turn harness.Turn, native string) (*process, string, harness.Command) {
+	e, req := x.e, x.req
+	b := req.Backend
+	ps, ok := b.Adapter.(harness.Prestarter)
+	if !ok || e.jail.Resolve(req.Confine).Active() {
+		return nil, "", harness.Command{}
+	}
+	key := spareKey(b, req.Model, native, systemMessages(req.Messages), req.Cwd, req.Env, req.Effort, e.opts.RouterURL)
+	s := e.takeSpare(key)
+	if s == nil {
+		return nil, "", harness.Command{}
+	}
+	if s.stateDir != "" {
+		// The new session's state is the spare's: its directory under
+		// the session's name.
+		dir := e.sessionDirPath(b.Adapter.Name(), req.SessionID)
+		_ = os.Remove(dir) // made empty for the turn; a session's state stays
+		if err := os.Symlink(s.stateDir, dir); err != nil {
+			x.log.Debug("spare not taken", "err", err)
+			e.endSpare(s)
+			return nil, "", harness.Command{}
+		}
+		s.stateDir = "" // the session's now
+	}
+	input, err := ps.SpareInput(turn)
+	if err == nil {
+		err = s.proc.writeStdin(input)
+	}
+	if err != nil {
+		x.log.Debug("spare not taken", "err", err)
+		e.endSpare(s)
+		return nil, "", harness.Command{}
+	}
+	s.proc.closeStdin()
+	e.stats.spareTurns.Add(1)
+	return s.proc, e.spareMarker(), s.spec
+}
+
+// prestartAfter starts the spares a completed one-shot turn makes
+// likely: the session's next turn, and a new session's first.
+func (x *oneShot) prestartAfter() {
+	e, req := x.e, x.req
+	name := req.Backend.Adapter.Name()
+	native, err := e.store.NativeSession(context.Background(), req.SessionID, name)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			x.log.Debug("spare harness", "err", err)
+		}
+		return
+	}
+	e.prestart(req.Backend, req.SessionID, native, req)
+	e.prestart(req.Backend, "", "", req)
+}
