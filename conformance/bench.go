@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -113,6 +114,29 @@ type BenchHost struct {
 	OS   string `json:"os"`
 	Arch string `json:"arch"`
 	CPUs int    `json:"cpus" jsonschema:"minimum=1"`
+	// MemoryMiB is the machine's memory (Linux's MemTotal), 0 where it
+	// is not known.
+	MemoryMiB float64 `json:"memoryMiB,omitempty" jsonschema:"minimum=0"`
+}
+
+// hostMemoryMiB is this machine's memory in MiB, from /proc/meminfo; 0
+// where there is none.
+func hostMemoryMiB() float64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				if kib, err := strconv.ParseFloat(f[0], 64); err == nil {
+					return round3(kib / 1024)
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // BenchRow is one workload in one mode: its samples' success and spread.
@@ -168,7 +192,7 @@ func Bench(ctx context.Context, t Target, o BenchOptions) (*BenchReport, error) 
 	b.p = p
 	rep := &BenchReport{Vendor: r.t.Vendor.Name(), Image: r.t.Image, Harness: o.Harness, Model: "router",
 		Boxctl: buildinfo.Get().String(), StartedAt: time.Now().UTC(),
-		Host: BenchHost{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}, PauseMs: ms(o.Pause)}
+		Host: BenchHost{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), MemoryMiB: hostMemoryMiB()}, PauseMs: ms(o.Pause)}
 	if r.t.Local != nil {
 		rep.Model = "local"
 	}
