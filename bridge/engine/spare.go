@@ -199,7 +199,9 @@ func (e *Engine) prestart(b *Backend, sessionID, native string, req StartRequest
 		s.proc, err = e.spawn(name, spec, e.spareMarker())
 	}
 	if err != nil {
-		e.log.Warn("spare harness", "harness", name, "err", redact(err.Error(), e.opts.Secrets))
+		// A template the harness cannot start (Pi without a model) is
+		// no fault: the turn starts its own process.
+		e.log.Debug("no spare harness", "harness", name, "err", redact(err.Error(), e.opts.Secrets))
 		if s.stateDir != "" {
 			_ = os.RemoveAll(s.stateDir)
 		}
@@ -282,7 +284,7 @@ func (x *oneShot) adoptSpare(turn harness.Turn, native string) (*process, string
 		}
 		s.stateDir = "" // the session's now
 	}
-	input, err := ps.SpareInput(turn)
+	input, hold, err := ps.SpareInput(turn)
 	if err == nil {
 		err = s.proc.writeStdin(input)
 	}
@@ -291,7 +293,9 @@ func (x *oneShot) adoptSpare(turn harness.Turn, native string) (*process, string
 		e.endSpare(s)
 		return nil, "", harness.Command{}
 	}
-	s.proc.closeStdin()
+	if !hold {
+		s.proc.closeStdin()
+	}
 	e.stats.spareTurns.Add(1)
 	return s.proc, e.spareMarker(), s.spec
 }

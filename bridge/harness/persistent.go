@@ -93,7 +93,8 @@ type Prestarter interface {
 	// of it: t carries no messages; its stdin stays open (HoldStdin) and
 	// starts empty. The process's output is what Command's would be.
 	SpareCommand(t Turn) (Command, error)
-	// SpareInput encodes what starts turn t in a spare; its stdin is
-	// closed after it.
-	SpareInput(t Turn) ([]byte, error)
+	// SpareInput encodes what starts turn t in a spare, and whether its
+	// stdin stays open after it for the rest of the turn (as Command's
+	// HoldStdin) or is closed.
+	SpareInput(t Turn) (input []byte, hold bool, err error)
 }

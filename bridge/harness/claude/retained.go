@@ -127,5 +127,9 @@ func (Adapter) SpareCommand(t harness.Turn) (harness.Command, error) {
 	return harness.Command{Path: t.Bin, Args: args, Env: Env(t), Dir: t.Cwd, Stdin: []byte{}, HoldStdin: true}, nil
 }
 
-// SpareInput is the turn's stream-json user line.
-func (a Adapter) SpareInput(t harness.Turn) ([]byte, error) { return a.TurnInput(t) }
+// SpareInput is the turn's stream-json user line; the end of stdin
+// after it ends the turn's process once it answered.
+func (a Adapter) SpareInput(t harness.Turn) ([]byte, bool, error) {
+	b, err := a.TurnInput(t)
+	return b, false, err
+}

@@ -41,6 +41,16 @@ func (Adapter) SessionCommand(t harness.Turn) (harness.Command, error) {
 	return withGate(cmd, t), nil
 }
 
+// SpareCommand is Command's `pi --mode rpc` before its turn is known:
+// its stdin held open and empty.
+func (Adapter) SpareCommand(t harness.Turn) (harness.Command, error) { return command(t) }
+
+// SpareInput is the turn's rpc commands; stdin stays open, as Command's.
+func (a Adapter) SpareInput(t harness.Turn) ([]byte, bool, error) {
+	b, err := a.TurnInput(t)
+	return b, true, err
+}
+
 // gate is the Pi extension that asks, through a select dialog with a
 // marked title, before Pi runs any tool that is not read-only (read,
 // grep, find, ls).

@@ -1,0 +1,131 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tangle-network/boxctl/bridge/store"
+	"github.com/tangle-network/boxctl/internal/polltest"
+)
+
+// TestEngine_Spares: a completed turn leaves a process started ahead for
+// its session's next turn and one for a new session's first; a turn with
+// those settings is served by it (its process carries the spares'
+// marker), a turn with other settings starts its own (and the spares
+// follow its settings from then on), the new session's state is the
+// spare's, and Close ends the spares.
+func TestEngine_Spares(t *testing.T) {
+	f := newFixture(t, Options{Spares: true})
+	waitSpares := func(n int) {
+		t.Helper()
+		polltest.Until(t, 10*time.Second, "the spares", func() bool { return f.e.Stats().Spares == n })
+	}
+	turn := func(id, session string, mod ...func(*StartRequest)) store.Run {
+		t.Helper()
+		f.start(t, id, "hello", append(mod, func(r *StartRequest) { r.SessionID = session })...)
+		r := waitRun(t, f, id)
+		if r.Status != store.StatusDone {
+			t.Fatalf("run %s = %s %s %q", id, r.Status, r.ErrType, r.ErrMessage)
+		}
+		return r
+	}
+	isSpare := func(r store.Run) bool { return strings.HasPrefix(r.Marker, MarkerVar+"=spare-") }
+
+	if r := turn("one", "ses-a"); isSpare(r) {
+		t.Errorf("the first turn ran in a spare (%s)", r.Marker)
+	}
+	waitSpares(2)
+	if r := turn("two", "ses-a"); !isSpare(r) {
+		t.Errorf("the session's next turn has marker %q, want a spare's", r.Marker)
+	}
+	waitSpares(2)
+	// Another model: a process of its own, the spares left waiting.
+	if r := turn("three", "ses-b", func(r *StartRequest) { r.Model = "opus" }); isSpare(r) {
+		t.Errorf("a turn with another model ran in a spare")
+	}
+	// The spares now follow the last turn's settings.
+	opus := f.request("four", "hello")
+	opusKey := spareKey(f.backend, "opus", "", nil, opus.Cwd, opus.Env, opus.Effort, f.e.opts.RouterURL)
+	polltest.Until(t, 10*time.Second, "a spare for a new session of the other model", func() bool {
+		f.e.mu.Lock()
+		defer f.e.mu.Unlock()
+		return slices.ContainsFunc(f.e.spares, func(s *spare) bool { return s.key == opusKey })
+	})
+	fresh := turn("four", "ses-c", func(r *StartRequest) { r.Model = "opus" })
+	if !isSpare(fresh) {
+		t.Errorf("a new session's first turn has marker %q, want a spare's", fresh.Marker)
+	}
+	// The new session's state directory is the spare's.
+	dir := f.e.sessionDirPath("claude-code", "ses-c")
+	if fi, err := os.Lstat(dir); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("session state %s: %v, %v; want the spare's directory linked", dir, fi, err)
+	}
+	if got := f.e.Stats().SpareTurns; got != 2 {
+		t.Errorf("SpareTurns = %d, want 2", got)
+	}
+	waitSpares(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 10*time.Second, "the spares to end with Close", func() bool {
+		return leftoverSpares(f.e) == 0
+	})
+}
+
+// leftoverSpares counts the live processes marked as e's spares.
+func leftoverSpares(e *Engine) int {
+	return countMarked(e.opts.ProcDir, e.spareMarker())
+}
+
+func countMarked(procDir, marker string) int {
+	n := 0
+	names, _ := filepath.Glob(filepath.Join(procDir, "[0-9]*", "environ"))
+	for _, p := range names {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for kv := range strings.SplitSeq(string(b), "\x00") {
+			if kv == marker {
+				if st, err := os.ReadFile(filepath.Join(filepath.Dir(p), "stat")); err == nil && !strings.Contains(string(st), ") Z ") {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// TestEngine_SparesOfAPredecessor: an engine started on the data
+// directory of one that left spares (a crash) kills them.
+func TestEngine_SparesOfAPredecessor(t *testing.T) {
+	f := newFixture(t, Options{Spares: true})
+	f.start(t, "one", "hello")
+	waitRun(t, f, "one")
+	polltest.Until(t, 10*time.Second, "the spares", func() bool { return f.e.Stats().Spares == 2 })
+	if n := leftoverSpares(f.e); n < 2 {
+		t.Fatalf("%d spare processes, want 2", n)
+	}
+	// The next incarnation, while the first one's processes still run.
+	e2, err := New(context.Background(), f.st, Options{DataDir: f.e.opts.DataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close(context.Background())
+	if err := e2.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := leftoverSpares(f.e); n != 0 {
+		t.Errorf("%d spares of the previous engine left running", n)
+	}
+	if _, err := os.Stat(e2.sparesFlag()); !os.IsNotExist(err) {
+		t.Errorf("the spares flag is still there: %v", err)
+	}
+}
