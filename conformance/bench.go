@@ -162,6 +162,10 @@ type BenchRow struct {
 	Baseline string  `json:"baseline,omitempty"`
 	RatioP50 float64 `json:"ratioP50,omitempty" jsonschema:"minimum=0"`
 	RatioP99 float64 `json:"ratioP99,omitempty" jsonschema:"minimum=0"`
+	// PhasesP50Ms are the medians of the phases of boxctl's create or
+	// claim (sandbox.Phase names: vendor.create, spawn, health, ...) of
+	// the successful samples, where the mode makes a box.
+	PhasesP50Ms map[string]float64 `json:"phasesP50Ms,omitempty"`
 	// Errors are the distinct errors of the failed samples (at most 5).
 	Errors []string `json:"errors,omitempty"`
 }
@@ -272,6 +276,9 @@ type bencher struct {
 	o   BenchOptions
 	p   *sandbox.Provider
 	log *slog.Logger
+
+	mu    sync.Mutex
+	phase map[string][]time.Duration // the row's create phases so far
 }
 
 func (b *bencher) options() sandbox.Options {
@@ -291,8 +298,11 @@ func (b *bencher) request() sandbox.CreateRequest {
 // run runs workload w in each of its modes.
 func (b *bencher) run(ctx context.Context, w string, rep *BenchReport) ([]BenchRow, error) {
 	var rows []BenchRow
+	b.takePhases()
 	add := func(mode string, conc int, s *samples) {
-		rows = append(rows, s.row(w, mode, conc))
+		row := s.row(w, mode, conc)
+		row.PhasesP50Ms = b.takePhases()
+		rows = append(rows, row)
 		last := rows[len(rows)-1]
 		b.log.Info("bench", "workload", w, "mode", mode, "ok", last.OK, "n", last.N, "p50_ms", last.P50Ms, "p99_ms", last.P99Ms)
 	}
@@ -431,7 +441,38 @@ func (b *bencher) coldInteractive(ctx context.Context) (time.Duration, error) {
 	if err := interactive(ctx, env.Box()); err != nil {
 		return 0, err
 	}
-	return time.Since(start), nil
+	d := time.Since(start)
+	b.phases(env)
+	return d, nil
+}
+
+// phases records env's create phases for the row being measured.
+func (b *bencher) phases(env *sandbox.Environment) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, ph := range env.Timings() {
+		if b.phase == nil {
+			b.phase = map[string][]time.Duration{}
+		}
+		b.phase[ph.Name] = append(b.phase[ph.Name], ph.Duration)
+	}
+}
+
+// takePhases returns the medians of the phases recorded since the last
+// call, and forgets them.
+func (b *bencher) takePhases() map[string]float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.phase) == 0 {
+		return nil
+	}
+	out := map[string]float64{}
+	for name, ds := range b.phase {
+		slices.Sort(ds)
+		out[name] = quantileMs(ds, 0.5)
+	}
+	b.phase = nil
+	return out
 }
 
 // standbys boots n standby boxes, a few at a time (untimed).
@@ -484,6 +525,7 @@ func (b *bencher) poolBurst(ctx context.Context, n int) (*samples, float64, erro
 			return 0, err
 		}
 		d := time.Since(start)
+		b.phases(env)
 		if mib, err := boxMiB(ctx, env.Box()); err == nil {
 			mu.Lock()
 			mibs = append(mibs, mib)

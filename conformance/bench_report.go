@@ -2,11 +2,14 @@ package conformance
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"html"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -76,6 +79,18 @@ func (r *BenchReport) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, ": this machine's %.1f GiB hold about %d of them", r.Host.MemoryMiB/1024, int(r.Host.MemoryMiB/r.PooledBoxMiB))
 		}
 		fmt.Fprintln(w)
+	}
+	for _, row := range r.Rows {
+		if len(row.PhasesP50Ms) == 0 {
+			continue
+		}
+		var parts []string
+		for _, name := range slices.SortedFunc(maps.Keys(row.PhasesP50Ms), func(a, b string) int {
+			return cmp.Compare(row.PhasesP50Ms[b], row.PhasesP50Ms[a])
+		}) {
+			parts = append(parts, fmt.Sprintf("%s %.0f", name, row.PhasesP50Ms[name]))
+		}
+		fmt.Fprintf(w, "%s %s, median ms by phase: %s\n", row.Workload, row.Mode, strings.Join(parts, ", "))
 	}
 	for _, row := range r.Rows {
 		for _, e := range row.Errors {

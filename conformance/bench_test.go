@@ -33,7 +33,8 @@ func sampleBench() *conformance.BenchReport {
 		Rows: []conformance.BenchRow{
 			{Workload: "burst", Mode: "bare", Concurrency: 20, N: 20, OK: 20, SuccessRate: 1, P50Ms: 410, P95Ms: 520, P99Ms: 540, MinMs: 300, MaxMs: 540},
 			{Workload: "burst", Mode: "cold", Concurrency: 20, N: 20, OK: 19, SuccessRate: 0.95, P50Ms: 900, P95Ms: 1200, P99Ms: 1300, MinMs: 700, MaxMs: 1300,
-				Baseline: "bare", RatioP50: 2.195, RatioP99: 2.407, Errors: []string{"create box: <refused>"}},
+				Baseline: "bare", RatioP50: 2.195, RatioP99: 2.407, Errors: []string{"create box: <refused>"},
+				PhasesP50Ms: map[string]float64{"vendor.create": 400, "spawn": 120, "health": 300, "pins": 2}},
 			{Workload: "burst", Mode: "pool", Concurrency: 20, N: 20, OK: 20, SuccessRate: 1, P50Ms: 60, P95Ms: 90, P99Ms: 95, MinMs: 40, MaxMs: 95,
 				Baseline: "bare", RatioP50: 0.146, RatioP99: 0.176},
 			{Workload: "first-event", Mode: "cold", Concurrency: 1, N: 10, OK: 10, SuccessRate: 1, P50Ms: 600, P95Ms: 700, P99Ms: 720, MinMs: 500, MaxMs: 720},
