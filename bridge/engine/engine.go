@@ -92,6 +92,10 @@ type Options struct {
 	// Spares starts harness processes ahead of the turns likely next,
 	// for the adapters that can take a turn that way (spare.go).
 	Spares bool
+	// PrestartDelay is how long after its start the engine waits before
+	// a Prestart template's spare (a box's start is busy enough without
+	// it), and skips it when a turn came meanwhile. Default 1 s.
+	PrestartDelay time.Duration
 	// Secrets are redacted from every harness stderr the engine reports.
 	// The router key is always among them.
 	Secrets []string
@@ -138,6 +142,9 @@ func (o Options) withDefaults() Options {
 	if o.KillGrace <= 0 {
 		o.KillGrace = DefaultKillGrace
 	}
+	if o.PrestartDelay == 0 {
+		o.PrestartDelay = time.Second
+	}
 	if o.SessionIdleTimeout == 0 {
 		o.SessionIdleTimeout = DefaultSessionIdleTimeout
 	}
@@ -181,6 +188,8 @@ type Engine struct {
 	// spares are the harness processes started ahead of their turns
 	// (spare.go), oldest first.
 	spares []*spare
+	// admitted counts the one-shot runs this engine admitted.
+	admitted int
 	// stats are the counters Stats reports (stats.go).
 	stats counters
 	wg    sync.WaitGroup
@@ -401,6 +410,7 @@ func (e *Engine) Start(ctx context.Context, req StartRequest) (_ store.Run, crea
 	l.recent.maxEvents, l.recent.maxBytes = e.recentLimits()
 	l.startTrace(ctx)
 	e.live[req.RunID] = l
+	e.admitted++
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

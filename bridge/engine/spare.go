@@ -239,19 +239,23 @@ func (e *Engine) prestart(b *Backend, sessionID, native string, req StartRequest
 }
 
 // Prestart starts a spare for the first turn of a new session made as t
-// says (the box's harness), when its adapter can take a turn that way.
+// says (the box's harness), when its adapter can take a turn that way,
+// PrestartDelay after the engine's start unless a turn came first.
 func (e *Engine) Prestart(t SpareTemplate) {
 	if t.Backend == nil {
 		return
 	}
 	go func() {
-		select {
-		case <-e.ready:
-		case <-time.After(time.Minute):
-			return
-		}
+		<-e.ready
 		if e.startErr != nil {
 			return
+		}
+		time.Sleep(e.opts.PrestartDelay)
+		e.mu.Lock()
+		turned := e.admitted > 0
+		e.mu.Unlock()
+		if turned {
+			return // the turns' spares follow their settings
 		}
 		e.prestart(t.Backend, "", "", StartRequest{Backend: t.Backend, Model: t.Model, Cwd: t.Cwd})
 	}()

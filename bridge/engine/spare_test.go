@@ -129,3 +129,15 @@ func TestEngine_SparesOfAPredecessor(t *testing.T) {
 		t.Errorf("the spares flag is still there: %v", err)
 	}
 }
+
+// TestEngine_Prestart: the template's spare starts after the delay and
+// serves the first turn of its settings.
+func TestEngine_Prestart(t *testing.T) {
+	f := newFixture(t, Options{Spares: true, PrestartDelay: 10 * time.Millisecond})
+	f.e.Prestart(SpareTemplate{Backend: f.backend, Model: "sonnet"})
+	polltest.Until(t, 10*time.Second, "the template's spare", func() bool { return f.e.Stats().Spares == 1 })
+	f.start(t, "first", "hello")
+	if r := waitRun(t, f, "first"); r.Status != store.StatusDone || !strings.HasPrefix(r.Marker, MarkerVar+"=spare-") {
+		t.Errorf("the first turn = %s, marker %q; want done in the template's spare", r.Status, r.Marker)
+	}
+}
