@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"flag"
 	"io"
 	"os"
 	"testing"
@@ -104,10 +105,17 @@ func TestBench_Reports(t *testing.T) {
 	}
 }
 
+var (
+	benchBurst = flag.Int("bench-burst", 2, "boxes each burst of TestBench_Live asks for at once")
+	benchTurns = flag.Int("bench-turns", 1, "turns each turn workload of TestBench_Live times")
+)
+
 // TestBench_Live runs the bench at a small size on every target (gVisor
 // aside: BenchmarkGVisor measures it): every sample succeeds, the rows
 // compare to their baselines, and a pooled box's memory is measured.
-// `boxctl bench --burst 100` is the full size.
+// Full size: `boxctl bench --burst 100` on Docker, and
+// `go test ./conformance -run TestBench_Live -v -bench-burst 20 -bench-turns 10`
+// on every target.
 func TestBench_Live(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
@@ -117,7 +125,7 @@ func TestBench_Live(t *testing.T) {
 		}
 		t.Run(tg.name, func(t *testing.T) {
 			target := tg.make(t, w, boxtest.Options{Harnesses: []string{"claude-code"}})
-			rep, err := conformance.Bench(t.Context(), target, conformance.BenchOptions{Burst: 2, Turns: 1,
+			rep, err := conformance.Bench(t.Context(), target, conformance.BenchOptions{Burst: *benchBurst, Turns: *benchTurns,
 				Workloads: []string{conformance.WorkloadBurst, conformance.WorkloadFirstEvent}})
 			if err != nil {
 				t.Fatal(err)
