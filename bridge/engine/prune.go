@@ -47,6 +47,7 @@ func (e *Engine) Prune(ctx context.Context) error {
 // admissions take before a run creates it, and removed after.
 func (e *Engine) removeSessionDirs(refs []store.SessionRef) int {
 	var trash []string
+	pruned := 0
 	e.mu.Lock()
 	for _, ref := range refs {
 		busy := false
@@ -60,9 +61,13 @@ func (e *Engine) removeSessionDirs(refs []store.SessionRef) int {
 			continue
 		}
 		dir := e.sessionDirPath(ref.Harness, ref.ID)
+		if target, err := os.Readlink(dir); err == nil {
+			trash = append(trash, target) // the state a spare started (spare.go)
+		}
 		gone := fmt.Sprintf("%s.pruned-%d", dir, time.Now().UnixNano())
 		if err := os.Rename(dir, gone); err == nil {
 			trash = append(trash, gone)
+			pruned++
 		} else if !errors.Is(err, os.ErrNotExist) {
 			e.log.Warn("remove session state", "session", ref.ID, "err", err)
 		}
@@ -73,5 +78,5 @@ func (e *Engine) removeSessionDirs(refs []store.SessionRef) int {
 			e.log.Warn("remove session state", "dir", d, "err", err)
 		}
 	}
-	return len(trash)
+	return pruned
 }
