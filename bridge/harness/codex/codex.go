@@ -45,10 +45,32 @@ const maxArgPrompt = 64 << 10
 
 // Command builds `codex exec [resume <thread>] --json ...` for a turn.
 func (Adapter) Command(t harness.Turn) (harness.Command, error) {
-	prompt, system := harness.SplitPrompt(t)
+	prompt, _ := harness.SplitPrompt(t)
 	if strings.TrimSpace(prompt) == "" {
 		return harness.Command{}, fmt.Errorf("codex: the turn has no user message text")
 	}
+	return command(t, prompt)
+}
+
+// SpareCommand is Command's `codex exec` reading its prompt from stdin,
+// started before the prompt is known: Codex reads stdin once it has
+// loaded.
+func (Adapter) SpareCommand(t harness.Turn) (harness.Command, error) { return command(t, "") }
+
+// SpareInput is the turn's prompt; the end of stdin after it starts the
+// turn.
+func (Adapter) SpareInput(t harness.Turn) ([]byte, bool, error) {
+	prompt, _ := harness.SplitPrompt(t)
+	if strings.TrimSpace(prompt) == "" {
+		return nil, false, fmt.Errorf("codex: the turn has no user message text")
+	}
+	return []byte(prompt), false, nil
+}
+
+// command builds `codex exec` of t with prompt, or with "" reading its
+// prompt from a held stdin.
+func command(t harness.Turn, prompt string) (harness.Command, error) {
+	_, system := harness.SplitPrompt(t)
 	if t.StateDir == "" {
 		return harness.Command{}, fmt.Errorf("codex: the turn has no state directory for CODEX_HOME")
 	}
@@ -71,17 +93,21 @@ func (Adapter) Command(t harness.Turn) (harness.Command, error) {
 		args = append(args, t.NativeSessionID)
 	}
 	var stdin []byte
-	if len(prompt) > maxArgPrompt {
+	hold := prompt == ""
+	switch {
+	case hold:
+		args, stdin = append(args, "-"), []byte{}
+	case len(prompt) > maxArgPrompt:
 		args = append(args, "-")
 		stdin = []byte(prompt)
-	} else {
+	default:
 		args = append(args, "--", prompt)
 	}
 	base := &totals{}
 	if t.NativeSessionID != "" {
 		base = rolloutTotals(t.StateDir, t.NativeSessionID)
 	}
-	return harness.Command{Path: t.Bin, Args: args, Env: Env(t), Dir: t.Cwd, Stdin: stdin,
+	return harness.Command{Path: t.Bin, Args: args, Env: Env(t), Dir: t.Cwd, Stdin: stdin, HoldStdin: hold,
 		Files: files(t), Parser: newParser(base)}, nil
 }
 

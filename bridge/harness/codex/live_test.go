@@ -8,10 +8,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tangle-network/boxctl/bridge/engine"
 	"github.com/tangle-network/boxctl/bridge/harness/codex"
 	"github.com/tangle-network/boxctl/bridge/harness/harnesstest"
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/npmtest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 )
 
@@ -28,11 +30,12 @@ const codexSpec = "@openai/codex@0.171.0"
 // totals over the thread.
 func TestLive_Codex(t *testing.T) {
 	pkg := harnesstest.Install(t, codexSpec)
-	t.Run("two turns", func(t *testing.T) { liveTurns(t, &pkg) })
+	t.Run("two turns", func(t *testing.T) { liveTurns(t, &pkg, false) })
+	t.Run("two turns, the second in a spare", func(t *testing.T) { liveTurns(t, &pkg, true) })
 	t.Run("reconnecting", func(t *testing.T) { liveReconnecting(t, &pkg) })
 }
 
-func liveTurns(t *testing.T, pkg *npmtest.Package) {
+func liveTurns(t *testing.T, pkg *npmtest.Package, spares bool) {
 	want1 := "codex turn one " + harnesstest.RandomHex(6)
 	want2 := "codex turn two " + harnesstest.RandomHex(6)
 	proof := "proof-" + harnesstest.RandomHex(4)
@@ -41,7 +44,7 @@ func liveTurns(t *testing.T, pkg *npmtest.Package) {
 		routerstub.Deltas(want2, 5),
 	).AfterTool(routerstub.Deltas(want1, 7))
 	l := harnesstest.Start(t, harnesstest.Config{Adapter: codex.Adapter{}, Pkg: pkg, Bin: "codex",
-		Script: script, ServedModel: "router-served-model"})
+		Script: script, ServedModel: "router-served-model", Spares: spares})
 
 	h := l.Health(t)
 	if len(h.Backends) != 1 || h.Backends[0].Name != "codex" || h.Backends[0].Version != "codex-cli 0.171.0" {
@@ -54,8 +57,14 @@ func liveTurns(t *testing.T, pkg *npmtest.Package) {
 	seen := l.CheckToolTurn(t, turn, harnesstest.ToolTurnWant{Text: want1, MinDeltas: 2, Tool: "shell", Proof: proof,
 		ServedModels: []string{"router-served-model"}})
 
+	if spares {
+		polltest.Until(t, 30*time.Second, "the spares", func() bool { return l.Engine.Stats().Spares == 2 })
+	}
 	turn2 := l.Chat(t, "codex-2", "s-codex", "codex/gpt-5.5", "Say something else.")
 	l.CheckResumedTurn(t, turn2, want2, want1, seen)
+	if r, err := l.Store.GetRun(t.Context(), "codex-2"); err != nil || strings.HasPrefix(r.Marker, engine.MarkerVar+"=spare-") != spares {
+		t.Errorf("the resumed turn's marker %q (%v): spares %v", r.Marker, err, spares)
+	}
 	reqs := l.Stub.Requests()
 	last := reqs[len(reqs)-1]
 	l.CheckKeyed(t, routerstub.AuthBearer)

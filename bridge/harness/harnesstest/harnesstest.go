@@ -50,6 +50,9 @@ type Config struct {
 	// SessionIdleTimeout is the engine's SessionIdleTimeout (0 for its
 	// default, negative for a fresh process per retained turn).
 	SessionIdleTimeout time.Duration
+	// Spares is the engine's Spares: harness processes started ahead of
+	// the turns likely next.
+	Spares bool
 }
 
 // Live is a running bridge with one real harness.
@@ -121,7 +124,7 @@ func Start(t *testing.T, c Config) *Live {
 		router = c.RouterURL
 	}
 	eng, err := engine.New(context.Background(), st, engine.Options{
-		DataDir: data, RouterURL: router, RouterKey: key, KillGrace: time.Second, SessionIdleTimeout: c.SessionIdleTimeout,
+		DataDir: data, RouterURL: router, RouterKey: key, KillGrace: time.Second, SessionIdleTimeout: c.SessionIdleTimeout, Spares: c.Spares,
 		Environ: []string{"PATH=" + pkg.PATH(), "HOME=" + home},
 	})
 	if err != nil {
