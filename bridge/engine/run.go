@@ -115,7 +115,9 @@ func (x *oneShot) command() (spec harness.Command, prep *jail.Prepared, proc *pr
 		Cwd: req.Cwd, StateDir: stateDir, Environ: e.opts.Environ, Env: req.Env,
 		RouterURL: e.opts.RouterURL, RouterKey: e.opts.RouterKey, Effort: req.Effort,
 	}
-	if p, marker, sspec := x.adoptSpare(turn, native); p != nil {
+	p, marker, sspec := x.adoptSpare(turn, native)
+	e.endSessionSpares(req.SessionID)
+	if p != nil {
 		x.marker = marker
 		return sspec, nil, p, true
 	}

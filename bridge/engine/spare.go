@@ -46,6 +46,7 @@ const maxSpares = 2
 // spare is a harness process started ahead of its turn.
 type spare struct {
 	key      string
+	session  string // the session a resuming spare resumes
 	proc     *process
 	spec     harness.Command
 	stateDir string // a new session's spare: its own state directory
@@ -141,6 +142,24 @@ func (e *Engine) endSpare(s *spare) {
 	}()
 }
 
+// endSessionSpares ends the spares resuming session: a turn of it is
+// starting, after which they would resume a conversation it moved past.
+func (e *Engine) endSessionSpares(session string) {
+	e.mu.Lock()
+	var stale []*spare
+	e.spares = slices.DeleteFunc(e.spares, func(s *spare) bool {
+		if s.session == session {
+			stale = append(stale, s)
+			return true
+		}
+		return false
+	})
+	e.mu.Unlock()
+	for _, s := range stale {
+		e.endSpare(s)
+	}
+}
+
 // endSpares ends every spare (Close).
 func (e *Engine) endSpares() {
 	e.mu.Lock()
@@ -171,6 +190,9 @@ func (e *Engine) prestart(b *Backend, sessionID, native string, req StartRequest
 	e.mu.Unlock()
 	name := b.Adapter.Name()
 	s := &spare{key: key}
+	if native != "" {
+		s.session = sessionID
+	}
 	var stateDir string
 	var err error
 	if native == "" {

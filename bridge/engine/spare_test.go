@@ -141,3 +141,31 @@ func TestEngine_Prestart(t *testing.T) {
 		t.Errorf("the first turn = %s, marker %q; want done in the template's spare", r.Status, r.Marker)
 	}
 }
+
+// TestEngine_SparesOfASession: a turn of a session ends the spare that
+// resumes it, whatever the turn's settings: that spare loaded the
+// conversation before the turn moved it on.
+func TestEngine_SparesOfASession(t *testing.T) {
+	f := newFixture(t, Options{Spares: true})
+	f.start(t, "one", "hello", func(r *StartRequest) { r.SessionID = "ses-a" })
+	waitRun(t, f, "one")
+	native, err := f.st.NativeSession(context.Background(), "ses-a", "claude-code")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := f.request("x", "hello")
+	key := spareKey(f.backend, req.Model, native, nil, req.Cwd, req.Env, req.Effort, f.e.opts.RouterURL)
+	hasKey := func() bool {
+		f.e.mu.Lock()
+		defer f.e.mu.Unlock()
+		return slices.ContainsFunc(f.e.spares, func(s *spare) bool { return s.key == key })
+	}
+	polltest.Until(t, 10*time.Second, "the spare resuming ses-a", hasKey)
+	f.start(t, "two", "hello", func(r *StartRequest) { r.SessionID, r.Model = "ses-a", "haiku" })
+	if r := waitRun(t, f, "two"); r.Status != store.StatusDone || strings.HasPrefix(r.Marker, MarkerVar+"=spare-") {
+		t.Errorf("the turn with another model = %s, marker %q; want done in its own process", r.Status, r.Marker)
+	}
+	if hasKey() {
+		t.Error("the spare resuming ses-a outlived a turn of ses-a")
+	}
+}
