@@ -42,7 +42,8 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 			return err
 		}
 		rec.Router = lr
-		up = broker.Upstream{Name: "local-" + strings.ToLower(rec.RunTag), URL: lr.URL, Key: key, Auth: broker.AuthAsPresented}
+		up = broker.Upstream{Name: "local-" + strings.ToLower(rec.RunTag), URL: lr.URL, Key: key, Auth: broker.AuthAsPresented,
+			Transient: true}
 		a.log.Info("local model endpoint started", "url", lr.URL, "pid", lr.PID)
 	}
 	access, err := a.upstreamAccess(ctx, s, v, up, o.brokerURL)

@@ -26,10 +26,11 @@ func (b *Broker) Status() Status {
 
 // upstreamBody is an upstream on the admin API, its key included.
 type upstreamBody struct {
-	Name string `json:"name"`
-	URL  string `json:"url"`
-	Key  string `json:"key"`
-	Auth Auth   `json:"auth"`
+	Name      string `json:"name"`
+	URL       string `json:"url"`
+	Key       string `json:"key"`
+	Auth      Auth   `json:"auth"`
+	Transient bool   `json:"transient,omitempty"`
 }
 
 // ListenFunc serves the broker for boxes that reach this machine at host,
@@ -39,7 +40,8 @@ type ListenFunc func(ctx context.Context, host string) (url string, err error)
 // Admin returns the admin API of b, for its owner only (serve it on a unix
 // socket of mode 0600): POST /v1/grants (a Grant; answers {"token"}),
 // POST /v1/grants/{box}/bind ({"addr"}), DELETE /v1/grants/{box},
-// GET /v1/usage/{box}, PUT /v1/upstreams/{name} ({"url","key","auth"}),
+// GET /v1/usage/{box}, PUT /v1/upstreams/{name} ({"url","key","auth",
+// "transient"}),
 // POST /v1/listeners ({"host"}, answers {"url"}; through listen, nil for
 // none), GET /v1/status and GET /metrics (Metrics). Bodies are JSON; errors are
 // {"type","message"} with a 4xx status.
@@ -50,7 +52,7 @@ func (b *Broker) Admin(listen ListenFunc) http.Handler {
 		if !adminapi.Decode(w, r, &u) {
 			return
 		}
-		if err := b.SetUpstream(Upstream{Name: r.PathValue("name"), URL: u.URL, Key: u.Key, Auth: u.Auth}); err != nil {
+		if err := b.SetUpstream(Upstream{Name: r.PathValue("name"), URL: u.URL, Key: u.Key, Auth: u.Auth, Transient: u.Transient}); err != nil {
 			adminapi.Write(w, http.StatusBadRequest, adminapi.Error{Type: "invalid_upstream", Message: err.Error()})
 			return
 		}
@@ -194,7 +196,8 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 
 // SetUpstream adds or replaces the upstream u.
 func (c *Client) SetUpstream(ctx context.Context, u Upstream) error {
-	return c.do(ctx, http.MethodPut, "/v1/upstreams/"+url.PathEscape(u.Name), upstreamBody{URL: u.URL, Key: u.Key, Auth: u.Auth}, nil)
+	return c.do(ctx, http.MethodPut, "/v1/upstreams/"+url.PathEscape(u.Name), upstreamBody{URL: u.URL, Key: u.Key, Auth: u.Auth,
+		Transient: u.Transient}, nil)
 }
 
 // Listen has the broker serve boxes that reach this machine at host, and

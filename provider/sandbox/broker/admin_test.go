@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +91,61 @@ func TestBroker_Expires(t *testing.T) {
 	grant(t, r.b, broker.Grant{Box: "gone", Until: time.Now().Add(-time.Second)})
 	if n := r.b.Live(); n != 0 {
 		t.Errorf("Live = %d, want 0", n)
+	}
+}
+
+// TestAdmin_TransientUpstream: a transient upstream (set through the
+// admin API) ends with the revoke of its last box's grant; another
+// upstream stays.
+func TestAdmin_TransientUpstream(t *testing.T) {
+	r := newRig(t)
+	sock := filepath.Join(t.TempDir(), "broker.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: r.b.Admin(nil)}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	c := broker.Dial(sock)
+	ctx := t.Context()
+	for _, u := range []broker.Upstream{
+		{Name: "local-run-a", URL: "http://127.0.0.1:9", Key: "k-a", Auth: broker.AuthAsPresented, Transient: true},
+		{Name: "kept", URL: "http://127.0.0.1:8", Key: "k-b", Auth: broker.AuthBearer},
+	} {
+		if err := c.SetUpstream(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upstreams := func() []string {
+		t.Helper()
+		st, err := c.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Upstreams
+	}
+	for _, box := range []string{"b1", "b2"} {
+		if _, err := c.Grant(ctx, broker.Grant{Box: box, Upstream: "local-run-a", Until: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Grant(ctx, broker.Grant{Box: "b3", Upstream: "kept", Until: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		revoke string
+		has    bool
+	}{{"b1", true}, {"b2", false}, {"b3", false}} {
+		if err := c.Revoke(ctx, step.revoke); err != nil {
+			t.Fatal(err)
+		}
+		ups := upstreams()
+		if slices.Contains(ups, "local-run-a") != step.has || !slices.Contains(ups, "kept") {
+			t.Errorf("after revoking %s: upstreams %v; want local-run-a %v, kept always", step.revoke, ups, step.has)
+		}
+	}
+	if _, err := c.Grant(ctx, broker.Grant{Box: "b4", Upstream: "local-run-a"}); err == nil {
+		t.Error("a grant of the pruned upstream succeeded")
 	}
 }

@@ -258,8 +258,24 @@ func (b *Broker) Revoke(_ context.Context, box string) error {
 	if g := b.byBox[box]; g != nil {
 		b.retireLocked(g, RefusedRevoked)
 		delete(b.byBox, box)
+		b.pruneLocked(g.Upstream)
 	}
 	return nil
+}
+
+// pruneLocked removes upstream name when it is Transient and no grant
+// uses it any more.
+func (b *Broker) pruneLocked(name string) {
+	if u, ok := b.up[name]; !ok || !u.Transient {
+		return
+	}
+	for _, g := range b.byBox {
+		if g.Upstream == name {
+			return
+		}
+	}
+	delete(b.up, name)
+	b.upOrder = slices.DeleteFunc(b.upOrder, func(n string) bool { return n == name })
 }
 
 func (b *Broker) retireLocked(g *grant, why Refusal) {

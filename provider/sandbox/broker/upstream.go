@@ -51,6 +51,10 @@ type Upstream struct {
 	Key string
 	// Auth is how it takes the key.
 	Auth Auth
+	// Transient upstreams end with their boxes: the revoke of the last
+	// grant of one removes it, key and all (a local model endpoint of one
+	// box, say).
+	Transient bool
 }
 
 // ForProvider returns the upstream of a provider's own API (Anthropic,
