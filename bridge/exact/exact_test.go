@@ -157,9 +157,11 @@ func TestManager_Lifetime(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the process outlived its environment's lifetime by 30s")
 	}
-	if _, err := m.Get(ctx, id); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Get after the lifetime = %v, want ErrNotFound", err)
-	}
+	// The process ends first; the environment's record goes right after.
+	polltest.Until(t, 30*time.Second, "Get after the lifetime to answer ErrNotFound", func() bool {
+		_, err := m.Get(ctx, id)
+		return errors.Is(err, ErrNotFound)
+	})
 	polltest.Until(t, 30*time.Second, "the expired environment's directory to go", func() bool {
 		_, err := os.Stat(m.envDir(id))
 		return errors.Is(err, os.ErrNotExist)
