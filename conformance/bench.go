@@ -54,7 +54,14 @@ const (
 	// ModeSession is the second turn of a session on the box of its
 	// first.
 	ModeSession = "session"
+	// ModeNoSpare is a cold box whose bridge starts no harness ahead of
+	// a turn (BRIDGE_SPARES=0): the harness starts with the turn, as
+	// before spares. It is the turn workloads' baseline.
+	ModeNoSpare = "no-spare"
 )
+
+// Modes are the bench's modes.
+var Modes = []string{ModeBare, ModeCold, ModePool, ModeSession, ModeNoSpare}
 
 // BenchOptions choose what Bench measures.
 type BenchOptions struct {
@@ -142,7 +149,7 @@ func hostMemoryMiB() float64 {
 // BenchRow is one workload in one mode: its samples' success and spread.
 type BenchRow struct {
 	Workload string `json:"workload" jsonschema:"enum=burst,enum=first-event,enum=turn"`
-	Mode     string `json:"mode" jsonschema:"enum=bare,enum=cold,enum=pool,enum=session"`
+	Mode     string `json:"mode" jsonschema:"enum=bare,enum=cold,enum=pool,enum=session,enum=no-spare"`
 	// Concurrency is how many samples were taken at once.
 	Concurrency int `json:"concurrency" jsonschema:"minimum=1"`
 	// N is the samples asked for; OK those that succeeded.
@@ -244,10 +251,9 @@ func (o BenchOptions) normalized() (BenchOptions, error) {
 			return o, fmt.Errorf("unknown workload %q (want %s)", w, strings.Join(Workloads, ", "))
 		}
 	}
-	modes := []string{ModeBare, ModeCold, ModePool, ModeSession}
 	for _, m := range o.Modes {
-		if !slices.Contains(modes, m) {
-			return o, fmt.Errorf("unknown mode %q (want %s)", m, strings.Join(modes, ", "))
+		if !slices.Contains(Modes, m) {
+			return o, fmt.Errorf("unknown mode %q (want %s)", m, strings.Join(Modes, ", "))
 		}
 	}
 	return o, nil
@@ -324,6 +330,17 @@ func (b *bencher) run(ctx context.Context, w string, rep *BenchReport) ([]BenchR
 		}
 	case WorkloadFirstEvent, WorkloadTurn:
 		whole := w == WorkloadTurn
+		if b.wants(ModeNoSpare) {
+			o := b.options()
+			o.BridgeEnv = map[string]string{"BRIDGE_SPARES": "0"}
+			p, err := sandbox.New(o)
+			if err != nil {
+				return rows, err
+			}
+			add(ModeNoSpare, 1, b.turns(ctx, b.o.Turns, false, whole, func(ctx context.Context) (*sandbox.Environment, error) {
+				return p.Create(ctx, b.request())
+			}))
+		}
 		if b.wants(ModeCold) {
 			add(ModeCold, 1, b.turns(ctx, b.o.Turns, false, whole, func(ctx context.Context) (*sandbox.Environment, error) {
 				return b.p.Create(ctx, b.request())
@@ -354,12 +371,19 @@ func (b *bencher) run(ctx context.Context, w string, rep *BenchReport) ([]BenchR
 }
 
 // compare sets each row's ratios to its workload's baseline: the bare
-// create for a burst, the cold box for a turn.
+// create for a burst; for a turn the box without spares, else the cold
+// one.
 func compare(rows []BenchRow) {
-	base := map[string]string{WorkloadBurst: ModeBare, WorkloadFirstEvent: ModeCold, WorkloadTurn: ModeCold}
+	base := map[string][]string{WorkloadBurst: {ModeBare}, WorkloadFirstEvent: {ModeNoSpare, ModeCold},
+		WorkloadTurn: {ModeNoSpare, ModeCold}}
 	for i := range rows {
-		bm := base[rows[i].Workload]
-		j := slices.IndexFunc(rows, func(r BenchRow) bool { return r.Workload == rows[i].Workload && r.Mode == bm })
+		j, bm := -1, ""
+		for _, m := range base[rows[i].Workload] {
+			if j = slices.IndexFunc(rows, func(r BenchRow) bool { return r.Workload == rows[i].Workload && r.Mode == m }); j >= 0 {
+				bm = m
+				break
+			}
+		}
 		if j < 0 || j == i || rows[j].P50Ms == 0 || rows[j].P99Ms == 0 || rows[i].OK == 0 {
 			continue
 		}

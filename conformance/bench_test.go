@@ -133,14 +133,14 @@ func TestBench_Live(t *testing.T) {
 			var text bytes.Buffer
 			_ = rep.WriteText(&text)
 			t.Logf("bench on %s:\n%s", tg.name, text.String())
-			if len(rep.Rows) != 6 {
-				t.Errorf("%d rows, want 3 modes of 2 workloads", len(rep.Rows))
+			if len(rep.Rows) != 7 {
+				t.Errorf("%d rows, want 3 modes of a burst and 4 of first-event", len(rep.Rows))
 			}
 			for _, r := range rep.Rows {
 				if r.OK != r.N || r.N == 0 || r.P50Ms <= 0 || r.P99Ms < r.P50Ms {
 					t.Errorf("%s %s: %d of %d ok, p50 %.1f p99 %.1f ms: %v", r.Workload, r.Mode, r.OK, r.N, r.P50Ms, r.P99Ms, r.Errors)
 				}
-				if (r.Mode == conformance.ModeBare || r.Workload == conformance.WorkloadFirstEvent && r.Mode == conformance.ModeCold) != (r.Baseline == "") {
+				if (r.Mode == conformance.ModeBare || r.Mode == conformance.ModeNoSpare) != (r.Baseline == "") {
 					t.Errorf("%s %s compared to %q", r.Workload, r.Mode, r.Baseline)
 				}
 			}

@@ -93,8 +93,9 @@ type Options struct {
 	// for the adapters that can take a turn that way (spare.go).
 	Spares bool
 	// PrestartDelay is how long after its start the engine waits before
-	// a Prestart template's spare (a box's start is busy enough without
-	// it), and skips it when a turn came meanwhile. Default 1 s.
+	// a Prestart template's spare (a box's start, or the claim of a pooled
+	// one, is busy enough without it), and skips it when a turn came
+	// meanwhile. Default 250 ms; negative none.
 	PrestartDelay time.Duration
 	// Secrets are redacted from every harness stderr the engine reports.
 	// The router key is always among them.
@@ -142,8 +143,11 @@ func (o Options) withDefaults() Options {
 	if o.KillGrace <= 0 {
 		o.KillGrace = DefaultKillGrace
 	}
-	if o.PrestartDelay == 0 {
-		o.PrestartDelay = time.Second
+	switch {
+	case o.PrestartDelay == 0:
+		o.PrestartDelay = 250 * time.Millisecond
+	case o.PrestartDelay < 0:
+		o.PrestartDelay = 0
 	}
 	if o.SessionIdleTimeout == 0 {
 		o.SessionIdleTimeout = DefaultSessionIdleTimeout

@@ -49,12 +49,13 @@ same run beside each figure:
                boxctl's create (cold: the bridge up and its harness checked), and
                a claim of a standby box booted before (pool)
   first-event  --turns turns one after the other, each timed from the request to
-               the agent's first event: on a cold box, on a claimed pooled box,
-               and the second turn of a session (session)
+               the agent's first event: on a cold box whose bridge starts no
+               harness ahead (no-spare, the baseline), on a cold box, on a
+               claimed pooled box, and the second turn of a session (session)
   turn         the same, timed to the turn's end
 
 Each row gives the success rate, p50, p95 and p99, and its ratio to the
-workload's baseline (bare for a burst, cold for a turn). The model is the
+workload's baseline (bare for a burst, no-spare for a turn). The model is the
 Router as for boxctl up, else (--router local, the default without one) a local
 endpoint that answers at once, so the figures are boxctl's and the harness's.
 The table goes to stdout (-o json: the report, whose schema is
@@ -75,7 +76,7 @@ files. Every box bench makes is destroyed before it exits.`,
 	f.IntVar(&o.turns, "turns", o.turns, "turns each turn workload times")
 	f.DurationVar(&o.pause, "pause", o.pause, "pause before each timed turn, after the box is ready or the session's first answer came (a caller's think time)")
 	f.StringSliceVar(&o.workloads, "run", nil, "workloads to run: "+strings.Join(conformance.Workloads, ", ")+" (default: all)")
-	f.StringSliceVar(&o.modes, "mode", nil, "modes to run: bare, cold, pool, session (default: all)")
+	f.StringSliceVar(&o.modes, "mode", nil, "modes to run: "+strings.Join(conformance.Modes, ", ")+" (default: all)")
 	f.StringVar(&o.jsonFile, "json", "", "write the JSON report to this file")
 	f.StringVar(&o.svgFile, "svg", "", "write the chart (SVG) to this file")
 	_ = cmd.RegisterFlagCompletionFunc("target", cobra.FixedCompletions(boxTargets, cobra.ShellCompDirectiveNoFileComp))
@@ -98,8 +99,8 @@ func (o *benchOptions) resolve(getenv func(string) string) error {
 		}
 	}
 	for _, m := range o.modes {
-		if !slices.Contains([]string{conformance.ModeBare, conformance.ModeCold, conformance.ModePool, conformance.ModeSession}, m) {
-			return usageErrorf("--mode %q: want bare, cold, pool or session", m)
+		if !slices.Contains(conformance.Modes, m) {
+			return usageErrorf("--mode %q: want %s", m, strings.Join(conformance.Modes, ", "))
 		}
 	}
 	if o.router == "" && getenv(routerURLEnv) == "" && getenv(routerKeyVar) == "" {
