@@ -110,10 +110,15 @@ type BenchReport struct {
 	PauseMs float64 `json:"pauseMs" jsonschema:"minimum=0"`
 	// Rows are the measurements, a workload and mode each.
 	Rows []BenchRow `json:"rows"`
-	// PooledBoxMiB is the resident memory of a claimed pooled box's
-	// processes (bridge, box-init, any harness process) before its first
-	// turn, the median over the pool; 0 when no pool ran.
+	// PooledBoxMiB is the resident memory of a pooled box's processes
+	// (bridge, box-init: a pooled box starts no harness before its claim)
+	// while it waits for its claim, the median of a few of a pool burst's;
+	// 0 when no pool burst ran.
 	PooledBoxMiB float64 `json:"pooledBoxMiB,omitempty" jsonschema:"minimum=0"`
+	// ClaimedBoxMiB is the same of a claimed box at its first turn, its
+	// harness started ahead (the pool turn workload's boxes, after the
+	// pause), the median; 0 when that did not run.
+	ClaimedBoxMiB float64 `json:"claimedBoxMiB,omitempty" jsonschema:"minimum=0"`
 }
 
 // BenchHost describes the machine a bench ran on.
@@ -285,6 +290,10 @@ type bencher struct {
 
 	mu    sync.Mutex
 	phase map[string][]time.Duration // the row's create phases so far
+	// measure has each timed turn measure its box's memory first, into
+	// mibs.
+	measure bool
+	mibs    []float64
 }
 
 func (b *bencher) options() sandbox.Options {
@@ -352,6 +361,7 @@ func (b *bencher) run(ctx context.Context, w string, rep *BenchReport) ([]BenchR
 				return rows, err
 			}
 			var mu sync.Mutex
+			b.mibs, b.measure = nil, true
 			add(ModePool, 1, b.turns(ctx, b.o.Turns, false, whole, func(ctx context.Context) (*sandbox.Environment, error) {
 				mu.Lock()
 				rec := pool[0]
@@ -359,6 +369,11 @@ func (b *bencher) run(ctx context.Context, w string, rep *BenchReport) ([]BenchR
 				mu.Unlock()
 				return b.p.Claim(ctx, rec, b.request())
 			}))
+			b.measure = false
+			if len(b.mibs) > 0 {
+				slices.Sort(b.mibs)
+				rep.ClaimedBoxMiB = round3(b.mibs[len(b.mibs)/2])
+			}
 		}
 		if b.wants(ModeSession) {
 			add(ModeSession, 1, b.turns(ctx, b.o.Turns, true, whole, func(ctx context.Context) (*sandbox.Environment, error) {
@@ -522,16 +537,24 @@ func (b *bencher) standbys(ctx context.Context, n int) ([]sandbox.StandbyRecord,
 }
 
 // poolBurst claims n standby boxes at once, each timed to its `node -v`
-// answer, and measures the claimed boxes' memory.
+// answer, and measures a few of them before their claim.
 func (b *bencher) poolBurst(ctx context.Context, n int) (*samples, float64, error) {
 	recs, err := b.standbys(ctx, n)
 	if err != nil {
 		return nil, 0, err
 	}
+	// A pooled box's memory, before its claim, of a few of them.
+	var mibs []float64
+	for _, rec := range recs[:min(len(recs), 5)] {
+		if box, err := b.r.t.Vendor.Connect(ctx, rec.BoxID); err == nil {
+			if mib, err := boxMiB(ctx, box); err == nil {
+				mibs = append(mibs, mib)
+			}
+		}
+	}
 	var (
 		mu   sync.Mutex
 		next int
-		mibs []float64
 	)
 	s := b.burst(ctx, n, func(ctx context.Context) (time.Duration, error) {
 		mu.Lock()
@@ -550,11 +573,6 @@ func (b *bencher) poolBurst(ctx context.Context, n int) (*samples, float64, erro
 		}
 		d := time.Since(start)
 		b.phases(env)
-		if mib, err := boxMiB(ctx, env.Box()); err == nil {
-			mu.Lock()
-			mibs = append(mibs, mib)
-			mu.Unlock()
-		}
 		return d, nil
 	})
 	if len(mibs) == 0 {
@@ -629,6 +647,11 @@ func (b *bencher) turn(ctx context.Context, second, whole bool, mk func(context.
 	}
 	if err := vendorhttp.Sleep(ctx, b.o.Pause); err != nil {
 		return 0, err
+	}
+	if b.measure {
+		if mib, err := boxMiB(ctx, env.Box()); err == nil {
+			b.mibs = append(b.mibs, mib)
+		}
 	}
 	return timeTurn(ctx, env, session, whole)
 }

@@ -30,7 +30,7 @@ func TestBenchSchema_published(t *testing.T) {
 func sampleBench() *conformance.BenchReport {
 	return &conformance.BenchReport{Vendor: "docker", Image: "boxctl-test/box:<abc>&", Harness: "claude-code", Model: "local",
 		Boxctl: "dev", Host: conformance.BenchHost{OS: "linux", Arch: "amd64", CPUs: 2, MemoryMiB: 24000},
-		StartedAt: time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC), Seconds: 61.5, PauseMs: 1000, PooledBoxMiB: 41.25,
+		StartedAt: time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC), Seconds: 61.5, PauseMs: 1000, PooledBoxMiB: 41.25, ClaimedBoxMiB: 172.5,
 		Rows: []conformance.BenchRow{
 			{Workload: "burst", Mode: "bare", Concurrency: 20, N: 20, OK: 20, SuccessRate: 1, P50Ms: 410, P95Ms: 520, P99Ms: 540, MinMs: 300, MaxMs: 540},
 			{Workload: "burst", Mode: "cold", Concurrency: 20, N: 20, OK: 19, SuccessRate: 0.95, P50Ms: 900, P95Ms: 1200, P99Ms: 1300, MinMs: 700, MaxMs: 1300,
@@ -144,8 +144,9 @@ func TestBench_Live(t *testing.T) {
 					t.Errorf("%s %s compared to %q", r.Workload, r.Mode, r.Baseline)
 				}
 			}
-			if rep.PooledBoxMiB <= 1 {
-				t.Errorf("a pooled box holds %.1f MiB, want its processes' memory", rep.PooledBoxMiB)
+			if rep.PooledBoxMiB <= 1 || rep.ClaimedBoxMiB <= rep.PooledBoxMiB {
+				t.Errorf("a pooled box holds %.1f MiB, a claimed one %.1f MiB: want their processes' memory, the claimed one's harness too",
+					rep.PooledBoxMiB, rep.ClaimedBoxMiB)
 			}
 		})
 	}
