@@ -361,6 +361,11 @@ func (b *bencher) run(ctx context.Context, w string, rep *BenchReport) ([]BenchR
 				return rows, err
 			}
 			var mu sync.Mutex
+			defer func() { // the ones a cancelled run left unclaimed
+				for _, rec := range pool {
+					_ = b.p.DestroyStandby(context.WithoutCancel(ctx), rec)
+				}
+			}()
 			b.mibs, b.measure = nil, true
 			add(ModePool, 1, b.turns(ctx, b.o.Turns, false, whole, func(ctx context.Context) (*sandbox.Environment, error) {
 				mu.Lock()
