@@ -151,11 +151,25 @@ func boxGone(t *testing.T, v vendors.Vendor, id string) bool {
 func boxProcesses(t *testing.T, tr *transcript) string {
 	t.Helper()
 	r := boxctl(t, t.Context(), tr, "exec", "last", "--", "sh", "-c",
-		`for p in /proc/[0-9]*; do tr '\0' ' ' <"$p/cmdline" 2>/dev/null; echo; done`)
+		`for p in /proc/[0-9]*; do printf '%s ' "${p#/proc/}"; tr '\0' ' ' <"$p/cmdline" 2>/dev/null; echo; done`)
 	if r.code != 0 {
 		t.Fatalf("listing the box's processes: exit %d: %v", r.code, r.err)
 	}
 	return r.stdout
+}
+
+// harnessPIDs are the pids of the box's Claude Code processes: a turn's,
+// and those the bridge started ahead of the next turns (spares).
+func harnessPIDs(t *testing.T) map[string]bool {
+	t.Helper()
+	pids := map[string]bool{}
+	for line := range strings.Lines(boxProcesses(t, nil)) {
+		pid, cmd, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if strings.Contains(cmd, "claude") && !strings.Contains(cmd, "/proc/") {
+			pids[pid] = true
+		}
+	}
+	return pids
 }
 
 // serveRouterStub serves stub where the boxes of v reach it (its host
@@ -378,7 +392,10 @@ func TestBoxVerbs_RouterAndGC(t *testing.T) {
 		done := make(chan cmdResult, 1)
 		go func() { done <- boxctl(t, ctx, tr, "turn", "last", "Wait for the model") }()
 		polltest.Until(t, time.Minute, "the turn's model call to reach the Router", func() bool { return turnCalls() > before })
-		if !strings.Contains(boxProcesses(t, nil), "claude") {
+		// The turn's harness is among these; the others are spares,
+		// which a cancel leaves alone.
+		hanging := harnessPIDs(t)
+		if len(hanging) == 0 {
 			t.Fatal("no harness process in the box while its model call hangs")
 		}
 		cancel() // what Ctrl-C does through signal.NotifyContext in main
@@ -392,7 +409,13 @@ func TestBoxVerbs_RouterAndGC(t *testing.T) {
 			t.Fatalf("cancelled turn: exit %d, %v; want 130 and context.Canceled", r.code, r.err)
 		}
 		polltest.Until(t, 30*time.Second, "the cancelled turn's harness to end in the box", func() bool {
-			return !strings.Contains(boxProcesses(t, nil), "claude")
+			now := harnessPIDs(t)
+			for pid := range hanging {
+				if !now[pid] {
+					return true
+				}
+			}
+			return false
 		})
 		if r := boxctl(t, t.Context(), tr, "turn", "last", "After the cancel"); r.code != 0 || !strings.Contains(r.stdout, reply) {
 			t.Errorf("turn after a cancelled one: exit %d: %v", r.code, r.err)
