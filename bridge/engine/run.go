@@ -25,8 +25,8 @@ func (e *Engine) execute(l *liveRun, req StartRequest, started time.Time) {
 	if !ok {
 		return
 	}
+	spawned := l.spawnSpan(b.Bin, proc != nil)
 	if proc == nil {
-		spawned := l.spawnSpan(b.Bin)
 		var err error
 		proc, err = e.spawnJailed(name, spec, MarkerVar+"="+l.id, prep)
 		spawned(err)
@@ -36,6 +36,7 @@ func (e *Engine) execute(l *liveRun, req StartRequest, started time.Time) {
 		}
 		x.log.Debug("harness started", "pgid", proc.pgid, "bin", b.Bin)
 	} else {
+		spawned(nil)
 		x.log.Debug("harness taken from the spare", "pgid", proc.pgid, "bin", b.Bin)
 	}
 	idle, deadline, limit := e.watchdogs(turnTimeout(req.Timeout, b.Timeout))

@@ -42,7 +42,7 @@ func (e *Engine) executeRetained(l *liveRun, rr *retainedRun, req TurnRequest, r
 		rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
 		return
 	}
-	started := l.spawnSpan(b.Bin)
+	started := l.spawnSpan(b.Bin, false)
 	proc, err := e.spawnJailed(b.Adapter.Name(), spec, MarkerVar+"="+l.id, rt.prep)
 	started(err)
 	if err != nil {

@@ -56,7 +56,7 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 		reused := true
 		if sp = e.takeSessionProc(key, fp); sp == nil {
 			reused = false
-			started := l.spawnSpan(turn.Bin)
+			started := l.spawnSpan(turn.Bin, false)
 			sp, err = e.startSessionProc(turn, pa, key, fp, l.id, rt.prep)
 			started(err)
 			if err != nil {

@@ -55,9 +55,11 @@ func (l *liveRun) endTrace(status, errType string) {
 }
 
 // spawnSpan starts the span of the harness's start; call its end with
-// the start's error.
-func (l *liveRun) spawnSpan(bin string) func(error) {
-	_, span := tracer.Start(l.tctx, "harness.start", trace.WithAttributes(attribute.String("boxctl.harness_bin", bin)))
+// the start's error. spare says the turn was handed to a harness started
+// ahead of it (spare.go), whose span is the handover.
+func (l *liveRun) spawnSpan(bin string, spare bool) func(error) {
+	_, span := tracer.Start(l.tctx, "harness.start", trace.WithAttributes(attribute.String("boxctl.harness_bin", bin),
+		attribute.Bool("boxctl.harness_spare", spare)))
 	return func(err error) {
 		if err != nil {
 			span.SetStatus(codes.Error, "the harness did not start")
