@@ -170,7 +170,8 @@ type BenchRow struct {
 	MinMs float64 `json:"minMs" jsonschema:"minimum=0"`
 	MaxMs float64 `json:"maxMs" jsonschema:"minimum=0"`
 	// Baseline is the mode of the same workload this row is compared to
-	// (the bare create for a burst), with the ratios of the quantiles.
+	// (bare for a burst, no-spare for a turn), with the ratios of the
+	// quantiles.
 	Baseline string  `json:"baseline,omitempty"`
 	RatioP50 float64 `json:"ratioP50,omitempty" jsonschema:"minimum=0"`
 	RatioP99 float64 `json:"ratioP99,omitempty" jsonschema:"minimum=0"`

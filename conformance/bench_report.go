@@ -142,7 +142,7 @@ func (r *BenchReport) WriteSVG(w io.Writer) error {
 	fmt.Fprintf(&b, `<text x="16" y="40" fill="#555555">bar: p50, whisker: p99, in ms; %s/%s, %d CPUs</text>`+"\n", esc(r.Host.OS), esc(r.Host.Arch), r.Host.CPUs)
 	y := svgMarginT
 	plot := float64(svgWidth - svgLabelW - 210)
-	colors := map[string]string{ModeBare: "#9e9e9e", ModeCold: "#ef6c00", ModePool: "#2e7d32", ModeSession: "#1565c0"}
+	colors := map[string]string{ModeBare: "#9e9e9e", ModeNoSpare: "#6d4c41", ModeCold: "#ef6c00", ModePool: "#2e7d32", ModeSession: "#1565c0"}
 	for _, g := range groups {
 		y += svgGroupH
 		fmt.Fprintf(&b, `<text x="16" y="%d" font-weight="bold">%s</text>`+"\n", y-8, esc(g.workload))
