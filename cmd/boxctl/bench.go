@@ -125,16 +125,11 @@ func runBench(ctx context.Context, a *app, o *benchOptions) error {
 	t := conformance.Target{Vendor: v, Image: img.Reference, ImageDigest: img.Digest,
 		Router: sandbox.Router{URL: o.routerURL, Key: o.routerKey}}
 	if o.local {
-		host, err := localHost(ctx, v)
+		stop, err := a.useLocal(ctx, v, &t)
 		if err != nil {
 			return err
 		}
-		l, err := conformance.StartLocal(host)
-		if err != nil {
-			return err
-		}
-		defer l.Close()
-		t.Local, t.Router = l, sandbox.Router{}
+		defer stop()
 	}
 	a.log.Info("bench", "target", o.target, "image", img.Reference, "harness", o.harness, "burst", o.burst, "turns", o.turns)
 	rep, runErr := conformance.Bench(ctx, t, conformance.BenchOptions{Harness: o.harness, Burst: o.burst, Turns: o.turns, Pause: pauseOption(o.pause),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tangle-network/boxctl/conformance"
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/emukit"
 	"github.com/tangle-network/boxctl/vendors/open"
 )
@@ -71,17 +72,11 @@ func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
 		t.Repo = &conformance.Repo{URL: o.repo, GitRef: o.gitRef}
 	}
 	if o.router == routerLocal {
-		host, err := localHost(ctx, v)
+		stop, err := a.useLocal(ctx, v, &t)
 		if err != nil {
 			return err
 		}
-		l, err := conformance.StartLocal(host)
-		if err != nil {
-			return err
-		}
-		defer l.Close()
-		t.Local, t.Router = l, sandbox.Router{}
-		a.log.Info("local model endpoint started", "url", l.Router.URL)
+		defer stop()
 	}
 	chaos := o.chaosOptions(&t)
 	view := render.NewProgressView(a.errOut, render.IsTerminal(a.errOut))
@@ -102,6 +97,22 @@ func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
 		return fmt.Errorf("conformance: %d of %d cases failed", rep.Summary.Fail, len(rep.Results))
 	}
 	return nil
+}
+
+// useLocal makes the local model endpoint, served where v's boxes reach
+// this machine, t's model endpoint; stop ends it.
+func (a *app) useLocal(ctx context.Context, v vendors.Vendor, t *conformance.Target) (stop func(), err error) {
+	host, err := localHost(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	l, err := conformance.StartLocal(host)
+	if err != nil {
+		return nil, err
+	}
+	t.Local, t.Router = l, sandbox.Router{}
+	a.log.Info("local model endpoint started", "url", l.Router.URL)
+	return func() { _ = l.Close() }, nil
 }
 
 // writeReport writes the report: to each --report-file, with the summary
