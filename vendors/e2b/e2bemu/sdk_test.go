@@ -157,7 +157,8 @@ func TestGoClient_Scenario(t *testing.T) {
 // or 503, half the failed creates having made their sandbox. The SDK retries
 // the 429s (fewer RateLimitErrors reach the caller than 429s were
 // served), throws 503s as ServiceBusyError, and the sandboxes of lost
-// creates are there for a metadata list to find.
+// creates are there for a metadata list to find. 32 creates make a run
+// that serves no 429 at all rare (each failure is a 429 or a 503).
 func TestSDK_Faults(t *testing.T) {
 	in := jssdk.Require(t, "e2b")
 	env := start(t, nil)
@@ -176,7 +177,7 @@ func TestSDK_Faults(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	const creates = 16
+	const creates = 32
 	run := vendortest.RunTag(t)
 	out, err := in.Run(t.Context(), jssdk.RunOptions{Script: sdkFaults,
 		Env:  e2bemu.SDKEnv(srv.URL, env.Server.Domain(), e2btest.APIKey),
