@@ -12,8 +12,6 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-
-	"github.com/invopop/jsonschema"
 )
 
 // BenchSchemaFile is the published JSON Schema of the bench report.
@@ -25,12 +23,8 @@ const BenchSchemaID = "https://github.com/tangle-network/boxctl/conformance/benc
 // BenchJSONSchema generates the JSON Schema of the bench report from the
 // Go types; bench.schema.json must equal it (a test checks it).
 func BenchJSONSchema() ([]byte, error) {
-	rf := jsonschema.Reflector{AllowAdditionalProperties: false}
-	s := rf.Reflect(&BenchReport{})
-	s.ID = BenchSchemaID
-	s.Title = "boxctl bench report"
-	s.Description = "What one run of boxctl bench measured: per workload and mode, success and latency quantiles, with ratios to a baseline of the same run."
-	return encodeIndented(s)
+	return publishedSchema(&BenchReport{}, BenchSchemaID, "boxctl bench report",
+		"What one run of boxctl bench measured: per workload and mode, success and latency quantiles, with ratios to a baseline of the same run.")
 }
 
 func encodeIndented(v any) ([]byte, error) {

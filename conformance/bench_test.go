@@ -6,11 +6,8 @@ import (
 	"encoding/xml"
 	"flag"
 	"io"
-	"os"
 	"testing"
 	"time"
-
-	"github.com/santhosh-tekuri/jsonschema/v5"
 
 	"github.com/tangle-network/boxctl/conformance"
 	"github.com/tangle-network/boxctl/internal/boxtest"
@@ -49,18 +46,7 @@ func sampleBench() *conformance.BenchReport {
 // schema and reads back; the text table and the SVG chart are golden.
 func TestBench_Reports(t *testing.T) {
 	rep := sampleBench()
-	schema, err := os.ReadFile(conformance.BenchSchemaFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource(conformance.BenchSchemaID, bytes.NewReader(schema)); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile(conformance.BenchSchemaID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sch := compileSchema(t, conformance.BenchSchemaFile, conformance.BenchSchemaID)
 	var js bytes.Buffer
 	if err := rep.WriteJSON(&js); err != nil {
 		t.Fatal(err)

@@ -256,11 +256,16 @@ func oneLine(s string, n int) string {
 // types. The published report.schema.json must equal its rendering (a
 // test checks it; `go test ./conformance -run Schema -update` rewrites it).
 func JSONSchema() ([]byte, error) {
+	return publishedSchema(&Report{}, SchemaID, "boxctl conformance report",
+		"The outcome of one run of the boxctl conformance suite: a result per case and harness.")
+}
+
+// publishedSchema renders the JSON Schema of v's type, closed to unknown
+// properties, as the package publishes it.
+func publishedSchema(v any, id, title, description string) ([]byte, error) {
 	rf := jsonschema.Reflector{AllowAdditionalProperties: false}
-	s := rf.Reflect(&Report{})
-	s.ID = SchemaID
-	s.Title = "boxctl conformance report"
-	s.Description = "The outcome of one run of the boxctl conformance suite: a result per case and harness."
+	s := rf.Reflect(v)
+	s.ID, s.Title, s.Description = jsonschema.ID(id), title, description
 	return encodeIndented(s)
 }
 

@@ -55,18 +55,7 @@ func TestReport_JSONValidates(t *testing.T) { checkReports(t, sampleReport()) }
 // JUnit model of go-junit-report, checking counts and failures.
 func checkReports(t *testing.T, rep *conformance.Report) {
 	t.Helper()
-	schema, err := os.ReadFile(conformance.SchemaFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource(conformance.SchemaID, bytes.NewReader(schema)); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile(conformance.SchemaID)
-	if err != nil {
-		t.Fatalf("compile %s: %v", conformance.SchemaFile, err)
-	}
+	sch := compileSchema(t, conformance.SchemaFile, conformance.SchemaID)
 	var js bytes.Buffer
 	if err := rep.WriteJSON(&js); err != nil {
 		t.Fatal(err)
@@ -256,4 +245,22 @@ func TestReport_chaosTable(t *testing.T) {
 	if !strings.Contains(b.String(), "RESUME P99") {
 		t.Errorf("no chaos table header in:\n%s", b.String())
 	}
+}
+
+// compileSchema compiles the published schema in file, whose $id is id.
+func compileSchema(t *testing.T, file, id string) *jsonschema.Schema {
+	t.Helper()
+	schema, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource(id, bytes.NewReader(schema)); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile(id)
+	if err != nil {
+		t.Fatalf("compile %s: %v", file, err)
+	}
+	return sch
 }
