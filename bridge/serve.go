@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/tangle-network/boxctl/bridge/engine"
+	"github.com/tangle-network/boxctl/bridge/internal/pressure"
 	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/server"
 	"github.com/tangle-network/boxctl/bridge/store"
@@ -99,7 +100,7 @@ func start(ctx context.Context, c Config, st *store.Store, log *slog.Logger, pro
 	}
 	eng, err := engine.New(ctx, st, engine.Options{DataDir: c.DataDir, RouterURL: c.RouterURL, RouterKey: c.RouterKey,
 		MaxRuns: c.MaxRuns, MaxLifetime: c.MaxLifetime, IdleTimeout: c.IdleTimeout, ResultGrace: c.ResultGrace,
-		SessionIdleTimeout: c.SessionIdle, MaxSessionProcs: c.MaxSessionProcs, Spares: !c.NoSpares, Environ: environ,
+		SessionIdleTimeout: c.SessionIdle, MaxSessionProcs: c.MaxSessionProcs, Spares: !c.NoSpares, Quiet: pressure.Gate{}.Wait, Environ: environ,
 		JailFloor: c.JailFloor, Secrets: secrets, Logger: log, Background: true, Probed: probed})
 	if err != nil {
 		return nil, nil, err

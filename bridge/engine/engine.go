@@ -97,6 +97,11 @@ type Options struct {
 	// one, is busy enough without it), and skips it when a turn came
 	// meanwhile. Default 250 ms; negative none.
 	PrestartDelay time.Duration
+	// Quiet, when set, waits until the machine can take a spare's start
+	// without slowing what is due (pressure.Gate.Wait); a spare is
+	// started only after it returns nil, and only if no turn was admitted
+	// meanwhile. Nil starts spares without waiting.
+	Quiet func(context.Context) error
 	// Secrets are redacted from every harness stderr the engine reports.
 	// The router key is always among them.
 	Secrets []string
@@ -201,6 +206,9 @@ type Engine struct {
 	// outcome; probed once the jail's first probe is.
 	ready, probed chan struct{}
 	startErr      error
+	// life ends with Close: the waits of spares not started yet.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 // liveRun is the shared state of a run whose goroutine is running.
@@ -272,6 +280,7 @@ func New(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
 	}
 	e := &Engine{opts: opts.withDefaults(), store: st, live: map[string]*liveRun{},
 		ready: make(chan struct{}), probed: make(chan struct{})}
+	e.life, e.endLife = context.WithCancel(context.Background())
 	e.log = e.opts.Logger
 	e.jail = jail.New(jail.Options{Bwrap: e.opts.Bwrap, DataDir: e.opts.DataDir, RouterURL: e.opts.RouterURL,
 		Relay: e.opts.Relay, Floor: e.opts.JailFloor, Logger: e.log})
@@ -493,6 +502,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	e.mu.Lock()
 	e.closed = true
+	e.endLife()
 	for _, l := range e.live {
 		l.stop(wire.TypeBridgeShutdown)
 	}

@@ -218,10 +218,13 @@ func (x *oneShot) conclude(proc *process, parser harness.Parser, ch *chunker, en
 		if end.Err == nil {
 			// The run's goroutine is one of the engine's: Close waits
 			// for the spares' start too.
+			e.mu.Lock()
+			admitted := e.admitted
+			e.mu.Unlock()
 			e.wg.Add(1)
 			go func() {
 				defer e.wg.Done()
-				x.prestartAfter()
+				x.prestartAfter(admitted)
 			}()
 		}
 	case stopReason == wire.TypeRunCancelled:

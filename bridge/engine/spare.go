@@ -38,6 +38,12 @@ import (
 // not confined (a confined turn starts its own), live SessionIdleTimeout
 // at most, are at most maxSpares, and carry a marker of their own that a
 // restarted engine kills.
+//
+// A spare is optional work: with Options.Quiet it starts only once the
+// machine is quiet (in a box, the kernel's pressure stall information),
+// so that a burst of box starts or claims, or the turns of neighbours, do
+// not wait on a hundred harnesses starting at once; a turn admitted
+// during the wait supersedes it.
 
 // maxSpares bounds the spares kept at once: the next turn of the last
 // session, and the first of a new one.
@@ -273,10 +279,7 @@ func (e *Engine) Prestart(t SpareTemplate) {
 			return
 		}
 		time.Sleep(e.opts.PrestartDelay)
-		e.mu.Lock()
-		turned := e.admitted > 0
-		e.mu.Unlock()
-		if turned {
+		if !e.quiet(0) {
 			return // the turns' spares follow their settings
 		}
 		e.prestart(t.Backend, "", "", StartRequest{Backend: t.Backend, Model: t.Model, Cwd: t.Cwd})
@@ -326,10 +329,37 @@ func (x *oneShot) adoptSpare(turn harness.Turn, native string) (*process, string
 	return s.proc, e.spareMarker(), s.spec
 }
 
+// spareWait bounds the wait for a quiet machine: a spare not started by
+// then is not started.
+const spareWait = 2 * time.Minute
+
+// quiet waits until the machine is quiet (Options.Quiet) and reports
+// whether a spare may start then: the engine is open and has admitted no
+// turn beyond the first admitted (a later turn's settings and state
+// supersede the ones the spare was for).
+func (e *Engine) quiet(admitted int) bool {
+	if q := e.opts.Quiet; q != nil {
+		ctx, cancel := context.WithTimeout(e.life, spareWait)
+		err := q(ctx)
+		cancel()
+		if err != nil {
+			e.log.Debug("no spare harness: the machine stayed busy", "err", err)
+			return false
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !e.closed && e.admitted == admitted
+}
+
 // prestartAfter starts the spares a completed one-shot turn makes
-// likely: the session's next turn, and a new session's first.
-func (x *oneShot) prestartAfter() {
+// likely: the session's next turn, and a new session's first; admitted
+// is the engine's count of admitted turns when the turn completed.
+func (x *oneShot) prestartAfter(admitted int) {
 	e, req := x.e, x.req
+	if !e.quiet(admitted) {
+		return
+	}
 	name := req.Backend.Adapter.Name()
 	native, err := e.store.NativeSession(context.Background(), req.SessionID, name)
 	if err != nil {

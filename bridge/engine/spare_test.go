@@ -169,3 +169,74 @@ func TestEngine_SparesOfASession(t *testing.T) {
 		t.Error("the spare resuming ses-a outlived a turn of ses-a")
 	}
 }
+
+// TestEngine_SparesWaitForQuiet: spares start only once Options.Quiet
+// lets them; a spare whose wait ends in a busy machine, or during which a
+// turn was admitted, is never started; Close ends the waits.
+func TestEngine_SparesWaitForQuiet(t *testing.T) {
+	gate := make(chan error)
+	waits := make(chan struct{}, 8)
+	quiet := func(ctx context.Context) error {
+		waits <- struct{}{}
+		select {
+		case err := <-gate:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	f := newFixture(t, Options{Spares: true, PrestartDelay: -1, Quiet: quiet})
+	wantSpares := func(n int) {
+		t.Helper()
+		polltest.Until(t, 10*time.Second, "the spares", func() bool { return f.e.Stats().Spares == n })
+	}
+	// The template's spare waits; a busy machine until the end: none.
+	f.e.Prestart(SpareTemplate{Backend: f.backend, Model: "sonnet"})
+	<-waits
+	gate <- context.DeadlineExceeded
+	// A turn; its spares wait, and start once the machine is quiet.
+	f.start(t, "one", "hello", func(r *StartRequest) { r.SessionID = "ses-a" })
+	if r := waitRun(t, f, "one"); r.Status != store.StatusDone || strings.HasPrefix(r.Marker, MarkerVar+"=spare-") {
+		t.Fatalf("run one = %s, marker %q; want done in a process of its own", r.Status, r.Marker)
+	}
+	<-waits
+	if n := f.e.Stats().Spares; n != 0 {
+		t.Fatalf("%d spares before the machine was quiet", n)
+	}
+	gate <- nil
+	wantSpares(2)
+	// Another turn is admitted while the next turn's spares wait: they
+	// are not started when the wait ends.
+	f.start(t, "two", "hello", func(r *StartRequest) { r.SessionID = "ses-a" })
+	waitRun(t, f, "two")
+	<-waits
+	f.start(t, "three", "hello", func(r *StartRequest) { r.SessionID = "ses-b"; r.Model = "opus" })
+	waitRun(t, f, "three")
+	<-waits
+	gate <- nil // two's wait, superseded by three
+	gate <- nil // three's
+	opus := f.request("x", "hello")
+	opusKey := spareKey(f.backend, "opus", "", nil, opus.Cwd, opus.Env, opus.Effort, f.e.opts.RouterURL)
+	polltest.Until(t, 10*time.Second, "three's spares", func() bool {
+		f.e.mu.Lock()
+		defer f.e.mu.Unlock()
+		return slices.ContainsFunc(f.e.spares, func(s *spare) bool { return s.key == opusKey })
+	})
+	f.e.mu.Lock()
+	for _, s := range f.e.spares {
+		if s.session == "ses-a" {
+			t.Errorf("a spare resumes ses-a, though ses-b's turn was admitted during its wait")
+		}
+	}
+	f.e.mu.Unlock()
+	// A wait pending at Close ends with it.
+	f.start(t, "four", "hello", func(r *StartRequest) { r.SessionID = "ses-c" })
+	waitRun(t, f, "four")
+	<-waits
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	polltest.Until(t, 10*time.Second, "the spares to end with Close", func() bool { return leftoverSpares(f.e) == 0 })
+}
