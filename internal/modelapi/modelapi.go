@@ -96,3 +96,28 @@ func PresentedKey(r *http.Request) (AuthKind, string) {
 	}
 	return AuthNone, ""
 }
+
+// authHeaders are where a request may present a key.
+var authHeaders = []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key", "Proxy-Authorization"}
+
+// ReplaceKey removes every key r presents (the headers PresentedKey reads,
+// Proxy-Authorization, the key query parameter) and presents key instead,
+// the way kind says (AuthNone: Authorization: Bearer).
+func ReplaceKey(r *http.Request, kind AuthKind, key string) {
+	q := r.URL.Query()
+	q.Del("key")
+	for _, h := range authHeaders {
+		r.Header.Del(h)
+	}
+	switch kind {
+	case AuthAPIKey:
+		r.Header.Set("X-Api-Key", key)
+	case AuthGoogAPIKey:
+		r.Header.Set("X-Goog-Api-Key", key)
+	case AuthGoogQuery:
+		q.Set("key", key)
+	default:
+		r.Header.Set("Authorization", "Bearer "+key)
+	}
+	r.URL.RawQuery = q.Encode()
+}

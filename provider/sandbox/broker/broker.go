@@ -401,10 +401,6 @@ type route struct {
 	family modelapi.Family
 }
 
-// authHeaders are where a request may present a key: every one is
-// removed before the upstream's own is set.
-var authHeaders = []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key", "Proxy-Authorization"}
-
 // rewrite points the request at its upstream, with the upstream's
 // credential in place of the box's token.
 func (b *Broker) rewrite(pr *httputil.ProxyRequest) {
@@ -414,11 +410,6 @@ func (b *Broker) rewrite(pr *httputil.ProxyRequest) {
 	out.URL.Scheme, out.URL.Host = base.Scheme, base.Host
 	out.URL.Path = strings.TrimSuffix(base.Path, "/") + pr.In.URL.Path
 	out.URL.RawPath = ""
-	q := out.URL.Query()
-	q.Del("key")
-	for _, h := range authHeaders {
-		out.Header.Del(h)
-	}
 	kind := rt.kind
 	switch rt.up.Auth {
 	case AuthBearer:
@@ -428,17 +419,7 @@ func (b *Broker) rewrite(pr *httputil.ProxyRequest) {
 	case AuthGoogAPIKey:
 		kind = modelapi.AuthGoogAPIKey
 	}
-	switch kind {
-	case modelapi.AuthAPIKey:
-		out.Header.Set("X-Api-Key", rt.up.Key)
-	case modelapi.AuthGoogAPIKey:
-		out.Header.Set("X-Goog-Api-Key", rt.up.Key)
-	case modelapi.AuthGoogQuery:
-		q.Set("key", rt.up.Key)
-	default:
-		out.Header.Set("Authorization", "Bearer "+rt.up.Key)
-	}
-	out.URL.RawQuery = q.Encode()
+	modelapi.ReplaceKey(out, kind, rt.up.Key)
 	out.Host = base.Host
 	// The box's address is its own business; the upstream sees the
 	// broker's.
