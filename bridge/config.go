@@ -76,6 +76,9 @@ type Config struct {
 	// PrestartCwd is the working directory of the first turn expected
 	// (wire.EnvPrestartCwd); "" for no spare before a first turn.
 	PrestartCwd string
+	// ModelRelay points the harnesses at the bridge's model relay on
+	// loopback (wire.EnvModelRelay).
+	ModelRelay bool
 	// SessionIdleClose is how long an open retained session may go
 	// without a turn before the bridge closes it (store.Options
 	// SessionIdle): 0 means 24 h, negative never.
@@ -155,6 +158,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	intVar("BRIDGE_MAX_SESSION_PROCS", &c.MaxSessionProcs)
 	c.NoSpares = getenv("BRIDGE_SPARES") == "0"
 	c.PrestartCwd = getenv(wire.EnvPrestartCwd)
+	c.ModelRelay = getenv(wire.EnvModelRelay) == "1"
 	signedMsVar("BRIDGE_SESSION_IDLE_CLOSE_MS", &c.SessionIdleClose)
 	msVar("BRIDGE_RESULT_GRACE_MS", &c.ResultGrace)
 	msVar("BRIDGE_MAX_RUN_MS", &c.MaxLifetime)
@@ -222,6 +226,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) *SecretFiles {
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "kill a harness silent this long; 0 for 10m (BRIDGE_IDLE_TIMEOUT_MS)")
 	fs.DurationVar(&c.SessionIdle, "session-idle", c.SessionIdle, "time a retained session's harness process waits for the next turn; 0 for 5m, negative for a fresh process per turn (BRIDGE_SESSION_IDLE_MS)")
 	fs.BoolVar(&c.NoSpares, "no-spares", c.NoSpares, "start no harness process ahead of the turn that is likely next (BRIDGE_SPARES=0)")
+	fs.BoolVar(&c.ModelRelay, "model-relay", c.ModelRelay, "point the harnesses at a model endpoint of the bridge's on loopback, which presents the router key for them ("+wire.EnvModelRelay+"=1)")
 	fs.IntVar(&c.MaxSessionProcs, "max-session-procs", c.MaxSessionProcs, "most retained-session harness processes kept waiting, the one idle longest ended first; 0 for max-runs (BRIDGE_MAX_SESSION_PROCS)")
 	fs.DurationVar(&c.SessionIdleClose, "session-idle-close", c.SessionIdleClose, "close an open retained session without a turn this long; 0 for 24h, negative never (BRIDGE_SESSION_IDLE_CLOSE_MS)")
 	fs.DurationVar(&c.ResultGrace, "result-grace", c.ResultGrace, "time a harness may take to exit after its result; 0 for 2s (BRIDGE_RESULT_GRACE_MS)")

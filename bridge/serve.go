@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/tangle-network/boxctl/bridge/engine"
+	"github.com/tangle-network/boxctl/bridge/internal/modelrelay"
 	"github.com/tangle-network/boxctl/bridge/internal/pressure"
 	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/server"
@@ -50,7 +51,14 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 		return err
 	}
 	defer st.Close()
-	eng, srv, err := start(ctx, c, st, log, nil, nil, nil)
+	relay, err := startRelay(c, log)
+	if err != nil {
+		return err
+	}
+	if relay != nil {
+		defer relay.Close()
+	}
+	eng, srv, err := start(ctx, c, st, log, nil, nil, nil, relay)
 	if err != nil {
 		return err
 	}
@@ -92,32 +100,70 @@ func (c Config) backends() []*engine.Backend {
 }
 
 // start makes the engine and the server of c over st; probes and environ
-// (the harnesses' environment) are nil for the defaults.
-func start(ctx context.Context, c Config, st *store.Store, log *slog.Logger, probes *server.Probes, environ []string, probed *jail.Jailer) (*engine.Engine, *server.Server, error) {
+// (the harnesses' environment) are nil for the defaults; relay, when set,
+// is the harnesses' model endpoint (Config.ModelRelay).
+func start(ctx context.Context, c Config, st *store.Store, log *slog.Logger, probes *server.Probes, environ []string, probed *jail.Jailer, relay *modelrelay.Relay) (*engine.Engine, *server.Server, error) {
+	eng, err := startEngine(ctx, c, st, log, environ, probed, relay)
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := startServer(ctx, c, eng, log, probes)
+	return eng, srv, err
+}
+
+// startEngine makes the engine of c over st, and starts the harness of
+// the turn likely first ahead of it (Config.PrestartCwd). With relay the
+// harnesses reach the model through it, and it presents c's router key.
+func startEngine(ctx context.Context, c Config, st *store.Store, log *slog.Logger, environ []string, probed *jail.Jailer, relay *modelrelay.Relay) (*engine.Engine, error) {
 	secrets := []string{}
 	if c.Bearer != "" {
 		secrets = append(secrets, c.Bearer)
 	}
-	eng, err := engine.New(ctx, st, engine.Options{DataDir: c.DataDir, RouterURL: c.RouterURL, RouterKey: c.RouterKey,
+	routerURL, routerKey := c.RouterURL, c.RouterKey
+	if relay != nil {
+		if c.RouterURL != "" {
+			if err := relay.Set(c.RouterURL, c.RouterKey); err != nil {
+				return nil, err
+			}
+		}
+		if c.RouterKey != "" {
+			secrets = append(secrets, c.RouterKey)
+		}
+		routerURL, routerKey = relay.URL(), modelrelay.Placeholder
+	}
+	eng, err := engine.New(ctx, st, engine.Options{DataDir: c.DataDir, RouterURL: routerURL, RouterKey: routerKey,
 		MaxRuns: c.MaxRuns, MaxLifetime: c.MaxLifetime, IdleTimeout: c.IdleTimeout, ResultGrace: c.ResultGrace,
 		SessionIdleTimeout: c.SessionIdle, MaxSessionProcs: c.MaxSessionProcs, Spares: !c.NoSpares, Quiet: pressure.Gate{}.Wait, Environ: environ,
 		JailFloor: c.JailFloor, Secrets: secrets, Logger: log, Background: true, Probed: probed})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	backends := c.backends()
 	if len(backends) == 1 && c.PrestartCwd != "" {
 		eng.Prestart(engine.SpareTemplate{Backend: backends[0], Cwd: c.PrestartCwd})
 	}
-	srv, err := server.New(server.Options{Engine: eng, Backends: backends, Bearer: c.Bearer, MaxBodyBytes: c.MaxBodyBytes,
+	return eng, nil
+}
+
+// startServer makes the HTTP server of c over eng; a failure closes eng.
+func startServer(ctx context.Context, c Config, eng *engine.Engine, log *slog.Logger, probes *server.Probes) (*server.Server, error) {
+	srv, err := server.New(server.Options{Engine: eng, Backends: c.backends(), Bearer: c.Bearer, MaxBodyBytes: c.MaxBodyBytes,
 		BodyTimeout: c.BodyTimeout, Keepalive: c.Keepalive, DataDir: c.DataDir, ProfilesDir: c.ProfilesDir, Version: buildinfo.Get().Version,
 		Logger: log, Probes: probes})
 	if err != nil {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		return nil, nil, errors.Join(err, eng.Close(closeCtx))
+		return nil, errors.Join(err, eng.Close(closeCtx))
 	}
-	return eng, srv, nil
+	return srv, nil
+}
+
+// startRelay starts the model relay when c asks for it (nil otherwise).
+func startRelay(c Config, log *slog.Logger) (*modelrelay.Relay, error) {
+	if !c.ModelRelay {
+		return nil, nil
+	}
+	return modelrelay.Start(log)
 }
 
 // serveLoop runs a serving bridge until ctx ends or its server fails:

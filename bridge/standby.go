@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,12 +57,26 @@ func ServeStandby(ctx context.Context, c Config, token string, log *slog.Logger,
 	// The jail is probed in standby, so that the claim's engine takes the
 	// verdict instead of making namespaces at the claim.
 	jailer := jail.New(jail.Options{DataDir: c.DataDir, Logger: log})
+	relay, err := startRelay(c, log)
+	if err != nil {
+		return err
+	}
+	if relay != nil {
+		defer relay.Close()
+	}
 	var handler switchHandler
-	var eng *engine.Engine
+	// eng is the standby's engine (with the relay) until a claim, then
+	// the claimed bridge's; engMu orders a claim and a shutdown.
+	var (
+		eng   *engine.Engine
+		engMu sync.Mutex
+	)
 	claimed := make(chan struct{})
 	sb, err := server.NewStandby(server.StandbyOptions{Token: token, Backends: backends, Probes: probes,
 		MaxBodyBytes: c.MaxBodyBytes, BodyTimeout: c.BodyTimeout, Logger: log,
 		Claim: func(_ context.Context, cl wire.Claim) error {
+			engMu.Lock()
+			defer engMu.Unlock()
 			if c.DeadlineFile != "" {
 				if err := writeDeadline(c.DeadlineFile, cl.Deadline); err != nil {
 					return err
@@ -69,11 +84,30 @@ func ServeStandby(ctx context.Context, c Config, token string, log *slog.Logger,
 			}
 			cc := c
 			cc.Bearer, cc.RouterURL, cc.RouterKey = cl.Bearer, cl.RouterURL, cl.RouterKey
-			e, srv, err := start(ctx, cc, st, log, probes, harnessEnviron(os.Environ(), cl.Env), jailer)
-			if err != nil {
-				return err
+			environ := harnessEnviron(os.Environ(), cl.Env)
+			var srv *server.Server
+			if eng != nil {
+				// The engine of the standby, its harness started ahead:
+				// the claim binds it.
+				if cl.RouterURL != "" {
+					if err := relay.Set(cl.RouterURL, cl.RouterKey); err != nil {
+						return err
+					}
+				}
+				eng.Bind(environ, cl.Bearer, cl.RouterKey)
+				s, err := startServer(ctx, cc, eng, log, probes)
+				if err != nil {
+					eng = nil // closed by startServer
+					return err
+				}
+				srv = s
+			} else {
+				e, s, err := start(ctx, cc, st, log, probes, environ, jailer, relay)
+				if err != nil {
+					return err
+				}
+				eng, srv = e, s
 			}
-			eng = e
 			handler.h.Store(&handlerBox{srv})
 			close(claimed)
 			return nil
@@ -88,6 +122,26 @@ func ServeStandby(ctx context.Context, c Config, token string, log *slog.Logger,
 	jailer.Probe(ctx)
 	if err := st.Checkpoint(ctx); err != nil {
 		log.Warn("checkpoint in standby", "err", err)
+	}
+	if relay != nil {
+		// With the relay the harness needs nothing of the claim to
+		// start: the engine starts now, and its harness ahead of any
+		// claim.
+		if eng, err = startEngine(ctx, c, st, log, harnessEnviron(os.Environ(), nil), jailer, relay); err != nil {
+			return err
+		}
+	}
+	closeUnclaimed := func() {
+		engMu.Lock()
+		defer engMu.Unlock()
+		if eng == nil {
+			return
+		}
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := eng.Close(closeCtx); err != nil {
+			log.Warn("close the standby's engine", "err", err)
+		}
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.Host, strconv.Itoa(c.Port)))
 	if err != nil {
@@ -121,9 +175,11 @@ func ServeStandby(ctx context.Context, c Config, token string, log *slog.Logger,
 		stopProbes()
 		return serveLoop(ctx, hs, eng, serveErr, log)
 	case err := <-serveErr:
+		closeUnclaimed()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 		log.Info("shutting down in standby")
+		defer closeUnclaimed()
 		shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
 		defer cancel()
 		if err := hs.Shutdown(shutCtx); err != nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -199,6 +200,8 @@ type Engine struct {
 	spares []*spare
 	// admitted counts the one-shot runs this engine admitted.
 	admitted int
+	// template is the last Prestart's.
+	template SpareTemplate
 	// stats are the counters Stats reports (stats.go).
 	stats counters
 	wg    sync.WaitGroup
@@ -209,6 +212,39 @@ type Engine struct {
 	// life ends with Close: the waits of spares not started yet.
 	life    context.Context
 	endLife context.CancelFunc
+	// bound are the harnesses' environment and the secrets redacted
+	// from what the engine reports: Options' until a Bind.
+	bound atomic.Pointer[binding]
+}
+
+// binding is what Bind sets.
+type binding struct {
+	environ, secrets []string
+}
+
+// environ is the environment harnesses start from.
+func (e *Engine) environ() []string { return e.bound.Load().environ }
+
+// secrets are redacted from every harness output the engine reports.
+func (e *Engine) secrets() []string { return e.bound.Load().secrets }
+
+// Bind gives an engine started before its box was claimed (a pooled
+// box's bridge) the claim's settings: the harnesses' environment from
+// now on, and more secrets to redact. Spares started with another
+// environment are ended (a turn must see the claim's), and the Prestart
+// template's spare is started again.
+func (e *Engine) Bind(environ []string, secrets ...string) {
+	old := e.bound.Load()
+	secrets = append(slices.Clone(old.secrets), slices.DeleteFunc(slices.Clone(secrets), func(s string) bool { return s == "" })...)
+	e.bound.Store(&binding{environ: environ, secrets: secrets})
+	if slices.Equal(old.environ, environ) {
+		return
+	}
+	e.endSpares()
+	e.mu.Lock()
+	t := e.template
+	e.mu.Unlock()
+	e.prestartTemplate(t, 0)
 }
 
 // liveRun is the shared state of a run whose goroutine is running.
@@ -281,6 +317,7 @@ func New(ctx context.Context, st *store.Store, opts Options) (*Engine, error) {
 	e := &Engine{opts: opts.withDefaults(), store: st, live: map[string]*liveRun{},
 		ready: make(chan struct{}), probed: make(chan struct{})}
 	e.life, e.endLife = context.WithCancel(context.Background())
+	e.bound.Store(&binding{environ: e.opts.Environ, secrets: e.opts.Secrets})
 	e.log = e.opts.Logger
 	e.jail = jail.New(jail.Options{Bwrap: e.opts.Bwrap, DataDir: e.opts.DataDir, RouterURL: e.opts.RouterURL,
 		Relay: e.opts.Relay, Floor: e.opts.JailFloor, Logger: e.log})

@@ -139,7 +139,7 @@ func (t *retainedTurn) start(req TurnRequest) (harness.Turn, bool) {
 	}
 	turn := harness.Turn{
 		RunID: l.id, Bin: b.Bin, Model: req.Model, Messages: []wire.Message{{Role: "user", Content: wire.MustJSON(req.Prompt)}},
-		NativeSessionID: native, Cwd: req.Cwd, StateDir: stateDir, Environ: e.opts.Environ, Env: req.Env,
+		NativeSessionID: native, Cwd: req.Cwd, StateDir: stateDir, Environ: e.environ(), Env: req.Env,
 		RouterURL: e.opts.RouterURL, RouterKey: e.opts.RouterKey,
 	}
 	if t.prep, err = e.confine(req.Confine, &turn); err != nil {
@@ -265,9 +265,9 @@ func (t *retainedTurn) conclude(d *driver, parser harness.Parser, limit time.Dur
 	case reason == wire.TypeBridgeShutdown:
 		t.fail("failed", reason, "the bridge shut down while the run was live; its process group was killed")
 	case reason == wire.TypeHarnessStalled:
-		t.fail("failed", reason, fmt.Sprintf("%s printed nothing for %s; its process group was killed", name, e.opts.IdleTimeout)+diagnosis(parser, e.opts.Secrets))
+		t.fail("failed", reason, fmt.Sprintf("%s printed nothing for %s; its process group was killed", name, e.opts.IdleTimeout)+diagnosis(parser, e.secrets()))
 	case reason == wire.TypeHarnessTimeout:
-		t.fail("failed", reason, fmt.Sprintf("the turn exceeded its deadline of %s; its process group was killed", limit)+diagnosis(parser, e.opts.Secrets))
+		t.fail("failed", reason, fmt.Sprintf("the turn exceeded its deadline of %s; its process group was killed", limit)+diagnosis(parser, e.secrets()))
 	case reason == wire.TypeServerError:
 		// The framer numbered frames the store did not take.
 		t.pending = nil
@@ -275,7 +275,7 @@ func (t *retainedTurn) conclude(d *driver, parser harness.Parser, limit time.Dur
 		t.fail("failed", reason, "the bridge could not store the run's events")
 	default:
 		msg := fmt.Sprintf("%s exited (%s) before finishing the turn", name, exitStatus(exitErr))
-		if s := proc.stderr.String(e.opts.Secrets); s != "" {
+		if s := proc.stderr.String(e.secrets()); s != "" {
 			msg += "; stderr: " + s
 		}
 		t.fail("failed", wire.TypeHarnessError, msg)

@@ -31,7 +31,7 @@ func (e *Engine) execute(l *liveRun, req StartRequest, started time.Time) {
 		proc, err = e.spawnJailed(name, spec, MarkerVar+"="+l.id, prep)
 		spawned(err)
 		if err != nil {
-			x.fail(wire.TypeHarnessUnavailable, "start "+name+": "+redact(err.Error(), e.opts.Secrets))
+			x.fail(wire.TypeHarnessUnavailable, "start "+name+": "+redact(err.Error(), e.secrets()))
 			return
 		}
 		x.log.Debug("harness started", "pgid", proc.pgid, "bin", b.Bin)
@@ -113,7 +113,7 @@ func (x *oneShot) command() (spec harness.Command, prep *jail.Prepared, proc *pr
 	}
 	turn := harness.Turn{
 		RunID: x.l.id, Bin: b.Bin, Model: req.Model, Messages: req.Messages, NativeSessionID: native,
-		Cwd: req.Cwd, StateDir: stateDir, Environ: e.opts.Environ, Env: req.Env,
+		Cwd: req.Cwd, StateDir: stateDir, Environ: e.environ(), Env: req.Env,
 		RouterURL: e.opts.RouterURL, RouterKey: e.opts.RouterKey, Effort: req.Effort,
 	}
 	p, marker, sspec := x.adoptSpare(turn, native)
@@ -130,7 +130,7 @@ func (x *oneShot) command() (spec harness.Command, prep *jail.Prepared, proc *pr
 		err = harness.WriteFiles(spec.Files)
 	}
 	if err != nil {
-		x.fail(wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
+		x.fail(wire.TypeHarnessError, redact(err.Error(), e.secrets()))
 		return spec, nil, nil, false
 	}
 	return spec, prep, nil, true
@@ -234,10 +234,10 @@ func (x *oneShot) conclude(proc *process, parser harness.Parser, ch *chunker, en
 	case stopReason == wire.TypeBridgeShutdown:
 		x.fail(stopReason, "the bridge shut down while the run was live; its process group was killed")
 	case stopReason == wire.TypeHarnessStalled:
-		x.fail(stopReason, fmt.Sprintf("%s printed nothing for %s; its process group was killed", name, e.opts.IdleTimeout)+diagnosis(parser, e.opts.Secrets))
+		x.fail(stopReason, fmt.Sprintf("%s printed nothing for %s; its process group was killed", name, e.opts.IdleTimeout)+diagnosis(parser, e.secrets()))
 	case stopReason == wire.TypeHarnessTimeout:
 		frame := errorFrame(wire.ErrorBody{Type: stopReason, Code: wire.FinishTimeout,
-			Message: fmt.Sprintf("the turn exceeded its deadline of %s; its process group was killed", limit) + diagnosis(parser, e.opts.Secrets)})
+			Message: fmt.Sprintf("the turn exceeded its deadline of %s; its process group was killed", limit) + diagnosis(parser, e.secrets())})
 		x.finish(store.Finish{Status: store.StatusError, ErrType: stopReason, ErrMessage: "turn deadline exceeded"}, [][]byte{frame})
 	case stopReason == wire.TypeServerError:
 		x.fail(stopReason, "the bridge could not store the run's events")
@@ -247,7 +247,7 @@ func (x *oneShot) conclude(proc *process, parser harness.Parser, ch *chunker, en
 		case <-time.After(500 * time.Millisecond):
 		}
 		msg := fmt.Sprintf("%s exited (%s) before finishing the turn", name, exitStatus(proc.exitErr))
-		if t := proc.stderr.String(e.opts.Secrets); t != "" {
+		if t := proc.stderr.String(e.secrets()); t != "" {
 			msg += "; stderr: " + t
 		}
 		x.fail(wire.TypeHarnessError, msg)

@@ -39,14 +39,14 @@ func (e *Engine) executeRetained(l *liveRun, rr *retainedRun, req TurnRequest, r
 		}
 	}
 	if err != nil {
-		rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
+		rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.secrets()))
 		return
 	}
 	started := l.spawnSpan(b.Bin, false)
 	proc, err := e.spawnJailed(b.Adapter.Name(), spec, MarkerVar+"="+l.id, rt.prep)
 	started(err)
 	if err != nil {
-		rt.fail("failed", wire.TypeHarnessUnavailable, "start "+b.Adapter.Name()+": "+redact(err.Error(), e.opts.Secrets))
+		rt.fail("failed", wire.TypeHarnessUnavailable, "start "+b.Adapter.Name()+": "+redact(err.Error(), e.secrets()))
 		return
 	}
 	defer killGroup(proc.pgid, syscall.SIGKILL)

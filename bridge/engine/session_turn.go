@@ -33,7 +33,7 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 	)
 	if !conversant {
 		if input, err = pa.TurnInput(turn); err != nil {
-			rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
+			rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.secrets()))
 			return
 		}
 	}
@@ -60,7 +60,7 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 			sp, err = e.startSessionProc(turn, pa, key, fp, l.id, rt.prep)
 			started(err)
 			if err != nil {
-				rt.fail("failed", wire.TypeHarnessUnavailable, "start "+name+": "+redact(err.Error(), e.opts.Secrets))
+				rt.fail("failed", wire.TypeHarnessUnavailable, "start "+name+": "+redact(err.Error(), e.secrets()))
 				return
 			}
 		}
@@ -68,7 +68,7 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 		if rt.conv = sp.conv; sp.conv != nil {
 			if input, err = sp.conv.TurnInput(turn); err != nil {
 				e.keepSessionProc(rt.ctx, sp, l.sessionID)
-				rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.opts.Secrets))
+				rt.fail("failed", wire.TypeHarnessError, redact(err.Error(), e.secrets()))
 				return
 			}
 			interrupt = sp.conv.Interrupt

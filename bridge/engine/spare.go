@@ -194,6 +194,8 @@ func (e *Engine) prestart(b *Backend, sessionID, native string, req StartRequest
 		return
 	}
 	e.mu.Unlock()
+	// The environment it starts with: a Bind meanwhile makes it stale.
+	bd := e.bound.Load()
 	name := b.Adapter.Name()
 	s := &spare{key: key}
 	if native != "" {
@@ -214,7 +216,7 @@ func (e *Engine) prestart(b *Backend, sessionID, native string, req StartRequest
 		return
 	}
 	turn := harness.Turn{Bin: b.Bin, Model: req.Model, Messages: system, NativeSessionID: native, Cwd: req.Cwd,
-		StateDir: stateDir, Environ: e.opts.Environ, Env: req.Env, RouterURL: e.opts.RouterURL, RouterKey: e.opts.RouterKey,
+		StateDir: stateDir, Environ: bd.environ, Env: req.Env, RouterURL: e.opts.RouterURL, RouterKey: e.opts.RouterKey,
 		Effort: req.Effort}
 	spec, err := ps.SpareCommand(turn)
 	if err == nil {
@@ -229,7 +231,7 @@ func (e *Engine) prestart(b *Backend, sessionID, native string, req StartRequest
 	if err != nil {
 		// A template the harness cannot start (Pi without a model) is
 		// no fault: the turn starts its own process.
-		e.log.Debug("no spare harness", "harness", name, "err", redact(err.Error(), e.opts.Secrets))
+		e.log.Debug("no spare harness", "harness", name, "err", redact(err.Error(), e.secrets()))
 		if s.stateDir != "" {
 			_ = os.RemoveAll(s.stateDir)
 		}
@@ -248,7 +250,7 @@ func (e *Engine) prestart(b *Backend, sessionID, native string, req StartRequest
 		}
 	})
 	e.mu.Lock()
-	if e.closed || slices.ContainsFunc(e.spares, func(o *spare) bool { return o.key == key }) {
+	if e.closed || !slices.Equal(e.bound.Load().environ, bd.environ) || slices.ContainsFunc(e.spares, func(o *spare) bool { return o.key == key }) {
 		e.mu.Unlock()
 		e.endSpare(s)
 		return
@@ -270,6 +272,14 @@ func (e *Engine) prestart(b *Backend, sessionID, native string, req StartRequest
 // says (the box's harness), when its adapter can take a turn that way,
 // PrestartDelay after the engine's start unless a turn came first.
 func (e *Engine) Prestart(t SpareTemplate) {
+	e.mu.Lock()
+	e.template = t
+	e.mu.Unlock()
+	e.prestartTemplate(t, e.opts.PrestartDelay)
+}
+
+// prestartTemplate starts t's spare after delay, in the background.
+func (e *Engine) prestartTemplate(t SpareTemplate, delay time.Duration) {
 	if t.Backend == nil {
 		return
 	}
@@ -278,7 +288,7 @@ func (e *Engine) Prestart(t SpareTemplate) {
 		if e.startErr != nil {
 			return
 		}
-		time.Sleep(e.opts.PrestartDelay)
+		time.Sleep(delay)
 		if !e.quiet(0) {
 			return // the turns' spares follow their settings
 		}

@@ -26,6 +26,11 @@ const (
 	// ahead of it (where the harness can take a turn so) as soon as it
 	// serves; unset, only after a first turn.
 	EnvPrestartCwd = "BRIDGE_PRESTART_CWD"
+	// EnvModelRelay, "1", points the harnesses at the bridge's own model
+	// endpoint on loopback, which presents the box's model token for them:
+	// no harness holds the token, and a pooled bridge starts its harness
+	// ahead of the claim that brings the token.
+	EnvModelRelay = "BRIDGE_MODEL_RELAY"
 )
 
 // Error types of pooled bridges.

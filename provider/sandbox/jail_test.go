@@ -248,7 +248,6 @@ func jailsInBox(t *testing.T, f *fixture, v *docker.Vendor, netJails bool) {
 			t.Fatalf("write %s in the box: %v", file, err)
 		}
 	}
-	_, routerPort, _ := net.SplitHostPort(strings.TrimPrefix(jr.router.URL, "http://"))
 	var (
 		write  = provider.Execution{Kind: provider.ExecutionHost, Jail: &provider.Jail{Mode: "write-jail"}}
 		fs     = provider.Execution{Kind: provider.ExecutionHost, Jail: &provider.Jail{Mode: "fs-jail"}}
@@ -269,7 +268,9 @@ func jailsInBox(t *testing.T, f *fixture, v *docker.Vendor, netJails bool) {
 		{"fsreadhome", fs, probe("read", "fsreadhome", secret), "hidden", ""},
 		{"writereadhome", write, probe("read", "writereadhome", secret), "read", ""},
 		{"fswriteproject", fs, probe("write", "fswriteproject", sandbox.Workspace+"/jail-made-fs"), "written", sandbox.Workspace + "/jail-made-fs"},
-		{"netmodel", netj, probe("get", "netmodel", "http://127.0.0.1:"+routerPort+modelProbePath), "http404", ""},
+		// The harness's own model endpoint (the bridge's relay on the
+		// box's loopback), as its tools see it.
+		{"netmodel", netj, probe("get", "netmodel", "${ANTHROPIC_BASE_URL}"+modelProbePath), "http404", ""},
 		{"netother", netj, probe("dial", "netother", jr.other), "ENETUNREACH", ""},
 		{"netbridge", netj, probe("dial", "netbridge", "127.0.0.1:"+strconv.Itoa(sandbox.BridgePort)), "ECONNREFUSED", ""},
 		{"unjailedother", noJail, probe("dial", "unjailedother", jr.other), "connected", ""},

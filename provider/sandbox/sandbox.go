@@ -257,7 +257,7 @@ func (p *Provider) startBridge(ctx context.Context, t *timeline, box vendors.Box
 		wire.EnvBearer: bearer, wire.EnvRouterKey: modelKey, wire.EnvRouterURL: modelURL,
 		wire.EnvHost: "0.0.0.0", wire.EnvPort: strconv.Itoa(BridgePort), wire.EnvBackends: h.Backend,
 		wire.EnvDataDir: "/home/box/.box-bridge", envMaxRuns: "1",
-		wire.EnvPrestartCwd: Workspace,
+		wire.EnvPrestartCwd: Workspace, wire.EnvModelRelay: "1",
 	})
 	pctx, end := t.start(ctx, PhaseSpawn)
 	proc, err := box.Spawn(pctx, vendors.SpawnSpec{Name: BridgeProcess, Command: []string{"box-bridge", "-supervise"}, Env: env, Dir: Workspace})

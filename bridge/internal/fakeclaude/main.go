@@ -335,7 +335,12 @@ func probe(action, arg string) string {
 		}
 	case "model":
 		var resp *http.Response
-		resp, err = http.Post(os.Getenv("ANTHROPIC_BASE_URL")+"/v1/messages", "application/json", strings.NewReader(`{}`))
+		req, _ := http.NewRequest(http.MethodPost, os.Getenv("ANTHROPIC_BASE_URL")+"/v1/messages", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		if k := os.Getenv("ANTHROPIC_AUTH_TOKEN"); k != "" {
+			req.Header.Set("Authorization", "Bearer "+k) // as Claude Code presents it
+		}
+		resp, err = http.DefaultClient.Do(req)
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
