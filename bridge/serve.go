@@ -14,7 +14,7 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/engine"
 	"github.com/tangle-network/boxctl/bridge/internal/modelrelay"
-	"github.com/tangle-network/boxctl/bridge/internal/pressure"
+	"github.com/tangle-network/boxctl/internal/pressure"
 	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/server"
 	"github.com/tangle-network/boxctl/bridge/store"

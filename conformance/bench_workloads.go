@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tangle-network/boxctl/internal/pressure"
 	"github.com/tangle-network/boxctl/internal/vendorhttp"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -157,6 +158,15 @@ func (b *bencher) poolBurst(ctx context.Context, n int) (*samples, float64, erro
 	if err != nil {
 		return nil, 0, err
 	}
+	// A pool in use was booted well before its claims: its boxes have
+	// started their harnesses, each once the machine was quiet. Wait for
+	// that (this machine's own quiet: the Docker boxes' machine), at
+	// most settleWait.
+	sctx, cancel := context.WithTimeout(ctx, settleWait)
+	settled := time.Now()
+	err = pressure.Gate{}.Wait(sctx)
+	cancel()
+	b.log.Info("pool boxes settled", "took", time.Since(settled).Round(time.Millisecond), "err", err)
 	// A pooled box's memory, before its claim, of a few of them.
 	var mibs []float64
 	for _, rec := range recs[:min(len(recs), 5)] {
@@ -195,6 +205,10 @@ func (b *bencher) poolBurst(ctx context.Context, n int) (*samples, float64, erro
 	slices.Sort(mibs)
 	return s, round3(mibs[len(mibs)/2]), nil
 }
+
+// settleWait bounds the wait for a pool's boxes to settle before its
+// claims.
+const settleWait = 3 * time.Minute
 
 // boxMiB is the resident memory of every process in box, in MiB.
 func boxMiB(ctx context.Context, box vendors.Box) (float64, error) {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -98,18 +99,26 @@ func Measure(ctx context.Context, dir string, window time.Duration) (Stall, erro
 	if err != nil {
 		return Stall{}, err
 	}
-	t := time.NewTimer(window)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return Stall{}, ctx.Err()
-	case <-t.C:
+	if err := sleep(ctx, window); err != nil {
+		return Stall{}, err
 	}
 	b, err := read(dir)
 	if err != nil {
 		return Stall{}, err
 	}
 	return share(a, b), nil
+}
+
+// sleep waits d unless ctx ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // DefaultDir is where Linux shows the machine's pressure.
@@ -141,7 +150,20 @@ func (g Gate) Wait(ctx context.Context) error {
 	if maxMem <= 0 {
 		maxMem = 0.02
 	}
+	dir := g.Dir
+	if dir == "" {
+		dir = DefaultDir
+	}
+	if _, err := read(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	for {
+		// A random start, so that the boxes of one machine waiting for
+		// it to be quiet do not all look at the same window and all
+		// start at once when it is.
+		if err := sleep(ctx, rand.N(window)); err != nil {
+			return err
+		}
 		s, err := Measure(ctx, g.Dir, window)
 		switch {
 		case errors.Is(err, ErrUnavailable):
