@@ -14,11 +14,11 @@ import (
 
 	"github.com/tangle-network/boxctl/bridge/engine"
 	"github.com/tangle-network/boxctl/bridge/internal/modelrelay"
-	"github.com/tangle-network/boxctl/internal/pressure"
 	"github.com/tangle-network/boxctl/bridge/jail"
 	"github.com/tangle-network/boxctl/bridge/server"
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/internal/buildinfo"
+	"github.com/tangle-network/boxctl/internal/pressure"
 )
 
 // pruneEvery is how often time-based retention runs.
