@@ -103,7 +103,7 @@ type BenchReport struct {
 	// Rows are the measurements, a workload and mode each.
 	Rows []BenchRow `json:"rows"`
 	// PooledBoxMiB is the resident memory of a pooled box's processes
-	// (bridge, box-init: a pooled box starts no harness before its claim)
+	// (bridge, box-init, and the harness it started ahead, where it did)
 	// while it waits for its claim, the median of a few of a pool burst's;
 	// 0 when no pool burst ran.
 	PooledBoxMiB float64 `json:"pooledBoxMiB,omitempty" jsonschema:"minimum=0"`
@@ -333,6 +333,7 @@ func (b *bencher) run(ctx context.Context, w string, rep *BenchReport) ([]BenchR
 			if err != nil {
 				return rows, err
 			}
+			b.settle(ctx)
 			var mu sync.Mutex
 			defer func() { // the ones a cancelled run left unclaimed
 				for _, rec := range pool {

@@ -68,7 +68,7 @@ func (r *BenchReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "\n%s, image %s, %s, model %s, %.0f ms pause before each timed turn; %s/%s, %d CPUs; %.1fs\n", r.Vendor, r.Image,
 		r.Harness, r.Model, r.PauseMs, r.Host.OS, r.Host.Arch, r.Host.CPUs, r.Seconds)
 	if r.PooledBoxMiB > 0 {
-		fmt.Fprintf(w, "a pooled box holds %.1f MiB resident (bridge and box-init)", r.PooledBoxMiB)
+		fmt.Fprintf(w, "a pooled box holds %.1f MiB resident (bridge, box-init, and the harness it started ahead)", r.PooledBoxMiB)
 		if r.Host.MemoryMiB > 0 {
 			fmt.Fprintf(w, ": this machine's %.1f GiB hold about %d of them", r.Host.MemoryMiB/1024, int(r.Host.MemoryMiB/r.PooledBoxMiB))
 		}

