@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -239,4 +240,51 @@ func TestEngine_SparesWaitForQuiet(t *testing.T) {
 		t.Fatal(err)
 	}
 	polltest.Until(t, 10*time.Second, "the spares to end with Close", func() bool { return leftoverSpares(f.e) == 0 })
+}
+
+// TestEngine_Bind: a claim's Bind keeps the spare started before it when
+// the harnesses' environment is the same, and replaces it with one of the
+// claim's environment when it is not; the claim's secrets are redacted
+// from then on.
+func TestEngine_Bind(t *testing.T) {
+	f := newFixture(t, Options{Spares: true, PrestartDelay: -1, Environ: []string{"BIND_TEST=standby"}})
+	f.e.Prestart(SpareTemplate{Backend: f.backend, Cwd: f.dir})
+	only := func(want string) *spare {
+		t.Helper()
+		var s *spare
+		polltest.UntilNil(t, 10*time.Second, "the spare of "+want, func() error {
+			f.e.mu.Lock()
+			defer f.e.mu.Unlock()
+			if len(f.e.spares) != 1 {
+				return fmt.Errorf("%d spares", len(f.e.spares))
+			}
+			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", f.e.spares[0].proc.pgid))
+			if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), want) {
+				return fmt.Errorf("the spare's environment lacks %s (%v)", want, err)
+			}
+			s = f.e.spares[0]
+			return nil
+		})
+		return s
+	}
+	before := only("BIND_TEST=standby")
+	f.e.Bind([]string{"BIND_TEST=standby"}, "claim-bearer")
+	if s := only("BIND_TEST=standby"); s != before {
+		t.Fatal("a Bind with the same environment replaced the spare")
+	}
+	if !slices.Contains(f.e.secrets(), "claim-bearer") || !slices.Contains(f.e.secrets(), routerKey) {
+		t.Errorf("secrets after Bind = %d, want the claim's added to the engine's", len(f.e.secrets()))
+	}
+	f.e.Bind([]string{"BIND_TEST=claimed"}, "")
+	after := only("BIND_TEST=claimed")
+	if after == before {
+		t.Fatal("the spare of the standby's environment was kept")
+	}
+	polltest.Until(t, 10*time.Second, "the standby's spare to end", func() bool {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", before.proc.pgid))
+		return err != nil
+	})
+	if slices.Contains(f.e.secrets(), "") {
+		t.Error("an empty secret was added")
+	}
 }
