@@ -68,6 +68,10 @@ type BenchOptions struct {
 	// (or the answer to the session's first turn) and the timed turn, as
 	// a caller does; default 1 s, negative none.
 	Pause time.Duration
+	// Settle bounds the wait, after a pool's boxes are booted and before
+	// their claims, for this machine to be quiet, as a pool in use has
+	// started its harnesses ahead; default 3 minutes, negative none.
+	Settle time.Duration
 	// Workloads are the workloads to run (default all, see Workloads).
 	Workloads []string
 	// Modes are the modes to run (default all that apply).
@@ -214,6 +218,12 @@ func (o BenchOptions) normalized() (BenchOptions, error) {
 		o.Pause = time.Second
 	case o.Pause < 0:
 		o.Pause = 0
+	}
+	switch {
+	case o.Settle == 0:
+		o.Settle = 3 * time.Minute
+	case o.Settle < 0:
+		o.Settle = 0
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -198,16 +198,15 @@ func (b *bencher) poolBurst(ctx context.Context, n int) (*samples, float64, erro
 	return s, round3(mibs[len(mibs)/2]), nil
 }
 
-// settleWait bounds the wait for a pool's boxes to settle before its
-// claims.
-const settleWait = 3 * time.Minute
-
-// settle waits, at most settleWait, until a pool just booted is as one in
+// settle waits, at most BenchOptions.Settle, until a pool just booted is as one in
 // use, booted well before its claims: its boxes have started their
 // harnesses, each once the machine was quiet. It waits for this
 // machine's quiet (the Docker boxes' machine; elsewhere a short wait).
 func (b *bencher) settle(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, settleWait)
+	if b.o.Settle <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.o.Settle)
 	defer cancel()
 	start := time.Now()
 	err := pressure.Gate{}.Wait(ctx)

@@ -25,6 +25,7 @@ type benchOptions struct {
 	burst     int
 	turns     int
 	pause     time.Duration
+	settle    time.Duration
 	workloads []string
 	modes     []string
 	jsonFile  string
@@ -36,7 +37,7 @@ type benchOptions struct {
 }
 
 func newBenchCmd(a *app, runF func(context.Context, *benchOptions) error) *cobra.Command {
-	o := &benchOptions{target: docker.Name, harness: "claude-code", burst: 10, turns: 10, pause: time.Second}
+	o := &benchOptions{target: docker.Name, harness: "claude-code", burst: 10, turns: 10, pause: time.Second, settle: 3 * time.Minute}
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure box creation and the time to the agent's first event on a target",
@@ -75,6 +76,7 @@ files. Every box bench makes is destroyed before it exits.`,
 	f.IntVar(&o.burst, "burst", o.burst, "boxes each burst asks for at once")
 	f.IntVar(&o.turns, "turns", o.turns, "turns each turn workload times")
 	f.DurationVar(&o.pause, "pause", o.pause, "pause before each timed turn, after the box is ready or the session's first answer came (a caller's think time)")
+	f.DurationVar(&o.settle, "settle", o.settle, "wait at most this long, between booting a pool and claiming it, for this machine to be quiet (the pool's harnesses started ahead); 0 for none")
 	f.StringSliceVar(&o.workloads, "run", nil, "workloads to run: "+strings.Join(conformance.Workloads, ", ")+" (default: all)")
 	f.StringSliceVar(&o.modes, "mode", nil, "modes to run: "+strings.Join(conformance.Modes, ", ")+" (default: all)")
 	f.StringVar(&o.jsonFile, "json", "", "write the JSON report to this file")
@@ -90,8 +92,8 @@ func (o *benchOptions) resolve(getenv func(string) string) error {
 	if err := checkBoxTarget(o.target); err != nil {
 		return err
 	}
-	if o.burst < 1 || o.turns < 1 || o.pause < 0 {
-		return usageErrorf("--burst and --turns must be at least 1, --pause not negative")
+	if o.burst < 1 || o.turns < 1 || o.pause < 0 || o.settle < 0 {
+		return usageErrorf("--burst and --turns must be at least 1, --pause and --settle not negative")
 	}
 	for _, w := range o.workloads {
 		if !slices.Contains(conformance.Workloads, w) {
@@ -132,7 +134,7 @@ func runBench(ctx context.Context, a *app, o *benchOptions) error {
 		defer stop()
 	}
 	a.log.Info("bench", "target", o.target, "image", img.Reference, "harness", o.harness, "burst", o.burst, "turns", o.turns)
-	rep, runErr := conformance.Bench(ctx, t, conformance.BenchOptions{Harness: o.harness, Burst: o.burst, Turns: o.turns, Pause: pauseOption(o.pause),
+	rep, runErr := conformance.Bench(ctx, t, conformance.BenchOptions{Harness: o.harness, Burst: o.burst, Turns: o.turns, Pause: pauseOption(o.pause), Settle: pauseOption(o.settle),
 		Workloads: o.workloads, Modes: o.modes, Logger: a.log})
 	if rep == nil {
 		return usageError{runErr}
@@ -162,7 +164,8 @@ func runBench(ctx context.Context, a *app, o *benchOptions) error {
 	return nil
 }
 
-// pauseOption is --pause as BenchOptions.Pause takes it (negative: none).
+// pauseOption is --pause or --settle as BenchOptions takes it (negative:
+// none).
 func pauseOption(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1

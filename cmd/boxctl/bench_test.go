@@ -21,6 +21,7 @@ func TestBenchOptions_resolve(t *testing.T) {
 		{"unknown target", benchOptions{target: "nowhere", burst: 1, turns: 1}, true, false},
 		{"no burst", benchOptions{target: "docker", burst: 0, turns: 1}, true, false},
 		{"negative pause", benchOptions{target: "docker", burst: 1, turns: 1, pause: -time.Second}, true, false},
+		{"negative settle", benchOptions{target: "docker", burst: 1, turns: 1, settle: -time.Second}, true, false},
 		{"unknown workload", benchOptions{target: "docker", burst: 1, turns: 1, workloads: []string{"sprint"}}, true, false},
 		{"unknown mode", benchOptions{target: "docker", burst: 1, turns: 1, modes: []string{"warm"}}, true, false},
 		{"modes", benchOptions{target: "docker", burst: 1, turns: 1, modes: []string{"no-spare", "pool"}, workloads: []string{"first-event"}}, false, true},
