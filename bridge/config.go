@@ -76,6 +76,8 @@ type Config struct {
 	// PrestartCwd is the working directory of the first turn expected
 	// (wire.EnvPrestartCwd); "" for no spare before a first turn.
 	PrestartCwd string
+	// PrestartModel is that first turn's model (wire.EnvPrestartModel).
+	PrestartModel string
 	// ModelRelay points the harnesses at the bridge's model relay on
 	// loopback (wire.EnvModelRelay).
 	ModelRelay bool
@@ -158,6 +160,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	intVar("BRIDGE_MAX_SESSION_PROCS", &c.MaxSessionProcs)
 	c.NoSpares = getenv("BRIDGE_SPARES") == "0"
 	c.PrestartCwd = getenv(wire.EnvPrestartCwd)
+	c.PrestartModel = getenv(wire.EnvPrestartModel)
 	c.ModelRelay = getenv(wire.EnvModelRelay) == "1"
 	signedMsVar("BRIDGE_SESSION_IDLE_CLOSE_MS", &c.SessionIdleClose)
 	msVar("BRIDGE_RESULT_GRACE_MS", &c.ResultGrace)

@@ -140,7 +140,7 @@ func startEngine(ctx context.Context, c Config, st *store.Store, log *slog.Logge
 	}
 	backends := c.backends()
 	if len(backends) == 1 && c.PrestartCwd != "" {
-		eng.Prestart(engine.SpareTemplate{Backend: backends[0], Cwd: c.PrestartCwd})
+		eng.Prestart(engine.SpareTemplate{Backend: backends[0], Model: c.PrestartModel, Cwd: c.PrestartCwd})
 	}
 	return eng, nil
 }

@@ -26,6 +26,10 @@ const (
 	// ahead of it (where the harness can take a turn so) as soon as it
 	// serves; unset, only after a first turn.
 	EnvPrestartCwd = "BRIDGE_PRESTART_CWD"
+	// EnvPrestartModel is the model of that first turn, as a turn's route
+	// names it after the harness ("sonnet" of "claude-code/sonnet"); unset
+	// or empty, the harness's default.
+	EnvPrestartModel = "BRIDGE_PRESTART_MODEL"
 	// EnvModelRelay, "1", points the harnesses at the bridge's own model
 	// endpoint on loopback, which presents the box's model token for them:
 	// no harness holds the token, and a pooled bridge starts its harness

@@ -282,5 +282,5 @@ const envMaxRuns = "BRIDGE_MAX_RUNS"
 // reservedBridgeEnv are the bridge variables the provider sets itself.
 var reservedBridgeEnv = map[string]bool{
 	wire.EnvBearer: true, wire.EnvRouterKey: true, wire.EnvRouterURL: true, wire.EnvHost: true,
-	wire.EnvPort: true, wire.EnvBackends: true, wire.EnvDataDir: true, envMaxRuns: true, wire.EnvPrestartCwd: true, wire.EnvModelRelay: true,
+	wire.EnvPort: true, wire.EnvBackends: true, wire.EnvDataDir: true, envMaxRuns: true, wire.EnvPrestartCwd: true, wire.EnvPrestartModel: true, wire.EnvModelRelay: true,
 }

@@ -148,6 +148,18 @@ func (p *Provider) envRequest(req CreateRequest, h *pins.Harness) provider.Creat
 	return provider.CreateRequest{Profile: prof, Workspace: &provider.Workspace{Cwd: Workspace}, Env: req.Env, Metadata: req.Metadata}
 }
 
+// firstModel is the model a turn of req's environment names after its
+// harness in its route ("sonnet" of "claude-code/sonnet"; "" for the
+// harness's default, or a profile whose route cannot be made).
+func firstModel(req provider.CreateRequest) string {
+	route, err := provider.ModelRoute(req)
+	if err != nil {
+		return ""
+	}
+	_, model, _ := strings.Cut(route, "/")
+	return model
+}
+
 // Create makes a box and returns its environment; see the package
 // documentation for the steps and the cleanup rules. Each step is a span
 // (a child of "sandbox.create") and a Phase of Environment.Timings.
@@ -216,7 +228,7 @@ func (p *Provider) cleanup(ctx context.Context, box vendors.Box, cause error) er
 }
 
 func (p *Provider) boot(ctx context.Context, t *timeline, box vendors.Box, req CreateRequest, h *pins.Harness, spec vendors.CreateSpec) (*Environment, error) {
-	ep, bearer, err := p.startBridge(ctx, t, box, h, tokenUntil(spec.Lifetime, spec.Retention))
+	ep, bearer, err := p.startBridge(ctx, t, box, h, firstModel(p.envRequest(req, h)), tokenUntil(spec.Lifetime, spec.Retention))
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +257,11 @@ func (p *Provider) boot(ctx context.Context, t *timeline, box vendors.Box, req C
 
 // startBridge starts the bridge in box with a new bearer and model access
 // until until, waits until its backend is ready and checks its version against the pin.
-func (p *Provider) startBridge(ctx context.Context, t *timeline, box vendors.Box, h *pins.Harness, until time.Time) (vendors.Endpoint, string, error) {
+//
+// model is the model of the box's first turn as its route names it after
+// the harness (firstModel): the bridge starts the harness ahead of that
+// turn with it.
+func (p *Provider) startBridge(ctx context.Context, t *timeline, box vendors.Box, h *pins.Harness, model string, until time.Time) (vendors.Endpoint, string, error) {
 	bearer := newSecret()
 	modelURL, modelKey, err := p.modelAccess(ctx, box, until)
 	if err != nil {
@@ -257,7 +273,7 @@ func (p *Provider) startBridge(ctx context.Context, t *timeline, box vendors.Box
 		wire.EnvBearer: bearer, wire.EnvRouterKey: modelKey, wire.EnvRouterURL: modelURL,
 		wire.EnvHost: "0.0.0.0", wire.EnvPort: strconv.Itoa(BridgePort), wire.EnvBackends: h.Backend,
 		wire.EnvDataDir: "/home/box/.box-bridge", envMaxRuns: "1",
-		wire.EnvPrestartCwd: Workspace, wire.EnvModelRelay: "1",
+		wire.EnvPrestartCwd: Workspace, wire.EnvPrestartModel: model, wire.EnvModelRelay: "1",
 	})
 	pctx, end := t.start(ctx, PhaseSpawn)
 	proc, err := box.Spawn(pctx, vendors.SpawnSpec{Name: BridgeProcess, Command: []string{"box-bridge", "-supervise"}, Env: env, Dir: Workspace})

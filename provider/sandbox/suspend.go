@@ -261,7 +261,7 @@ func (p *Provider) resumable(ref SuspendedRef) (*pins.Harness, error) {
 // environment of ref to it.
 func (p *Provider) reattach(ctx context.Context, box vendors.Box, ref Reference, h *pins.Harness) (*Environment, error) {
 	t := &timeline{}
-	ep, bearer, err := p.startBridge(ctx, t, box, h, tokenUntil(p.o.Lifetime, p.o.Retention))
+	ep, bearer, err := p.startBridge(ctx, t, box, h, firstModel(p.envRequest(CreateRequest{Profile: ref.Profile}, h)), tokenUntil(p.o.Lifetime, p.o.Retention))
 	if err != nil {
 		return nil, fmt.Errorf("resume: %w", err)
 	}
