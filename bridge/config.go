@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -81,6 +82,9 @@ type Config struct {
 	// ModelRelay points the harnesses at the bridge's model relay on
 	// loopback (wire.EnvModelRelay).
 	ModelRelay bool
+	// RouterCA are PEM certificates the relay trusts beside the system's
+	// (wire.EnvRouterCA); they need ModelRelay.
+	RouterCA string
 	// SessionIdleClose is how long an open retained session may go
 	// without a turn before the bridge closes it (store.Options
 	// SessionIdle): 0 means 24 h, negative never.
@@ -162,6 +166,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c.PrestartCwd = getenv(wire.EnvPrestartCwd)
 	c.PrestartModel = getenv(wire.EnvPrestartModel)
 	c.ModelRelay = getenv(wire.EnvModelRelay) == "1"
+	c.RouterCA = getenv(wire.EnvRouterCA)
 	signedMsVar("BRIDGE_SESSION_IDLE_CLOSE_MS", &c.SessionIdleClose)
 	msVar("BRIDGE_RESULT_GRACE_MS", &c.ResultGrace)
 	msVar("BRIDGE_MAX_RUN_MS", &c.MaxLifetime)
@@ -293,6 +298,14 @@ func (c Config) Validate() error {
 	}
 	if len(c.Backends) == 0 {
 		return errors.New("no backends: set BRIDGE_BACKENDS")
+	}
+	if c.RouterCA != "" {
+		if !c.ModelRelay {
+			return fmt.Errorf("%s needs %s=1: only the model relay uses it", wire.EnvRouterCA, wire.EnvModelRelay)
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM([]byte(c.RouterCA)) {
+			return fmt.Errorf("%s holds no PEM certificate", wire.EnvRouterCA)
+		}
 	}
 	adapters := Adapters()
 	for _, k := range c.Backends {

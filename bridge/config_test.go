@@ -71,6 +71,9 @@ func TestConfig_Validate(t *testing.T) {
 		{"unknown backend", func(c *Config) { c.Backends = []string{"emacs"} }, false},
 		{"no backends", func(c *Config) { c.Backends = nil }, false},
 		{"bad port", func(c *Config) { c.Port = 70000 }, false},
+		{"router authority without the relay", func(c *Config) { c.RouterCA = testCA }, false},
+		{"router authority with the relay", func(c *Config) { c.RouterCA, c.ModelRelay = testCA, true }, true},
+		{"router authority that is no certificate", func(c *Config) { c.RouterCA, c.ModelRelay = "not pem", true }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,3 +102,15 @@ func TestConfigFromEnv_JailFloor(t *testing.T) {
 		}
 	}
 }
+
+// testCA is a self-signed certificate (CN=boxctl test) in PEM.
+const testCA = `-----BEGIN CERTIFICATE-----
+MIIBTDCB86ADAgECAgEBMAoGCCqGSM49BAMCMBYxFDASBgNVBAMTC2JveGN0bCB0
+ZXN0MB4XDTI2MDEwMTAwMDAwMFoXDTM2MDEwMTAwMDAwMFowFjEUMBIGA1UEAxML
+Ym94Y3RsIHRlc3QwWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAATNsydxNfDClou4
+31FucU5bWwu2HSIT2FthPeUm7x3TKK3bLD59N3VPw3iQf0D0BYJLbq/xb0kqCIY/
+Cn2NP3ZBozIwMDAPBgNVHRMBAf8EBTADAQH/MB0GA1UdDgQWBBSAELCfAKAoZVYf
+34F3fhUpvR80XjAKBggqhkjOPQQDAgNIADBFAiATSyAExX6pZIYr7M2H878H7rAK
+bFTKpU7gF9dni/shpwIhALf5WZkigFO6N8SDFGlJoGbDvGSpRE4/AJ+ltv1uRoI9
+-----END CERTIFICATE-----
+`

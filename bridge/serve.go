@@ -163,7 +163,7 @@ func startRelay(c Config, log *slog.Logger) (*modelrelay.Relay, error) {
 	if !c.ModelRelay {
 		return nil, nil
 	}
-	return modelrelay.Start(log)
+	return modelrelay.Start(log, []byte(c.RouterCA))
 }
 
 // serveLoop runs a serving bridge until ctx ends or its server fails:

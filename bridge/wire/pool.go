@@ -35,6 +35,10 @@ const (
 	// no harness holds the token, and a pooled bridge starts its harness
 	// ahead of the claim that brings the token.
 	EnvModelRelay = "BRIDGE_MODEL_RELAY"
+	// EnvRouterCA holds PEM certificates the model relay trusts, beside
+	// the system's, for an https model endpoint (a broker whose
+	// certificate a private authority signed). It needs EnvModelRelay.
+	EnvRouterCA = "BRIDGE_ROUTER_CA"
 )
 
 // Error types of pooled bridges.

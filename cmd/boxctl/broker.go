@@ -127,7 +127,7 @@ func (a *app) brokerAccess(s *boxstate.Store) boxstate.AccessFunc {
 				return boxstate.ModelAccess{}, err
 			}
 		}
-		return boxstate.ModelAccess{Broker: bc, BrokerURL: url, Upstream: rec.Upstream}, nil
+		return boxstate.ModelAccess{Broker: bc, BrokerURL: url, BrokerCA: []byte(rec.BrokerCA), Upstream: rec.Upstream}, nil
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"os"
 	"strings"
 	"time"
@@ -33,28 +34,30 @@ const routerMargin = time.Minute
 
 // upOptions are the flags of `boxctl up`.
 type upOptions struct {
-	target     string
-	image      string
-	harness    string
-	model      string
-	repo       string
-	gitRef     string
-	lifetime   time.Duration
-	retention  time.Duration
-	idle       time.Duration
-	router     string
-	showBearer bool
-	timings    bool
-	bridgeOTLP string
-	noPool     bool
-	upstream   string
-	upURL      string
-	brokerURL  string
-	allow      []string
-	egressMode string
-	runtime    string
-	class      string
-	webhooks   []string
+	target       string
+	image        string
+	harness      string
+	model        string
+	repo         string
+	gitRef       string
+	lifetime     time.Duration
+	retention    time.Duration
+	idle         time.Duration
+	router       string
+	showBearer   bool
+	timings      bool
+	bridgeOTLP   string
+	noPool       bool
+	upstream     string
+	upURL        string
+	brokerURL    string
+	brokerCAFile string
+	brokerCA     []byte
+	allow        []string
+	egressMode   string
+	runtime      string
+	class        string
+	webhooks     []string
 
 	// Resolved by resolve: the box's egress policy (nil: none).
 	egress *egress.Policy
@@ -108,6 +111,7 @@ The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.j
 	f.StringVar(&o.upstream, "upstream", "", "where the broker sends the box's model requests: router, anthropic, openai or gemini (default: see above)")
 	f.StringVar(&o.upURL, "upstream-url", "", "the base URL of --upstream anthropic, openai or gemini (default: the provider's public API)")
 	f.StringVar(&o.brokerURL, "broker-url", "", "the broker's URL as the box reaches it (boxctl broker --listen behind a tunnel; https unless loopback), for vendors whose boxes do not reach this machine")
+	f.StringVar(&o.brokerCAFile, "broker-ca", "", "PEM certificates the box trusts for an https --broker-url beside its system's (a private authority)")
 	f.StringArrayVar(&o.allow, "allow", nil, "confine the box's egress to an allow list and add RULE to it (repeatable): a domain (example.com, *.example.com) or IPv4 address or CIDR, with an optional port; the broker is always reachable (docker)")
 	f.StringVar(&o.egressMode, "egress", "", `"deny": confine the box's egress (nothing but the broker and --allow); "open": record an open network (default: open, as today)`)
 	f.StringVar(&o.runtime, "runtime", "", `the box's kernel boundary: "gvisor" (a Docker engine's runsc runtime, a Kubernetes RuntimeClass named gvisor) or a runtime of the engine's (default: the vendor's)`)
@@ -162,6 +166,19 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 		if err := checkBrokerURL(o.brokerURL); err != nil {
 			return err
 		}
+	}
+	if o.brokerCAFile != "" {
+		if !strings.HasPrefix(o.brokerURL, "https://") {
+			return usageErrorf("--broker-ca goes with an https --broker-url")
+		}
+		b, err := os.ReadFile(o.brokerCAFile)
+		if err != nil {
+			return usageErrorf("--broker-ca: %v", err)
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(b) {
+			return usageErrorf("--broker-ca %s: no PEM certificate in it", o.brokerCAFile)
+		}
+		o.brokerCA = b
 	}
 	if o.router == routerLocal {
 		if o.upstream != "" || o.upURL != "" {

@@ -50,7 +50,8 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 	if err != nil {
 		return err
 	}
-	rec.Upstream, rec.BrokerURL, rec.Webhooks, rec.Egress = up.Name, o.brokerURL, o.webhooks, o.egress
+	rec.Upstream, rec.BrokerURL, rec.BrokerCA, rec.Webhooks, rec.Egress = up.Name, o.brokerURL, string(o.brokerCA), o.webhooks, o.egress
+	access.BrokerCA = o.brokerCA
 	defer localbroker.KeepAwake(ctx, access.Broker, localbroker.KeepAwakeEvery)()
 	var gate sandbox.EgressGate
 	if o.confined() {
@@ -110,7 +111,7 @@ func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag,
 	if o.bridgeOTLP != "" {
 		bridgeEnv = map[string]string{tracing.EndpointEnv: o.bridgeOTLP}
 	}
-	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: o.image, Broker: access.Broker, BrokerURL: access.BrokerURL,
+	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: o.image, Broker: access.Broker, BrokerURL: access.BrokerURL, BrokerCA: access.BrokerCA,
 		Upstream: access.Upstream, Lifetime: o.lifetime, Retention: o.retention, Runtime: o.runtime,
 		IdleSuspend: o.idle, RunTag: tag, Owner: owner, Logger: a.log, OnEvent: onEvent, BridgeEnv: bridgeEnv,
 		Egress: o.egress, EgressGate: gate})

@@ -101,6 +101,12 @@ func TestUpCmd_Flags(t *testing.T) {
 			wantErr: "must not carry credentials"},
 		{name: "a broker over https", args: []string{"--router", "local", "--broker-url", "https://broker.example:8443"},
 			want: want{harness: "claude-code", lifetime: 30 * time.Minute, local: true}},
+		{name: "a broker's authority without https", args: []string{"--router", "local", "--broker-ca", "ca.pem"},
+			wantErr: "--broker-ca goes with an https --broker-url"},
+		{name: "a broker's authority missing", args: []string{"--router", "local", "--broker-url", "https://broker.example:8443", "--broker-ca", "/nonexistent/ca.pem"},
+			wantErr: "--broker-ca: open /nonexistent/ca.pem"},
+		{name: "a broker's authority that is no certificate", args: []string{"--router", "local", "--broker-url", "https://broker.example:8443", "--broker-ca", "up_test.go"},
+			wantErr: "no PEM certificate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

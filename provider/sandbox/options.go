@@ -2,15 +2,17 @@ package sandbox
 
 import (
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/tangle-network/boxctl/provider/sandbox/broker"
-	"github.com/tangle-network/boxctl/provider/sandbox/webhook"
 	"log/slog"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+	"github.com/tangle-network/boxctl/provider/sandbox/webhook"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/pins"
@@ -115,6 +117,11 @@ type Options struct {
 	// BrokerURL is the broker's base URL as the boxes reach it. Required
 	// with Broker.
 	BrokerURL string
+	// BrokerCA are PEM certificates the boxes trust for an https
+	// BrokerURL beside their system's (a broker whose certificate a
+	// private authority signed). Not a secret: it goes to each box's
+	// bridge, whose model relay is the one client of the broker there.
+	BrokerCA []byte
 	// Upstream names the broker's upstream of this provider's boxes ("" for
 	// the broker's default).
 	Upstream string
@@ -206,8 +213,11 @@ func (o Options) normalized() (Options, error) {
 		if err := CheckRouterURL(o.BrokerURL); err != nil {
 			errs = append(errs, fmt.Errorf("BrokerURL: %w", err))
 		}
-	} else if o.BrokerURL != "" || o.Upstream != "" || o.Budget != (broker.Budget{}) {
-		errs = append(errs, errors.New("BrokerURL, Upstream and Budget need a Broker"))
+		if len(o.BrokerCA) > 0 && !x509.NewCertPool().AppendCertsFromPEM(o.BrokerCA) {
+			errs = append(errs, errors.New("BrokerCA holds no PEM certificate"))
+		}
+	} else if o.BrokerURL != "" || o.Upstream != "" || o.Budget != (broker.Budget{}) || len(o.BrokerCA) > 0 {
+		errs = append(errs, errors.New("BrokerURL, BrokerCA, Upstream and Budget need a Broker"))
 	}
 	if o.Egress != nil {
 		if err := o.Egress.Validate(); err != nil {
@@ -282,5 +292,5 @@ const envMaxRuns = "BRIDGE_MAX_RUNS"
 // reservedBridgeEnv are the bridge variables the provider sets itself.
 var reservedBridgeEnv = map[string]bool{
 	wire.EnvBearer: true, wire.EnvRouterKey: true, wire.EnvRouterURL: true, wire.EnvHost: true,
-	wire.EnvPort: true, wire.EnvBackends: true, wire.EnvDataDir: true, envMaxRuns: true, wire.EnvPrestartCwd: true, wire.EnvPrestartModel: true, wire.EnvModelRelay: true,
+	wire.EnvPort: true, wire.EnvBackends: true, wire.EnvDataDir: true, envMaxRuns: true, wire.EnvPrestartCwd: true, wire.EnvPrestartModel: true, wire.EnvModelRelay: true, wire.EnvRouterCA: true,
 }

@@ -275,6 +275,9 @@ func (p *Provider) startBridge(ctx context.Context, t *timeline, box vendors.Box
 		wire.EnvDataDir: "/home/box/.box-bridge", envMaxRuns: "1",
 		wire.EnvPrestartCwd: Workspace, wire.EnvPrestartModel: model, wire.EnvModelRelay: "1",
 	})
+	if len(p.o.BrokerCA) > 0 {
+		env[wire.EnvRouterCA] = string(p.o.BrokerCA)
+	}
 	pctx, end := t.start(ctx, PhaseSpawn)
 	proc, err := box.Spawn(pctx, vendors.SpawnSpec{Name: BridgeProcess, Command: []string{"box-bridge", "-supervise"}, Env: env, Dir: Workspace})
 	end(err)

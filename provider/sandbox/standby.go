@@ -136,6 +136,9 @@ func (p *Provider) standbyEnv(h *pins.Harness) map[string]string {
 	maps.Copy(env, map[string]string{wire.EnvHost: "0.0.0.0", wire.EnvPort: strconv.Itoa(BridgePort), wire.EnvBackends: h.Backend,
 		wire.EnvDataDir: "/home/box/.box-bridge", envMaxRuns: "1",
 		wire.EnvPrestartCwd: Workspace, wire.EnvModelRelay: "1", wire.EnvDeadlineFile: boxmeta.DeadlineFile})
+	if len(p.o.BrokerCA) > 0 {
+		env[wire.EnvRouterCA] = string(p.o.BrokerCA)
+	}
 	return env
 }
 

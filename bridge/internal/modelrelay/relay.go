@@ -11,6 +11,8 @@ package modelrelay
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -51,8 +53,21 @@ type Relay struct {
 	set chan struct{} // closed by the first Set
 }
 
-// Start listens on 127.0.0.1 at a port of the kernel's choice.
-func Start(log *slog.Logger) (*Relay, error) {
+// Start listens on 127.0.0.1 at a port of the kernel's choice. ca are PEM
+// certificates it trusts for an https upstream beside the system's (none:
+// the system's only).
+func Start(log *slog.Logger, ca []byte) (*Relay, error) {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	if len(ca) > 0 {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(ca) {
+			return nil, errors.New("model relay: the trusted certificates hold no PEM certificate")
+		}
+		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("model relay: %w", err)
@@ -61,7 +76,7 @@ func Start(log *slog.Logger) (*Relay, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Relay{ln: ln, log: log, set: make(chan struct{})}
-	proxy := &httputil.ReverseProxy{Rewrite: r.rewrite, FlushInterval: -1, ErrorHandler: r.failed,
+	proxy := &httputil.ReverseProxy{Rewrite: r.rewrite, FlushInterval: -1, ErrorHandler: r.failed, Transport: transport,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	r.srv = &http.Server{Handler: r.handler(proxy), ReadHeaderTimeout: 10 * time.Second}
 	go func() {

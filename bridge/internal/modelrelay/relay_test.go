@@ -2,6 +2,7 @@ package modelrelay
 
 import (
 	"bufio"
+	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -30,7 +31,7 @@ func upstreamServer(t *testing.T) (*httptest.Server, chan seen) {
 
 func startRelay(t *testing.T) *Relay {
 	t.Helper()
-	r, err := Start(nil)
+	r, err := Start(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,5 +184,45 @@ func TestRelay_Refusals(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("an oversized body: %d, want 413", res.StatusCode)
+	}
+}
+
+// TestRelay_TLS: an https upstream is reached when its authority is among
+// the relay's trusted certificates, and refused (502) when it is not.
+func TestRelay_TLS(t *testing.T) {
+	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "over tls")
+	}))
+	t.Cleanup(up.Close)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: up.Certificate().Raw})
+	for _, tc := range []struct {
+		name   string
+		ca     []byte
+		status int
+	}{
+		{"trusted", ca, http.StatusOK},
+		{"untrusted", nil, http.StatusBadGateway},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Start(nil, tc.ca)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = r.Close() })
+			if err := r.Set(up.URL, "tok"); err != nil {
+				t.Fatal(err)
+			}
+			res, err := http.Post(r.URL()+"/v1/messages", "application/json", strings.NewReader("{}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != tc.status {
+				t.Errorf("status %d, want %d", res.StatusCode, tc.status)
+			}
+		})
+	}
+	if _, err := Start(nil, []byte("not a certificate")); err == nil {
+		t.Error("Start with no PEM certificate in ca = nil, want an error")
 	}
 }

@@ -59,6 +59,9 @@ type Record struct {
 	// BrokerURL is where the box reaches the broker when it was given
 	// (up --broker-url); empty: where the broker serves the vendor's boxes.
 	BrokerURL string `json:"brokerUrl,omitempty"`
+	// BrokerCA are the PEM certificates the box trusts for an https
+	// BrokerURL (up --broker-ca): public, unlike a key.
+	BrokerCA string `json:"brokerCa,omitempty"`
 	// Webhooks receive the box's lifecycle events (up --webhook); their
 	// secret is never stored.
 	Webhooks []string `json:"webhooks,omitempty"`

@@ -39,8 +39,10 @@ func (s *Store) Suspend(ctx context.Context, v vendors.Vendor, rec *Record, log 
 type ModelAccess struct {
 	Broker    broker.Granter
 	BrokerURL string
-	Upstream  string
-	Router    sandbox.Router
+	// BrokerCA are the PEM certificates the box trusts for BrokerURL.
+	BrokerCA []byte
+	Upstream string
+	Router   sandbox.Router
 }
 
 // AccessFunc finds the model access of rec's box on v.
@@ -63,7 +65,7 @@ func (s *Store) Resume(ctx context.Context, v vendors.Vendor, rec *Record, acces
 		return sandbox.Reference{}, fmt.Errorf("box %s: the state holds no reference to it", ShortID(rec.ID))
 	}
 	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: rec.Image, Router: access.Router, Broker: access.Broker,
-		BrokerURL: access.BrokerURL, Upstream: access.Upstream, Logger: log, OnEvent: s.Record})
+		BrokerURL: access.BrokerURL, BrokerCA: access.BrokerCA, Upstream: access.Upstream, Logger: log, OnEvent: s.Record})
 	if err != nil {
 		return sandbox.Reference{}, err
 	}
