@@ -33,6 +33,7 @@ import (
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/egress"
 )
 
 const (
@@ -100,11 +101,14 @@ func liveBox(t *testing.T, v *docker.Vendor, store *boxstate.Store) (boxstate.Re
 	router := sandbox.Router{URL: "http://" + l.Addr().String(), Key: key}
 
 	now := time.Now()
-	rec := boxstate.Record{Target: docker.Name, Image: img, RunTag: sandbox.NewRunTag(), Created: now.UTC(), Deadline: now.Add(15 * time.Minute).UTC()}
+	// The box's network is open, and its record says so.
+	open := egress.Policy{Open: true}
+	rec := boxstate.Record{Target: docker.Name, Image: img, RunTag: sandbox.NewRunTag(), Created: now.UTC(), Deadline: now.Add(15 * time.Minute).UTC(),
+		Egress: &open}
 	rec, err = store.Create(t.Context(), v, rec, func(ctx context.Context, tag string) (sandbox.Reference, error) {
 		p, err := sandbox.New(sandbox.Options{Vendor: v, Image: img, Router: router, Lifetime: 15 * time.Minute, RunTag: tag,
-			Retention: time.Hour,
-			Owner:     store.Owner(), OnEvent: store.Record})
+			Retention: time.Hour, Egress: &open,
+			Owner: store.Owner(), OnEvent: store.Record})
 		if err != nil {
 			return sandbox.Reference{}, err
 		}
@@ -209,6 +213,9 @@ func TestInspector_InBrowser(t *testing.T) {
 		loadWall.Round(time.Millisecond), nav.DOMContentLoaded, nav.Load, nav.Listed)
 	if state := get(b, "read the box's state", chromedp.Text(chromedp.CSS(row+" td.state"))); state != "running" {
 		t.Errorf("the list shows the box %s, want running", state)
+	}
+	if pol := get(b, "read the box's egress", chromedp.Text(chromedp.CSS(row+" td.egress"))); pol != egress.Open {
+		t.Errorf("the list shows the box's egress %q, want %q", pol, egress.Open)
 	}
 	b.noErrors("list")
 

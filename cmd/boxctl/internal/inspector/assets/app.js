@@ -82,6 +82,7 @@ async function showList() {
   const boxes = data.boxes;
   const hasPool = boxes.some((b) => b.pool);
   const hasSuspended = boxes.some((b) => "suspended" in b);
+  const hasEgress = boxes.some((b) => b.egress);
   const rows = boxes.map((b) =>
     el("tr", { "data-box": b.id },
       el("td", {}, el("a", { href: "#/box/" + encodeURIComponent(b.id), class: "box-link mono" }, short(b.id))),
@@ -92,6 +93,7 @@ async function showList() {
       el("td", {}, when(b.deadline)),
       hasPool ? el("td", {}, b.pool || "") : null,
       hasSuspended ? el("td", {}, b.suspended ? "suspended" : "") : null,
+      hasEgress ? el("td", { class: "egress mono" }, b.egress || "") : null,
       el("td", { class: "mono" }, b.liveRun ? "live " + b.liveRun : "")));
   main.replaceChildren(
     el("h1", {}, `Boxes (${boxes.length})`),
@@ -99,7 +101,7 @@ async function showList() {
       el("table", { id: "boxes" },
         el("thead", {}, el("tr", {}, el("th", {}, "box"), el("th", {}, "vendor"), el("th", {}, "state"), el("th", {}, "harness"),
           el("th", {}, "run tag"), el("th", {}, "deadline"), hasPool ? el("th", {}, "pool") : null,
-          hasSuspended ? el("th", {}, "suspended") : null, el("th", {}, "turn"))),
+          hasSuspended ? el("th", {}, "suspended") : null, hasEgress ? el("th", {}, "egress") : null, el("th", {}, "turn"))),
         el("tbody", {}, rows)));
 }
 
@@ -119,6 +121,7 @@ async function showBox(id) {
     ["deadline", when(box.deadline)], ["image", box.image]];
   if (box.pool) facts.push(["pool", box.pool]);
   if ("suspended" in box) facts.push(["suspended", box.suspended ? "yes" : "no"]);
+  if (box.egress) facts.push(["egress", box.egress]);
   main.replaceChildren(
     el("h1", { id: "box-title" }, "Box ", el("span", { class: "mono" }, short(id)), " ", el("span", { class: "tag" }, box.state)),
     el("div", { class: "grid" },
