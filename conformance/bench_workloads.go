@@ -198,6 +198,10 @@ func (b *bencher) poolBurst(ctx context.Context, n int) (*samples, float64, erro
 	return s, round3(mibs[len(mibs)/2]), nil
 }
 
+// settleWindow is how long the machine stays quiet for a pool to count as
+// settled.
+const settleWindow = 2 * time.Second
+
 // settle waits, at most BenchOptions.Settle, until a pool just booted is as one in
 // use, booted well before its claims: its boxes have started their
 // harnesses, each once the machine was quiet. It waits for this
@@ -209,7 +213,10 @@ func (b *bencher) settle(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, b.o.Settle)
 	defer cancel()
 	start := time.Now()
-	err := pressure.Gate{}.Wait(ctx)
+	// Quiet for a while: the boxes' own waits for a quiet machine end
+	// with the first quiet window, and their harnesses' starts then make
+	// it busy again.
+	err := pressure.Gate{Window: settleWindow}.Wait(ctx)
 	b.log.Info("pool boxes settled", "took", time.Since(start).Round(time.Millisecond), "err", err)
 }
 
