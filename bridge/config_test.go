@@ -3,6 +3,7 @@ package bridge
 import (
 	"errors"
 	"flag"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -114,3 +115,33 @@ Cn2NP3ZBozIwMDAPBgNVHRMBAf8EBTADAQH/MB0GA1UdDgQWBBSAELCfAKAoZVYf
 bFTKpU7gF9dni/shpwIhALf5WZkigFO6N8SDFGlJoGbDvGSpRE4/AJ+ltv1uRoI9
 -----END CERTIFICATE-----
 `
+
+// TestStartRelay: the relay starts when asked and there is a model
+// endpoint for it (in standby, the claim's); without one the harnesses
+// keep their own endpoints.
+func TestStartRelay(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		c       Config
+		standby bool
+		want    bool
+	}{
+		{"not asked", Config{RouterURL: "http://127.0.0.1:9"}, false, false},
+		{"asked, with an endpoint", Config{ModelRelay: true, RouterURL: "http://127.0.0.1:9"}, false, true},
+		{"asked, no endpoint", Config{ModelRelay: true}, false, false},
+		{"asked in standby", Config{ModelRelay: true}, true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := startRelay(tt.c, slog.New(slog.DiscardHandler), tt.standby)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r != nil {
+				defer r.Close()
+			}
+			if (r != nil) != tt.want {
+				t.Errorf("relay started = %v, want %v", r != nil, tt.want)
+			}
+		})
+	}
+}

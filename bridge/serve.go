@@ -51,7 +51,7 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 		return err
 	}
 	defer st.Close()
-	relay, err := startRelay(c, log)
+	relay, err := startRelay(c, log, false)
 	if err != nil {
 		return err
 	}
@@ -158,9 +158,11 @@ func startServer(ctx context.Context, c Config, eng *engine.Engine, log *slog.Lo
 	return srv, nil
 }
 
-// startRelay starts the model relay when c asks for it (nil otherwise).
-func startRelay(c Config, log *slog.Logger) (*modelrelay.Relay, error) {
-	if !c.ModelRelay {
+// startRelay starts the model relay when c asks for it and there is a
+// model endpoint for it to reach (c's, or, in standby, the claim's); nil
+// otherwise: without one the harnesses keep their own endpoints.
+func startRelay(c Config, log *slog.Logger, standby bool) (*modelrelay.Relay, error) {
+	if !c.ModelRelay || (c.RouterURL == "" && !standby) {
 		return nil, nil
 	}
 	return modelrelay.Start(log, []byte(c.RouterCA))

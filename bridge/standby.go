@@ -57,7 +57,8 @@ func ServeStandby(ctx context.Context, c Config, token string, log *slog.Logger,
 	// The jail is probed in standby, so that the claim's engine takes the
 	// verdict instead of making namespaces at the claim.
 	jailer := jail.New(jail.Options{DataDir: c.DataDir, Logger: log})
-	relay, err := startRelay(c, log)
+	// The claim brings the relay's upstream.
+	relay, err := startRelay(c, log, true)
 	if err != nil {
 		return err
 	}
@@ -145,6 +146,7 @@ func ServeStandby(ctx context.Context, c Config, token string, log *slog.Logger,
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(c.Host, strconv.Itoa(c.Port)))
 	if err != nil {
+		closeUnclaimed()
 		return fmt.Errorf("listen: %w", err)
 	}
 	hs, ln := httpServer(c, &handler, ln, log)

@@ -80,9 +80,11 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 }
 
 // poolable reports whether up's box may come from a pool: a pooled box
-// is not suspendable, and its network is the open one. is not suspendable, and its network is the open one.
+// is not suspendable, its network is the open one, and its bridge trusts
+// the certificate authorities it booted with (a --broker-ca cannot reach
+// it at the claim).
 func (o *upOptions) poolable() bool {
-	return !o.noPool && o.retention == 0 && o.idle == 0 && o.egress == nil
+	return !o.noPool && o.retention == 0 && o.idle == 0 && o.egress == nil && len(o.brokerCA) == 0
 }
 
 // resolveRuntime checks --runtime and --runtime-class, and takes the

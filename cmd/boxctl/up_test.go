@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
+	"github.com/tangle-network/boxctl/vendors/egress"
 )
 
 // parseCmd runs cmd with args through its runF, which stores what it
@@ -172,5 +173,26 @@ func TestUpCmd_Runtime(t *testing.T) {
 				t.Errorf("runtime = %q, want %q", got.runtime, tc.want)
 			}
 		})
+	}
+}
+
+// TestUpOptions_poolable: a box whose settings a pooled box cannot take
+// at its claim is made cold.
+func TestUpOptions_poolable(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		o    upOptions
+		want bool
+	}{
+		{"plain", upOptions{}, true},
+		{"no pool asked", upOptions{noPool: true}, false},
+		{"suspendable", upOptions{retention: time.Hour}, false},
+		{"idle suspend", upOptions{idle: time.Minute}, false},
+		{"an egress policy", upOptions{egress: &egress.Policy{}}, false},
+		{"a broker's authority", upOptions{brokerCA: []byte("pem")}, false},
+	} {
+		if got := tt.o.poolable(); got != tt.want {
+			t.Errorf("%s: poolable = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

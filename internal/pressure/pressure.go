@@ -136,9 +136,10 @@ type Gate struct {
 }
 
 // Wait returns once a window passes with the stalls under the gate's
-// bounds, or at once where the machine tells no pressure (ErrUnavailable
-// is no error here: the work then runs as if the gate were not there). It
-// returns ctx's error if the machine stays busy until ctx ends.
+// bounds, or at once where the machine tells no pressure this process can
+// read (no files, a sandbox that hides them, a format it does not know:
+// the work then runs as if the gate were not there). It returns ctx's
+// error if the machine stays busy until ctx ends.
 func (g Gate) Wait(ctx context.Context) error {
 	window, maxCPU, maxMem := g.Window, g.MaxCPU, g.MaxMemory
 	if window <= 0 {
@@ -154,8 +155,8 @@ func (g Gate) Wait(ctx context.Context) error {
 	if dir == "" {
 		dir = DefaultDir
 	}
-	if _, err := read(dir); errors.Is(err, fs.ErrNotExist) {
-		return nil
+	if _, err := read(dir); err != nil {
+		return nil // no pressure this process can read
 	}
 	for {
 		// A random start, so that the boxes of one machine waiting for
@@ -166,10 +167,10 @@ func (g Gate) Wait(ctx context.Context) error {
 		}
 		s, err := Measure(ctx, g.Dir, window)
 		switch {
-		case errors.Is(err, ErrUnavailable):
-			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
 		case err != nil:
-			return err
+			return nil // the pressure files stopped answering: as none
 		case s.CPU <= maxCPU && s.Memory <= maxMem:
 			return nil
 		}

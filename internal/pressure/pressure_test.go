@@ -145,6 +145,16 @@ func TestGate_Unavailable(t *testing.T) {
 	if err := (Gate{Dir: dir}).Wait(ctx); err != nil {
 		t.Fatalf("Wait without pressure files = %v, want nil", err)
 	}
+	// Files this process cannot read as pressure: as none.
+	garbled := t.TempDir()
+	for _, name := range []string{"cpu", "memory"} {
+		if err := os.WriteFile(filepath.Join(garbled, name), []byte("some avg10=0.00\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := (Gate{Dir: garbled}).Wait(ctx); err != nil {
+		t.Fatalf("Wait with pressure files it cannot read = %v, want nil", err)
+	}
 }
 
 // TestMeasure_Machine reads this machine's own pressure, when it has it.
