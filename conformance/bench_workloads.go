@@ -91,6 +91,13 @@ func (b *bencher) coldInteractive(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	return b.interactiveSince(ctx, start, env)
+}
+
+// interactiveSince runs `node -v` in env, records env's phases and
+// returns the time from start to the answer; env is destroyed
+// (untimed).
+func (b *bencher) interactiveSince(ctx context.Context, start time.Time, env *sandbox.Environment) (time.Duration, error) {
 	defer destroyQuietly(ctx, env.Destroy)
 	if err := interactive(ctx, env.Box()); err != nil {
 		return 0, err
@@ -183,13 +190,7 @@ func (b *bencher) poolBurst(ctx context.Context, n int) (*samples, float64, erro
 			_ = b.p.DestroyStandby(context.WithoutCancel(ctx), rec)
 			return 0, err
 		}
-		defer destroyQuietly(ctx, env.Destroy)
-		if err := interactive(ctx, env.Box()); err != nil {
-			return 0, err
-		}
-		d := time.Since(start)
-		b.phases(env)
-		return d, nil
+		return b.interactiveSince(ctx, start, env)
 	})
 	if len(mibs) == 0 {
 		return s, 0, nil

@@ -52,11 +52,7 @@ func TestEngine_Spares(t *testing.T) {
 	// The spares now follow the last turn's settings.
 	opus := f.request("four", "hello")
 	opusKey := spareKey(f.backend, "opus", "", nil, opus.Cwd, opus.Env, opus.Effort, f.e.opts.RouterURL)
-	polltest.Until(t, 10*time.Second, "a spare for a new session of the other model", func() bool {
-		f.e.mu.Lock()
-		defer f.e.mu.Unlock()
-		return slices.ContainsFunc(f.e.spares, func(s *spare) bool { return s.key == opusKey })
-	})
+	polltest.Until(t, 10*time.Second, "a spare for a new session of the other model", func() bool { return hasSpare(f.e, opusKey) })
 	fresh := turn("four", "ses-c", func(r *StartRequest) { r.Model = "opus" })
 	if !isSpare(fresh) {
 		t.Errorf("a new session's first turn has marker %q, want a spare's", fresh.Marker)
@@ -78,6 +74,13 @@ func TestEngine_Spares(t *testing.T) {
 	polltest.Until(t, 10*time.Second, "the spares to end with Close", func() bool {
 		return leftoverSpares(f.e) == 0
 	})
+}
+
+// hasSpare reports whether e keeps a spare of key.
+func hasSpare(e *Engine, key string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.ContainsFunc(e.spares, func(s *spare) bool { return s.key == key })
 }
 
 // leftoverSpares counts the live processes marked as e's spares.
@@ -218,11 +221,7 @@ func TestEngine_SparesWaitForQuiet(t *testing.T) {
 	gate <- nil // three's
 	opus := f.request("x", "hello")
 	opusKey := spareKey(f.backend, "opus", "", nil, opus.Cwd, opus.Env, opus.Effort, f.e.opts.RouterURL)
-	polltest.Until(t, 10*time.Second, "three's spares", func() bool {
-		f.e.mu.Lock()
-		defer f.e.mu.Unlock()
-		return slices.ContainsFunc(f.e.spares, func(s *spare) bool { return s.key == opusKey })
-	})
+	polltest.Until(t, 10*time.Second, "three's spares", func() bool { return hasSpare(f.e, opusKey) })
 	f.e.mu.Lock()
 	for _, s := range f.e.spares {
 		if s.session == "ses-a" {
