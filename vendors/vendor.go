@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
+	"github.com/tangle-network/boxctl/vendors/egress"
 )
 
 // Vendor makes boxes and finds the ones it made.
@@ -215,4 +216,13 @@ func (h headerTransport) CloseIdleConnections() {
 type Addressed interface {
 	// Address returns the box's address on the boxes' network.
 	Address(ctx context.Context) (netip.Addr, error)
+}
+
+// EgressSetter is a box whose vendor enforces its egress policy itself,
+// outside the box (E2B's network rules), and changes it while the box
+// runs.
+type EgressSetter interface {
+	// SetEgress replaces the box's policy (not Open); it holds when
+	// SetEgress returns.
+	SetEgress(ctx context.Context, p egress.Policy) error
 }

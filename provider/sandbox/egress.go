@@ -84,9 +84,54 @@ func StartEgress(ctx context.Context, v vendors.Vendor, o EgressOptions) (*gate.
 // box.
 func confined(spec vendors.CreateSpec) bool { return spec.Egress != nil && !spec.Egress.Open }
 
-// confine hands a new box's policy to the gate, by its address.
+// nativeEgress reports whether v enforces a box's policy itself (E2B's
+// network rules, Daytona's allow list), with no gate of boxctl's: it
+// honours FieldEgress and its boxes share no bridge of this machine.
+func nativeEgress(v vendors.Vendor) bool {
+	_, bridged := v.(egressBridger)
+	return v.Supports()[vendors.FieldEgress] && !bridged
+}
+
+// brokerRule is the rule that lets a box reach the broker at brokerURL
+// where the vendor enforces the policy: vendors' rules name no port, so
+// an address is allowed whole, and a name on the ports a domain rule
+// allows (80 and 443), which the URL must use.
+func brokerRule(brokerURL string) (egress.Rule, error) {
+	u, err := url.Parse(brokerURL)
+	if err != nil {
+		return egress.Rule{}, err
+	}
+	host := u.Hostname()
+	if a, err := netip.ParseAddr(host); err == nil {
+		return egress.Rule{Prefix: netip.PrefixFrom(a.Unmap(), 32)}, nil
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if port != "80" && port != "443" {
+		return egress.Rule{}, fmt.Errorf("a broker reached by name (%s) where the vendor enforces egress must be on port 80 or 443, not %s", host, port)
+	}
+	return egress.ParseRule(host)
+}
+
+// vendorPolicy is what a vendor that enforces policies itself is given
+// for p: p, and the broker.
+func (p *Provider) vendorPolicy(pol egress.Policy) (egress.Policy, error) {
+	if pol.Open || p.o.BrokerURL == "" {
+		return pol, nil
+	}
+	r, err := brokerRule(p.o.BrokerURL)
+	if err != nil {
+		return egress.Policy{}, fmt.Errorf("egress: BrokerURL: %w", err)
+	}
+	return pol.With(r), nil
+}
+
+// confine hands a new box's policy to the gate, by its address; a vendor
+// that enforces policies itself was given it at create.
 func (p *Provider) confine(ctx context.Context, box vendors.Box, spec vendors.CreateSpec) (netip.Addr, error) {
-	if !confined(spec) {
+	if !confined(spec) || nativeEgress(p.o.Vendor) {
 		return netip.Addr{}, nil
 	}
 	a, ok := box.(vendors.Addressed)
@@ -127,11 +172,25 @@ func (e *Environment) SetEgress(ctx context.Context, p egress.Policy) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.egressAddr.IsValid() || e.p.o.EgressGate == nil {
-		return errors.New("set egress: the box was created without an egress policy")
-	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if setter, ok := e.box.(vendors.EgressSetter); ok && nativeEgress(e.p.o.Vendor) && e.egress != nil && !e.egress.Open {
+		vp, err := e.p.vendorPolicy(p)
+		if err == nil {
+			err = setter.SetEgress(ctx, vp)
+		}
+		if err != nil {
+			return fmt.Errorf("set egress: %w", err)
+		}
+		e.egress = &p
+		return nil
+	}
+	if !e.egressAddr.IsValid() || e.p.o.EgressGate == nil {
+		if nativeEgress(e.p.o.Vendor) && e.egress != nil && !e.egress.Open {
+			return fmt.Errorf("set egress: %w", &vendors.UnsupportedError{Vendor: e.p.o.Vendor.Name(), Field: vendors.FieldEgress})
+		}
+		return errors.New("set egress: the box was created without an egress policy")
 	}
 	if err := e.p.o.EgressGate.Set(ctx, e.egressAddr, p); err != nil {
 		return fmt.Errorf("set egress: %w", err)

@@ -222,8 +222,12 @@ func (o Options) normalized() (Options, error) {
 	if o.Egress != nil {
 		if err := o.Egress.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("Egress: %w", err))
-		} else if !o.Egress.Open && o.EgressGate == nil {
+		} else if !o.Egress.Open && o.EgressGate == nil && (o.Vendor == nil || !nativeEgress(o.Vendor)) {
 			errs = append(errs, ErrNoEgressGate)
+		} else if !o.Egress.Open && o.Vendor != nil && nativeEgress(o.Vendor) && o.BrokerURL != "" {
+			if _, err := brokerRule(o.BrokerURL); err != nil {
+				errs = append(errs, fmt.Errorf("BrokerURL: %w", err))
+			}
 		}
 	}
 	for k := range o.BridgeEnv {

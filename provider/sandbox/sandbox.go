@@ -97,9 +97,17 @@ func (p *Provider) spec(req CreateRequest) vendors.CreateSpec {
 		// gc reads it to suspend the box when no process watches it.
 		labels[boxmeta.LabelIdleSuspend] = boxmeta.FormatIdle(p.o.IdleSuspend)
 	}
-	return vendors.CreateSpec{Image: p.o.Image, Lifetime: life, RunTag: p.o.RunTag, Owner: p.o.Owner,
+	spec := vendors.CreateSpec{Image: p.o.Image, Lifetime: life, RunTag: p.o.RunTag, Owner: p.o.Owner,
 		Labels: labels, Resources: p.o.Resources, Runtime: p.o.Runtime, Ports: []int{BridgePort}, Retention: p.o.Retention, Pool: req.Pool,
 		Egress: p.o.Egress}
+	if confined(spec) && nativeEgress(p.o.Vendor) {
+		// The vendor enforces it: it is told the broker too (New checked
+		// that it can be).
+		if vp, err := p.vendorPolicy(*p.o.Egress); err == nil {
+			spec.Egress = &vp
+		}
+	}
+	return spec
 }
 
 // check refuses what would fail later, before any vendor call.
@@ -205,7 +213,7 @@ func (p *Provider) Create(ctx context.Context, req CreateRequest) (_ *Environmen
 		return nil, err
 	}
 	env.phases = t.phases
-	env.egress, env.egressAddr = spec.Egress, egressAddr
+	env.egress, env.egressAddr = p.o.Egress, egressAddr
 	env.watchIdle()
 	log.Debug("environment ready", "took", time.Since(start))
 	p.emit(Event{Type: EventReady, BoxID: box.ID(), RunTag: spec.RunTag})

@@ -76,6 +76,8 @@ type createSandbox struct {
 	AutoStopInterval    int               `json:"autoStopInterval"`
 	AutoArchiveInterval int               `json:"autoArchiveInterval,omitempty"`
 	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
+	NetworkBlockAll     *bool             `json:"networkBlockAll,omitempty"`
+	NetworkAllowList    *string           `json:"networkAllowList,omitempty"`
 }
 
 // listSandboxes is GET /sandbox's answer since v0.190 (the older answer is

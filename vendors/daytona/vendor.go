@@ -83,12 +83,13 @@ func (v *Vendor) HostAddress(context.Context) (string, error) {
 }
 
 // Supports reports the owner, labels, CPU, memory and disk (in whole cores
-// and GiB, rounded up), environment and ports. Pids limits and OCI
-// runtimes are Daytona's to choose. A retention makes a suspendable box
-// (Suspender).
+// and GiB, rounded up), environment, ports and an egress policy (Daytona's
+// networkBlockAll and networkAllowList, enforced by Daytona: IPv4 CIDR
+// rules only, up to 5, fixed at create). Pids limits and OCI runtimes are
+// Daytona's to choose. A retention makes a suspendable box (Suspender).
 func (v *Vendor) Supports() vendors.Fields {
 	return vendors.NewFields(vendors.FieldOwner, vendors.FieldLabels, vendors.FieldCPUs, vendors.FieldMemory,
-		vendors.FieldDisk, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRetention)
+		vendors.FieldDisk, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRetention, vendors.FieldEgress)
 }
 
 // Create makes a sandbox from the snapshot spec.Image and waits until it
@@ -117,6 +118,11 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		AutoDeleteInterval: 0,
 	}
 	retained(&req, spec.Retention)
+	if spec.Egress != nil && !spec.Egress.Open {
+		if err := networkRules(&req, *spec.Egress); err != nil {
+			return nil, err
+		}
+	}
 	start := time.Now()
 	sb, err := v.create(ctx, req)
 	if err != nil {

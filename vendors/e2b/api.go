@@ -29,6 +29,7 @@ type newSandbox struct {
 // networkConfig is SandboxNetworkConfig.
 type networkConfig struct {
 	AllowPublicTraffic *bool `json:"allowPublicTraffic,omitempty"`
+	egressRules
 }
 
 // sandbox is Sandbox: the answer of create and connect.

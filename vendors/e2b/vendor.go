@@ -70,10 +70,12 @@ func (v *Vendor) HostAddress(context.Context) (string, error) {
 }
 
 // Supports reports what a sandbox honours: owner, labels (metadata),
-// environment (envVars) and ports. CPU and memory are the template's
-// (ImportRequest.Resources), not a sandbox's.
+// environment (envVars), ports and an egress policy (E2B's network rules,
+// enforced by E2B; a rule may not name a port). CPU and memory are the
+// template's (ImportRequest.Resources), not a sandbox's.
 func (v *Vendor) Supports() vendors.Fields {
-	return vendors.NewFields(vendors.FieldOwner, vendors.FieldLabels, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRetention)
+	return vendors.NewFields(vendors.FieldOwner, vendors.FieldLabels, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRetention,
+		vendors.FieldEgress)
 }
 
 // Create makes a sandbox from the template spec.Image with the lifetime as
@@ -97,6 +99,11 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	no := false
 	req := newSandbox{TemplateID: spec.Image, Timeout: secondsOf(spec.Lifetime),
 		Network: &networkConfig{AllowPublicTraffic: &no}, Metadata: labels, EnvVars: env}
+	if spec.Egress != nil && !spec.Egress.Open {
+		if req.Network.egressRules, err = networkRules(*spec.Egress); err != nil {
+			return nil, err
+		}
+	}
 
 	sb, err := v.createOnce(ctx, req, token)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/egress/gate"
 )
 
 // RegistryOptions configure a Registry. The zero value works.
@@ -30,6 +33,10 @@ type RegistryOptions struct {
 	// WithRuntime takes it (vendors.RuntimeGVisor: each sandbox under
 	// gVisor). Default the engine's.
 	Runtime string
+	// EgressResolver resolves the names confined sandboxes may reach
+	// (their relay's and resolver's lookups). Default: this machine's
+	// resolver.
+	EgressResolver *net.Resolver
 }
 
 // Registry is the set of Docker boxes behind an emulator's sandboxes, by
@@ -37,12 +44,17 @@ type RegistryOptions struct {
 // vendor's pauses, removed at once (their processes killed) when their
 // sandbox ends, and every one left removed on Close.
 type Registry struct {
+	opts   RegistryOptions
 	docker *docker.Vendor
 	engine *client.Client
 	log    *slog.Logger
 
-	mu    sync.Mutex
-	boxes map[string]vendors.Box
+	mu       sync.Mutex
+	boxes    map[string]vendors.Box
+	confined map[string]netip.Addr // the confined sandboxes' addresses
+
+	gateMu sync.Mutex
+	gate   *gate.Gate // of the confined network, once a sandbox needed it
 }
 
 // NewRegistry connects to the engine of opts. Close it.
@@ -63,7 +75,8 @@ func NewRegistry(opts RegistryOptions) (*Registry, error) {
 		dv.Close()
 		return nil, err
 	}
-	return &Registry{docker: dv, engine: engine, log: opts.Log, boxes: map[string]vendors.Box{}}, nil
+	return &Registry{opts: opts, docker: dv, engine: engine, log: opts.Log, boxes: map[string]vendors.Box{},
+		confined: map[string]netip.Addr{}}, nil
 }
 
 // Engine returns the engine client, for what the emulator asks of the
@@ -78,14 +91,30 @@ func (g *Registry) Network() string { return g.docker.Network() }
 func (g *Registry) HostAddress(ctx context.Context) (string, error) { return g.docker.HostAddress(ctx) }
 
 // Create makes the box of a sandbox and returns it with its address on
-// the boxes' network. A box that has no address is removed again.
+// the boxes' network. A box that has no address is removed again. A spec
+// with an egress policy that is not Open puts the box on the confined
+// network, its policy held by this process's gate of that network before
+// Create returns.
 func (g *Registry) Create(ctx context.Context, sandboxID string, spec vendors.CreateSpec) (vendors.Box, string, error) {
+	confine := spec.Egress != nil && !spec.Egress.Open
+	if confine {
+		if _, err := g.egressGate(ctx); err != nil {
+			return nil, "", err
+		}
+	}
 	box, err := g.docker.Create(ctx, spec)
 	if err != nil {
 		return nil, "", err
 	}
 	ip, err := g.address(ctx, box.ID())
+	if err == nil && confine {
+		var addr netip.Addr
+		if addr, err = netip.ParseAddr(ip); err == nil {
+			err = g.confine(ctx, sandboxID, addr, *spec.Egress)
+		}
+	}
 	if err != nil {
+		g.forget(context.WithoutCancel(ctx), sandboxID)
 		_ = box.Destroy(context.WithoutCancel(ctx))
 		return nil, "", err
 	}
@@ -203,6 +232,7 @@ func (g *Registry) Remove(ctx context.Context, sandboxID string) error {
 	if !ok {
 		return nil
 	}
+	defer g.forget(ctx, sandboxID)
 	if c, err := g.engine.ContainerInspect(ctx, box.ID()); err == nil && c.State != nil && c.State.Paused {
 		_ = g.engine.ContainerUnpause(ctx, box.ID())
 	}
@@ -212,7 +242,7 @@ func (g *Registry) Remove(ctx context.Context, sandboxID string) error {
 
 // Close removes every container left and releases the engine.
 func (g *Registry) Close() error {
-	return errors.Join(g.RemoveAll(), g.engine.Close(), g.docker.Close())
+	return errors.Join(g.RemoveAll(), g.releaseGate(), g.engine.Close(), g.docker.Close())
 }
 
 // RemoveAll removes every container left; the registry stays usable.

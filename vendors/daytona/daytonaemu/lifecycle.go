@@ -27,7 +27,7 @@ func (s *Server) start(sb *sandbox) {
 	if env == nil {
 		env = map[string]string{}
 	}
-	img, id, snap, user := sb.image, sb.ID, sb.Snapshot, sb.User
+	img, id, snap, user, policy := sb.image, sb.ID, sb.Snapshot, sb.User, sb.egress
 	cpu, mem, disk := sb.CPU, sb.Memory, sb.Disk
 	s.mu.Unlock()
 	// The image's init reads BOX_DEADLINE; the Docker vendor sets it from
@@ -52,7 +52,7 @@ func (s *Server) start(sb *sandbox) {
 			err = errors.New("the sandbox's BOX_DEADLINE has passed")
 		} else {
 			box, ip, err = s.boxes.Create(sb.ctx, id, vendors.CreateSpec{Image: img, Lifetime: life, RunTag: "daytonaemu-" + id[:8],
-				Labels: map[string]string{labelSandbox: id}, Env: env, Resources: res})
+				Labels: map[string]string{labelSandbox: id}, Env: env, Resources: res, Egress: policy})
 		}
 	}
 	user, home, work := "", "", ""

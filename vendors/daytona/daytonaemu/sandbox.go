@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/egress"
 	"github.com/tangle-network/boxctl/vendors/emukit"
 )
 
@@ -47,6 +48,9 @@ type sandbox struct {
 	dockerfile               string // of a declarative build; empty for a snapshot's
 	userFromImage            bool   // User is the image's, named once the container runs
 	seq                      int    // creation order
+	blockAll                 bool
+	allowList                *string
+	egress                   *egress.Policy // nil: open
 
 	// ctx ends when the sandbox stops: its proxied requests and streams
 	// end with it.
@@ -71,7 +75,7 @@ const Target = "local"
 func (s *Server) dto(sb *sandbox) map[string]any {
 	d := map[string]any{
 		"id": sb.ID, "organizationId": orgID, "name": sb.Name, "snapshot": sb.Snapshot, "user": sb.User,
-		"env": orEmpty(sb.Env), "labels": orEmpty(sb.Labels), "public": sb.Public, "networkBlockAll": false,
+		"env": orEmpty(sb.Env), "labels": orEmpty(sb.Labels), "public": sb.Public, "networkBlockAll": sb.blockAll,
 		"target": Target, "cpu": sb.CPU, "gpu": 0, "memory": sb.Memory, "disk": sb.Disk,
 		"state": sb.State, "desiredState": sb.DesiredState, "backupState": "None",
 		"autoStopInterval": sb.AutoStop, "autoArchiveInterval": sb.AutoArchive, "autoDeleteInterval": sb.AutoDelete,
@@ -81,6 +85,9 @@ func (s *Server) dto(sb *sandbox) map[string]any {
 	}
 	if sb.ErrorReason != "" {
 		d["errorReason"] = sb.ErrorReason
+	}
+	if sb.allowList != nil {
+		d["networkAllowList"] = *sb.allowList
 	}
 	return d
 }
@@ -216,6 +223,8 @@ type createRequest struct {
 	AutoArchiveInterval *int              `json:"autoArchiveInterval"`
 	AutoDeleteInterval  *int              `json:"autoDeleteInterval"`
 	BuildInfo           json.RawMessage   `json:"buildInfo"`
+	NetworkBlockAll     *bool             `json:"networkBlockAll"`
+	NetworkAllowList    *string           `json:"networkAllowList"`
 }
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
@@ -235,6 +244,10 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	nonNegative("disk", req.Disk)
 	nonNegative("autoStopInterval", req.AutoStopInterval)
 	nonNegative("autoArchiveInterval", req.AutoArchiveInterval)
+	policy, err := networkPolicy(req.NetworkBlockAll, req.NetworkAllowList)
+	if err != nil {
+		invalid = append(invalid, err.Error())
+	}
 	if len(invalid) > 0 {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"path": r.URL.RequestURI(),
 			"timestamp": stamp(time.Now()), "statusCode": 400, "error": "Bad Request", "message": strings.Join(invalid, ", ")})
@@ -299,6 +312,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		AutoArchive: orDefault(req.AutoArchiveInterval, 10080), AutoDelete: orDefault(req.AutoDeleteInterval, -1),
 		CreatedAt: now, UpdatedAt: now, LastActivity: now, authToken: strings.ToLower(newID(16)), pending: true,
 		image: snap.image, seq: s.created, sessions: map[string]*session{}, dockerfile: build.DockerfileContent,
+		blockAll: req.NetworkBlockAll != nil && *req.NetworkBlockAll, allowList: req.NetworkAllowList, egress: policy,
 		userFromImage: imageUser || req.User == ""}
 	if sb.dockerfile != "" {
 		sb.State = statePendingBuild

@@ -31,6 +31,7 @@ func (s *Server) routeAPI() {
 	m.HandleFunc("POST /sandboxes/{sandboxID}/refreshes", s.handleRefresh)
 	m.HandleFunc("POST /sandboxes/{sandboxID}/pause", s.handlePause)
 	m.HandleFunc("GET /sandboxes/{sandboxID}/metrics", s.handleMetrics)
+	m.HandleFunc("PUT /sandboxes/{sandboxID}/network", s.handleNetwork)
 	// Deprecated in the spec, still served: older clients call them.
 	m.HandleFunc("POST /sandboxes", s.handleCreate)
 	m.HandleFunc("GET /sandboxes", s.handleListV1)
@@ -99,6 +100,20 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("Timeout cannot be greater than %d hours", int(s.opts.MaxTimeout/time.Hour)))
 		return
 	}
+	var rules egressRules
+	if req.Network != nil {
+		rules = req.Network.egressRules
+	}
+	policy, err := egressPolicy(req.AllowInternetAccess, rules)
+	switch {
+	case errors.Is(err, errNotEmulated):
+		writeJSON(w, http.StatusNotImplemented, map[string]any{"code": http.StatusNotImplemented, "message": err.Error(), "error_code": NotEmulatedCode})
+		return
+	case err != nil:
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	req.policy = policy
 	tpl, err := s.template(req.TemplateID)
 	if err != nil {
 		writeError(w, http.StatusNotFound, err.Error())

@@ -111,13 +111,14 @@ func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 	s.holdImage(ref)
 	defer s.releaseImage(ref)
 	tpl := &template{id: src.templateID, name: src.alias, image: ref, ready: true, forked: true}
+	s.mu.Lock()
+	policy := src.egress
+	s.mu.Unlock()
 	spec := newSandbox{TemplateID: src.templateID, Secure: src.envdToken != "", AllowInternetAccess: src.allowInternet,
-		Metadata: src.metadata}
+		Metadata: src.metadata, policy: policy}
 	if src.trafficToken != "" {
 		no := false
-		spec.Network = &struct {
-			AllowPublicTraffic *bool `json:"allowPublicTraffic"`
-		}{&no}
+		spec.Network = &networkConfig{AllowPublicTraffic: &no}
 	}
 	results := make([]forkResult, count)
 	var wg sync.WaitGroup

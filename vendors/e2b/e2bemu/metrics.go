@@ -68,7 +68,6 @@ func (s *Server) metrics(ctx context.Context, sb *sandbox) (map[string]any, erro
 // notEmulated are the routes of the spec this emulator answers 501, by
 // the feature they serve.
 var notEmulated = map[string][]string{
-	"network updates":        {"PUT /sandboxes/{sandboxID}/network"},
 	"sandbox logs":           {"GET /sandboxes/{sandboxID}/logs", "GET /v2/sandboxes/{sandboxID}/logs"},
 	"team and fleet metrics": {"GET /sandboxes/metrics", "GET /teams", "GET /teams/{teamID}/metrics", "GET /teams/{teamID}/metrics/max"},
 	"secrets":                {"GET /secrets", "POST /secrets", "GET /secrets/{secretID}", "POST /secrets/{secretID}", "DELETE /secrets/{secretID}"},

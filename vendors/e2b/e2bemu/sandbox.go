@@ -10,6 +10,7 @@ import (
 
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
+	"github.com/tangle-network/boxctl/vendors/egress"
 )
 
 // sandbox is one sandbox and the Docker box behind it.
@@ -22,6 +23,7 @@ type sandbox struct {
 	envdToken             string // "" unless secure
 	trafficToken          string // "" unless public traffic is off
 	allowInternet         *bool
+	egress                *egress.Policy // nil: open; guarded by Server.mu
 	cpuCount, memoryMB    int
 	ctx                   context.Context // ends when the sandbox does
 	cancel                context.CancelFunc
@@ -45,16 +47,24 @@ type sandbox struct {
 
 // newSandbox asks for the fields of NewSandbox.
 type newSandbox struct {
-	TemplateID          string `json:"templateID"`
-	Timeout             *int   `json:"timeout"`
-	AutoPause           bool   `json:"autoPause"`
-	Secure              bool   `json:"secure"`
-	AllowInternetAccess *bool  `json:"allow_internet_access"`
-	Network             *struct {
-		AllowPublicTraffic *bool `json:"allowPublicTraffic"`
-	} `json:"network"`
-	Metadata map[string]string `json:"metadata"`
-	EnvVars  map[string]string `json:"envVars"`
+	TemplateID          string            `json:"templateID"`
+	Timeout             *int              `json:"timeout"`
+	AutoPause           bool              `json:"autoPause"`
+	Secure              bool              `json:"secure"`
+	AllowInternetAccess *bool             `json:"allow_internet_access"`
+	Network             *networkConfig    `json:"network"`
+	Metadata            map[string]string `json:"metadata"`
+	EnvVars             map[string]string `json:"envVars"`
+
+	// policy is the sandbox's egress policy read from the fields above
+	// (egressPolicy); nil: open.
+	policy *egress.Policy
+}
+
+// networkConfig is SandboxNetworkConfig, as far as it is emulated.
+type networkConfig struct {
+	AllowPublicTraffic *bool `json:"allowPublicTraffic"`
+	egressRules
 }
 
 // createSandbox makes the Docker box of a sandbox and starts its timeout.
@@ -67,7 +77,7 @@ func (s *Server) createSandbox(ctx context.Context, req newSandbox, tpl *templat
 	delete(env, boxmeta.EnvLifetime)
 	box, ip, err := s.boxes.Create(ctx, id, vendors.CreateSpec{
 		Image: tpl.image, Lifetime: s.opts.MaxTimeout + time.Minute, RunTag: s.runTag,
-		Labels: map[string]string{"dev.e2b.emulator.sandbox": id}, Env: env,
+		Labels: map[string]string{"dev.e2b.emulator.sandbox": id}, Env: env, Egress: req.policy,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create the sandbox's container: %w", err)
@@ -75,7 +85,7 @@ func (s *Server) createSandbox(ctx context.Context, req newSandbox, tpl *templat
 	sctx, cancel := context.WithCancel(s.ctx)
 	now := time.Now().UTC()
 	sb := &sandbox{id: id, templateID: tpl.id, alias: tpl.name, box: box, ip: ip, startedAt: now,
-		metadata: maps.Clone(req.Metadata), allowInternet: req.AllowInternetAccess, cpuCount: 2, memoryMB: 512,
+		metadata: maps.Clone(req.Metadata), allowInternet: req.AllowInternetAccess, egress: req.policy, cpuCount: 2, memoryMB: 512,
 		ctx: sctx, cancel: cancel, user: s.defaultUser(ctx, box.ID()), homes: map[string]string{},
 		watchers: map[string]*watcher{}, timeout: timeout}
 	if sb.metadata == nil {
@@ -195,7 +205,12 @@ func (s *Server) detail(sb *sandbox, withToken bool) map[string]any {
 		if sb.allowInternet != nil {
 			d["allowInternetAccess"] = *sb.allowInternet
 		}
-		d["network"] = map[string]any{"allowPublicTraffic": sb.trafficToken == ""}
+		network := map[string]any{"allowPublicTraffic": sb.trafficToken == ""}
+		if sb.egress != nil && !sb.egress.Open {
+			r := networkRules(*sb.egress)
+			network["allowOut"], network["denyOut"] = r.AllowOut, r.DenyOut
+		}
+		d["network"] = network
 	}
 	return d
 }

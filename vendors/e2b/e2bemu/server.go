@@ -54,6 +54,9 @@ type Options struct {
 	// vendor's WithRuntime takes it (vendors.RuntimeGVisor). Default the
 	// engine's.
 	Runtime string
+	// EgressResolver resolves the names a sandbox with network rules may
+	// reach (its relay's lookups). Default: this machine's resolver.
+	EgressResolver *net.Resolver
 	// MaxTimeout is the longest lifetime of a sandbox, from its start.
 	// Default DefaultMaxTimeout.
 	MaxTimeout time.Duration
@@ -126,7 +129,8 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("e2bemu: %w", err)
 	}
-	boxes, err := emukit.NewRegistry(emukit.RegistryOptions{DockerHost: opts.DockerHost, Network: opts.Network, Log: opts.Log, Runtime: opts.Runtime})
+	boxes, err := emukit.NewRegistry(emukit.RegistryOptions{DockerHost: opts.DockerHost, Network: opts.Network, Log: opts.Log, Runtime: opts.Runtime,
+		EgressResolver: opts.EgressResolver})
 	if err != nil {
 		return nil, err
 	}

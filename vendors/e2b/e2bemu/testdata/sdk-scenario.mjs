@@ -314,10 +314,10 @@ await step('Sandbox.fork: forks with the disk, the source running on', async () 
 
 await step('not emulated: a typed 501 naming the feature', async () => {
   try {
-    await sbx.updateNetwork({ allowInternetAccess: false });
+    await sbx.updateNetwork({ denyOut: ['10.0.0.0/8'] });
     return [false, 'network update succeeded'];
   } catch (e) {
-    return [/501/.test(e.message) && /network updates/.test(e.message) && /not emulated/.test(e.message), `${e.name}: ${e.message}`];
+    return [/501/.test(e.message) && /denyOut/.test(e.message) && /not emulated/.test(e.message), `${e.name}: ${e.message}`];
   }
 });
 
