@@ -58,12 +58,15 @@ func DaytonaTarget(t testing.TB, f *Fixture) Target {
 }
 
 // DaytonaEmulator starts a Daytona emulator with opts (its key, engine,
-// network and the snapshot "box" of the fixture's image set), closed at
-// the end of t, and a client of it.
+// network unless opts names one, and the snapshot "box" of the fixture's
+// image set), closed at the end of t, and a client of it.
 func DaytonaEmulator(t testing.TB, f *Fixture, opts daytonaemu.Options) (*daytonaemu.Server, *daytona.Vendor) {
 	t.Helper()
 	env := testbed.Require(t)
-	opts.APIKey, opts.DockerHost, opts.Network = DaytonaKey, env.DockerHost, Network
+	opts.APIKey, opts.DockerHost = DaytonaKey, env.DockerHost
+	if opts.Network == "" {
+		opts.Network = Network
+	}
 	opts.Snapshots = map[string]string{"box": f.Image}
 	emu, err := daytonaemu.New(opts)
 	if err != nil {

@@ -13,14 +13,19 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/tangle-network/boxctl/internal/dockerclient"
+	"github.com/tangle-network/boxctl/internal/e2btest"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/e2b/e2bemu"
 	"github.com/tangle-network/boxctl/vendors/egress"
 	"github.com/tangle-network/boxctl/vendors/egress/egresstest"
 	"github.com/tangle-network/boxctl/vendors/egress/gate"
@@ -34,27 +39,41 @@ const (
 )
 
 // egressRig is everything an egress test runs against, all on this
-// machine: a Docker vendor on networks of the test's own (the boxes' and
-// the confined one), a gate in this process, and two more Docker networks
-// of the test's whose gateways (this machine's addresses there) carry the
-// listeners: the allowed host on one, the decoys on the other.
+// machine: a vendor on networks of the test's own (the boxes' and the
+// confined one), the gate that holds the confined network (in this
+// process for Docker, in the emulator for E2B and Daytona, each with the
+// same mechanism), and two more Docker networks of the test's whose
+// gateways (this machine's addresses there) carry the listeners: the
+// allowed host on one, the decoys on the other.
 type egressRig struct {
-	f       *sandboxtest.Fixture
-	vendor  *docker.Vendor
-	gate    *gate.Gate
-	bridge  string
-	gw      netip.Addr // this machine on the confined network
-	allowed netip.Addr // the allowed host's address
-	decoy   netip.Addr // where everything else listens
+	f      *sandboxtest.Fixture
+	target string // "docker", "e2b" or "daytona"
+	vendor vendors.Vendor
+	image  string
+	gate   *gate.Gate // Docker's; nil where the vendor enforces policies
+	bridge string
+	gw     netip.Addr // this machine on the confined network
+	// allowed is the allowed host's address; decoy is where everything
+	// else listens.
+	allowed, decoy netip.Addr
 	// resolver is the gate's (on loopback); direct is a resolver of the
 	// test's on the decoy network that a box might query itself.
 	resolver, direct *egresstest.Resolver
 	// allowedTLS and allowedHTTP count what reaches the allowed host.
 	allowedTLS, allowedHTTP *egresstest.Counter
 	cli                     *client.Client
+	// containerLabel names a sandbox's container on an emulator.
+	containerLabel string
+	// network is the boxes' Docker network.
+	network string
 }
 
-func newEgressRig(t testing.TB) *egressRig {
+func newEgressRig(t testing.TB) *egressRig { return newEgressRigOn(t, "docker") }
+
+// newEgressRigOn makes the rig of target: "docker" (the Docker vendor and
+// a gate of this process's), "e2b" or "daytona" (the vendor's client on
+// an emulator of the test's, which enforces the vendor's network rules).
+func newEgressRigOn(t testing.TB, target string) *egressRig {
 	t.Helper()
 	f := setup(t)
 	env := testbed.Require(t)
@@ -64,7 +83,8 @@ func newEgressRig(t testing.TB) *egressRig {
 	}
 	t.Cleanup(func() { _ = cli.Close() })
 	name := "bxe-" + randText()[:10]
-	// Removed last: after the boxes (whose cleanups run first).
+	// Removed last: after the boxes and the emulator (whose cleanups run
+	// first).
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -79,27 +99,40 @@ func newEgressRig(t testing.TB) *egressRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = v.Close() })
-	r := &egressRig{f: f, vendor: v, cli: cli}
+	r := &egressRig{f: f, target: target, vendor: v, image: f.Image, cli: cli, network: name}
 	r.allowed = egresstest.Network(t, cli, "bxt-allowed-")
 	r.decoy = egresstest.Network(t, cli, "bxt-decoy-")
 	names := map[string]netip.Addr{allowedName: r.allowed, otherName: r.decoy}
 	r.resolver = egresstest.StartResolver(t, "127.0.0.1", 0, names)
 	r.direct = egresstest.StartResolver(t, r.decoy.String(), 53, names)
-	g, err := sandbox.StartEgress(t.Context(), v, sandbox.EgressOptions{BrokerURL: f.Broker.URL, Resolver: r.resolver.NetResolver()})
-	if err != nil {
-		t.Fatalf("StartEgress: %v", err)
+	switch target {
+	case "docker":
+		g, err := sandbox.StartEgress(t.Context(), v, sandbox.EgressOptions{BrokerURL: f.Broker.URL, Resolver: r.resolver.NetResolver()})
+		if err != nil {
+			t.Fatalf("StartEgress: %v", err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := g.Close(ctx); err != nil {
+				t.Errorf("gate close: %v", err)
+			}
+			if err := g.Uninstall(); err != nil {
+				t.Errorf("gate uninstall: %v", err)
+			}
+		})
+		r.gate = g
+	case "e2b":
+		e := e2btest.Start(t, func(o *e2bemu.Options) {
+			o.Network, o.EgressResolver, o.Templates = name, r.resolver.NetResolver(), map[string]string{"box": f.Image}
+		})
+		r.vendor, r.image, r.containerLabel = e.Client(t), e.Template, "dev.e2b.emulator.sandbox"
+	case "daytona":
+		_, dv := sandboxtest.DaytonaEmulator(t, f, daytonaemu.Options{Network: name, EgressResolver: r.resolver.NetResolver()})
+		r.vendor, r.image, r.containerLabel = dv, "box", "io.daytona.emulator.sandbox"
+	default:
+		t.Fatalf("no egress rig for %s", target)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := g.Close(ctx); err != nil {
-			t.Errorf("gate close: %v", err)
-		}
-		if err := g.Uninstall(); err != nil {
-			t.Errorf("gate uninstall: %v", err)
-		}
-	})
-	r.gate = g
 	r.bridge, r.gw, err = v.EgressBridge(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +140,35 @@ func newEgressRig(t testing.TB) *egressRig {
 	r.allowedTLS = serveAllowed(t, r.allowed, 443, true)
 	r.allowedHTTP = serveAllowed(t, r.allowed, 80, false)
 	return r
+}
+
+// address returns box's address on the confined network.
+func (r *egressRig) address(t testing.TB, box vendors.Box) netip.Addr {
+	t.Helper()
+	c, err := r.cli.ContainerInspect(t.Context(), r.container(t, box))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, ok := c.NetworkSettings.Networks[r.network+docker.EgressSuffix]
+	a, err := netip.ParseAddr(n.IPAddress)
+	if !ok || err != nil {
+		t.Fatalf("box %s is not on the confined network: %+v", box.ID(), c.NetworkSettings.Networks)
+	}
+	return a
+}
+
+// container returns the Docker container of box.
+func (r *egressRig) container(t testing.TB, box vendors.Box) string {
+	t.Helper()
+	if r.containerLabel == "" {
+		return box.ID()
+	}
+	cs, err := r.cli.ContainerList(t.Context(), container.ListOptions{
+		Filters: filters.NewArgs(filters.Arg("label", r.containerLabel+"="+box.ID()))})
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("the container of sandbox %s: %d found, %v", box.ID(), len(cs), err)
+	}
+	return cs[0].ID
 }
 
 // serveAllowed serves the allowed host on addr:port (TLS with a test
@@ -138,8 +200,11 @@ func (r *egressRig) provider(t testing.TB, policy string) *sandbox.Provider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r.f.On(t, sandboxtest.Target{Name: "docker", Vendor: r.vendor, Image: r.f.Image}, func(o *sandbox.Options) {
-		o.Egress, o.EgressGate = &p, r.gate
+	return r.f.On(t, sandboxtest.Target{Name: r.target, Vendor: r.vendor, Image: r.image}, func(o *sandbox.Options) {
+		o.Egress = &p
+		if r.gate != nil {
+			o.EgressGate = r.gate
+		}
 	})
 }
 

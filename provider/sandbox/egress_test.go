@@ -80,10 +80,33 @@ type attemptRow struct {
 // whatever it tries, as its user (uid 10001) and again as root in the
 // box (uid 0 through the engine, with no capability: the Docker vendor
 // drops them all and sets no-new-privileges).
+//
+// The same suite runs on each vendor that enforces a policy: on E2B and
+// Daytona (their emulators, whose gates are this mechanism behind the
+// vendors' own network rules) the policy is what the vendor's rules can
+// say. E2B's rules name no port, so the allowed address is allowed on
+// every port; Daytona's allow list holds addresses only, so the allowed
+// host is allowed by its address and its name resolves to nothing.
 func TestEgress_LiveAttacks(t *testing.T) {
-	r := newEgressRig(t)
+	for _, target := range []string{"docker", "e2b", "daytona"} {
+		t.Run(target, func(t *testing.T) { attackSuite(t, newEgressRigOn(t, target)) })
+	}
+}
+
+// attackSuite runs every attempt of the suite from a box of r's vendor.
+func attackSuite(t *testing.T, r *egressRig) {
 	ipRule := netip.AddrPortFrom(r.allowed, 8443)
-	p := r.provider(t, allowedName+","+ipRule.String())
+	// What the vendor's rules can say: ports (Docker's own rules) and
+	// names (all but Daytona).
+	ports, names := r.target == "docker", r.target != "daytona"
+	policy := allowedName + "," + ipRule.String()
+	switch {
+	case !names:
+		policy = r.allowed.String()
+	case !ports:
+		policy = allowedName + "," + r.allowed.String()
+	}
+	p := r.provider(t, policy)
 	a := create(t, p, sandbox.CreateRequest{Profile: claude})
 	b := create(t, p, sandbox.CreateRequest{Profile: claude})
 
@@ -110,10 +133,7 @@ func TestEgress_LiveAttacks(t *testing.T) {
 		`require("net").createServer(s=>s.on("data",d=>require("fs").appendFileSync("/tmp/sink",d))).listen(9000)`}}); err != nil {
 		t.Fatal(err)
 	}
-	bAddr, err := b.Box().(vendors.Addressed).Address(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bAddr := r.address(t, b.Box())
 	boxSink := func() int64 {
 		n, _ := strconv.ParseInt(sh(t, b.Box(), "stat -c %s /tmp/sink 2>/dev/null || echo 0"), 10, 64)
 		return n
@@ -144,9 +164,16 @@ func TestEgress_LiveAttacks(t *testing.T) {
 	}
 	gw := r.gw.String()
 	d := r.decoy.String()
-	attempts := []attempt{
-		{name: "allowed name, https", script: curl + "https://" + allowedName + "/", reach: func(o string) bool { return o == allowedBody }},
-		{name: "allowed name, http", script: curl + "http://" + allowedName + "/", reach: func(o string) bool { return o == allowedBody }},
+	var attempts []attempt
+	if names {
+		attempts = append(attempts,
+			attempt{name: "allowed name, https", script: curl + "https://" + allowedName + "/", reach: func(o string) bool { return o == allowedBody }},
+			attempt{name: "allowed name, http", script: curl + "http://" + allowedName + "/", reach: func(o string) bool { return o == allowedBody }})
+	} else {
+		attempts = append(attempts, attempt{name: "allowed host by name (not allowed: no name rule)", script: curl + "https://" + allowedName + "/",
+			leaked: func() int64 { return r.resolver.Asked(allowedName) + r.allowedTLS.Bytes() }})
+	}
+	attempts = append(attempts, []attempt{
 		{name: "allowed address and port (TCP)", script: nodeTCP, env: tcp(r.allowed, 8443), reach: func(o string) bool { return strings.HasPrefix(o, "data") }},
 		{name: "non-allowed name (https)", script: curl + "https://" + otherName + "/", leaked: sum(decoy[443])},
 		{name: "non-allowed name at the relay (SNI other.test)", script: curl + "--resolve " + otherName + ":443:" + gw + " https://" + otherName + "/", leaked: sum(decoy[443])},
@@ -178,6 +205,11 @@ func TestEgress_LiveAttacks(t *testing.T) {
 		{name: "HTTPS_PROXY set to another address", script: curl + "https://" + otherName + "/", env: map[string]string{"HTTPS_PROXY": "http://" + d + ":3128", "HTTP_PROXY": "http://" + d + ":3128"}, leaked: sum(decoy[3128], decoy[443])},
 		{name: "HTTPS_PROXY set, allowed name", script: curl + "https://" + allowedName + "/", env: map[string]string{"HTTPS_PROXY": "http://" + d + ":3128"}, leaked: sum(decoy[3128])},
 		{name: "proxy variables unset, raw IP", script: "env -u HTTPS_PROXY -u HTTP_PROXY -u https_proxy -u http_proxy " + curl + "http://" + d + "/", leaked: sum(decoy[80])},
+	}...)
+	if !ports {
+		// The allowed address is allowed on every port: another port of
+		// it is reached by design.
+		attempts = slices.DeleteFunc(attempts, func(at attempt) bool { return strings.HasPrefix(at.name, "host address on another network (allowed host") })
 	}
 	// ICMP, through the unprivileged ICMP socket a Docker box's user may
 	// open: first shown counted when it arrives, from this machine.
@@ -198,7 +230,8 @@ func TestEgress_LiveAttacks(t *testing.T) {
 		leaked: func() int64 { return icmpIn.Bytes() - icmpBase }})
 	// Root in the box: no capability (CapEff 0), so no raw socket, route
 	// or address of its own; it may rewrite the box's resolv.conf.
-	if out, err := r.execAsRoot(t.Context(), a.Box().ID(), "id -u; grep CapEff /proc/self/status", nil); err != nil ||
+	aContainer := r.container(t, a.Box())
+	if out, err := r.execAsRoot(t.Context(), aContainer, "id -u; grep CapEff /proc/self/status", nil); err != nil ||
 		!strings.Contains(out, "0\nCapEff:\t0000000000000000") {
 		t.Fatalf("root in the box: %q, %v; want uid 0 with no capability", out, err)
 	}
@@ -225,7 +258,7 @@ func TestEgress_LiveAttacks(t *testing.T) {
 		}
 		var out string
 		if at.root {
-			o, err := r.execAsRoot(t.Context(), a.Box().ID(), at.script+" 2>&1; true", at.env)
+			o, err := r.execAsRoot(t.Context(), aContainer, at.script+" 2>&1; true", at.env)
 			if err != nil {
 				return fmt.Errorf("%s: exec as root: %w", at.name, err)
 			}
@@ -272,8 +305,8 @@ func TestEgress_LiveAttacks(t *testing.T) {
 	if n := r.direct.Queries(); n != 0 {
 		t.Errorf("the test's own resolver got %d queries from the box", n)
 	}
-	if r.allowedTLS.Bytes()+r.allowedHTTP.Bytes() == allowedBefore {
-		t.Error("the allowed host was never reached")
+	if names && r.allowedTLS.Bytes()+r.allowedHTTP.Bytes() == allowedBefore {
+		t.Error("the allowed host was never reached by name")
 	}
 	var table strings.Builder
 	fmt.Fprintf(&table, "| attempt | as | blocked | leaked bytes |\n| --- | --- | --- | --- |\n")
@@ -284,7 +317,7 @@ func TestEgress_LiveAttacks(t *testing.T) {
 			t.Errorf("%s (%s): blocked = %v, leaked %d bytes, want blocked %v and nothing leaked (output %q)", row.name, row.who, row.blocked, row.leaked, want, row.out)
 		}
 	}
-	t.Logf("attack table (Docker: the box's user is uid 10001; root is uid 0 with no capability):\n%s", table.String())
+	t.Logf("attack table (%s, policy %q: the box's user is uid 10001; root is uid 0 with no capability):\n%s", r.target, policy, table.String())
 	if out := rows[len(rows)-1].out; !strings.HasPrefix(out, "rewrote") {
 		t.Errorf("root could not rewrite the box's resolv.conf (%q): the attempt proved nothing", out)
 	}
@@ -331,6 +364,13 @@ func linkLocalListener(t *testing.T, bridge string) (string, *egresstest.Counter
 		as, _ := ifc.Addrs()
 		for _, a := range as {
 			if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is6() && p.Addr().IsLinkLocalUnicast() {
+				// A new address is tentative (duplicate detection) until
+				// it can be bound.
+				l, err := net.Listen("tcp", "["+p.Addr().String()+"%"+bridge+"]:0")
+				if err != nil {
+					return false
+				}
+				_ = l.Close()
 				addr = p.Addr().String()
 				return true
 			}
@@ -346,8 +386,34 @@ func linkLocalListener(t *testing.T, bridge string) (string, *egresstest.Counter
 // measured is the call plus the box's two refused attempts as the box
 // times them (curl's own clock); the docker exec that starts them is
 // logged beside it, not counted: it is not part of the enforcement.
+//
+// On E2B (its emulator) the change goes through E2B's network update
+// route; Daytona has none, so a change there is refused with the typed
+// unsupported error and the box keeps its policy.
 func TestEgress_LiveChange(t *testing.T) {
-	r := newEgressRig(t)
+	for _, target := range []string{"docker", "e2b"} {
+		t.Run(target, func(t *testing.T) { liveChange(t, newEgressRigOn(t, target)) })
+	}
+	t.Run("daytona", func(t *testing.T) {
+		r := newEgressRigOn(t, "daytona")
+		a := create(t, r.provider(t, ""), sandbox.CreateRequest{Profile: claude})
+		allow, err := egress.Parse(r.allowed.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var u *vendors.UnsupportedError
+		if err := a.SetEgress(t.Context(), allow); !errors.As(err, &u) || u.Field != vendors.FieldEgress {
+			t.Errorf("SetEgress on Daytona = %v, want an UnsupportedError for %s", err, vendors.FieldEgress)
+		}
+		if got := a.Egress(); got == nil || len(got.Allow) != 0 {
+			t.Errorf("Egress() after the refused change = %v, want deny-all", got)
+		}
+	})
+}
+
+// liveChange changes a running box's policy 50 times (see
+// TestEgress_LiveChange).
+func liveChange(t *testing.T, r *egressRig) {
 	p := r.provider(t, "")
 	a := create(t, p, sandbox.CreateRequest{Profile: claude})
 	allow, err := egress.Parse(allowedName)
@@ -403,9 +469,9 @@ func TestEgress_LiveChange(t *testing.T) {
 		return sandboxtest.Quantile(ds, p).Round(time.Microsecond)
 	}
 	p99 := q(took, 0.99)
-	t.Logf("over %d changes: deny to refused (SetEgress + the box's two refused attempts): p50 %v, p99 %v; "+
+	t.Logf("%s, over %d changes: deny to refused (SetEgress + the box's two refused attempts): p50 %v, p99 %v; "+
 		"SetEgress alone: p50 %v, p99 %v; with the docker exec that starts the attempts: p50 %v, p99 %v",
-		changes, q(took, 0.5), p99, q(set, 0.5), q(set, 0.99), q(e2e, 0.5), q(e2e, 0.99))
+		r.target, changes, q(took, 0.5), p99, q(set, 0.5), q(set, 0.99), q(e2e, 0.5), q(e2e, 0.99))
 	if p99 > time.Second {
 		t.Errorf("p99 of deny to refused = %v, want within 1s", p99)
 	}
