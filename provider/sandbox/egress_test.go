@@ -209,7 +209,9 @@ func attackSuite(t *testing.T, r *egressRig) {
 	if !ports {
 		// The allowed address is allowed on every port: another port of
 		// it is reached by design.
-		attempts = slices.DeleteFunc(attempts, func(at attempt) bool { return strings.HasPrefix(at.name, "host address on another network (allowed host") })
+		attempts = slices.DeleteFunc(attempts, func(at attempt) bool {
+			return strings.HasPrefix(at.name, "host address on another network (allowed host")
+		})
 	}
 	// ICMP, through the unprivileged ICMP socket a Docker box's user may
 	// open: first shown counted when it arrives, from this machine.
