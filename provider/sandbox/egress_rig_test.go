@@ -3,10 +3,6 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -19,6 +15,7 @@ import (
 
 	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/e2btest"
+	"github.com/tangle-network/boxctl/internal/egressattack"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -27,15 +24,7 @@ import (
 	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/e2b/e2bemu"
 	"github.com/tangle-network/boxctl/vendors/egress"
-	"github.com/tangle-network/boxctl/vendors/egress/egresstest"
 	"github.com/tangle-network/boxctl/vendors/egress/gate"
-)
-
-// The names the egress tests' resolvers know.
-const (
-	allowedName = "allowed.test"
-	otherName   = "other.test"
-	allowedBody = "allowed-host-ok"
 )
 
 // egressRig is everything an egress test runs against, all on this
@@ -53,15 +42,9 @@ type egressRig struct {
 	gate   *gate.Gate // Docker's; nil where the vendor enforces policies
 	bridge string
 	gw     netip.Addr // this machine on the confined network
-	// allowed is the allowed host's address; decoy is where everything
-	// else listens.
-	allowed, decoy netip.Addr
-	// resolver is the gate's (on loopback); direct is a resolver of the
-	// test's on the decoy network that a box might query itself.
-	resolver, direct *egresstest.Resolver
-	// allowedTLS and allowedHTTP count what reaches the allowed host.
-	allowedTLS, allowedHTTP *egresstest.Counter
-	cli                     *client.Client
+	// atk is the attack suite's listeners and resolvers.
+	atk *egressattack.Rig
+	cli *client.Client
 	// containerLabel names a sandbox's container on an emulator.
 	containerLabel string
 	// network is the boxes' Docker network.
@@ -100,14 +83,19 @@ func newEgressRigOn(t testing.TB, target string) *egressRig {
 	}
 	t.Cleanup(func() { _ = v.Close() })
 	r := &egressRig{f: f, target: target, vendor: v, image: f.Image, cli: cli, network: name}
-	r.allowed = egresstest.Network(t, cli, "bxt-allowed-")
-	r.decoy = egresstest.Network(t, cli, "bxt-decoy-")
-	names := map[string]netip.Addr{allowedName: r.allowed, otherName: r.decoy}
-	r.resolver = egresstest.StartResolver(t, "127.0.0.1", 0, names)
-	r.direct = egresstest.StartResolver(t, r.decoy.String(), 53, names)
+	atk, err := egressattack.Start(t.Context(), cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.atk = atk
+	t.Cleanup(func() {
+		if err := atk.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	switch target {
 	case "docker":
-		g, err := sandbox.StartEgress(t.Context(), v, sandbox.EgressOptions{BrokerURL: f.Broker.URL, Resolver: r.resolver.NetResolver()})
+		g, err := sandbox.StartEgress(t.Context(), v, sandbox.EgressOptions{BrokerURL: f.Broker.URL, Resolver: r.atk.Resolver.NetResolver()})
 		if err != nil {
 			t.Fatalf("StartEgress: %v", err)
 		}
@@ -124,11 +112,11 @@ func newEgressRigOn(t testing.TB, target string) *egressRig {
 		r.gate = g
 	case "e2b":
 		e := e2btest.Start(t, func(o *e2bemu.Options) {
-			o.Network, o.EgressResolver, o.Templates = name, r.resolver.NetResolver(), map[string]string{"box": f.Image}
+			o.Network, o.EgressResolver, o.Templates = name, r.atk.Resolver.NetResolver(), map[string]string{"box": f.Image}
 		})
 		r.vendor, r.image, r.containerLabel = e.Client(t), e.Template, "dev.e2b.emulator.sandbox"
 	case "daytona":
-		_, dv := sandboxtest.DaytonaEmulator(t, f, daytonaemu.Options{Network: name, EgressResolver: r.resolver.NetResolver()})
+		_, dv := sandboxtest.DaytonaEmulator(t, f, daytonaemu.Options{Network: name, EgressResolver: r.atk.Resolver.NetResolver()})
 		r.vendor, r.image, r.containerLabel = dv, "box", "io.daytona.emulator.sandbox"
 	default:
 		t.Fatalf("no egress rig for %s", target)
@@ -137,8 +125,6 @@ func newEgressRigOn(t testing.TB, target string) *egressRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.allowedTLS = serveAllowed(t, r.allowed, 443, true)
-	r.allowedHTTP = serveAllowed(t, r.allowed, 80, false)
 	return r
 }
 
@@ -169,28 +155,6 @@ func (r *egressRig) container(t testing.TB, box vendors.Box) string {
 		t.Fatalf("the container of sandbox %s: %d found, %v", box.ID(), len(cs), err)
 	}
 	return cs[0].ID
-}
-
-// serveAllowed serves the allowed host on addr:port (TLS with a test
-// certificate, or plain HTTP), counting what reaches it.
-func serveAllowed(t testing.TB, addr netip.Addr, port int, tls bool) *egresstest.Counter {
-	t.Helper()
-	l, err := net.Listen("tcp4", netip.AddrPortFrom(addr, uint16(port)).String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, c := egresstest.Counting(l)
-	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, allowedBody)
-	}))
-	s.Listener = cl
-	if tls {
-		s.StartTLS()
-	} else {
-		s.Start()
-	}
-	t.Cleanup(s.Close)
-	return c
 }
 
 // provider returns a provider of confined boxes with policy.
