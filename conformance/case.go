@@ -83,7 +83,7 @@ type Case struct {
 }
 
 // Group returns the part of the id before the dot: provider, session,
-// control, interactions or box.
+// control, interactions, box or security.
 func (c Case) Group() string {
 	g, _, _ := strings.Cut(c.ID, ".")
 	return g
@@ -92,7 +92,7 @@ func (c Case) Group() string {
 // Cases returns the catalogue, in the order results are reported.
 func Cases() []Case {
 	var out []Case
-	for _, group := range [][]Case{providerCases(), sessionCases(), controlCases(), interactionCases(), boxCases()} {
+	for _, group := range [][]Case{providerCases(), sessionCases(), controlCases(), interactionCases(), boxCases(), securityCases()} {
 		out = append(out, group...)
 	}
 	return out

@@ -50,6 +50,10 @@ type Target struct {
 	// Pins are the versions the boxes' harnesses are checked against.
 	// Default: the embedded pins.
 	Pins *pins.Pins
+	// Security is the suite's listeners and resolver for the security
+	// cases, and how the boxes are confined (StartSecurity); without it
+	// they do not apply.
+	Security *Security
 }
 
 // Inspector is a vendor that shows everything its control plane shows of

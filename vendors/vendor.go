@@ -218,6 +218,22 @@ type Addressed interface {
 	Address(ctx context.Context) (netip.Addr, error)
 }
 
+// EgressEnforcer is a vendor that enforces a box's egress policy itself,
+// outside the box, with rules of its own (E2B's network rules, Daytona's
+// allow list): boxctl runs no gate for its boxes, and tells it what the
+// box may reach, the broker among it.
+type EgressEnforcer interface {
+	// EgressRules says what the vendor's rules can express.
+	EgressRules() EgressRules
+}
+
+// EgressRules is what a vendor's egress rules can express beside IPv4
+// addresses and CIDRs: a domain (matched on ports 80 and 443), a port on
+// an address rule.
+type EgressRules struct {
+	Domains, Ports bool
+}
+
 // EgressSetter is a box whose vendor enforces its egress policy itself,
 // outside the box (E2B's network rules), and changes it while the box
 // runs.

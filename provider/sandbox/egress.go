@@ -85,11 +85,10 @@ func StartEgress(ctx context.Context, v vendors.Vendor, o EgressOptions) (*gate.
 func confined(spec vendors.CreateSpec) bool { return spec.Egress != nil && !spec.Egress.Open }
 
 // nativeEgress reports whether v enforces a box's policy itself (E2B's
-// network rules, Daytona's allow list), with no gate of boxctl's: it
-// honours FieldEgress and its boxes share no bridge of this machine.
+// network rules, Daytona's allow list), with no gate of boxctl's.
 func nativeEgress(v vendors.Vendor) bool {
-	_, bridged := v.(egressBridger)
-	return v.Supports()[vendors.FieldEgress] && !bridged
+	_, ok := v.(vendors.EgressEnforcer)
+	return ok && v.Supports()[vendors.FieldEgress]
 }
 
 // brokerRule is the rule that lets a box reach the broker at brokerURL

@@ -35,3 +35,9 @@ func networkRules(req *createSandbox, p egress.Policy) error {
 	req.NetworkAllowList = &list
 	return nil
 }
+
+// EgressRules reports that Daytona's allow list names neither a domain
+// nor a port.
+func (v *Vendor) EgressRules() vendors.EgressRules { return vendors.EgressRules{} }
+
+var _ vendors.EgressEnforcer = (*Vendor)(nil)

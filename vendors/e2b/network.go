@@ -58,4 +58,10 @@ func (b *Box) SetEgress(ctx context.Context, p egress.Policy) error {
 	return nil
 }
 
-var _ vendors.EgressSetter = (*Box)(nil)
+// EgressRules reports that E2B's rules name domains and no port.
+func (v *Vendor) EgressRules() vendors.EgressRules { return vendors.EgressRules{Domains: true} }
+
+var (
+	_ vendors.EgressSetter   = (*Box)(nil)
+	_ vendors.EgressEnforcer = (*Vendor)(nil)
+)
