@@ -251,17 +251,37 @@ func (o BenchOptions) normalized() (BenchOptions, error) {
 // Router where the target has none and the vendor's boxes reach this
 // machine; it returns its stop.
 func (r *resolved) startBroker(ctx context.Context) (stop func()) {
-	if r.t.Broker != nil {
-		return func() {}
-	}
-	lb, err := sandbox.StartBroker(ctx, r.t.Vendor, broker.Options{Logger: r.o.Logger, Upstreams: []broker.Upstream{
-		{Name: broker.Router, URL: r.t.Router.URL, Key: r.t.Router.Key, Auth: broker.AuthAsPresented}}})
+	stop, err := ServeBroker(ctx, &r.t, r.o.Logger)
 	if err != nil {
 		r.o.Logger.Warn("conformance: no broker where the boxes reach this machine: they hold the Router's key", "err", err)
 		return func() {}
 	}
-	r.t.Broker, r.t.BrokerURL = lb.Broker, lb.URL
-	return func() { _ = lb.Close() }
+	return stop
+}
+
+// ServeBroker serves t's credential broker in this process, where t's
+// boxes reach this machine, in front of t.Router (t.Local's when t.Router
+// is unset), unless t names a broker; stop ends it. Run does it itself: a
+// caller does it first when something else needs the broker's address
+// (an egress gate, which always lets boxes reach it).
+func ServeBroker(ctx context.Context, t *Target, log *slog.Logger) (stop func(), err error) {
+	if t.Broker != nil {
+		return func() {}, nil
+	}
+	router := t.Router
+	if router == (sandbox.Router{}) && t.Local != nil {
+		router = t.Local.Router
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	lb, err := sandbox.StartBroker(ctx, t.Vendor, broker.Options{Logger: log, Upstreams: []broker.Upstream{
+		{Name: broker.Router, URL: router.URL, Key: router.Key, Auth: broker.AuthAsPresented}}})
+	if err != nil {
+		return nil, err
+	}
+	t.Broker, t.BrokerURL = lb.Broker, lb.URL
+	return func() { _ = lb.Close() }, nil
 }
 
 // bencher runs the workloads of one Bench.

@@ -18,6 +18,7 @@ import (
 	"github.com/tangle-network/boxctl/conformance"
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/pins"
+	"github.com/tangle-network/boxctl/vendors/egress/firewall"
 )
 
 func TestConformanceCmd_flags(t *testing.T) {
@@ -247,4 +248,48 @@ func mustLoad(t *testing.T, dir string) *pins.Pins {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestConformanceCmd_security runs the security family as a user would,
+// `boxctl conformance --run 'security.*'` on Docker: the command sets up
+// the suite's listeners and a gate of its own on the vendor's confined
+// network, and both cases pass.
+func TestConformanceCmd_security(t *testing.T) {
+	v := liveVendor(t)
+	img := boxtest.Image(t, boxtest.Options{})
+	useState(t)
+	// The command leaves the confined network's rules to whatever gate
+	// comes next, as a user's run would; the test removes them.
+	t.Cleanup(func() {
+		if bridge, _, err := v.EgressBridge(context.Background()); err == nil {
+			if err := firewall.Uninstall(bridge); err != nil {
+				t.Errorf("remove the confined network's rules: %v", err)
+			}
+		}
+	})
+	report := filepath.Join(t.TempDir(), "report.json")
+	r := boxctl(t, t.Context(), nil, "conformance", "--image", img, "--router", "local", "--run", "security.*",
+		"--report-file", "json="+report)
+	if r.code != 0 {
+		t.Fatalf("conformance --run security.*: exit %d: %v\n%s", r.code, r.err, r.stdout)
+	}
+	f, err := os.Open(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := conformance.ReadReport(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, res := range rep.Results {
+		ids = append(ids, res.ID()+" "+string(res.Outcome))
+		for _, n := range res.Notes {
+			t.Logf("%s: %s", res.Case, n)
+		}
+	}
+	if want := []string{"claude-code/security.egress pass", "claude-code/security.egress-change pass"}; !slices.Equal(ids, want) {
+		t.Errorf("report results = %v, want %v", ids, want)
+	}
 }
