@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
+	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/egress"
 	"github.com/tangle-network/boxctl/vendors/egress/gate"
@@ -130,14 +131,6 @@ func setNet(ctx context.Context, a *app, s *boxstate.Store, rec *boxstate.Record
 	if err != nil {
 		return err
 	}
-	ad, ok := box.(vendors.Addressed)
-	if !ok {
-		return usageErrorf("target %s: an egress policy is enforced here on docker only", rec.Target)
-	}
-	addr, err := ad.Address(ctx)
-	if err != nil {
-		return err
-	}
 	bc, err := a.ensureBroker(ctx, s)
 	if err != nil {
 		return err
@@ -147,6 +140,35 @@ func setNet(ctx context.Context, a *app, s *boxstate.Store, rec *boxstate.Record
 		if url, err = brokerURL(ctx, bc, v); err != nil {
 			return err
 		}
+	}
+	if _, own := v.(vendors.EgressEnforcer); own {
+		// The vendor holds the box's rules: it is told them, the broker
+		// among them.
+		setter, ok := box.(vendors.EgressSetter)
+		if !ok {
+			return usageError{fmt.Errorf("target %s: %w", rec.Target, &vendors.UnsupportedError{Vendor: v.Name(), Field: vendors.FieldEgress})}
+		}
+		vp, err := sandbox.VendorEgress(p, url)
+		if err == nil {
+			err = setter.SetEgress(ctx, vp)
+		}
+		if err != nil {
+			return err
+		}
+		return s.Update(ctx, func(st *boxstate.State) error {
+			if r := st.Find(rec.ID); r != nil {
+				r.Egress = &p
+			}
+			return nil
+		})
+	}
+	ad, ok := box.(vendors.Addressed)
+	if !ok {
+		return usageErrorf("target %s: an egress policy is enforced here on docker only", rec.Target)
+	}
+	addr, err := ad.Address(ctx)
+	if err != nil {
+		return err
 	}
 	g, err := a.egressGate(ctx, s, v, url)
 	if err != nil {

@@ -4,16 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/dockerclient"
+	"github.com/tangle-network/boxctl/internal/e2btest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/e2b/e2bemu"
 	"github.com/tangle-network/boxctl/vendors/egress/egresstest"
 	"github.com/tangle-network/boxctl/vendors/egress/firewall"
+	"github.com/tangle-network/boxctl/vendors/open"
 )
 
 // TestBoxVerbs_Egress drives a confined box from the command line: up
@@ -93,6 +97,88 @@ s.setTimeout(3000,()=>{console.log("timeout");s.destroy()});s.on("data",d=>{cons
 	}
 	if r := boxctl(t, t.Context(), nil, "net", "last", "--allow", "example.com:22"); r.code != 2 {
 		t.Errorf("net --allow with a bad port: exit %d, want 2", r.code)
+	}
+	if r := boxctl(t, t.Context(), nil, "rm", "last"); r.code != 0 {
+		t.Errorf("rm: exit %d: %v", r.code, r.err)
+	}
+}
+
+// TestBoxVerbs_EgressE2B is TestBoxVerbs_Egress on E2B (its emulator, on
+// Docker networks of the test's own): up sends the policy as E2B's
+// network rules (the broker's address among them, so the turn runs), net
+// changes them through E2B's update route, and a rule E2B's rules cannot
+// say (a port) is refused, never widened.
+func TestBoxVerbs_EgressE2B(t *testing.T) {
+	env := testbed.Require(t)
+	cli, err := dockerclient.New(env.DockerHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	network := "bxn-" + strconv.FormatInt(time.Now().UnixNano()%1e12, 36)
+	t.Cleanup(func() {
+		for _, n := range []string{network + docker.EgressSuffix, network} {
+			if err := cli.NetworkRemove(context.Background(), n); err != nil && !strings.Contains(err.Error(), "not found") {
+				t.Errorf("remove network %s: %v", n, err)
+			}
+		}
+	})
+	img := boxtest.Image(t, boxtest.Options{})
+	emu := e2btest.Start(t, func(o *e2bemu.Options) { o.Network, o.Templates = network, map[string]string{"box": img} })
+	for k, v := range e2bemu.SDKEnv("http://"+emu.Addr, emu.Server.Domain(), e2btest.APIKey) {
+		t.Setenv(k, v)
+	}
+	t.Setenv(open.EnvE2BDial, emu.Addr)
+	dv, err := docker.New(docker.WithHost(env.DockerHost), docker.WithNetwork(network))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dv.Close() })
+	host, err := dv.HostAddress(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(open.EnvE2BHost, host)
+	useState(t)
+	t.Setenv(brokerIdleEnv, "30s")
+
+	target := netip.AddrPortFrom(egresstest.Network(t, cli, "bxt-net-"), 18080)
+	sink := egresstest.ListenTCP(t, target.String(), []byte("reached"))
+	probe := `node -e 'const s=require("net").connect({host:"` + target.Addr().String() + `",port:18080},()=>s.write("probe"));
+s.setTimeout(3000,()=>{console.log("timeout");s.destroy()});s.on("data",d=>{console.log(String(d));s.destroy()});s.on("error",e=>console.log("error",e.code))'`
+
+	if r := boxctl(t, t.Context(), nil, "up", "--target", "e2b", "--router", "local", "--image", "box", "--lifetime", "10m",
+		"--allow", target.String()); r.code == 0 || r.err == nil || !strings.Contains(r.err.Error(), "no port") {
+		t.Fatalf("up --target e2b --allow IP:PORT = exit %d, %v; want a refusal naming the port", r.code, r.err)
+	}
+	r := boxctl(t, t.Context(), nil, "up", "--target", "e2b", "--router", "local", "--image", "box", "--lifetime", "10m",
+		"--egress", "deny", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("up --target e2b --egress deny: exit %d: %v", r.code, r.err)
+	}
+	if r := boxctl(t, t.Context(), nil, "turn", "last", "Say hello"); r.code != 0 || !strings.Contains(r.stdout, localReply) {
+		t.Fatalf("turn in a confined E2B box: exit %d, %q: want the broker reached", r.code, r.stdout)
+	}
+	try := func() string {
+		r := boxctl(t, t.Context(), nil, "exec", "last", "--", "sh", "-c", probe)
+		return strings.TrimSpace(r.stdout)
+	}
+	if out := try(); out == "reached" || sink.Bytes() != 0 {
+		t.Fatalf("deny: the box reached the test's listener (%q, %d bytes)", out, sink.Bytes())
+	}
+	r = boxctl(t, t.Context(), nil, "net", "last", "--allow", target.Addr().String())
+	if r.code != 0 || !strings.Contains(r.stdout, "deny+"+target.Addr().String()) {
+		t.Fatalf("net --allow: exit %d, %q, %v", r.code, r.stdout, r.err)
+	}
+	if out := try(); out != "reached" {
+		t.Fatalf("allowed: the box got %q, want the listener reached", out)
+	}
+	if r := boxctl(t, t.Context(), nil, "net", "last", "--deny", target.Addr().String()); r.code != 0 {
+		t.Fatalf("net --deny: exit %d, %q, %v", r.code, r.stdout, r.err)
+	}
+	before := sink.Bytes()
+	if out := try(); out == "reached" || sink.Bytes() != before {
+		t.Fatalf("denied again: the box got %q (%d more bytes)", out, sink.Bytes()-before)
 	}
 	if r := boxctl(t, t.Context(), nil, "rm", "last"); r.code != 0 {
 		t.Errorf("rm: exit %d: %v", r.code, r.err)

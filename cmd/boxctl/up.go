@@ -17,6 +17,7 @@ import (
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/egress"
+	"github.com/tangle-network/boxctl/vendors/kubernetes"
 )
 
 // The Router's environment: its URL and the key (never a flag).
@@ -112,7 +113,7 @@ The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.j
 	f.StringVar(&o.upURL, "upstream-url", "", "the base URL of --upstream anthropic, openai or gemini (default: the provider's public API)")
 	f.StringVar(&o.brokerURL, "broker-url", "", "the broker's URL as the box reaches it (boxctl broker --listen behind a tunnel; https unless loopback), for vendors whose boxes do not reach this machine")
 	f.StringVar(&o.brokerCAFile, "broker-ca", "", "PEM certificates the box trusts for an https --broker-url beside its system's (a private authority)")
-	f.StringArrayVar(&o.allow, "allow", nil, "confine the box's egress to an allow list and add RULE to it (repeatable): a domain (example.com, *.example.com) or IPv4 address or CIDR, with an optional port; the broker is always reachable (docker)")
+	f.StringArrayVar(&o.allow, "allow", nil, "confine the box's egress to an allow list and add RULE to it (repeatable): a domain (example.com, *.example.com) or IPv4 address or CIDR, with an optional port; the broker is always reachable (docker; e2b and daytona within what their rules say)")
 	f.StringVar(&o.egressMode, "egress", "", `"deny": confine the box's egress (nothing but the broker and --allow); "open": record an open network (default: open, as today)`)
 	f.StringVar(&o.runtime, "runtime", "", `the box's kernel boundary: "gvisor" (a Docker engine's runsc runtime, a Kubernetes RuntimeClass named gvisor) or a runtime of the engine's (default: the vendor's)`)
 	f.StringVar(&o.class, "runtime-class", "", "the RuntimeClass of the box's pod (--target kubernetes)")
@@ -222,8 +223,8 @@ func (o *upOptions) resolveEgress() error {
 	if err != nil {
 		return usageErrorf("--allow: %v", err)
 	}
-	if !p.Open && o.target != docker.Name {
-		return usageErrorf("--target %s: an egress policy is enforced here on docker only (E2B, Daytona and Kubernetes boxes stay open)", o.target)
+	if !p.Open && o.target == kubernetes.Name {
+		return usageErrorf("--target %s: an egress policy is enforced on docker, e2b and daytona (Kubernetes boxes stay open)", o.target)
 	}
 	o.egress = &p
 	return nil

@@ -54,7 +54,7 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 	access.BrokerCA = o.brokerCA
 	defer localbroker.KeepAwake(ctx, access.Broker, localbroker.KeepAwakeEvery)()
 	var gate sandbox.EgressGate
-	if o.confined() {
+	if _, own := v.(vendors.EgressEnforcer); o.confined() && !own {
 		if gate, err = a.egressGate(ctx, s, v, access.BrokerURL); err != nil {
 			return err
 		}

@@ -115,12 +115,21 @@ func brokerRule(brokerURL string) (egress.Rule, error) {
 }
 
 // vendorPolicy is what a vendor that enforces policies itself is given
-// for p: p, and the broker.
+// for pol: pol, and the broker.
 func (p *Provider) vendorPolicy(pol egress.Policy) (egress.Policy, error) {
-	if pol.Open || p.o.BrokerURL == "" {
+	return VendorEgress(pol, p.o.BrokerURL)
+}
+
+// VendorEgress is the policy a vendor that enforces policies itself
+// (vendors.EgressEnforcer) is given for a box with policy pol whose broker
+// is at brokerURL: pol, and the broker (by address, on every port; or by
+// name, on 80 and 443, which the URL must use). An Open policy, or no
+// broker, is pol itself.
+func VendorEgress(pol egress.Policy, brokerURL string) (egress.Policy, error) {
+	if pol.Open || brokerURL == "" {
 		return pol, nil
 	}
-	r, err := brokerRule(p.o.BrokerURL)
+	r, err := brokerRule(brokerURL)
 	if err != nil {
 		return egress.Policy{}, fmt.Errorf("egress: BrokerURL: %w", err)
 	}
