@@ -22,7 +22,9 @@ func TestUpCmd_Egress(t *testing.T) {
 		{name: "unknown mode", args: []string{"--egress", "maybe"}, wantErr: `--egress "maybe": want deny or open`},
 		{name: "bad rule", args: []string{"--allow", "example.com:22"}, wantErr: "bad port"},
 		{name: "IPv6 rule", args: []string{"--allow", "[::1]:443"}, wantErr: "IPv6 egress is never allowed"},
-		{name: "another vendor", args: []string{"--allow", "example.com", "--target", "e2b"}, wantErr: "enforced here on docker only"},
+		{name: "e2b", args: []string{"--allow", "example.com", "--target", "e2b"}, want: "deny+example.com"},
+		{name: "daytona", args: []string{"--egress", "deny", "--target", "daytona"}, want: "deny"},
+		{name: "kubernetes", args: []string{"--allow", "example.com", "--target", "kubernetes"}, wantErr: "Kubernetes boxes stay open"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
