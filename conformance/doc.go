@@ -34,6 +34,19 @@
 //     the cases finished in. Options.Progress sees each case start and end
 //     as it happens, from the runner's goroutines (one call at a time).
 //
+// # Security
+//
+// The security family (security.egress, security.egress-change) attacks a
+// box under default-deny from inside it (package internal/egressattack):
+// Target.Security (StartSecurity) holds the suite's listeners on Docker
+// networks of its own on this machine, an allowed host and decoys that
+// count every byte, and a resolver that knows their names; the target's
+// gate resolves with it. An attempt passes only by what reached the
+// listeners, never by what the box printed. The cases run once a run (for
+// the first harness) and apply where the vendor confines a box's egress
+// and its boxes run on this machine: Docker (with Security.Gate), and the
+// E2B and Daytona emulators, each within what the vendor's rules can say.
+//
 // # Chaos
 //
 // Options.Chaos runs the chaos family instead (chaos.drop, chaos.idle,
