@@ -19,7 +19,9 @@ import (
 
 // The bench workloads. Burst is the public sandbox benchmark's: N boxes
 // asked for at once, each timed from the request to the answer of
-// `node -v` run in it (time to interactive). FirstEvent times a turn
+// `node -v` run in it (time to interactive): through the box's bridge
+// (POST /v1/exec) for boxctl's boxes, as a program driving them would,
+// and through the vendor's exec for the bare baseline. FirstEvent times a turn
 // request on a ready box to the agent's first event, for the first turn
 // of a box and for the second turn of its session; Turn times a whole
 // turn.

@@ -225,6 +225,10 @@ type binding struct {
 // environ is the environment harnesses start from.
 func (e *Engine) environ() []string { return e.bound.Load().environ }
 
+// Environ returns the environment harnesses start from (Options.Environ,
+// or the last Bind's): what a command run for a caller starts from too.
+func (e *Engine) Environ() []string { return slices.Clone(e.environ()) }
+
 // secrets are redacted from every harness output the engine reports.
 func (e *Engine) secrets() []string { return e.bound.Load().secrets }
 

@@ -189,6 +189,8 @@ func exactRoutes() []route {
 			query: []string{"stream"}, answers: with(ack(text{}, 200), 400, 404)},
 		{method: "POST", path: "/v1/exact/environments/{id}/processes/{pid}/kill", summary: "Kill a process's tree; idempotent",
 			answers: with(ack(wire.ExactProcessStatus{}, 200), 400, 404)},
+		{method: "POST", path: "/v1/exec", summary: "Run a command to its end in the box, as the harnesses' user, from their environment",
+			body: wire.ExecRequest{}, answers: with(ack(wire.ExecResult{}, 200), 400, 413)},
 	}
 }
 

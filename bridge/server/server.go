@@ -224,6 +224,7 @@ func (s *Server) handle() {
 	s.mux.HandleFunc("GET /v1/exact/environments/{id}/processes/{pid}", s.exactProcess)
 	s.mux.HandleFunc("GET /v1/exact/environments/{id}/processes/{pid}/output", s.exactOutput)
 	s.mux.HandleFunc("POST /v1/exact/environments/{id}/processes/{pid}/kill", s.killExact)
+	s.mux.HandleFunc("POST /v1/exec", s.execCommand)
 	s.mux.HandleFunc("POST "+wire.PathClaim, s.claimed)
 	s.mux.HandleFunc("/", s.notFound)
 }
