@@ -114,6 +114,46 @@ func brokerRule(brokerURL string) (egress.Rule, error) {
 	return egress.ParseRule(host)
 }
 
+// repoRule is the rule a confined box needs to clone repoURL: its host on
+// the URL's port, over http or https (a domain rule allows 80 and 443
+// only).
+func repoRule(repoURL string) (egress.Rule, error) {
+	u, err := url.Parse(repoURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return egress.Rule{}, fmt.Errorf("egress: workspace %s: a confined box clones over http or https only", redactURL(repoURL))
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	r, err := egress.ParseRule(net.JoinHostPort(u.Hostname(), port))
+	if err != nil {
+		return egress.Rule{}, fmt.Errorf("egress: workspace %s: %w", redactURL(repoURL), err)
+	}
+	return r, nil
+}
+
+// boxPolicy is the egress policy of a box made for req: Options.Egress,
+// and what its workspace clone needs (the repository's host) when it is
+// confined.
+func (p *Provider) boxPolicy(req CreateRequest) (*egress.Policy, error) {
+	pol := p.o.Egress
+	if pol == nil || pol.Open || req.Workspace == nil || req.Workspace.RepoURL == "" {
+		return pol, nil
+	}
+	r, err := repoRule(req.Workspace.RepoURL)
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := p.o.Vendor.(vendors.EgressEnforcer); ok && !e.EgressRules().Ports {
+		// The vendor's rules name no port: the host is allowed whole (a
+		// domain on 80 and 443).
+		r.Port = 0
+	}
+	withRepo := pol.With(r)
+	return &withRepo, nil
+}
+
 // vendorPolicy is what a vendor that enforces policies itself is given
 // for pol: pol, and the broker.
 func (p *Provider) vendorPolicy(pol egress.Policy) (egress.Policy, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -303,5 +304,35 @@ func liveChange(t *testing.T, r *egressRig) {
 	}
 	if err := a.SetEgress(t.Context(), egress.Policy{Open: true}); !errors.Is(err, sandbox.ErrEgressOpen) {
 		t.Errorf("SetEgress(open) = %v, want ErrEgressOpen", err)
+	}
+}
+
+// TestEgress_CloneUnderDeny: a confined box with a workspace clones it
+// under default-deny, its repository's host (and port, where the rules
+// say ports) allowed for it and shown in its policy; nothing else is.
+func TestEgress_CloneUnderDeny(t *testing.T) {
+	for _, target := range []string{"docker", "e2b"} {
+		t.Run(target, func(t *testing.T) {
+			r := newEgressRigOn(t, target)
+			repoURL, head := sandboxtest.ServeRepo(t, r.f, sandboxtest.RepoShape{Files: 3, FileBytes: 100, Commits: 2, Churn: 1})
+			a := create(t, r.provider(t, ""), sandbox.CreateRequest{Profile: claude, Workspace: &sandbox.WorkspaceRepo{RepoURL: repoURL}})
+			if got := sh(t, a.Box(), "cd "+sandbox.Workspace+" && git rev-parse HEAD"); got != head {
+				t.Errorf("the workspace is at %q, want %s", got, head)
+			}
+			u, err := url.Parse(repoURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := u.Host
+			if target != "docker" {
+				want = u.Hostname() // E2B's rules name no port
+			}
+			if pol := a.Egress(); pol == nil || pol.String() != want {
+				t.Errorf("Egress() = %v, want only the repository's host %s", pol, want)
+			}
+			if out := sh(t, a.Box(), "curl -sk --max-time 3 https://"+egressattack.AllowedName+"/ || echo refused"); out == egressattack.AllowedBody {
+				t.Error("a box allowed only its repository reached the allowed host of the suite")
+			}
+		})
 	}
 }

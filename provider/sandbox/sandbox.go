@@ -100,10 +100,13 @@ func (p *Provider) spec(req CreateRequest) vendors.CreateSpec {
 	spec := vendors.CreateSpec{Image: p.o.Image, Lifetime: life, RunTag: p.o.RunTag, Owner: p.o.Owner,
 		Labels: labels, Resources: p.o.Resources, Runtime: p.o.Runtime, Ports: []int{BridgePort}, Retention: p.o.Retention, Pool: req.Pool,
 		Egress: p.o.Egress}
+	if pol, err := p.boxPolicy(req); err == nil { // check refuses the error
+		spec.Egress = pol
+	}
 	if confined(spec) && nativeEgress(p.o.Vendor) {
 		// The vendor enforces it: it is told the broker too (New checked
 		// that it can be).
-		if vp, err := p.vendorPolicy(*p.o.Egress); err == nil {
+		if vp, err := p.vendorPolicy(*spec.Egress); err == nil {
 			spec.Egress = &vp
 		}
 	}
@@ -138,6 +141,9 @@ func (p *Provider) check(req CreateRequest) (*pins.Harness, vendors.CreateSpec, 
 		}
 		if strings.HasPrefix(w.RepoURL, "-") || strings.HasPrefix(w.GitRef, "-") {
 			return nil, spec, errors.New("create box: workspace repoUrl and gitRef must not start with '-'")
+		}
+		if _, err := p.boxPolicy(req); err != nil {
+			return nil, spec, fmt.Errorf("create box: %w", err)
 		}
 	}
 	return h, spec, nil
@@ -214,6 +220,9 @@ func (p *Provider) Create(ctx context.Context, req CreateRequest) (_ *Environmen
 	}
 	env.phases = t.phases
 	env.egress, env.egressAddr = p.o.Egress, egressAddr
+	if pol, err := p.boxPolicy(req); err == nil {
+		env.egress = pol
+	}
 	env.watchIdle()
 	log.Debug("environment ready", "took", time.Since(start))
 	p.emit(Event{Type: EventReady, BoxID: box.ID(), RunTag: spec.RunTag})
