@@ -232,6 +232,9 @@ type EgressEnforcer interface {
 // an address rule.
 type EgressRules struct {
 	Domains, Ports bool
+	// MaxRules bounds how many rules a box's policy may hold, the
+	// broker's among them; 0: no bound.
+	MaxRules int
 }
 
 // EgressSetter is a box whose vendor enforces its egress policy itself,

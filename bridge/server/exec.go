@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"net/http"
+	"os"
 	"os/exec"
 	"time"
 
@@ -13,7 +15,9 @@ import (
 
 // execCommand runs POST /v1/exec: a command to its end, as the harnesses'
 // user from their environment plus the request's, its process group
-// killed at its timeout or when the caller hangs up.
+// killed at its timeout or when the caller hangs up. The command runs
+// outside the jail the operator's floor sets for turns: the bearer that
+// may ask for it may drive the box whole.
 func (s *Server) execCommand(w http.ResponseWriter, r *http.Request) {
 	var req wire.ExecRequest
 	if _, ok := s.readJSON(w, r, &req, "request"); !ok {
@@ -23,6 +27,13 @@ func (s *Server) execCommand(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wire.TypeInvalidRequest, err.Error())
 		return
 	}
+	if req.Dir != "" {
+		// Checked here: a start in a missing directory names the program.
+		if fi, err := os.Stat(req.Dir); err != nil || !fi.IsDir() {
+			writeError(w, wire.TypeInvalidRequest, "dir "+req.Dir+": not a directory of the box")
+			return
+		}
+	}
 	timeout := time.Duration(req.TimeoutMS) * time.Millisecond
 	if timeout == 0 {
 		timeout = wire.DefaultExecTimeoutMS * time.Millisecond
@@ -30,7 +41,9 @@ func (s *Server) execCommand(w http.ResponseWriter, r *http.Request) {
 	res, err := runCommand(r.Context(), s.opts.Engine.Environ(), req, timeout)
 	if err != nil {
 		var ee *exec.Error
-		if errors.As(err, &ee) {
+		var pe *fs.PathError
+		if errors.As(err, &ee) || errors.As(err, &pe) {
+			// No such program, or no such working directory.
 			writeError(w, wire.TypeInvalidRequest, "command: "+err.Error())
 			return
 		}

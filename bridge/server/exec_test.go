@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/bridge/engine"
 	"github.com/tangle-network/boxctl/bridge/wire"
+	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
 // TestExec runs commands through POST /v1/exec: output, exit status,
@@ -17,7 +20,10 @@ import (
 // configuration), a timeout that ends the command's whole process group,
 // the output bound, and refusals with their types.
 func TestExec(t *testing.T) {
-	v := newEnv(t, config{engine: engine.Options{Environ: []string{"PATH=/usr/bin:/bin", "HARNESS_ONLY=yes"}}})
+	childPid := filepath.Join(t.TempDir(), "child.pid")
+	t.Setenv("BRIDGE_EXEC_TEST_SECRET", "not-for-commands")
+	t.Setenv("HARNESS_ONLY", "yes")
+	v := newEnv(t, config{})
 	post := func(t *testing.T, body string) (int, wire.ExecResult, wire.ErrorResponse) {
 		t.Helper()
 		resp := v.do(t, "POST", "/v1/exec", body)
@@ -42,14 +48,25 @@ func TestExec(t *testing.T) {
 	}{
 		{name: "output and exit status", body: `{"command":["sh","-c","echo out; echo err >&2; exit 3"]}`, exit: 3, stdout: "out\n", stderr: "err\n"},
 		{name: "environment", body: `{"command":["sh","-c","echo $HARNESS_ONLY $ADDED; env | grep -c '^BRIDGE_' || true"],"env":{"ADDED":"too"}}`,
-			stdout: "yes too\n0\n"},
+			stdout: "yes too\n0\n"}, // BRIDGE_EXEC_TEST_SECRET is the bridge's own
 		{name: "stdin", body: `{"command":["cat"],"stdin":"aGVsbG8="}`, stdout: "hello"},
 		{name: "dir", body: `{"command":["pwd"],"dir":"/tmp"}`, stdout: "/tmp\n"},
-		{name: "timeout ends the group", body: `{"command":["sh","-c","sleep 30 & sleep 30"],"timeoutMs":300}`, exit: 137,
+		{name: "timeout ends the group", body: `{"command":["sh","-c","sleep 30 & echo $! > ` + childPid + `; sleep 30"],"timeoutMs":300}`, exit: 137,
 			check: func(t *testing.T, res wire.ExecResult) {
 				if !res.TimedOut || res.DurationMS > 5000 {
-					t.Errorf("timedOut %v after %d ms, want true within 5 s (the background child too)", res.TimedOut, res.DurationMS)
+					t.Errorf("timedOut %v after %d ms, want true within 5 s", res.TimedOut, res.DurationMS)
 				}
+				raw, err := os.ReadFile(childPid)
+				pid, perr := strconv.Atoi(strings.TrimSpace(string(raw)))
+				if err != nil || perr != nil {
+					t.Fatalf("the background child's pid: %q, %v %v", raw, err, perr)
+				}
+				// Killed with the group: gone once reaped by init, or a
+				// zombie at most.
+				polltest.Until(t, 5*time.Second, "the background child ended", func() bool {
+					st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+					return err != nil || strings.Contains(string(st), ") Z ")
+				})
 			}},
 		{name: "output bound", body: `{"command":["head","-c","3000000","/dev/zero"]}`,
 			check: func(t *testing.T, res wire.ExecResult) {
@@ -79,6 +96,8 @@ func TestExec(t *testing.T) {
 		{"bad env name", `{"command":["true"],"env":{"A=B":"x"}}`, "env"},
 		{"timeout too long", `{"command":["true"],"timeoutMs":6000000}`, "timeoutMs"},
 		{"unknown program", `{"command":["no-such-program-here"]}`, "no-such-program-here"},
+		{"unknown path", `{"command":["/no/such/program"]}`, "/no/such/program"},
+		{"no such dir", `{"command":["pwd"],"dir":"/no/such/dir"}`, "/no/such/dir"},
 		{"unknown field", `{"command":["true"],"shell":true}`, "shell"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,10 +7,11 @@ import (
 	"syscall"
 )
 
-// inGroup starts cmd in a process group of its own, killed whole when
-// its context ends.
+// inGroup starts cmd in a session (and process group) of its own, with no
+// controlling terminal to push input into, killed whole when its context
+// ends.
 func inGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 }
 

@@ -141,14 +141,14 @@ func setNet(ctx context.Context, a *app, s *boxstate.Store, rec *boxstate.Record
 			return err
 		}
 	}
-	if _, own := v.(vendors.EgressEnforcer); own {
+	if enf, own := v.(vendors.EgressEnforcer); own {
 		// The vendor holds the box's rules: it is told them, the broker
 		// among them.
 		setter, ok := box.(vendors.EgressSetter)
 		if !ok {
 			return usageError{fmt.Errorf("target %s: %w", rec.Target, &vendors.UnsupportedError{Vendor: v.Name(), Field: vendors.FieldEgress})}
 		}
-		vp, err := sandbox.VendorEgress(p, url)
+		vp, err := sandbox.VendorEgress(p, url, enf.EgressRules())
 		if err == nil {
 			err = setter.SetEgress(ctx, vp)
 		}

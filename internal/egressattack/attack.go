@@ -215,6 +215,12 @@ type Plan struct {
 	// box's network, and V6Counter its listener.
 	V6        string
 	V6Counter *Counter
+	// BrokerOther, when set, listens on the broker's address (always
+	// reachable), on another port than the broker's. Where the vendor's
+	// rules say ports it must see nothing; where they name none the
+	// broker's address is allowed whole, and the box reaches it: the
+	// suite shows it.
+	BrokerOther *Counter
 }
 
 // Policy returns the policy the suite's box runs under: default-deny, the
@@ -325,6 +331,14 @@ func (r *Rig) Attempts(p Plan) []Attempt {
 		base := p.OtherSink()
 		out = append(out, Attempt{Name: "another box (TCP 9000)", Script: NodeTCP, Env: tcp(p.OtherBox, 9000), Leaked: func() int64 { return p.OtherSink() - base }})
 	}
+	if c := p.BrokerOther; c != nil {
+		at := Attempt{Name: "the broker's address, another port (TCP)", Script: NodeTCP, Env: tcp(c.Addr.Addr(), int(c.Addr.Port())), Leaked: sum(c)}
+		if !p.Ports {
+			at.Name, at.Leaked = "the broker's address, another port (TCP): reached, the vendor's rules name no port", nil
+			at.Reach = func(o string) bool { return strings.HasPrefix(o, "data") }
+		}
+		out = append(out, at)
+	}
 	if p.V6 != "" && p.V6Counter != nil {
 		out = append(out, Attempt{Name: "IPv6 to this machine (link-local of the bridge)",
 			Script: curl + "-g 'http://[" + p.V6 + "%eth0]:" + strconv.Itoa(int(p.V6Counter.Addr.Port())) + "/'", Leaked: sum(p.V6Counter)})
@@ -339,7 +353,7 @@ func (r *Rig) Leaked(p Plan) int64 {
 	n := sum(r.decoys[80], r.decoys[443], r.decoys[5432], r.decoys[3128], r.decoyUDP, r.allowedUDP, r.allowedQUIC,
 		p.HostTCP, p.HostUDP, p.V6Counter)()
 	if p.Ports {
-		n += r.allowedOther.Bytes()
+		n += sum(r.allowedOther, p.BrokerOther)()
 	}
 	return n + r.Direct.Queries()
 }

@@ -23,6 +23,16 @@ type RepoShape struct{ Files, FileBytes, Commits, Churn int }
 // returns the repository's URL and the id of its newest commit.
 func ServeRepo(b testing.TB, f *Fixture, shape RepoShape) (url, head string) {
 	b.Helper()
+	host, err := f.Vendor.HostAddress(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ServeRepoOn(b, host, shape)
+}
+
+// ServeRepoOn is ServeRepo on host, an address of this machine.
+func ServeRepoOn(b testing.TB, host string, shape RepoShape) (url, head string) {
+	b.Helper()
 	root := b.TempDir()
 	repo := filepath.Join(root, "bench.git")
 	git := func(stdin []byte, args ...string) string {
@@ -38,10 +48,6 @@ func ServeRepo(b testing.TB, f *Fixture, shape RepoShape) (url, head string) {
 	git(shape.fastImport(), "--git-dir", repo, "fast-import", "--quiet")
 	git(nil, "--git-dir", repo, "repack", "-a", "-d", "-q")
 	head = git(nil, "--git-dir", repo, "rev-parse", "main")
-	host, err := f.Vendor.HostAddress(b.Context())
-	if err != nil {
-		b.Fatal(err)
-	}
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		b.Fatal(err)

@@ -91,42 +91,63 @@ func nativeEgress(v vendors.Vendor) bool {
 	return ok && v.Supports()[vendors.FieldEgress]
 }
 
-// brokerRule is the rule that lets a box reach the broker at brokerURL
-// where the vendor enforces the policy: vendors' rules name no port, so
-// an address is allowed whole, and a name on the ports a domain rule
-// allows (80 and 443), which the URL must use.
-func brokerRule(brokerURL string) (egress.Rule, error) {
+// urlPort is u's port, or its scheme's (80 for http, 443 for https).
+func urlPort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	return map[string]string{"http": "80", "https": "443"}[u.Scheme]
+}
+
+// egressRules is what v's own egress rules can say (vendors.EgressEnforcer);
+// a vendor boxctl's gate confines says everything.
+func egressRules(v vendors.Vendor) vendors.EgressRules {
+	if e, ok := v.(vendors.EgressEnforcer); ok {
+		return e.EgressRules()
+	}
+	return vendors.EgressRules{Domains: true, Ports: true}
+}
+
+// hostRule is the rule that lets a box reach host on port where the
+// vendor's rules say rules: an IPv4 address on that port (on every port
+// where they name none), or a name on 80 or 443 (a domain rule's ports)
+// where they name domains.
+func hostRule(host, port string, rules vendors.EgressRules) (egress.Rule, error) {
+	if _, err := netip.ParseAddr(host); err == nil {
+		if !rules.Ports {
+			return egress.ParseRule(host) // IPv6 refused
+		}
+		return egress.ParseRule(net.JoinHostPort(host, port))
+	}
+	switch {
+	case !rules.Domains:
+		return egress.Rule{}, fmt.Errorf("%s is a name, and the vendor's egress rules name addresses only: give its address", host)
+	case port != "80" && port != "443":
+		return egress.Rule{}, fmt.Errorf("%s is reached by name, on port %s: a name is allowed on 80 and 443 only", host, port)
+	case !rules.Ports:
+		return egress.ParseRule(host)
+	}
+	return egress.ParseRule(net.JoinHostPort(host, port))
+}
+
+// brokerRule is the rule that lets a box of a vendor with rules of its
+// own reach the broker at brokerURL.
+func brokerRule(brokerURL string, rules vendors.EgressRules) (egress.Rule, error) {
 	u, err := url.Parse(brokerURL)
 	if err != nil {
 		return egress.Rule{}, err
 	}
-	host := u.Hostname()
-	if a, err := netip.ParseAddr(host); err == nil {
-		return egress.Rule{Prefix: netip.PrefixFrom(a.Unmap(), 32)}, nil
-	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	if port != "80" && port != "443" {
-		return egress.Rule{}, fmt.Errorf("a broker reached by name (%s) where the vendor enforces egress must be on port 80 or 443, not %s", host, port)
-	}
-	return egress.ParseRule(host)
+	return hostRule(u.Hostname(), urlPort(u), rules)
 }
 
-// repoRule is the rule a confined box needs to clone repoURL: its host on
-// the URL's port, over http or https (a domain rule allows 80 and 443
-// only).
-func repoRule(repoURL string) (egress.Rule, error) {
+// repoRule is the rule a confined box needs to clone repoURL, over http or
+// https.
+func repoRule(repoURL string, rules vendors.EgressRules) (egress.Rule, error) {
 	u, err := url.Parse(repoURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 		return egress.Rule{}, fmt.Errorf("egress: workspace %s: a confined box clones over http or https only", redactURL(repoURL))
 	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	r, err := egress.ParseRule(net.JoinHostPort(u.Hostname(), port))
+	r, err := hostRule(u.Hostname(), urlPort(u), rules)
 	if err != nil {
 		return egress.Rule{}, fmt.Errorf("egress: workspace %s: %w", redactURL(repoURL), err)
 	}
@@ -141,14 +162,9 @@ func (p *Provider) boxPolicy(req CreateRequest) (*egress.Policy, error) {
 	if pol == nil || pol.Open || req.Workspace == nil || req.Workspace.RepoURL == "" {
 		return pol, nil
 	}
-	r, err := repoRule(req.Workspace.RepoURL)
+	r, err := repoRule(req.Workspace.RepoURL, egressRules(p.o.Vendor))
 	if err != nil {
 		return nil, err
-	}
-	if e, ok := p.o.Vendor.(vendors.EgressEnforcer); ok && !e.EgressRules().Ports {
-		// The vendor's rules name no port: the host is allowed whole (a
-		// domain on 80 and 443).
-		r.Port = 0
 	}
 	withRepo := pol.With(r)
 	return &withRepo, nil
@@ -157,23 +173,31 @@ func (p *Provider) boxPolicy(req CreateRequest) (*egress.Policy, error) {
 // vendorPolicy is what a vendor that enforces policies itself is given
 // for pol: pol, and the broker.
 func (p *Provider) vendorPolicy(pol egress.Policy) (egress.Policy, error) {
-	return VendorEgress(pol, p.o.BrokerURL)
+	return VendorEgress(pol, p.o.BrokerURL, egressRules(p.o.Vendor))
 }
 
 // VendorEgress is the policy a vendor that enforces policies itself
-// (vendors.EgressEnforcer) is given for a box with policy pol whose broker
-// is at brokerURL: pol, and the broker (by address, on every port; or by
-// name, on 80 and 443, which the URL must use). An Open policy, or no
-// broker, is pol itself.
-func VendorEgress(pol egress.Policy, brokerURL string) (egress.Policy, error) {
+// (vendors.EgressEnforcer, whose rules say rules) is given for a box with
+// policy pol whose broker is at brokerURL: pol, and the broker. Where the
+// vendor's rules name no port, the broker's address is allowed on every
+// port: give the broker an address of its own there (or, on E2B, a name
+// on 443). An Open policy, or no broker, is pol itself.
+func VendorEgress(pol egress.Policy, brokerURL string, rules vendors.EgressRules) (egress.Policy, error) {
 	if pol.Open || brokerURL == "" {
 		return pol, nil
 	}
-	r, err := brokerRule(brokerURL)
+	r, err := brokerRule(brokerURL, rules)
 	if err != nil {
 		return egress.Policy{}, fmt.Errorf("egress: BrokerURL: %w", err)
 	}
-	return pol.With(r), nil
+	out := pol.With(r)
+	if err := out.Validate(); err != nil {
+		return egress.Policy{}, fmt.Errorf("egress: %w", err)
+	}
+	if rules.MaxRules > 0 && len(out.Allow) > rules.MaxRules {
+		return egress.Policy{}, fmt.Errorf("egress: %d rules with the broker's, the vendor's rules hold %d", len(out.Allow), rules.MaxRules)
+	}
+	return out, nil
 }
 
 // confine hands a new box's policy to the gate, by its address; a vendor

@@ -64,6 +64,13 @@ func attackSuite(t *testing.T, r *egressRig) {
 		t.Fatal(err)
 	}
 	plan.V6, plan.V6Counter = linkLocalListener(t, r.bridge)
+	bu, err := url.Parse(r.f.Broker.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.BrokerOther, _, err = r.atk.ListenHost(t.Context(), netip.MustParseAddr(bu.Hostname())); err != nil {
+		t.Fatal(err)
+	}
 	// Another box listens, counting bytes into a file.
 	if _, err := b.Box().Spawn(t.Context(), vendors.SpawnSpec{Name: "sink", Command: []string{"node", "-e",
 		`require("net").createServer(s=>s.on("data",d=>require("fs").appendFileSync("/tmp/sink",d))).listen(9000)`}}); err != nil {
@@ -314,7 +321,10 @@ func TestEgress_CloneUnderDeny(t *testing.T) {
 	for _, target := range []string{"docker", "e2b"} {
 		t.Run(target, func(t *testing.T) {
 			r := newEgressRigOn(t, target)
-			repoURL, head := sandboxtest.ServeRepo(t, r.f, sandboxtest.RepoShape{Files: 3, FileBytes: 100, Commits: 2, Churn: 1})
+			// On an address of its own: nothing else the box may reach
+			// (the broker's address among them) serves it.
+			repoURL, head := sandboxtest.ServeRepoOn(t, egresstest.Network(t, r.cli, "bxt-repo-").String(),
+				sandboxtest.RepoShape{Files: 3, FileBytes: 100, Commits: 2, Churn: 1})
 			a := create(t, r.provider(t, ""), sandbox.CreateRequest{Profile: claude, Workspace: &sandbox.WorkspaceRepo{RepoURL: repoURL}})
 			if got := sh(t, a.Box(), "cd "+sandbox.Workspace+" && git rev-parse HEAD"); got != head {
 				t.Errorf("the workspace is at %q, want %s", got, head)

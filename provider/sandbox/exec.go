@@ -6,39 +6,66 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/vendors"
 )
 
+// ErrExecTimedOut is the error of Environment.Exec when the command
+// outlived its call's deadline (or the bridge's longest, 10 minutes) and
+// was ended, its whole process group with it.
+var ErrExecTimedOut = errors.New("exec: the command outlived its deadline and was ended")
+
 // Exec runs a command to its end in the box through its bridge (POST
 // /v1/exec): one HTTP call to a process already running in the box, where
 // a vendor's exec (Box().Exec) goes through the vendor's control plane or
 // engine. The command runs as the harnesses' user from their environment,
-// as a harness's tool call would. A bridge too old for the route falls
-// back to the vendor's exec. Output beyond wire.ExecOutputLimit is
-// dropped (a vendor's exec keeps spec.MaxOutput).
+// as a harness's tool call would, outside any jail the operator set for
+// turns. It ends at ctx's deadline (ErrExecTimedOut; at most the bridge's
+// 10 minutes) or when ctx is cancelled. Each output is kept up to
+// spec.MaxOutput, at most wire.ExecOutputLimit (1 MiB); a spec that asks
+// for more (or a bridge without the route, or stdin over the limit) runs
+// through the vendor's exec instead.
 func (e *Environment) Exec(ctx context.Context, spec vendors.ExecSpec) (vendors.ExecResult, error) {
-	req := wire.ExecRequest{Command: spec.Command, Env: spec.Env, Dir: spec.Dir}
+	req := wire.ExecRequest{Command: spec.Command, Env: spec.Env, Dir: spec.Dir, TimeoutMS: wire.MaxExecTimeoutMS}
+	if d, ok := ctx.Deadline(); ok {
+		req.TimeoutMS = min(req.TimeoutMS, max(1, time.Until(d).Milliseconds()))
+	}
+	vendorExec := func(stdin []byte) (vendors.ExecResult, error) {
+		if stdin != nil {
+			spec.Stdin = io.MultiReader(bytes.NewReader(stdin), spec.Stdin)
+		}
+		return e.box.Exec(ctx, spec)
+	}
+	if spec.MaxOutput > wire.ExecOutputLimit {
+		return vendorExec(nil)
+	}
 	if spec.Stdin != nil {
 		in, err := io.ReadAll(io.LimitReader(spec.Stdin, wire.ExecOutputLimit+1))
 		if err != nil {
 			return vendors.ExecResult{}, fmt.Errorf("exec: read stdin: %w", err)
 		}
 		if len(in) > wire.ExecOutputLimit {
-			return e.box.Exec(ctx, vendors.ExecSpec{Command: spec.Command, Env: spec.Env, Dir: spec.Dir,
-				Stdin: io.MultiReader(bytes.NewReader(in), spec.Stdin), MaxOutput: spec.MaxOutput})
+			return vendorExec(in)
 		}
 		req.Stdin = in
 	}
 	res, err := e.pv.Exec(ctx, req)
-	var be *provider.BridgeError
-	if errors.As(err, &be) && be.Status == 404 {
-		return e.box.Exec(ctx, spec)
-	}
-	if err != nil {
+	var nf *provider.NotFoundError
+	switch {
+	case errors.As(err, &nf):
+		// A bridge that predates the route.
+		return vendorExec(req.Stdin)
+	case err != nil:
 		return vendors.ExecResult{}, fmt.Errorf("exec: %w", err)
+	case res.TimedOut:
+		return vendors.ExecResult{}, ErrExecTimedOut
 	}
-	return vendors.ExecResult{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr}, nil
+	out := vendors.ExecResult{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr}
+	if m := spec.MaxOutput; m > 0 {
+		out.Stdout, out.Stderr = out.Stdout[:min(len(out.Stdout), int(m))], out.Stderr[:min(len(out.Stderr), int(m))]
+	}
+	return out, nil
 }

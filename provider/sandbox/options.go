@@ -225,7 +225,7 @@ func (o Options) normalized() (Options, error) {
 		} else if !o.Egress.Open && o.EgressGate == nil && (o.Vendor == nil || !nativeEgress(o.Vendor)) {
 			errs = append(errs, ErrNoEgressGate)
 		} else if !o.Egress.Open && o.Vendor != nil && nativeEgress(o.Vendor) && o.BrokerURL != "" {
-			if _, err := brokerRule(o.BrokerURL); err != nil {
+			if _, err := VendorEgress(*o.Egress, o.BrokerURL, egressRules(o.Vendor)); err != nil {
 				errs = append(errs, fmt.Errorf("BrokerURL: %w", err))
 			}
 		}

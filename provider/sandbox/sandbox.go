@@ -142,7 +142,11 @@ func (p *Provider) check(req CreateRequest) (*pins.Harness, vendors.CreateSpec, 
 		if strings.HasPrefix(w.RepoURL, "-") || strings.HasPrefix(w.GitRef, "-") {
 			return nil, spec, errors.New("create box: workspace repoUrl and gitRef must not start with '-'")
 		}
-		if _, err := p.boxPolicy(req); err != nil {
+		pol, err := p.boxPolicy(req)
+		if err == nil && pol != nil && nativeEgress(p.o.Vendor) {
+			_, err = p.vendorPolicy(*pol)
+		}
+		if err != nil {
 			return nil, spec, fmt.Errorf("create box: %w", err)
 		}
 	}

@@ -24,7 +24,7 @@ func networkRules(req *createSandbox, p egress.Policy) error {
 		allow = append(allow, r.Prefix.String())
 	}
 	if len(allow) > maxAllowList {
-		return &vendors.SpecError{Vendor: Name, Err: fmt.Errorf("egress: %d rules, Daytona's allow list takes %d", len(allow), maxAllowList)}
+		return &vendors.SpecError{Vendor: Name, Err: fmt.Errorf("egress: %d rules (the broker's and a workspace's among them), Daytona's allow list takes %d", len(allow), maxAllowList)}
 	}
 	if len(allow) == 0 {
 		yes := true
@@ -38,6 +38,6 @@ func networkRules(req *createSandbox, p egress.Policy) error {
 
 // EgressRules reports that Daytona's allow list names neither a domain
 // nor a port.
-func (v *Vendor) EgressRules() vendors.EgressRules { return vendors.EgressRules{} }
+func (v *Vendor) EgressRules() vendors.EgressRules { return vendors.EgressRules{MaxRules: maxAllowList} }
 
 var _ vendors.EgressEnforcer = (*Vendor)(nil)

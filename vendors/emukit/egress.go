@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -26,8 +27,9 @@ var gates = struct {
 }{m: map[string]*sharedGate{}}
 
 type sharedGate struct {
-	g    *gate.Gate
-	refs int
+	g        *gate.Gate
+	resolver *net.Resolver
+	refs     int
 }
 
 // egressGate returns the gate of the registry's confined network,
@@ -45,13 +47,16 @@ func (g *Registry) egressGate(ctx context.Context) (*gate.Gate, error) {
 	gates.Lock()
 	defer gates.Unlock()
 	sg, ok := gates.m[bridge]
-	if !ok {
+	switch {
+	case !ok:
 		gt, err := gate.Start(ctx, gate.Options{Bridge: bridge, Gateway: gw, Resolver: g.opts.EgressResolver, Logger: g.log})
 		if err != nil {
 			return nil, fmt.Errorf("egress: %w", err)
 		}
-		sg = &sharedGate{g: gt}
+		sg = &sharedGate{g: gt, resolver: g.opts.EgressResolver}
 		gates.m[bridge] = sg
+	case sg.resolver != g.opts.EgressResolver:
+		return nil, fmt.Errorf("egress: the confined network %s is held by another emulator of this process with another resolver: give each its own network", bridge)
 	}
 	sg.refs++
 	g.gate = sg.g

@@ -232,7 +232,8 @@ func (g *Registry) Remove(ctx context.Context, sandboxID string) error {
 	if !ok {
 		return nil
 	}
-	defer g.forget(ctx, sandboxID)
+	// First: an address freed by the destroy may go to a new box.
+	g.forget(ctx, sandboxID)
 	if c, err := g.engine.ContainerInspect(ctx, box.ID()); err == nil && c.State != nil && c.State.Paused {
 		_ = g.engine.ContainerUnpause(ctx, box.ID())
 	}
