@@ -38,6 +38,8 @@ func networkRules(req *createSandbox, p egress.Policy) error {
 
 // EgressRules reports that Daytona's allow list names neither a domain
 // nor a port.
-func (v *Vendor) EgressRules() vendors.EgressRules { return vendors.EgressRules{MaxRules: maxAllowList} }
+func (v *Vendor) EgressRules() vendors.EgressRules {
+	return vendors.EgressRules{MaxRules: maxAllowList}
+}
 
 var _ vendors.EgressEnforcer = (*Vendor)(nil)
