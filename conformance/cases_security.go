@@ -11,11 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tangle-network/boxctl/internal/egressattack"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/egress"
+	"github.com/tangle-network/boxctl/vendors/egress/attack"
 	"github.com/tangle-network/boxctl/vendors/egress/firewall"
 )
 
@@ -68,8 +68,8 @@ func (c *caseCtx) confined(s *Security, policy string) (*sandbox.Provider, error
 }
 
 // boxExec runs an attempt as the box's user.
-func boxExec(box vendors.Box) egressattack.Exec {
-	return func(ctx context.Context, at egressattack.Attempt) (string, error) {
+func boxExec(box vendors.Box) attack.Exec {
+	return func(ctx context.Context, at attack.Attempt) (string, error) {
 		res, err := box.Exec(ctx, vendors.ExecSpec{Command: []string{"sh", "-c", at.Script + " 2>&1; true"}, Env: at.Env})
 		if err != nil {
 			return "", err
@@ -83,7 +83,7 @@ func egressCase(c *caseCtx) error {
 	if err != nil {
 		return err
 	}
-	plan := egressattack.Plan{Ports: rules.Ports, Names: rules.Domains}
+	plan := attack.Plan{Ports: rules.Ports, Names: rules.Domains}
 	policy := s.rig.Policy(plan)
 	p, err := c.confined(s, policy)
 	if err != nil {
@@ -124,7 +124,7 @@ func egressCase(c *caseCtx) error {
 	}
 	bridge, ll, here := hostInterface(an.Gateway)
 	if here && ll != "" {
-		if v6, err := egressattack.ListenTCP(c.ctx, "["+ll+"%"+bridge+"]:0", []byte("v6")); err == nil {
+		if v6, err := attack.ListenTCP(c.ctx, "["+ll+"%"+bridge+"]:0", []byte("v6")); err == nil {
 			c.track(func(context.Context) error { return v6.Close() })
 			plan.V6, plan.V6Counter = ll, v6
 		} else {
@@ -150,7 +150,7 @@ func egressCase(c *caseCtx) error {
 	allowedBefore := s.rig.AllowedTLS.Bytes() + s.rig.AllowedHTTP.Bytes() + s.rig.AllowedTCP.Bytes()
 	attempts := s.rig.Attempts(plan)
 	req = c.step("%d attempts out of the box as its user, under %q", len(attempts), policy)
-	rows, err := egressattack.Run(c.ctx, attempts, boxExec(a.Box()), 4, "box user")
+	rows, err := attack.Run(c.ctx, attempts, boxExec(a.Box()), 4, "box user")
 	if err != nil {
 		return failErr(req, "every attempt run", err)
 	}
@@ -166,7 +166,7 @@ func egressCase(c *caseCtx) error {
 	}
 	leaked := s.rig.Leaked(plan)
 	c.note("security.egress on %s, policy %q: %d attempts, %d blocked, %d leaked bytes in all", c.r.t.Vendor.Name(), policy, len(rows), blocked, leaked)
-	c.note("%s", egressattack.Table(rows))
+	c.note("%s", attack.Table(rows))
 	if len(bad) > 0 {
 		return failf(req, "the allowed host reached and every other attempt blocked, with no byte leaked", "%s", strings.Join(bad, "; "))
 	}
@@ -234,12 +234,12 @@ func egressChangeCase(c *caseCtx) error {
 	// The host by name where the rules say names (the relay and the
 	// resolver then refuse at once), else by address.
 	allowRule := s.rig.Allowed.String()
-	reach := egressattack.Attempt{Script: egressattack.NodeTCP, Env: map[string]string{"H": s.rig.Allowed.String(), "P": strconv.Itoa(egressattack.AllowedPort)}}
+	reach := attack.Attempt{Script: attack.NodeTCP, Env: map[string]string{"H": s.rig.Allowed.String(), "P": strconv.Itoa(attack.AllowedPort)}}
 	reached := func(out string) bool { return strings.HasPrefix(strings.TrimSpace(out), "data") }
 	if rules.Domains {
-		allowRule = egressattack.AllowedName
-		reach = egressattack.Attempt{Script: "curl -sk --max-time " + egressattack.ProbeTimeout + " https://" + egressattack.AllowedName + "/"}
-		reached = func(out string) bool { return strings.TrimSpace(out) == egressattack.AllowedBody }
+		allowRule = attack.AllowedName
+		reach = attack.Attempt{Script: "curl -sk --max-time " + attack.ProbeTimeout + " https://" + attack.AllowedName + "/"}
+		reached = func(out string) bool { return strings.TrimSpace(out) == attack.AllowedBody }
 	}
 	allow, err := egress.Parse(allowRule)
 	if err != nil {

@@ -37,7 +37,7 @@
 // # Security
 //
 // The security family (security.egress, security.egress-change) attacks a
-// box under default-deny from inside it (package internal/egressattack):
+// box under default-deny from inside it (package vendors/egress/attack):
 // Target.Security (StartSecurity) holds the suite's listeners on Docker
 // networks of its own on this machine, an allowed host and decoys that
 // count every byte, and a resolver that knows their names; the target's

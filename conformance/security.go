@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	"github.com/tangle-network/boxctl/internal/dockerclient"
-	"github.com/tangle-network/boxctl/internal/egressattack"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/egress/attack"
 )
 
 // Security is what the security cases (security.*) attack from a box: the
@@ -32,7 +32,7 @@ type Security struct {
 	// allowed by address only.
 	Names bool
 
-	rig *egressattack.Rig
+	rig *attack.Rig
 }
 
 // StartSecurity makes the suite's networks and listeners on the Docker
@@ -44,7 +44,7 @@ func StartSecurity(ctx context.Context, dockerHost string) (*Security, error) {
 		return nil, fmt.Errorf("conformance: security: %w", err)
 	}
 	defer cli.Close()
-	rig, err := egressattack.Start(ctx, cli)
+	rig, err := attack.Start(ctx, cli)
 	if err != nil {
 		return nil, fmt.Errorf("conformance: security: %w", err)
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/e2btest"
-	"github.com/tangle-network/boxctl/internal/egressattack"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -24,6 +23,7 @@ import (
 	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/e2b/e2bemu"
 	"github.com/tangle-network/boxctl/vendors/egress"
+	"github.com/tangle-network/boxctl/vendors/egress/attack"
 	"github.com/tangle-network/boxctl/vendors/egress/gate"
 )
 
@@ -43,7 +43,7 @@ type egressRig struct {
 	bridge string
 	gw     netip.Addr // this machine on the confined network
 	// atk is the attack suite's listeners and resolvers.
-	atk *egressattack.Rig
+	atk *attack.Rig
 	cli *client.Client
 	// containerLabel names a sandbox's container on an emulator.
 	containerLabel string
@@ -83,7 +83,7 @@ func newEgressRigOn(t testing.TB, target string) *egressRig {
 	}
 	t.Cleanup(func() { _ = v.Close() })
 	r := &egressRig{f: f, target: target, vendor: v, image: f.Image, cli: cli, network: name}
-	atk, err := egressattack.Start(t.Context(), cli)
+	atk, err := attack.Start(t.Context(), cli)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
-	"github.com/tangle-network/boxctl/internal/egressattack"
 	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/egress"
+	"github.com/tangle-network/boxctl/vendors/egress/attack"
 	"github.com/tangle-network/boxctl/vendors/egress/egresstest"
 	"github.com/tangle-network/boxctl/vendors/egress/firewall"
 )
@@ -48,7 +48,7 @@ func TestEgress_LiveAttacks(t *testing.T) {
 // as the box's user and again as root, then reads back the rules that
 // hold link-local.
 func attackSuite(t *testing.T, r *egressRig) {
-	plan := egressattack.Plan{Ports: r.target == "docker", Names: r.target != "daytona", Gateway: r.gw}
+	plan := attack.Plan{Ports: r.target == "docker", Names: r.target != "daytona", Gateway: r.gw}
 	policy := r.atk.Policy(plan)
 	p := r.provider(t, policy)
 	a := create(t, p, sandbox.CreateRequest{Profile: claude})
@@ -99,7 +99,7 @@ func attackSuite(t *testing.T, r *egressRig) {
 	if err := a.Box().Write(t.Context(), "/tmp/icmpprobe", probe, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	attempts = append(attempts, egressattack.Attempt{Name: "ICMP echo to the gateway, another network, the allowed host and another box",
+	attempts = append(attempts, attack.Attempt{Name: "ICMP echo to the gateway, another network, the allowed host and another box",
 		Script: "/tmp/icmpprobe " + marker + " " + r.gw.String() + " " + r.atk.Decoy.String() + " " + r.atk.Allowed.String() + " " + plan.OtherBox.String(),
 		Leaked: func() int64 { return icmpIn.Bytes() - icmpBase }})
 	// Root in the box: no capability (CapEff 0), so no raw socket, route
@@ -116,13 +116,13 @@ func attackSuite(t *testing.T, r *egressRig) {
 	}
 	// Last, alone (it changes the box's resolver for what runs beside
 	// it), and undone after.
-	curl := "curl -sk --max-time " + egressattack.ProbeTimeout + " "
-	attempts = append(attempts, egressattack.Attempt{Name: "resolv.conf pointed at the suite's resolver", Root: true, Alone: true,
+	curl := "curl -sk --max-time " + attack.ProbeTimeout + " "
+	attempts = append(attempts, attack.Attempt{Name: "resolv.conf pointed at the suite's resolver", Root: true, Alone: true,
 		Script: "cp /etc/resolv.conf /tmp/resolv && echo nameserver " + r.atk.Decoy.String() + " > /etc/resolv.conf && echo rewrote && " +
-			curl + "https://" + egressattack.OtherName + "/; cat /tmp/resolv > /etc/resolv.conf",
+			curl + "https://" + attack.OtherName + "/; cat /tmp/resolv > /etc/resolv.conf",
 		Leaked: func() int64 { return r.atk.Queries() + r.atk.Leaked(plan) }})
 	allowedBefore := r.atk.AllowedTLS.Bytes() + r.atk.AllowedHTTP.Bytes()
-	exec := func(ctx context.Context, at egressattack.Attempt) (string, error) {
+	exec := func(ctx context.Context, at attack.Attempt) (string, error) {
 		if at.Root {
 			return r.execAsRoot(ctx, aContainer, at.Script+" 2>&1; true", at.Env)
 		}
@@ -132,7 +132,7 @@ func attackSuite(t *testing.T, r *egressRig) {
 		}
 		return string(res.Stdout), nil
 	}
-	rows, err := egressattack.Run(t.Context(), attempts, exec, 4, "uid 10001")
+	rows, err := attack.Run(t.Context(), attempts, exec, 4, "uid 10001")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func attackSuite(t *testing.T, r *egressRig) {
 			t.Errorf("%s (%s): blocked = %v, leaked %d bytes, want blocked %v and nothing leaked (output %q)", row.Name, row.Who, row.Blocked, row.Leaked, row.Want, row.Out)
 		}
 	}
-	t.Logf("attack table (%s, policy %q: the box's user is uid 10001; root is uid 0 with no capability):\n%s", r.target, policy, egressattack.Table(rows))
+	t.Logf("attack table (%s, policy %q: the box's user is uid 10001; root is uid 0 with no capability):\n%s", r.target, policy, attack.Table(rows))
 	if out := rows[len(rows)-1].Out; !strings.HasPrefix(out, "rewrote") {
 		t.Errorf("root could not rewrite the box's resolv.conf (%q): the attempt proved nothing", out)
 	}
@@ -247,14 +247,14 @@ func TestEgress_LiveChange(t *testing.T) {
 func liveChange(t *testing.T, r *egressRig) {
 	p := r.provider(t, "")
 	a := create(t, p, sandbox.CreateRequest{Profile: claude})
-	allow, err := egress.Parse(egressattack.AllowedName)
+	allow, err := egress.Parse(attack.AllowedName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	curl := "curl -sk --max-time " + egressattack.ProbeTimeout + " -w ' %{time_total}\\n' "
-	reach := curl + "https://" + egressattack.AllowedName + "/"
+	curl := "curl -sk --max-time " + attack.ProbeTimeout + " -w ' %{time_total}\\n' "
+	reach := curl + "https://" + attack.AllowedName + "/"
 	// Both ways out: by name, and straight at the relay with the SNI.
-	refused := reach + "; " + curl + "--resolve " + egressattack.AllowedName + ":443:" + r.gw.String() + " https://" + egressattack.AllowedName + "/"
+	refused := reach + "; " + curl + "--resolve " + attack.AllowedName + ":443:" + r.gw.String() + " https://" + attack.AllowedName + "/"
 	// attempts runs script and returns what came back and how long the
 	// box's attempts took by their own clock.
 	attempts := func(script string) (string, time.Duration) {
@@ -273,7 +273,7 @@ func liveChange(t *testing.T, r *egressRig) {
 		}
 		return out, total
 	}
-	if out, _ := attempts(refused); strings.Contains(out, egressattack.AllowedBody) {
+	if out, _ := attempts(refused); strings.Contains(out, attack.AllowedBody) {
 		t.Fatalf("a box created with deny-all reached the allowed host: %q", out)
 	}
 	const changes = 50
@@ -282,7 +282,7 @@ func liveChange(t *testing.T, r *egressRig) {
 		if err := a.SetEgress(t.Context(), allow); err != nil {
 			t.Fatalf("SetEgress(allow): %v", err)
 		}
-		if out, _ := attempts(reach); !strings.HasPrefix(out, egressattack.AllowedBody) {
+		if out, _ := attempts(reach); !strings.HasPrefix(out, attack.AllowedBody) {
 			t.Fatalf("change %d: allowed, the box got %q", i, out)
 		}
 		start := time.Now()
@@ -292,7 +292,7 @@ func liveChange(t *testing.T, r *egressRig) {
 		setTook := time.Since(start)
 		out, inBox := attempts(refused)
 		set, took, e2e = append(set, setTook), append(took, setTook+inBox), append(e2e, time.Since(start))
-		if strings.Contains(out, egressattack.AllowedBody) {
+		if strings.Contains(out, attack.AllowedBody) {
 			t.Fatalf("change %d: denied, the box still reached the allowed host: %q", i, out)
 		}
 	}
@@ -340,7 +340,7 @@ func TestEgress_CloneUnderDeny(t *testing.T) {
 			if pol := a.Egress(); pol == nil || pol.String() != want {
 				t.Errorf("Egress() = %v, want only the repository's host %s", pol, want)
 			}
-			if out := sh(t, a.Box(), "curl -sk --max-time 3 https://"+egressattack.AllowedName+"/ || echo refused"); out == egressattack.AllowedBody {
+			if out := sh(t, a.Box(), "curl -sk --max-time 3 https://"+attack.AllowedName+"/ || echo refused"); out == attack.AllowedBody {
 				t.Error("a box allowed only its repository reached the allowed host of the suite")
 			}
 		})

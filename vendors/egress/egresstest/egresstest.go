@@ -1,6 +1,6 @@
 // Package egresstest gives tests of egress enforcement a DNS resolver of
 // their own, listeners that count what reaches them, and Docker networks
-// of their own to listen on: package internal/egressattack's, each closed
+// of their own to listen on: package vendors/egress/attack's, each closed
 // when the test ends, and an ICMP counter.
 package egresstest
 
@@ -14,20 +14,20 @@ import (
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 
-	"github.com/tangle-network/boxctl/internal/egressattack"
+	"github.com/tangle-network/boxctl/vendors/egress/attack"
 )
 
-// Resolver is a DNS server of the test's (egressattack.Resolver).
-type Resolver = egressattack.Resolver
+// Resolver is a DNS server of the test's (attack.Resolver).
+type Resolver = attack.Resolver
 
-// Counter is a counting listener of the test's (egressattack.Counter).
-type Counter = egressattack.Counter
+// Counter is a counting listener of the test's (attack.Counter).
+type Counter = attack.Counter
 
 // StartResolver serves names (lower case, no trailing dot) on host (a
 // free port, UDP and TCP; port 0 picks one) until the test ends.
 func StartResolver(t testing.TB, host string, port int, names map[string]netip.Addr) *Resolver {
 	t.Helper()
-	r, err := egressattack.StartResolver(t.Context(), host, port, names)
+	r, err := attack.StartResolver(t.Context(), host, port, names)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func StartResolver(t testing.TB, host string, port int, names map[string]netip.A
 // until the test ends.
 func ListenTCP(t testing.TB, addr string, reply []byte) *Counter {
 	t.Helper()
-	c, err := egressattack.ListenTCP(t.Context(), addr, reply)
+	c, err := attack.ListenTCP(t.Context(), addr, reply)
 	if err != nil {
 		t.Fatalf("listen %s: %v", addr, err)
 	}
@@ -51,7 +51,7 @@ func ListenTCP(t testing.TB, addr string, reply []byte) *Counter {
 // ListenUDP starts a counting UDP listener on addr until the test ends.
 func ListenUDP(t testing.TB, addr string) *Counter {
 	t.Helper()
-	c, err := egressattack.ListenUDP(t.Context(), addr)
+	c, err := attack.ListenUDP(t.Context(), addr)
 	if err != nil {
 		t.Fatalf("listen udp %s: %v", addr, err)
 	}
@@ -61,14 +61,14 @@ func ListenUDP(t testing.TB, addr string) *Counter {
 
 // Counting wraps l so that c counts the connections it accepts and the
 // bytes read from them (a server of the test's behind it).
-func Counting(l net.Listener) (net.Listener, *Counter) { return egressattack.Counting(l) }
+func Counting(l net.Listener) (net.Listener, *Counter) { return attack.Counting(l) }
 
 // Network creates a Docker network of the test's (removed at its end) and
 // returns this machine's address on it: a place for the test's listeners
 // that is not loopback and leads nowhere off this machine.
 func Network(t testing.TB, cli *client.Client, prefix string) netip.Addr {
 	t.Helper()
-	gw, remove, err := egressattack.Network(t.Context(), cli, prefix)
+	gw, remove, err := attack.Network(t.Context(), cli, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}

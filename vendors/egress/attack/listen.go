@@ -1,4 +1,4 @@
-package egressattack
+package attack
 
 import (
 	"context"

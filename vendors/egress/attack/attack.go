@@ -1,11 +1,11 @@
-// Package egressattack is the egress attack suite: listeners of this
+// Package attack is the egress attack suite: listeners of this
 // machine on Docker networks of the suite's own (an allowed host, and
 // decoys that count every byte that reaches them), a DNS resolver that
 // knows their names, and the attempts a box under default-deny makes to
 // get out, each judged by what reached the listeners, never by what the
 // box says. Every target is on this machine: if a policy failed, nothing
 // would leave it.
-package egressattack
+package attack
 
 import (
 	"context"
