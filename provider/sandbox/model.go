@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -20,11 +21,12 @@ func (p *Provider) checkModel() error {
 	return p.o.Router.check()
 }
 
-// modelAccess returns the model endpoint and key box's harnesses use: the
+// modelAccess returns the model endpoint and key box's harnesses use (addr,
+// when valid, is the box's address, known already): the
 // broker's URL and a token of the box's own valid until until (rotating
 // any earlier one, bound to the box's address where its vendor tells it),
 // or without a Broker the Router itself.
-func (p *Provider) modelAccess(ctx context.Context, box vendors.Box, until time.Time) (url, key string, err error) {
+func (p *Provider) modelAccess(ctx context.Context, box vendors.Box, addr netip.Addr, until time.Time) (url, key string, err error) {
 	if p.o.Broker == nil {
 		return p.o.Router.URL, p.o.Router.Key, nil
 	}
@@ -33,7 +35,10 @@ func (p *Provider) modelAccess(ctx context.Context, box vendors.Box, until time.
 		return "", "", fmt.Errorf("broker grant: %w", err)
 	}
 	if a, ok := box.(vendors.Addressed); ok {
-		addr, err := a.Address(ctx)
+		var err error
+		if !addr.IsValid() {
+			addr, err = a.Address(ctx)
+		}
 		if err == nil {
 			err = p.o.Broker.Bind(ctx, box.ID(), addr)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -284,7 +285,7 @@ func (p *Provider) boot(ctx context.Context, t *timeline, box vendors.Box, req C
 // turn with it.
 func (p *Provider) startBridge(ctx context.Context, t *timeline, box vendors.Box, h *pins.Harness, model string, until time.Time) (vendors.Endpoint, string, error) {
 	bearer := newSecret()
-	modelURL, modelKey, err := p.modelAccess(ctx, box, until)
+	modelURL, modelKey, err := p.modelAccess(ctx, box, netip.Addr{}, until)
 	if err != nil {
 		return vendors.Endpoint{}, "", err
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -117,14 +118,24 @@ func (p *Provider) Standby(ctx context.Context, s StandbySpec) (StandbyRecord, e
 	} else {
 		rec.Deadline = rec.Created.Add(spec.Lifetime)
 	}
-	p.standbys.Store(rec.BoxID, standbyConn{box: box, ep: ep})
+	conn := standbyConn{box: box, ep: ep}
+	if a, ok := box.(vendors.Addressed); ok && p.o.Broker != nil {
+		// Known now, so that a claim asks the vendor nothing: the
+		// broker binds the box's token to it.
+		if addr, err := a.Address(ctx); err == nil {
+			conn.addr = addr
+		}
+	}
+	p.standbys.Store(rec.BoxID, conn)
 	return rec, nil
 }
 
-// standbyConn is how this process reaches a standby box it booted.
+// standbyConn is how this process reaches a standby box it booted, and
+// the box's address where its vendor tells it.
 type standbyConn struct {
-	box vendors.Box
-	ep  vendors.Endpoint
+	box  vendors.Box
+	ep   vendors.Endpoint
+	addr netip.Addr
 }
 
 // standbyEnv is the standby bridge's configuration: nothing personal.
@@ -216,16 +227,16 @@ func (p *Provider) CheckStandby(ctx context.Context, rec StandbyRecord) error {
 
 // standbyBox reaches a standby box: the one this process booted, else
 // through the vendor.
-func (p *Provider) standbyBox(ctx context.Context, rec StandbyRecord) (vendors.Box, vendors.Endpoint, error) {
+func (p *Provider) standbyBox(ctx context.Context, rec StandbyRecord) (standbyConn, error) {
 	if c, ok := p.standbys.LoadAndDelete(rec.BoxID); ok {
-		return c.(standbyConn).box, c.(standbyConn).ep, nil
+		return c.(standbyConn), nil
 	}
 	box, err := p.o.Vendor.Connect(ctx, rec.BoxID)
 	if err != nil {
-		return nil, vendors.Endpoint{}, err
+		return standbyConn{}, err
 	}
 	ep, err := box.Endpoint(ctx, BridgePort)
-	return box, ep, err
+	return standbyConn{box: box, ep: ep}, err
 }
 
 // DestroyStandby removes a standby box; one already gone is not an error.
@@ -295,13 +306,14 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 		return nil, fmt.Errorf("claim: %w", ErrLifetimeTooLong)
 	}
 	pctx, end := t.start(ctx, PhaseClaim)
-	box, ep, err := p.standbyBox(pctx, rec)
+	conn, err := p.standbyBox(pctx, rec)
 	if err != nil {
 		err = fmt.Errorf("claim: %w", err)
 		end(err)
 		return nil, err
 	}
-	claim, err := p.newClaim(pctx, box, req, deadline)
+	box, ep := conn.box, conn.ep
+	claim, err := p.newClaim(pctx, box, conn.addr, req, deadline)
 	if err != nil {
 		end(err)
 		return nil, fmt.Errorf("claim: %w", err)
@@ -323,9 +335,10 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 }
 
 // newClaim is the handover of req's environment to box, ending at
-// deadline, with a fresh bearer and the box's model access.
-func (p *Provider) newClaim(ctx context.Context, box vendors.Box, req CreateRequest, deadline time.Time) (wire.Claim, error) {
-	modelURL, modelKey, err := p.modelAccess(ctx, box, deadline.Add(tokenMargin))
+// deadline, with a fresh bearer and the box's model access; addr, when
+// valid, is the box's address, known already.
+func (p *Provider) newClaim(ctx context.Context, box vendors.Box, addr netip.Addr, req CreateRequest, deadline time.Time) (wire.Claim, error) {
+	modelURL, modelKey, err := p.modelAccess(ctx, box, addr, deadline.Add(tokenMargin))
 	if err != nil {
 		return wire.Claim{}, err
 	}
@@ -405,7 +418,7 @@ func (p *Provider) claimVendorStandby(ctx context.Context, t *timeline, req Crea
 		}
 		var claim wire.Claim
 		if err == nil {
-			claim, err = p.newClaim(pctx, box, req, deadline)
+			claim, err = p.newClaim(pctx, box, netip.Addr{}, req, deadline)
 		}
 		// One connection through the endpoint carries the requests of
 		// the claim and of the environment after it. A pool's pod is
