@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"syscall"
 	"time"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
@@ -42,7 +43,8 @@ func (s *Server) execCommand(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var ee *exec.Error
 		var pe *fs.PathError
-		if errors.As(err, &ee) || errors.As(err, &pe) {
+		if errors.As(err, &ee) || errors.As(err, &pe) && (errors.Is(pe.Err, syscall.ENOENT) ||
+			errors.Is(pe.Err, syscall.ENOTDIR) || errors.Is(pe.Err, syscall.EACCES)) {
 			// No such program, or no such working directory.
 			writeError(w, wire.TypeInvalidRequest, "command: "+err.Error())
 			return
@@ -75,12 +77,14 @@ func runCommand(ctx context.Context, environ []string, req wire.ExecRequest, tim
 	start := time.Now()
 	err := cmd.Run()
 	res := wire.ExecResult{Stdout: stdout.b.Bytes(), Stderr: stderr.b.Bytes(), Truncated: stdout.over || stderr.over,
-		DurationMS: time.Since(start).Milliseconds(), TimedOut: errors.Is(ctx.Err(), context.DeadlineExceeded)}
+		DurationMS: time.Since(start).Milliseconds()}
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
 	case errors.As(err, &exit):
 		res.ExitCode = commandExit(exit)
+		// Ended by the kill of its deadline, not finished as it passed.
+		res.TimedOut = res.ExitCode > 128 && errors.Is(ctx.Err(), context.DeadlineExceeded)
 	case errors.Is(err, exec.ErrWaitDelay):
 		res.ExitCode = cmd.ProcessState.ExitCode()
 	default:

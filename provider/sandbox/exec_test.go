@@ -2,10 +2,12 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
@@ -14,7 +16,9 @@ import (
 // TestEnvironment_Exec runs commands through the box's bridge on every
 // target: output and status as the vendor's own exec gives them, the
 // harnesses' environment (no variable of the bridge's own, not the
-// bearer), stdin, and a cancelled call that ends the command.
+// bearer), stdin, output over the route's bound (ErrExecTruncated, or the
+// vendor's exec for a spec that asks for more), a call past its deadline
+// (ErrExecTimedOut), and a cancelled call that ends the command.
 func TestEnvironment_Exec(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -46,6 +50,20 @@ func TestEnvironment_Exec(t *testing.T) {
 				if bad != "" && strings.Contains(out, bad) {
 					t.Errorf("the command's environment holds %q", bad[:min(len(bad), 8)])
 				}
+			}
+			big := vendors.ExecSpec{Command: []string{"head", "-c", "2000000", "/dev/zero"}}
+			if res, err := env.Exec(t.Context(), big); !errors.Is(err, sandbox.ErrExecTruncated) || len(res.Stdout) != wire.ExecOutputLimit {
+				t.Errorf("2 MB of output, default spec: %d bytes, %v; want the route's %d and ErrExecTruncated", len(res.Stdout), err, wire.ExecOutputLimit)
+			}
+			big.MaxOutput = 4 << 20
+			if res, err := env.Exec(t.Context(), big); err != nil || len(res.Stdout) != 2000000 {
+				t.Errorf("2 MB of output, MaxOutput 4 MiB: %d bytes, %v; want all of it (the vendor's exec)", len(res.Stdout), err)
+			}
+			dctx, dcancel := context.WithTimeout(t.Context(), 2*time.Second)
+			_, err = env.Exec(dctx, vendors.ExecSpec{Command: []string{"sleep", "60"}})
+			dcancel()
+			if !errors.Is(err, sandbox.ErrExecTimedOut) {
+				t.Errorf("a command past its call's deadline: %v, want ErrExecTimedOut", err)
 			}
 			ctx, cancel := context.WithCancel(t.Context())
 			errC := make(chan error, 1)

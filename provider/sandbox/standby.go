@@ -318,6 +318,12 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 		end(err)
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			// The token granted for the claim opens nothing now.
+			p.revokeModel(context.WithoutCancel(ctx), box.ID())
+		}
+	}()
 	// The claim's connection carries the environment's requests after it.
 	ep = ep.Shared()
 	client := ep.Client()

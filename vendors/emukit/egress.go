@@ -91,6 +91,13 @@ func (g *Registry) releaseGate() error {
 
 // confine gives the confined box of a sandbox, at addr, its policy.
 func (g *Registry) confine(ctx context.Context, sandboxID string, addr netip.Addr, p egress.Policy) error {
+	g.egressMu.Lock()
+	defer g.egressMu.Unlock()
+	return g.confineLocked(ctx, sandboxID, addr, p)
+}
+
+// confineLocked is confine with g.egressMu held.
+func (g *Registry) confineLocked(ctx context.Context, sandboxID string, addr netip.Addr, p egress.Policy) error {
 	gt, err := g.egressGate(ctx)
 	if err != nil {
 		return err
@@ -108,13 +115,17 @@ func (g *Registry) confine(ctx context.Context, sandboxID string, addr netip.Add
 // with a policy that is not Open); it holds when SetEgress returns. An
 // Open policy, or a sandbox created open, is refused (ErrNotConfined).
 func (g *Registry) SetEgress(ctx context.Context, sandboxID string, p egress.Policy) error {
+	// Held across the read and the change: a sandbox removed meanwhile
+	// (forget) never gets its rules back on an address freed for another.
+	g.egressMu.Lock()
+	defer g.egressMu.Unlock()
 	g.mu.Lock()
 	addr, ok := g.confined[sandboxID]
 	g.mu.Unlock()
 	if !ok || p.Open {
 		return ErrNotConfined
 	}
-	return g.confine(ctx, sandboxID, addr, p)
+	return g.confineLocked(ctx, sandboxID, addr, p)
 }
 
 // Confined reports whether a sandbox's egress is confined.
@@ -127,6 +138,8 @@ func (g *Registry) Confined(sandboxID string) bool {
 
 // forget removes a removed sandbox's box from its gate.
 func (g *Registry) forget(ctx context.Context, sandboxID string) {
+	g.egressMu.Lock()
+	defer g.egressMu.Unlock()
 	g.mu.Lock()
 	addr, ok := g.confined[sandboxID]
 	delete(g.confined, sandboxID)

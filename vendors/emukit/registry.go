@@ -55,6 +55,9 @@ type Registry struct {
 
 	gateMu sync.Mutex
 	gate   *gate.Gate // of the confined network, once a sandbox needed it
+	// egressMu orders the changes of confined sandboxes' rules at the
+	// gate (confine, SetEgress, forget).
+	egressMu sync.Mutex
 }
 
 // NewRegistry connects to the engine of opts. Close it.
