@@ -3,10 +3,13 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -49,6 +52,69 @@ func StartSecurity(ctx context.Context, dockerHost string) (*Security, error) {
 		return nil, fmt.Errorf("conformance: security: %w", err)
 	}
 	return &Security{rig: rig}, nil
+}
+
+// PrepareSecurity sets up t.Security when cases (patterns, as Select takes
+// them, of the chaos family or the catalogue) select a security case:
+// the suite's listeners on this machine's Docker engine and, for a vendor
+// whose boxes boxctl confines itself (Docker), a gate of this process on
+// its confined network that resolves the suite's names, in front of a
+// broker this process serves (ServeBroker). A vendor that confines its own
+// boxes runs them on this machine only when t.Emulated; an emulator
+// resolves names its own way, so its boxes are allowed the suite's hosts
+// by address. Without a Docker engine the cases do not apply (a warning
+// says why). stop ends what it started; the confined network's rules
+// stay, so that another box on it stays confined (to the broker) until
+// the next gate takes over.
+func PrepareSecurity(ctx context.Context, t *Target, cases []string, chaos bool, log *slog.Logger) (stop func(), err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	sel, err := SelectFrom(Catalogue(chaos), cases)
+	if err != nil || !slices.ContainsFunc(sel, func(c Case) bool { return c.Group() == "security" }) {
+		return func() {}, nil // Run reports a bad selection
+	}
+	v := t.Vendor
+	_, own := v.(vendors.EgressEnforcer)
+	if own && !t.Emulated {
+		return func() {}, nil // its boxes do not reach this machine: the cases say so
+	}
+	sec, err := StartSecurity(ctx, "")
+	if err != nil {
+		log.Warn("security cases: no listeners on this machine's Docker engine: they do not apply", "err", err)
+		return func() {}, nil
+	}
+	stops := []func(){func() { _ = sec.Close() }}
+	stop = func() {
+		for _, s := range slices.Backward(stops) {
+			s()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	t.Security = sec
+	if own || !v.Supports()[vendors.FieldEgress] {
+		return stop, nil
+	}
+	stopBroker, err := ServeBroker(ctx, t, log)
+	if err != nil {
+		return nil, fmt.Errorf("security cases: a broker where the boxes reach this machine: %w", err)
+	}
+	stops = append(stops, stopBroker)
+	g, err := sandbox.StartEgress(ctx, v, sandbox.EgressOptions{BrokerURL: t.BrokerURL, Resolver: sec.Resolver(), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("security cases: the egress gate of %s's confined network (stop the process that holds it, or run on another network): %w", v.Name(), err)
+	}
+	stops = append(stops, func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = g.Close(cctx)
+	})
+	sec.Gate, sec.Names = g, true
+	return stop, nil
 }
 
 // Resolver resolves the names of the suite's hosts: what the target's

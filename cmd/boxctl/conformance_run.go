@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
-	"time"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/render"
 
@@ -80,7 +78,7 @@ func runConformance(ctx context.Context, a *app, o *conformanceOptions) error {
 		}
 		defer stop()
 	}
-	stopSecurity, err := a.useSecurity(ctx, o, v, &t)
+	stopSecurity, err := conformance.PrepareSecurity(ctx, &t, o.cases, o.chaos, a.log)
 	if err != nil {
 		return err
 	}
@@ -120,62 +118,6 @@ func (a *app) useLocal(ctx context.Context, v vendors.Vendor, t *conformance.Tar
 	t.Local, t.Router = l, sandbox.Router{}
 	a.log.Info("local model endpoint started", "url", l.Router.URL)
 	return func() { _ = l.Close() }, nil
-}
-
-// useSecurity sets up t.Security when the run selects a security case:
-// the suite's listeners on this machine's Docker engine and, on a vendor
-// whose boxes boxctl confines itself (Docker), a gate of this process on
-// its confined network that resolves the suite's names, in front of a
-// broker this process serves. A vendor that confines its own boxes (the
-// emulators, run by boxctl emulate) resolves names its own way: its boxes
-// are allowed the suite's hosts by address.
-func (a *app) useSecurity(ctx context.Context, o *conformanceOptions, v vendors.Vendor, t *conformance.Target) (stop func(), err error) {
-	cases, err := conformance.SelectFrom(conformance.Catalogue(o.chaos), o.cases)
-	if err != nil || !slices.ContainsFunc(cases, func(c conformance.Case) bool { return c.Group() == "security" }) {
-		return func() {}, nil // Run reports a bad selection
-	}
-	_, own := v.(vendors.EgressEnforcer)
-	if own && !o.emulated {
-		return func() {}, nil // its boxes do not reach this machine: the cases say so
-	}
-	sec, err := conformance.StartSecurity(ctx, "")
-	if err != nil {
-		a.log.Warn("security cases: no listeners on this machine's Docker engine: they do not apply", "err", err)
-		return func() {}, nil
-	}
-	stops := []func(){func() { _ = sec.Close() }}
-	stop = func() {
-		for _, s := range slices.Backward(stops) {
-			s()
-		}
-	}
-	defer func() {
-		if err != nil {
-			stop()
-		}
-	}()
-	t.Security = sec
-	if own || !v.Supports()[vendors.FieldEgress] {
-		return stop, nil
-	}
-	stopBroker, err := conformance.ServeBroker(ctx, t, a.log)
-	if err != nil {
-		return nil, fmt.Errorf("security cases: a broker where the boxes reach this machine: %w", err)
-	}
-	stops = append(stops, stopBroker)
-	g, err := sandbox.StartEgress(ctx, v, sandbox.EgressOptions{BrokerURL: t.BrokerURL, Resolver: sec.Resolver(), Logger: a.log})
-	if err != nil {
-		return nil, fmt.Errorf("security cases: the egress gate of %s's confined network: %w", v.Name(), err)
-	}
-	stops = append(stops, func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		// The rules stay: another box on the confined network stays
-		// confined (to the broker) until the next gate takes over.
-		_ = g.Close(cctx)
-	})
-	sec.Gate, sec.Names = g, true
-	return stop, nil
 }
 
 // writeReport writes the report: to each --report-file, with the summary

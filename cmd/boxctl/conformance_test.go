@@ -129,15 +129,7 @@ func TestConformanceCmd_live(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("conformance: exit %d: %v", r.code, r.err)
 	}
-	f, err := os.Open(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := conformance.ReadReport(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, report)
 	var ids []string
 	for _, res := range rep.Results {
 		ids = append(ids, res.ID()+" "+string(res.Outcome))
@@ -273,15 +265,7 @@ func TestConformanceCmd_security(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("conformance --run security.*: exit %d: %v\n%s", r.code, r.err, r.stdout)
 	}
-	f, err := os.Open(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := conformance.ReadReport(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, report)
 	var ids []string
 	for _, res := range rep.Results {
 		ids = append(ids, res.ID()+" "+string(res.Outcome))
@@ -292,4 +276,19 @@ func TestConformanceCmd_security(t *testing.T) {
 	if want := []string{"claude-code/security.egress pass", "claude-code/security.egress-change pass"}; !slices.Equal(ids, want) {
 		t.Errorf("report results = %v, want %v", ids, want)
 	}
+}
+
+// readReport reads the JSON report file at path.
+func readReport(t *testing.T, path string) *conformance.Report {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep, err := conformance.ReadReport(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
