@@ -152,6 +152,17 @@ func readTrace(t *testing.T, base string, id trace.TraceID, want []string) jaege
 		if missing := slices.DeleteFunc(slices.Clone(want), func(n string) bool { return len(got.named(n)) > 0 }); len(missing) > 0 {
 			return fmt.Errorf("lacks %v", missing)
 		}
+		// The bridge exports in batches: a span can arrive before its
+		// parent does. The trace is read once every parent is in it.
+		ids := map[string]bool{}
+		for _, s := range got.spans {
+			ids[s.SpanID] = true
+		}
+		for _, s := range got.spans {
+			if p := s.parent(); p != "" && !ids[p] {
+				return fmt.Errorf("span %s (%s) waits for its parent %s", s.OperationName, s.SpanID, p)
+			}
+		}
 		tr = got
 		return nil
 	})
