@@ -235,6 +235,11 @@ type EgressRules struct {
 	// MaxRules bounds how many rules a box's policy may hold, the
 	// broker's among them; 0: no bound.
 	MaxRules int
+	// Relay: the vendor's rules let a box reach a relay and resolver of
+	// the caller's (a gate without a bridge, package egress/gate), which
+	// holds its domain rules: the caller gives that gate each box's
+	// policy by the box's address (Addressed). Kubernetes.
+	Relay bool
 }
 
 // EgressSetter is a box whose vendor enforces its egress policy itself,

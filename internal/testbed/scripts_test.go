@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -58,7 +59,8 @@ func TestScriptsAskForTheDir(t *testing.T) {
 }
 
 // TestScriptsRepeatNoGoModVersion: a version go.mod requires is read from
-// go.mod (gomod_version), never written again in a script.
+// go.mod (gomod_version), never written again in a script that names the
+// module.
 func TestScriptsRepeatNoGoModVersion(t *testing.T) {
 	f, err := os.Open(filepath.Join("..", "..", "go.mod"))
 	if err != nil {
@@ -82,7 +84,10 @@ func TestScriptsRepeatNoGoModVersion(t *testing.T) {
 	assign := regexp.MustCompile(`(?m)^\s*(?:local\s+)?([A-Z_]+)=["']?(v\d+\.\d+\.\d+[^"'\s]*)`)
 	for path, src := range scriptFiles(t) {
 		for _, m := range assign.FindAllStringSubmatch(code(src), -1) {
-			if mods, ok := required[m[2]]; ok {
+			// A version that only happens to equal another module's is
+			// not a repeat: the script must name the module too.
+			mods := slices.DeleteFunc(slices.Clone(required[m[2]]), func(mod string) bool { return !strings.Contains(src, mod) })
+			if len(mods) > 0 {
 				t.Errorf("%s sets %s=%s, the version go.mod requires of %s: read it with gomod_version", path, m[1], m[2], strings.Join(mods, " or "))
 			}
 		}

@@ -47,6 +47,10 @@ type Env struct {
 	// volumes on its node (clones too), for suspendable boxes. Optional in
 	// the state file: RequireKubeStorage fails without it.
 	KubeStorageClass string
+	// KubeRelayNet is a range of this machine's addresses that the
+	// cluster's pods reach, for egress relays: one address a gate
+	// (kubetest.EgressGate). Empty in a state file from before it.
+	KubeRelayNet string
 	// OTLPEndpoint is the OTLP/HTTP receiver of the test bed's Jaeger
 	// (http://127.0.0.1:PORT), as OTEL_EXPORTER_OTLP_ENDPOINT takes it.
 	// Optional in the state file: RequireTracing fails without it.
@@ -104,6 +108,7 @@ var stateKeys = []struct {
 	{key: "BOXCTL_TEST_KUBE_AUDIT_LOG", field: func(e *Env) *string { return &e.KubeAuditLog }},
 	{key: "BOXCTL_TEST_KUBECTL", field: func(e *Env) *string { return &e.Kubectl }},
 	{key: "BOXCTL_TEST_KUBE_STORAGE_CLASS", field: func(e *Env) *string { return &e.KubeStorageClass }, optional: true},
+	{key: "BOXCTL_TEST_KUBE_RELAY_NET", field: func(e *Env) *string { return &e.KubeRelayNet }, optional: true},
 	{key: "BOXCTL_TEST_OTLP_ENDPOINT", field: func(e *Env) *string { return &e.OTLPEndpoint }, optional: true},
 	{key: "BOXCTL_TEST_JAEGER_URL", field: func(e *Env) *string { return &e.JaegerURL }, optional: true},
 	{key: "BOXCTL_TEST_CHROMIUM", field: func(e *Env) *string { return &e.Chromium }, optional: true},

@@ -99,6 +99,11 @@ func urlPort(u *url.URL) string {
 	return map[string]string{"http": "80", "https": "443"}[u.Scheme]
 }
 
+// relayedEgress reports whether v's own rules confine a box to a relay
+// of the caller's (Options.EgressGate), which must know the box's policy
+// (Kubernetes: a NetworkPolicy, and the gate's relay and resolver).
+func relayedEgress(v vendors.Vendor) bool { return nativeEgress(v) && egressRules(v).Relay }
+
 // egressRules is what v's own egress rules can say (vendors.EgressEnforcer);
 // a vendor boxctl's gate confines says everything.
 func egressRules(v vendors.Vendor) vendors.EgressRules {
@@ -203,7 +208,7 @@ func VendorEgress(pol egress.Policy, brokerURL string, rules vendors.EgressRules
 // confine hands a new box's policy to the gate, by its address; a vendor
 // that enforces policies itself was given it at create.
 func (p *Provider) confine(ctx context.Context, box vendors.Box, spec vendors.CreateSpec) (netip.Addr, error) {
-	if !confined(spec) || nativeEgress(p.o.Vendor) {
+	if !confined(spec) || (nativeEgress(p.o.Vendor) && !relayedEgress(p.o.Vendor)) {
 		return netip.Addr{}, nil
 	}
 	a, ok := box.(vendors.Addressed)
@@ -251,6 +256,11 @@ func (e *Environment) SetEgress(ctx context.Context, p egress.Policy) error {
 		vp, err := e.p.vendorPolicy(p)
 		if err == nil {
 			err = setter.SetEgress(ctx, vp)
+		}
+		// A vendor whose rules lead to the caller's relay: the relay
+		// holds the domains.
+		if err == nil && relayedEgress(e.p.o.Vendor) && e.egressAddr.IsValid() && e.p.o.EgressGate != nil {
+			err = e.p.o.EgressGate.Set(ctx, e.egressAddr, vp)
 		}
 		if err != nil {
 			return fmt.Errorf("set egress: %w", err)

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -13,8 +14,10 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/e2btest"
+	"github.com/tangle-network/boxctl/internal/kubetest"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -25,6 +28,7 @@ import (
 	"github.com/tangle-network/boxctl/vendors/egress"
 	"github.com/tangle-network/boxctl/vendors/egress/attack"
 	"github.com/tangle-network/boxctl/vendors/egress/gate"
+	"github.com/tangle-network/boxctl/vendors/kubernetes"
 )
 
 // egressRig is everything an egress test runs against, all on this
@@ -36,10 +40,10 @@ import (
 // allowed host on one, the decoys on the other.
 type egressRig struct {
 	f      *sandboxtest.Fixture
-	target string // "docker", "e2b" or "daytona"
+	target string // "docker", "e2b", "daytona" or "kubernetes"
 	vendor vendors.Vendor
 	image  string
-	gate   *gate.Gate // Docker's; nil where the vendor enforces policies
+	gate   *gate.Gate // Docker's, or Kubernetes' relay; nil where the vendor enforces policies
 	bridge string
 	gw     netip.Addr // this machine on the confined network
 	// atk is the attack suite's listeners and resolvers.
@@ -49,6 +53,9 @@ type egressRig struct {
 	containerLabel string
 	// network is the boxes' Docker network.
 	network string
+	// kube: the boxes are pods of the test bed's cluster, confined by
+	// NetworkPolicies to the gate's relay (a gate without a bridge).
+	kube bool
 }
 
 func newEgressRig(t testing.TB) *egressRig { return newEgressRigOn(t, "docker") }
@@ -118,6 +125,9 @@ func newEgressRigOn(t testing.TB, target string) *egressRig {
 	case "daytona":
 		_, dv := sandboxtest.DaytonaEmulator(t, f, daytonaemu.Options{Network: name, EgressResolver: r.atk.Resolver.NetResolver()})
 		r.vendor, r.image, r.containerLabel = dv, "box", "io.daytona.emulator.sandbox"
+	case "kubernetes":
+		g := kubetest.EgressGate(t, gate.Options{Resolver: r.atk.Resolver.NetResolver()})
+		r.vendor, r.image, r.gate, r.kube = kubetest.Vendor(t, kubernetes.WithEgressRelay(g.Address())), kubetest.Image(t, boxtest.Options{}), g, true
 	default:
 		t.Fatalf("no egress rig for %s", target)
 	}
@@ -128,9 +138,36 @@ func newEgressRigOn(t testing.TB, target string) *egressRig {
 	return r
 }
 
+// podGateway returns this machine's address on the network of the pod at
+// addr (its gateway), and that network's interface.
+func podGateway(t testing.TB, addr netip.Addr) (netip.Addr, string) {
+	t.Helper()
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ifc := range ifs {
+		as, _ := ifc.Addrs()
+		for _, a := range as {
+			if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() && p.Contains(addr) {
+				return p.Addr(), ifc.Name
+			}
+		}
+	}
+	t.Fatalf("no interface of this machine is on the network of %v", addr)
+	return netip.Addr{}, ""
+}
+
 // address returns box's address on the confined network.
 func (r *egressRig) address(t testing.TB, box vendors.Box) netip.Addr {
 	t.Helper()
+	if r.kube {
+		a, err := box.(vendors.Addressed).Address(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
 	c, err := r.cli.ContainerInspect(t.Context(), r.container(t, box))
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/tangle-network/boxctl/vendors/egress/attack"
 	"github.com/tangle-network/boxctl/vendors/egress/egresstest"
 	"github.com/tangle-network/boxctl/vendors/egress/firewall"
+	"github.com/tangle-network/boxctl/vendors/kubernetes"
 )
 
 // TestEgress_LiveAttacks: a Docker box under default-deny with one
@@ -39,7 +40,7 @@ import (
 // every port; Daytona's allow list holds addresses only, so the allowed
 // host is allowed by its address and its name resolves to nothing.
 func TestEgress_LiveAttacks(t *testing.T) {
-	for _, target := range []string{"docker", "e2b", "daytona"} {
+	for _, target := range []string{"docker", "e2b", "daytona", "kubernetes"} {
 		t.Run(target, func(t *testing.T) { attackSuite(t, newEgressRigOn(t, target)) })
 	}
 }
@@ -48,11 +49,17 @@ func TestEgress_LiveAttacks(t *testing.T) {
 // as the box's user and again as root, then reads back the rules that
 // hold link-local.
 func attackSuite(t *testing.T, r *egressRig) {
-	plan := attack.Plan{Ports: r.target == "docker", Names: r.target != "daytona", Gateway: r.gw}
+	plan := attack.Plan{Ports: r.target == "docker" || r.kube, Names: r.target != "daytona", Gateway: r.gw}
 	policy := r.atk.Policy(plan)
 	p := r.provider(t, policy)
 	a := create(t, p, sandbox.CreateRequest{Profile: claude})
 	b := create(t, p, sandbox.CreateRequest{Profile: claude})
+	if r.kube {
+		// The pods' gateway is this machine; the relay and the resolver
+		// are on an address of their own.
+		plan.Gateway, _ = podGateway(t, r.address(t, a.Box()))
+		plan.Relay, plan.Resolver = r.gate.Address(), r.gate.Address().String()
+	}
 
 	// The bridge still reaches the model through the broker.
 	if text, _, err := sandboxtest.Turn(t.Context(), a, provider.Turn{Prompt: "egress " + randText()}); err != nil || text != replyText {
@@ -60,10 +67,18 @@ func attackSuite(t *testing.T, r *egressRig) {
 	}
 
 	var err error
-	if plan.HostTCP, plan.HostUDP, err = r.atk.ListenHost(t.Context(), r.gw); err != nil {
+	if plan.HostTCP, plan.HostUDP, err = r.atk.ListenHost(t.Context(), plan.Gateway); err != nil {
 		t.Fatal(err)
 	}
-	plan.V6, plan.V6Counter = linkLocalListener(t, r.bridge)
+	if r.kube {
+		// The cluster is IPv4 only: the pod has no IPv6 address at all,
+		// not even link-local, so nothing of it leaves over IPv6.
+		if out := sh(t, a.Box(), "cat /proc/net/if_inet6; cat /proc/sys/net/ipv6/conf/all/disable_ipv6"); out != "1" {
+			t.Errorf("IPv6 in the pod: %q, want none (disable_ipv6 1)", out)
+		}
+	} else {
+		plan.V6, plan.V6Counter = linkLocalListener(t, r.bridge)
+	}
 	bu, err := url.Parse(r.f.Broker.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -100,27 +115,32 @@ func attackSuite(t *testing.T, r *egressRig) {
 		t.Fatal(err)
 	}
 	attempts = append(attempts, attack.Attempt{Name: "ICMP echo to the gateway, another network, the allowed host and another box",
-		Script: "/tmp/icmpprobe " + marker + " " + r.gw.String() + " " + r.atk.Decoy.String() + " " + r.atk.Allowed.String() + " " + plan.OtherBox.String(),
+		Script: "/tmp/icmpprobe " + marker + " " + plan.Gateway.String() + " " + r.atk.Decoy.String() + " " + r.atk.Allowed.String() + " " + plan.OtherBox.String(),
 		Leaked: func() int64 { return icmpIn.Bytes() - icmpBase }})
-	// Root in the box: no capability (CapEff 0), so no raw socket, route
-	// or address of its own; it may rewrite the box's resolv.conf.
-	aContainer := r.container(t, a.Box())
-	if out, err := r.execAsRoot(t.Context(), aContainer, "id -u; grep CapEff /proc/self/status", nil); err != nil ||
-		!strings.Contains(out, "0\nCapEff:\t0000000000000000") {
-		t.Fatalf("root in the box: %q, %v; want uid 0 with no capability", out, err)
+	// Root in the box where the vendor lets a box run as root (a pod of
+	// the Kubernetes vendor runs as non-root, and exec cannot change
+	// that): no capability (CapEff 0), so no raw socket, route or address
+	// of its own; it may rewrite the box's resolv.conf.
+	var aContainer string
+	if !r.kube {
+		aContainer = r.container(t, a.Box())
+		if out, err := r.execAsRoot(t.Context(), aContainer, "id -u; grep CapEff /proc/self/status", nil); err != nil ||
+			!strings.Contains(out, "0\nCapEff:\t0000000000000000") {
+			t.Fatalf("root in the box: %q, %v; want uid 0 with no capability", out, err)
+		}
+		// Every attempt as the box's user, then again as root.
+		for _, at := range slices.Clone(attempts) {
+			at.Root = true
+			attempts = append(attempts, at)
+		}
+		// Last, alone (it changes the box's resolver for what runs beside
+		// it), and undone after.
+		curl := "curl -sk --max-time " + attack.ProbeTimeout + " "
+		attempts = append(attempts, attack.Attempt{Name: "resolv.conf pointed at the suite's resolver", Root: true, Alone: true,
+			Script: "cp /etc/resolv.conf /tmp/resolv && echo nameserver " + r.atk.Decoy.String() + " > /etc/resolv.conf && echo rewrote && " +
+				curl + "https://" + attack.OtherName + "/; cat /tmp/resolv > /etc/resolv.conf",
+			Leaked: func() int64 { return r.atk.Queries() + r.atk.Leaked(plan) }})
 	}
-	// Every attempt as the box's user, then again as root.
-	for _, at := range slices.Clone(attempts) {
-		at.Root = true
-		attempts = append(attempts, at)
-	}
-	// Last, alone (it changes the box's resolver for what runs beside
-	// it), and undone after.
-	curl := "curl -sk --max-time " + attack.ProbeTimeout + " "
-	attempts = append(attempts, attack.Attempt{Name: "resolv.conf pointed at the suite's resolver", Root: true, Alone: true,
-		Script: "cp /etc/resolv.conf /tmp/resolv && echo nameserver " + r.atk.Decoy.String() + " > /etc/resolv.conf && echo rewrote && " +
-			curl + "https://" + attack.OtherName + "/; cat /tmp/resolv > /etc/resolv.conf",
-		Leaked: func() int64 { return r.atk.Queries() + r.atk.Leaked(plan) }})
 	allowedBefore := r.atk.AllowedTLS.Bytes() + r.atk.AllowedHTTP.Bytes()
 	exec := func(ctx context.Context, at attack.Attempt) (string, error) {
 		if at.Root {
@@ -148,8 +168,12 @@ func attackSuite(t *testing.T, r *egressRig) {
 			t.Errorf("%s (%s): blocked = %v, leaked %d bytes, want blocked %v and nothing leaked (output %q)", row.Name, row.Who, row.Blocked, row.Leaked, row.Want, row.Out)
 		}
 	}
-	t.Logf("attack table (%s, policy %q: the box's user is uid 10001; root is uid 0 with no capability):\n%s", r.target, policy, attack.Table(rows))
-	if out := rows[len(rows)-1].Out; !strings.HasPrefix(out, "rewrote") {
+	who := "the box's user is uid 10001; root is uid 0 with no capability"
+	if r.kube {
+		who = "the box's user is uid 10001; the pod runs as non-root"
+	}
+	t.Logf("attack table (%s, policy %q: %s):\n%s", r.target, policy, who, attack.Table(rows))
+	if out := rows[len(rows)-1].Out; !r.kube && !strings.HasPrefix(out, "rewrote") {
 		t.Errorf("root could not rewrite the box's resolv.conf (%q): the attempt proved nothing", out)
 	}
 	// The ICMP probe sent for real (its socket opened): it saw no answer.
@@ -160,6 +184,10 @@ func attackSuite(t *testing.T, r *egressRig) {
 	}
 
 	// Link-local and the metadata address: read back, never probed.
+	if r.kube {
+		kubeLinkLocal(t, a.Box())
+		return
+	}
 	rules, err := firewall.Rules(r.bridge)
 	if err != nil {
 		t.Fatal(err)
@@ -179,6 +207,41 @@ func attackSuite(t *testing.T, r *egressRig) {
 			dst = x.Dst.String()
 		}
 		t.Logf("rule %-10s %-6s %-18s %s", x.Chain, x.Verdict, dst, x.Comment)
+	}
+}
+
+// kubeLinkLocal reads back the NetworkPolicy that confines box: it
+// selects the box's pod, denies it every connection in, and lets it reach
+// nothing of link-local (169.254.169.254 among it).
+func kubeLinkLocal(t *testing.T, box vendors.Box) {
+	t.Helper()
+	kb := box.(*kubernetes.Box)
+	np, err := kb.NetworkPolicy(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := np.Spec.PodSelector.MatchLabels[kubernetes.LabelEgressBox]; got != kb.ID() {
+		t.Errorf("the NetworkPolicy selects %v, want the pod of box %s", np.Spec.PodSelector.MatchLabels, kb.ID())
+	}
+	if len(np.Spec.PolicyTypes) != 2 || len(np.Spec.Ingress) != 0 {
+		t.Errorf("the NetworkPolicy's types %v and ingress %v: want Ingress and Egress, nothing in", np.Spec.PolicyTypes, np.Spec.Ingress)
+	}
+	meta := netip.MustParseAddr("169.254.169.254")
+	for _, rule := range np.Spec.Egress {
+		for _, peer := range rule.To {
+			if peer.IPBlock == nil {
+				t.Errorf("an egress rule with a peer that is no address block: %+v", peer)
+				continue
+			}
+			block := netip.MustParsePrefix(peer.IPBlock.CIDR)
+			excepted := slices.ContainsFunc(peer.IPBlock.Except, func(e string) bool {
+				return netip.MustParsePrefix(e).Contains(meta)
+			})
+			if block.Overlaps(firewall.LinkLocal) && !excepted {
+				t.Errorf("egress rule to %s reaches link-local", block)
+			}
+			t.Logf("egress rule: to %s except %v, ports %d", block, peer.IPBlock.Except, len(rule.Ports))
+		}
 	}
 }
 
@@ -222,7 +285,7 @@ func linkLocalListener(t *testing.T, bridge string) (string, *egresstest.Counter
 // route; Daytona has none, so a change there is refused with the typed
 // unsupported error and the box keeps its policy.
 func TestEgress_LiveChange(t *testing.T) {
-	for _, target := range []string{"docker", "e2b"} {
+	for _, target := range []string{"docker", "e2b", "kubernetes"} {
 		t.Run(target, func(t *testing.T) { liveChange(t, newEgressRigOn(t, target)) })
 	}
 	t.Run("daytona", func(t *testing.T) {
@@ -254,7 +317,11 @@ func liveChange(t *testing.T, r *egressRig) {
 	curl := "curl -sk --max-time " + attack.ProbeTimeout + " -w ' %{time_total}\\n' "
 	reach := curl + "https://" + attack.AllowedName + "/"
 	// Both ways out: by name, and straight at the relay with the SNI.
-	refused := reach + "; " + curl + "--resolve " + attack.AllowedName + ":443:" + r.gw.String() + " https://" + attack.AllowedName + "/"
+	relay := r.gw
+	if r.kube {
+		relay = r.gate.Address()
+	}
+	refused := reach + "; " + curl + "--resolve " + attack.AllowedName + ":443:" + relay.String() + " https://" + attack.AllowedName + "/"
 	// attempts runs script and returns what came back and how long the
 	// box's attempts took by their own clock.
 	attempts := func(script string) (string, time.Duration) {

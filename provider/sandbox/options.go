@@ -222,7 +222,7 @@ func (o Options) normalized() (Options, error) {
 	if o.Egress != nil {
 		if err := o.Egress.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("Egress: %w", err))
-		} else if !o.Egress.Open && o.EgressGate == nil && (o.Vendor == nil || !nativeEgress(o.Vendor)) {
+		} else if !o.Egress.Open && o.EgressGate == nil && (o.Vendor == nil || !nativeEgress(o.Vendor) || relayedEgress(o.Vendor)) {
 			errs = append(errs, ErrNoEgressGate)
 		} else if !o.Egress.Open && o.Vendor != nil && nativeEgress(o.Vendor) && o.BrokerURL != "" {
 			if _, err := VendorEgress(*o.Egress, o.BrokerURL, egressRules(o.Vendor)); err != nil {

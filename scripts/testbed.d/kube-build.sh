@@ -15,7 +15,7 @@ KUBE_STAGING_VERSION=v0.35.4
 # The agent-sandbox controller is the one the Kubernetes vendor's client
 # types come from: the version go.mod requires.
 AGENT_SANDBOX_VERSION=$(gomod_version sigs.k8s.io/agent-sandbox)
-KUBE_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+KUBE_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 KUBECTL=$BIN/kubectl
 SANDBOX_CTRL_EXE=$BIN/agent-sandbox-controller
 PAUSE_EXE=$BIN/pause

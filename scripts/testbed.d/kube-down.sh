@@ -81,10 +81,11 @@ kube_net_down() {
 
 kube_down() {
 	local n
-	for n in kube-localpv kubelet agent-sandbox-controller kube-scheduler kube-controller-manager kube-apiserver; do
+	for n in kube-localpv kubelet agent-sandbox-controller kube-coredns kube-router kube-proxy kube-scheduler kube-controller-manager kube-apiserver; do
 		stop_daemon "$n" "${KUBE_EXE[$n]}"
 	done
 	kube_pods_down
+	kube_net_rules_down
 	stop_daemon kube-containerd "${KUBE_EXE[kube-containerd]}"
 	kube_mounts_down
 	kube_net_down

@@ -4,8 +4,9 @@
 # kube-controller-manager, kube-scheduler and kubelet built from the
 # kubernetes module (kube-build.sh), all on 127.0.0.1, identities from a
 # self-made CA (kube-pki.sh). The node is `localhost`; pods sit on a bridge
-# of their own with no masquerade (they reach nothing off the machine); no
-# kube-proxy and no cluster DNS: reach a pod through the API (exec,
+# of their own with no masquerade (they reach nothing off the machine);
+# kube-proxy, cluster DNS and a NetworkPolicy enforcer as a real cluster
+# has them (kube-net.sh); reach a pod through the API (exec,
 # port-forward). Box images come from the test bed's registry over plain
 # HTTP; the pause image is built here and imported.
 #
@@ -17,7 +18,7 @@ KUBE_CONTAINERD=$KUBE/containerd
 KUBE_CONTAINERD_SOCK=$RUN/kube-containerd.sock
 KUBE_AUDIT_LOG=$KUBE/audit.log
 KUBE_POD_SUBNET=10.244.0.0/24
-KUBE_SERVICE_CIDR=10.96.0.0/24 # no kube-proxy: the addresses lead nowhere
+KUBE_SERVICE_CIDR=10.96.0.0/24
 KUBE_CNI_NET=boxctl-testbed
 KUBE_CNI_BRIDGE=boxctl-cni0
 KUBE_CNI_CONF=$KUBE/cni/net.d
@@ -160,6 +161,7 @@ kube_containerd_up() {
 		  stream_server_address = "127.0.0.1"
 		  stream_server_port = "0"
 		  disable_apparmor = true
+		  enable_unprivileged_icmp = true
 		  [plugins."io.containerd.grpc.v1.cri".containerd]
 		    snapshotter = "overlayfs"
 		    default_runtime_name = "runc"
@@ -326,8 +328,9 @@ kubelet_healthy() {
 
 # kubelet_config: cgroup v1 with cgroupfs, the own containerd, serving on
 # 127.0.0.1 with clients checked against the CA, eviction and image GC
-# thresholds low enough that a full-ish disk evicts nothing, and no
-# iptables chains of its own (they serve kube-proxy, which is not here).
+# thresholds low enough that a full-ish disk evicts nothing, no iptables
+# chains of its own (kube-proxy makes those it needs), and the cluster's
+# DNS (kube-net.sh).
 kubelet_config() {
 	write_if_changed "$KUBE/kubelet.yaml" <<-YAML
 		# written by scripts/testbed
@@ -367,6 +370,8 @@ kubelet_config() {
 		rotateCertificates: false
 		serverTLSBootstrap: false
 		makeIPTablesUtilChains: false
+		clusterDNS: [$KUBE_DNS_IP]
+		clusterDomain: $KUBE_CLUSTER_DOMAIN
 	YAML
 }
 
@@ -429,18 +434,26 @@ default_sa() {
 kube_up() {
 	local t0=$SECONDS
 	kube_bins_up
+	kube_net_bins_up
 	mkdir -p "$KUBE"
 	kube_ports_up
+	kube_net_ports_up
 	kube_pki_up
 	kube_kubeconfigs_up
 	etcd_up
 	kube_cni_up
+	kube_bridge_up
+	kube_relay_net_up
+	kube_forward_up
 	pause_image_up
 	kube_containerd_up
 	apiserver_up
 	crds_up
 	kcm_up
 	scheduler_up
+	kube_proxy_up
+	kube_router_up
+	coredns_up
 	kubelet_up
 	sandbox_ctrl_up
 	localpv_up
@@ -452,7 +465,7 @@ kube_up() {
 # kube_status: one # comment line per Kubernetes daemon, for `status`.
 kube_status() {
 	local n pid
-	for n in kube-etcd kube-containerd kube-apiserver kube-controller-manager kube-scheduler kubelet agent-sandbox-controller kube-localpv; do
+	for n in kube-etcd kube-containerd kube-apiserver kube-controller-manager kube-scheduler kube-proxy kube-router kube-coredns kubelet agent-sandbox-controller kube-localpv; do
 		if pid=$(pid_of "$n" "${KUBE_EXE[$n]}"); then
 			echo "# $n running (pid $pid)"
 		else

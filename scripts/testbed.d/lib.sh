@@ -35,6 +35,7 @@ declare -A PKG_OF_KUBE=(
 	[ip]=iproute2 [/usr/lib/cni/bridge]=containernetworking-plugins
 	[/usr/lib/cni/host-local]=containernetworking-plugins
 	[/usr/lib/cni/loopback]=containernetworking-plugins
+	[/usr/lib/cni/tuning]=containernetworking-plugins [ipset]=ipset
 )
 
 init_dirs() {
@@ -228,6 +229,7 @@ write_state() {
 			"BOXCTL_TEST_KUBE_AUDIT_LOG=$KUBE_AUDIT_LOG"
 			"BOXCTL_TEST_KUBECTL=$KUBECTL"
 			"BOXCTL_TEST_KUBE_STORAGE_CLASS=$KUBE_STORAGE_CLASS"
+			"BOXCTL_TEST_KUBE_RELAY_NET=$KUBE_RELAY_NET"
 			"BOXCTL_TEST_GVISOR_RUNTIME=$RUNSC_RUNTIME"
 		)
 	fi

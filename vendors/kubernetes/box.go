@@ -365,6 +365,8 @@ func (b *Box) Destroy(ctx context.Context) error {
 	if err := b.v.core.CoreV1().Pods(b.v.ns).Delete(ctx, b.pod, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}); err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("pod: %w", err))
 	}
+	// Its owner, the Sandbox, takes it too; not waiting for that.
+	errs = append(errs, b.v.deleteNetworkPolicy(ctx, b.id))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("kubernetes: destroy box %s: %w", b.id, err)
 	}

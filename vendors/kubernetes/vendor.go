@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -100,6 +101,7 @@ type options struct {
 	grace        int64
 	hostAddr     string
 	storageClass string
+	relay        netip.Addr
 }
 
 // WithKubeconfig reads the cluster's coordinates from path. Default: as
@@ -255,10 +257,15 @@ func (v *Vendor) Namespace() string { return v.ns }
 // Supports reports every create field but a pids limit (Kubernetes sets
 // that per node, not per pod). Disk is an ephemeral-storage limit (and the
 // size of a suspendable box's volume); runtime is a RuntimeClass name;
-// retention makes a suspendable box (suspend.go).
+// retention makes a suspendable box (suspend.go); egress needs a relay
+// (WithEgressRelay).
 func (v *Vendor) Supports() vendors.Fields {
-	return vendors.NewFields(vendors.FieldOwner, vendors.FieldLabels, vendors.FieldCPUs, vendors.FieldMemory,
-		vendors.FieldDisk, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRuntime, vendors.FieldRetention, vendors.FieldPool)
+	fs := []vendors.Field{vendors.FieldOwner, vendors.FieldLabels, vendors.FieldCPUs, vendors.FieldMemory,
+		vendors.FieldDisk, vendors.FieldEnv, vendors.FieldPorts, vendors.FieldRuntime, vendors.FieldRetention, vendors.FieldPool}
+	if v.o.relay.IsValid() {
+		fs = append(fs, vendors.FieldEgress) // egress.go
+	}
+	return vendors.NewFields(fs...)
 }
 
 // Create makes a Sandbox (or claims a warm one) and returns the box once
@@ -280,6 +287,8 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	}
 	all := tag.Labels
 	shutdown := metav1.NewTime(now.Add(spec.Lifetime))
+	// A pool's pods were made before their policy was known: a confined
+	// box is made cold.
 	for _, pool := range v.poolsFor(spec) {
 		meta, err := objectMeta(boxName(spec.RunTag), all)
 		if err != nil {
@@ -309,17 +318,32 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	maps.Copy(meta.Annotations, sb.Annotations)
 	sb.ObjectMeta = meta
 	sb.Spec.PodTemplate.ObjectMeta = agentsv1.PodMetadata{Labels: maps.Clone(meta.Labels)}
+	if confinedSpec(spec) {
+		v.confinePod(sb)
+		if err := v.createNetworkPolicy(ctx, meta.Name, *spec.Egress); err != nil {
+			return nil, err
+		}
+	}
 	created, err := v.agents.AgentsV1beta1().Sandboxes(v.ns).Create(ctx, sb, metav1.CreateOptions{})
 	if err != nil {
 		// The API server may have made it before the call failed (a
 		// cancelled context): delete it by name.
-		if derr := v.deleteByName(context.WithoutCancel(ctx), meta.Name); derr != nil {
+		derr := v.deleteByName(context.WithoutCancel(ctx), meta.Name)
+		if confinedSpec(spec) {
+			derr = errors.Join(derr, v.deleteNetworkPolicy(context.WithoutCancel(ctx), meta.Name))
+		}
+		if derr != nil {
 			return nil, &vendors.CleanupError{Vendor: Name, BoxID: meta.Name, Err: errors.Join(fmt.Errorf("kubernetes: create box from %s: %w", spec.Image, err), derr)}
 		}
 		return nil, fmt.Errorf("kubernetes: create box from %s: %w", spec.Image, v.mapErr(err, ""))
 	}
 	b := v.box(created.Name, created.Name)
 	v.o.logger.Debug("kubernetes box created", "id", created.Name, "run", spec.RunTag, "shutdown", shutdown.Time)
+	if confinedSpec(spec) {
+		if err := v.ownNetworkPolicy(ctx, created); err != nil {
+			return nil, v.failCreate(ctx, b, fmt.Errorf("kubernetes: network policy %s: %w", created.Name, v.mapErr(err, created.Name)))
+		}
+	}
 	if err := b.waitReady(ctx); err != nil {
 		return nil, v.failCreate(ctx, b, err)
 	}

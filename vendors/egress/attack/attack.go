@@ -204,9 +204,16 @@ type Plan struct {
 	// port), and a domain (else the allowed host is allowed by address).
 	Ports, Names bool
 	// Gateway is this machine on the box's network, where its relay and
-	// resolver answer; HostTCP and HostUDP listen there (ListenHost).
+	// resolver answer (unless Relay says otherwise); HostTCP and HostUDP
+	// listen there (ListenHost).
 	Gateway          netip.Addr
 	HostTCP, HostUDP *Counter
+	// Relay, when valid, is where the box's relay and resolver answer, if
+	// not on Gateway (Kubernetes: an address of the relay's own).
+	Relay netip.Addr
+	// Resolver is the box's resolver as its resolv.conf names it.
+	// Default: Docker's embedded one, 127.0.0.11.
+	Resolver string
 	// OtherBox, when valid, is another box of the vendor that counts what
 	// reaches its port 9000 (OtherSink).
 	OtherBox  netip.Addr
@@ -281,6 +288,13 @@ func (r *Rig) Attempts(p Plan) []Attempt {
 		return map[string]string{"H": h, "P": strconv.Itoa(port), "N": name, "T": strconv.Itoa(typ), "NET": netw}
 	}
 	gw, d := p.Gateway.String(), r.Decoy.String()
+	relay, boxDNS := gw, "127.0.0.11"
+	if p.Relay.IsValid() {
+		relay = p.Relay.String()
+	}
+	if p.Resolver != "" {
+		boxDNS = p.Resolver
+	}
 	decoy := r.decoys
 	var out []Attempt
 	if p.Names {
@@ -295,21 +309,21 @@ func (r *Rig) Attempts(p Plan) []Attempt {
 	out = append(out, []Attempt{
 		{Name: "allowed address and port (TCP)", Script: NodeTCP, Env: tcp(r.Allowed, AllowedPort), Reach: func(o string) bool { return strings.HasPrefix(o, "data") }},
 		{Name: "non-allowed name (https)", Script: curl + "https://" + OtherName + "/", Leaked: sum(decoy[443])},
-		{Name: "non-allowed name at the relay (SNI other.test)", Script: curl + "--resolve " + OtherName + ":443:" + gw + " https://" + OtherName + "/", Leaked: sum(decoy[443])},
-		{Name: "non-allowed name at the relay (Host other.test)", Script: curl + "-H 'Host: " + OtherName + "' http://" + gw + "/", Leaked: sum(decoy[80])},
+		{Name: "non-allowed name at the relay (SNI other.test)", Script: curl + "--resolve " + OtherName + ":443:" + relay + " https://" + OtherName + "/", Leaked: sum(decoy[443])},
+		{Name: "non-allowed name at the relay (Host other.test)", Script: curl + "-H 'Host: " + OtherName + "' http://" + relay + "/", Leaked: sum(decoy[80])},
 		{Name: "raw IP (TCP 5432)", Script: NodeTCP, Env: tcp(r.Decoy, 5432), Leaked: sum(decoy[5432])},
 		{Name: "raw IP (https)", Script: curl + "https://" + d + "/", Leaked: sum(decoy[443])},
 		{Name: "Host: allowed name, sent to another address", Script: curl + "-H 'Host: " + AllowedName + "' http://" + d + "/", Leaked: sum(decoy[80])},
 		{Name: "SNI allowed name, sent to another address (--connect-to)", Script: curl + "--connect-to " + AllowedName + ":443:" + d + ":443 https://" + AllowedName + "/", Leaked: sum(decoy[443])},
 		{Name: "--resolve allowed name to another address", Script: curl + "--resolve " + AllowedName + ":443:" + d + " https://" + AllowedName + "/", Leaked: sum(decoy[443])},
-		{Name: "SNI allowed name at the relay, meant for another address", Script: curl + "--resolve " + AllowedName + ":443:" + gw + " https://" + AllowedName + "/", Leaked: sum(decoy[443])},
+		{Name: "SNI allowed name at the relay, meant for another address", Script: curl + "--resolve " + AllowedName + ":443:" + relay + " https://" + AllowedName + "/", Leaked: sum(decoy[443])},
 		{Name: "host gateway, another port (TCP)", Script: NodeTCP, Env: tcp(p.Gateway, int(p.HostTCP.Addr.Port())), Leaked: sum(p.HostTCP)},
 		{Name: "host gateway (UDP)", Script: nodeUDP, Env: tcp(p.Gateway, int(p.HostUDP.Addr.Port())), Leaked: sum(p.HostUDP)},
-		{Name: "DNS A other.test, box resolver, UDP", Script: nodeDNS, Env: dnsEnv("127.0.0.11", 53, OtherName, 1, "udp"), Leaked: queries},
-		{Name: "DNS TXT other.test, box resolver, UDP", Script: nodeDNS, Env: dnsEnv("127.0.0.11", 53, OtherName, 16, "udp"), Leaked: queries},
-		{Name: "DNS A other.test, box resolver, TCP", Script: nodeDNS, Env: dnsEnv("127.0.0.11", 53, OtherName, 1, "tcp"), Leaked: queries},
-		{Name: "DNS TXT other.test, box resolver, TCP", Script: nodeDNS, Env: dnsEnv("127.0.0.11", 53, OtherName, 16, "tcp"), Leaked: queries},
-		{Name: "DNS TXT other.test, gateway:53, UDP", Script: nodeDNS, Env: dnsEnv(gw, 53, OtherName, 16, "udp"), Leaked: queries},
+		{Name: "DNS A other.test, box resolver, UDP", Script: nodeDNS, Env: dnsEnv(boxDNS, 53, OtherName, 1, "udp"), Leaked: queries},
+		{Name: "DNS TXT other.test, box resolver, UDP", Script: nodeDNS, Env: dnsEnv(boxDNS, 53, OtherName, 16, "udp"), Leaked: queries},
+		{Name: "DNS A other.test, box resolver, TCP", Script: nodeDNS, Env: dnsEnv(boxDNS, 53, OtherName, 1, "tcp"), Leaked: queries},
+		{Name: "DNS TXT other.test, box resolver, TCP", Script: nodeDNS, Env: dnsEnv(boxDNS, 53, OtherName, 16, "tcp"), Leaked: queries},
+		{Name: "DNS TXT other.test, the relay's resolver, UDP", Script: nodeDNS, Env: dnsEnv(relay, 53, OtherName, 16, "udp"), Leaked: queries},
 		{Name: "DNS A other.test, the suite's resolver, UDP", Script: nodeDNS, Env: dnsEnv(d, 53, OtherName, 1, "udp"), Leaked: queries},
 		{Name: "DNS TXT other.test, the suite's resolver, UDP", Script: nodeDNS, Env: dnsEnv(d, 53, OtherName, 16, "udp"), Leaked: queries},
 		{Name: "DNS A other.test, the suite's resolver, TCP", Script: nodeDNS, Env: dnsEnv(d, 53, OtherName, 1, "tcp"), Leaked: queries},

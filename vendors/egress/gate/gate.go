@@ -6,6 +6,11 @@
 // connections it no longer allows are closed, and its address rules are
 // replaced in one kernel transaction, before Set returns.
 //
+// Without a bridge (Options.Bridge empty) a gate is the relay and the
+// resolver alone, on the standard ports (80, 443 and 53) of its address:
+// the boxes' own network confines them, a Kubernetes NetworkPolicy that
+// lets them reach that address and nothing the policy does not name.
+//
 // A Gate lives in the process that serves the boxes' broker (in-process
 // for Go callers). Close stops the relay and the resolver but leaves the
 // bridge's drop rules in the kernel: its boxes then reach the broker and
@@ -26,11 +31,15 @@ import (
 	"github.com/tangle-network/boxctl/vendors/egress/relay"
 )
 
-// Options configures a Gate. Bridge and Gateway are required.
+// Options configures a Gate. Gateway is required.
 type Options struct {
-	// Bridge is the boxes' Linux bridge interface.
+	// Bridge is the boxes' Linux bridge interface. Empty: no kernel
+	// rules of the gate's; the relay and the resolver listen on
+	// Gateway's ports 80, 443 and 53, and the boxes' network must let
+	// them reach those and nothing else (a NetworkPolicy).
 	Bridge string
-	// Gateway is this machine's IPv4 address on it.
+	// Gateway is this machine's IPv4 address on the bridge, or where the
+	// boxes reach the relay.
 	Gateway netip.Addr
 	// Broker is the credential broker's TCP address, always reachable.
 	// Zero: none.
@@ -81,34 +90,54 @@ func Start(ctx context.Context, o Options) (_ *Gate, err error) {
 		}
 	}()
 	var lc net.ListenConfig
-	listen := func() (net.Listener, error) {
-		l, err := lc.Listen(ctx, "tcp4", net.JoinHostPort(o.Gateway.String(), "0"))
+	// With a bridge, the kernel rules send ports 80, 443 and 53 of the
+	// gateway to free ports of the relay's; without, it listens on them.
+	ports := map[string]string{"http": "0", "tls": "0", "dns": "0"}
+	if o.Bridge == "" {
+		ports = map[string]string{"http": "80", "tls": "443", "dns": "53"}
+	}
+	listen := func(kind string) (net.Listener, error) {
+		l, err := lc.Listen(ctx, "tcp4", net.JoinHostPort(o.Gateway.String(), ports[kind]))
 		if err == nil {
 			closers = append(closers, l.Close)
 		}
 		return l, err
 	}
-	httpL, err := listen()
+	httpL, err := listen("http")
 	if err != nil {
 		return nil, fmt.Errorf("gate: %w", err)
 	}
-	tlsL, err := listen()
+	tlsL, err := listen("tls")
 	if err != nil {
 		return nil, fmt.Errorf("gate: %w", err)
 	}
-	dnsL, dnsPC, err := relay.ListenDNS(ctx, o.Gateway)
+	var dnsL net.Listener
+	var dnsPC net.PacketConn
+	if o.Bridge == "" {
+		dnsL, err = listen("dns")
+		if err == nil {
+			dnsPC, err = lc.ListenPacket(ctx, "udp4", net.JoinHostPort(o.Gateway.String(), ports["dns"]))
+		}
+	} else {
+		dnsL, dnsPC, err = relay.ListenDNS(ctx, o.Gateway)
+		if err == nil {
+			closers = append(closers, dnsL.Close)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("gate: %w", err)
 	}
-	closers = append(closers, dnsL.Close, dnsPC.Close)
+	closers = append(closers, dnsPC.Close)
 	dns, err := relay.NewDNS(g.Policy, o.Gateway)
 	if err != nil {
 		return nil, err
 	}
-	g.fw, err = firewall.Install(firewall.Config{Bridge: o.Bridge, Gateway: o.Gateway, Broker: o.Broker,
-		HTTPPort: port(httpL.Addr()), TLSPort: port(tlsL.Addr()), DNSPort: port(dnsL.Addr())})
-	if err != nil {
-		return nil, err
+	if o.Bridge != "" {
+		g.fw, err = firewall.Install(firewall.Config{Bridge: o.Bridge, Gateway: o.Gateway, Broker: o.Broker,
+			HTTPPort: port(httpL.Addr()), TLSPort: port(tlsL.Addr()), DNSPort: port(dnsL.Addr())})
+		if err != nil {
+			return nil, err
+		}
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	g.cancel = cancel
@@ -140,7 +169,7 @@ func (g *Gate) Set(_ context.Context, addr netip.Addr, p egress.Policy) error {
 	old, had := g.policies[addr]
 	g.policies[addr] = p
 	g.mu.Unlock()
-	if err := g.fw.SetBox(addr, p); err != nil {
+	if err := g.setBox(addr, p); err != nil {
 		g.mu.Lock()
 		if had {
 			g.policies[addr] = old
@@ -162,13 +191,28 @@ func (g *Gate) Remove(_ context.Context, addr netip.Addr) error {
 	delete(g.policies, addr)
 	g.mu.Unlock()
 	g.relay.Revoke(addr)
+	if g.fw == nil {
+		return nil
+	}
 	if err := g.fw.RemoveBox(addr); err != nil {
 		return fmt.Errorf("gate: %w", err)
 	}
 	return nil
 }
 
-// Bridge returns the bridge the gate holds.
+// setBox installs the address rules of the box at addr, where the gate
+// holds a bridge.
+func (g *Gate) setBox(addr netip.Addr, p egress.Policy) error {
+	if g.fw == nil {
+		return nil
+	}
+	return g.fw.SetBox(addr, p)
+}
+
+// Address returns where the boxes reach the relay and the resolver.
+func (g *Gate) Address() netip.Addr { return g.o.Gateway }
+
+// Bridge returns the bridge the gate holds ("" for none).
 func (g *Gate) Bridge() string { return g.o.Bridge }
 
 // Close stops the relay and the resolver and waits for them. The
@@ -187,4 +231,9 @@ func (g *Gate) Close(ctx context.Context) error {
 
 // Uninstall removes the bridge's rules from the kernel; boxes left on it
 // are then confined only by what their network does alone.
-func (g *Gate) Uninstall() error { return g.fw.Uninstall() }
+func (g *Gate) Uninstall() error {
+	if g.fw == nil {
+		return nil
+	}
+	return g.fw.Uninstall()
+}

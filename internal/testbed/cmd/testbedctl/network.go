@@ -101,8 +101,9 @@ func cniConf(args []string) error {
 	return writeIfChanged(filepath.Join(*dir, "99-loopback.conf"), []byte(`{ "cniVersion": "1.0.0", "name": "lo", "type": "loopback" }`+"\n"), 0o644)
 }
 
-// renderConflist is the bridge network's conflist, in the layout the file
-// has always had.
+// renderConflist is the bridge network's conflist: the bridge, and IPv6
+// off in each pod (the cluster is IPv4 only, and so is its NetworkPolicy
+// enforcer).
 func renderConflist(network, bridge, subnet, ipam string) ([]byte, error) {
 	q := func(s string) string {
 		b, _ := json.Marshal(s)
@@ -124,6 +125,13 @@ func renderConflist(network, bridge, subnet, ipam string) ([]byte, error) {
         "ranges": [[{ "subnet": %s }]],
         "routes": [{ "dst": "0.0.0.0/0" }],
         "dataDir": %s
+      }
+    },
+    {
+      "type": "tuning",
+      "sysctl": {
+        "net.ipv6.conf.all.disable_ipv6": "1",
+        "net.ipv6.conf.default.disable_ipv6": "1"
       }
     }
   ]

@@ -56,8 +56,7 @@ func TestKubeconfig(t *testing.T) {
 	}
 }
 
-// TestCNIConf: the pods' network files, byte for byte what the test bed
-// has always written.
+// TestCNIConf: the pods' network files, byte for byte.
 func TestCNIConf(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"cni-conf", "-dir", dir, "-network", "boxctl-testbed", "-bridge", "boxctl-cni0",

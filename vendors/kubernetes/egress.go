@@ -1,0 +1,187 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
+	agentsv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
+
+	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/boxmeta"
+	"github.com/tangle-network/boxctl/vendors/egress"
+	"github.com/tangle-network/boxctl/vendors/egress/firewall"
+)
+
+// LabelEgressBox holds, on the pod of a box whose egress is confined, the
+// name of its Sandbox: its NetworkPolicy (of the same name) selects it.
+const LabelEgressBox = boxmeta.LabelPrefix + "egress-box"
+
+// WithEgressRelay confines boxes created with an egress policy (not Open)
+// to relay, an IPv4 address of a relay and resolver of the caller's (a
+// gate.Gate without a bridge: ports 80, 443 and 53 there) that the
+// cluster's pods reach: each such box gets a NetworkPolicy that lets its
+// pod reach relay on those ports, the policy's addresses (on their
+// ports, TCP only) and nothing else, and takes no traffic in; its pod
+// asks relay for names. The cluster must enforce NetworkPolicies (a
+// network plugin that does). Default: none, and a policy is refused.
+func WithEgressRelay(relay netip.Addr) Option { return func(o *options) { o.relay = relay } }
+
+var (
+	_ vendors.EgressEnforcer = (*Vendor)(nil)
+	_ vendors.EgressSetter   = (*Box)(nil)
+)
+
+// EgressRules: addresses with ports, and domains through the caller's
+// relay (WithEgressRelay).
+func (v *Vendor) EgressRules() vendors.EgressRules {
+	return vendors.EgressRules{Domains: true, Ports: true, Relay: true}
+}
+
+// EgressRelay returns the relay's address (WithEgressRelay), invalid for
+// none.
+func (v *Vendor) EgressRelay() netip.Addr { return v.o.relay }
+
+// confinedSpec reports whether spec asks for a policy that is not Open.
+func confinedSpec(spec vendors.CreateSpec) bool { return spec.Egress != nil && !spec.Egress.Open }
+
+// confinePod points the pod's resolver at the relay and labels it for its
+// NetworkPolicy.
+func (v *Vendor) confinePod(sb *agentsv1.Sandbox) {
+	ps := &sb.Spec.PodTemplate.Spec
+	ps.DNSPolicy = corev1.DNSNone
+	ps.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{v.o.relay.String()},
+		Options: []corev1.PodDNSConfigOption{{Name: "ndots", Value: new("1")}}}
+	if sb.Spec.PodTemplate.ObjectMeta.Labels == nil {
+		sb.Spec.PodTemplate.ObjectMeta.Labels = map[string]string{}
+	}
+	sb.Spec.PodTemplate.ObjectMeta.Labels[LabelEgressBox] = sb.Name
+}
+
+// networkPolicy is the NetworkPolicy of box name under p: its pod takes
+// no traffic in, and reaches the relay (DNS, HTTP, TLS) and p's addresses
+// on their ports, never link-local.
+func (v *Vendor) networkPolicy(name string, p egress.Policy) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{boxmeta.LabelManaged: "true"}},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelEgressBox: name}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress:     []networkingv1.NetworkPolicyIngressRule{},
+			Egress:      egressRules(v.o.relay, p),
+		},
+	}
+}
+
+// egressRules are a NetworkPolicy's egress rules for p, with the relay at
+// relay.
+func egressRules(relay netip.Addr, p egress.Policy) []networkingv1.NetworkPolicyEgressRule {
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	port := func(proto *corev1.Protocol, n uint16) networkingv1.NetworkPolicyPort {
+		np := networkingv1.NetworkPolicyPort{Protocol: proto}
+		if n != 0 {
+			np.Port = new(intstr.FromInt32(int32(n)))
+		}
+		return np
+	}
+	out := []networkingv1.NetworkPolicyEgressRule{{
+		To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: netip.PrefixFrom(relay, 32).String()}}},
+		Ports: []networkingv1.NetworkPolicyPort{port(&udp, 53), port(&tcp, 53), port(&tcp, 80), port(&tcp, 443)},
+	}}
+	for _, r := range p.Prefixes() {
+		block := &networkingv1.IPBlock{CIDR: r.Prefix.Masked().String()}
+		if r.Prefix.Overlaps(firewall.LinkLocal) && r.Prefix.Bits() < firewall.LinkLocal.Bits() {
+			block.Except = []string{firewall.LinkLocal.String()}
+		} else if firewall.LinkLocal.Contains(r.Prefix.Addr()) {
+			continue // never link-local: the cloud's metadata address is there
+		}
+		out = append(out, networkingv1.NetworkPolicyEgressRule{
+			To:    []networkingv1.NetworkPolicyPeer{{IPBlock: block}},
+			Ports: []networkingv1.NetworkPolicyPort{port(&tcp, r.Port)},
+		})
+	}
+	return out
+}
+
+// createNetworkPolicy makes box name's NetworkPolicy before its pod
+// exists, so that the pod never runs unconfined.
+func (v *Vendor) createNetworkPolicy(ctx context.Context, name string, p egress.Policy) error {
+	_, err := v.core.NetworkingV1().NetworkPolicies(v.ns).Create(ctx, v.networkPolicy(name, p), metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("kubernetes: network policy %s: %w", name, v.mapErr(err, name))
+	}
+	return nil
+}
+
+// ownNetworkPolicy makes sb the owner of its NetworkPolicy, so that the
+// cluster deletes the policy with the Sandbox, whoever deletes it.
+func (v *Vendor) ownNetworkPolicy(ctx context.Context, sb *agentsv1.Sandbox) error {
+	ref := metav1.NewControllerRef(sb, agentsv1.GroupVersion.WithKind("Sandbox"))
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		np, err := v.core.NetworkingV1().NetworkPolicies(v.ns).Get(ctx, sb.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		np.OwnerReferences = []metav1.OwnerReference{*ref}
+		_, err = v.core.NetworkingV1().NetworkPolicies(v.ns).Update(ctx, np, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// deleteNetworkPolicy deletes box id's NetworkPolicy; none is not an error.
+func (v *Vendor) deleteNetworkPolicy(ctx context.Context, id string) error {
+	err := v.core.NetworkingV1().NetworkPolicies(v.ns).Delete(ctx, id, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("network policy: %w", err)
+	}
+	return nil
+}
+
+// SetEgress replaces the box's NetworkPolicy's rules with p's (not Open);
+// the cluster's network plugin applies it to new connections, and the
+// caller's relay holds p's domains. A box created without a policy is
+// refused: its pod was never confined.
+func (b *Box) SetEgress(ctx context.Context, p egress.Policy) error {
+	if p.Open {
+		return &vendors.SpecError{Vendor: Name, Err: fmt.Errorf("egress: a confined box cannot be opened")}
+	}
+	if err := p.Validate(); err != nil {
+		return &vendors.SpecError{Vendor: Name, Err: err}
+	}
+	if !b.v.o.relay.IsValid() {
+		return &vendors.UnsupportedError{Vendor: Name, Field: vendors.FieldEgress}
+	}
+	nps := b.v.core.NetworkingV1().NetworkPolicies(b.v.ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		np, err := nps.Get(ctx, b.id, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		np.Spec.Egress = egressRules(b.v.o.relay, p)
+		_, err = nps.Update(ctx, np, metav1.UpdateOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("kubernetes: set egress of box %s: it was created without an egress policy (or is gone): %w", b.id, b.v.mapErr(err, b.id))
+	}
+	if err != nil {
+		return fmt.Errorf("kubernetes: set egress of box %s: %w", b.id, b.v.mapErr(err, b.id))
+	}
+	return nil
+}
+
+// NetworkPolicy returns the NetworkPolicy that confines the box, as the
+// cluster holds it.
+func (b *Box) NetworkPolicy(ctx context.Context) (*networkingv1.NetworkPolicy, error) {
+	np, err := b.v.core.NetworkingV1().NetworkPolicies(b.v.ns).Get(ctx, b.id, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: network policy of box %s: %w", b.id, b.v.mapErr(err, b.id))
+	}
+	return np, nil
+}
