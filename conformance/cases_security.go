@@ -44,10 +44,12 @@ func (c *caseCtx) security() (*Security, vendors.EgressRules, error) {
 	case c.h.Name() != c.r.harnesses[0].Name():
 		return nil, vendors.EgressRules{}, skip("security", "the attacks do not depend on the harness: they run with "+c.r.harnesses[0].Name())
 	}
-	if _, own := v.(vendors.EgressEnforcer); own && !c.r.t.Emulated {
+	e, own := v.(vendors.EgressEnforcer)
+	relayed := own && e.EgressRules().Relay
+	if own && !relayed && !c.r.t.Emulated {
 		return nil, vendors.EgressRules{}, skip("security", "the boxes of "+v.Name()+"'s own cloud do not reach the suite's listeners on this machine")
 	}
-	if _, ok := v.(vendors.EgressEnforcer); !ok && s.Gate == nil {
+	if (!own || relayed) && s.Gate == nil {
 		return nil, vendors.EgressRules{}, skip("egress", "no Security.Gate confines the boxes of "+v.Name())
 	}
 	return s, s.rules(v), nil
@@ -112,6 +114,9 @@ func egressCase(c *caseCtx) error {
 		return failErr(req, "the other box's address", err)
 	}
 	plan.Gateway, plan.OtherBox = an.Gateway, bn.Addr
+	if s.Relay.IsValid() {
+		plan.Relay, plan.Resolver = s.Relay, s.Relay.String()
+	}
 	if plan.HostTCP, plan.HostUDP, err = s.rig.ListenHost(c.ctx, an.Gateway); err != nil {
 		return failErr(c.step("listen on %v, this machine on the box's network", an.Gateway), "listeners", err)
 	}
@@ -176,11 +181,14 @@ func egressCase(c *caseCtx) error {
 	if s.rig.AllowedTLS.Bytes()+s.rig.AllowedHTTP.Bytes()+s.rig.AllowedTCP.Bytes() == allowedBefore {
 		return failf(req, "the allowed host reached", "it saw nothing")
 	}
+	// Link-local and the metadata address: read back, never probed.
+	if eb, ok := a.Box().(vendors.EgressBlocks); ok {
+		return linkLocalBlocks(c, eb)
+	}
 	if !here {
 		c.note("link-local: the box's network is not on this machine; its rules were not read back")
 		return nil
 	}
-	// Link-local and the metadata address: read back, never probed.
 	req = c.step("read back the rules of %s", bridge)
 	fw, err := firewall.Rules(bridge)
 	if err != nil {
@@ -194,6 +202,30 @@ func egressCase(c *caseCtx) error {
 		if ll < 0 || jump < ll || !fw[ll].Dst.Contains(netip.MustParseAddr("169.254.169.254")) {
 			return failf(req, "a drop of "+firewall.LinkLocal.String()+" ahead of the per-box rules in "+chain, "%d rules, none such", len(fw))
 		}
+	}
+	return nil
+}
+
+// linkLocalBlocks reads back the address blocks a box's vendor lets it
+// reach (a NetworkPolicy): none may reach link-local.
+func linkLocalBlocks(c *caseCtx, eb vendors.EgressBlocks) error {
+	req := c.step("read back the address blocks the box may reach")
+	blocks, err := eb.EgressBlocks(c.ctx)
+	if err != nil {
+		return failErr(req, "the box's rules", err)
+	}
+	meta := netip.MustParseAddr("169.254.169.254")
+	for _, b := range blocks {
+		c.note("the box may reach %v except %v on %v", b.Prefix, b.Except, b.Ports)
+		excepted := slices.ContainsFunc(b.Except, func(e netip.Prefix) bool {
+			return e.Bits() <= firewall.LinkLocal.Bits() && e.Contains(firewall.LinkLocal.Addr())
+		})
+		if b.Reaches(meta) || (b.Prefix.Overlaps(firewall.LinkLocal) && !excepted) {
+			return failf(req, "no block that reaches "+firewall.LinkLocal.String(), "%v except %v", b.Prefix, b.Except)
+		}
+	}
+	if len(blocks) == 0 {
+		return failf(req, "the box's blocks (its relay's at least)", "none")
 	}
 	return nil
 }

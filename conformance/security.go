@@ -29,6 +29,10 @@ type Security struct {
 	// Docker vendor: sandbox.StartEgress, given Resolver); nil where the
 	// vendor enforces them itself (vendors.EgressEnforcer).
 	Gate sandbox.EgressGate
+	// Relay, when valid, is where the boxes' relay and resolver answer
+	// if not on their gateway: the address of Gate (a gate without a
+	// bridge) of a vendor whose rules lead to it (Kubernetes).
+	Relay netip.Addr
 	// Names reports that the target's boxes resolve names through
 	// Resolver (a gate started with it, or an emulator's EgressResolver):
 	// the allowed host is then allowed by name too. Otherwise it is

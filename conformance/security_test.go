@@ -11,26 +11,30 @@ import (
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/e2btest"
+	"github.com/tangle-network/boxctl/internal/kubetest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors/daytona"
 	"github.com/tangle-network/boxctl/vendors/daytona/daytonaemu"
 	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/e2b/e2bemu"
+	"github.com/tangle-network/boxctl/vendors/egress/gate"
+	"github.com/tangle-network/boxctl/vendors/kubernetes"
 )
 
 // TestSuite_Security runs the security family (security.*) on every
 // vendor that confines a box's egress, each on Docker networks of its
 // own (the boxes', and the confined one a gate holds): Docker with a gate
 // of this process, the E2B and Daytona emulators enforcing the vendors'
-// own network rules with theirs. Every case must pass; the notes carry
+// own network rules with theirs, and the test bed's cluster enforcing a
+// NetworkPolicy a box toward a relay of this process. Every case must pass; the notes carry
 // the attack table and the live change's figures.
 func TestSuite_Security(t *testing.T) {
 	t.Parallel()
 	w := setup(t)
 	env := testbed.Require(t)
 	image := boxtest.Image(t, boxtest.Options{})
-	for _, name := range []string{"docker", "e2b", "daytona"} {
+	for _, name := range []string{"docker", "e2b", "daytona", "kubernetes"} {
 		t.Run(name, func(t *testing.T) {
 			network := securityNetwork(t)
 			sec, err := conformance.StartSecurity(t.Context(), env.DockerHost)
@@ -82,6 +86,10 @@ func TestSuite_Security(t *testing.T) {
 					t.Fatal(err)
 				}
 				tg.Vendor, tg.Image, tg.Emulated = v, "box", true
+			case "kubernetes":
+				g := kubetest.EgressGate(t, gate.Options{Resolver: sec.Resolver()})
+				tg.Vendor, tg.Image = kubetest.Vendor(t, kubernetes.WithEgressRelay(g.Address())), kubetest.Image(t, boxtest.Options{})
+				sec.Gate, sec.Relay = g, g.Address()
 			}
 			rep := run(t, tg, conformance.Options{Cases: []string{"security.*"}, Harnesses: []string{"claude-code"}})
 			for _, res := range rep.Results {

@@ -242,6 +242,34 @@ type EgressRules struct {
 	Relay bool
 }
 
+// EgressBlocks is a box whose vendor's rules (a Kubernetes
+// NetworkPolicy) can be read back as they hold: what the box may reach by
+// address, and on which ports.
+type EgressBlocks interface {
+	EgressBlocks(ctx context.Context) ([]EgressBlock, error)
+}
+
+// EgressBlock is one range of addresses a box may reach: Prefix but
+// Except, on Ports ("tcp/443", "udp/53"; "tcp" for every TCP port).
+type EgressBlock struct {
+	Prefix netip.Prefix
+	Except []netip.Prefix
+	Ports  []string
+}
+
+// Reaches reports whether the block lets the box reach a.
+func (b EgressBlock) Reaches(a netip.Addr) bool {
+	if !b.Prefix.Contains(a) {
+		return false
+	}
+	for _, e := range b.Except {
+		if e.Contains(a) {
+			return false
+		}
+	}
+	return true
+}
+
 // EgressSetter is a box whose vendor enforces its egress policy itself,
 // outside the box (E2B's network rules), and changes it while the box
 // runs.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -36,6 +37,7 @@ func WithEgressRelay(relay netip.Addr) Option { return func(o *options) { o.rela
 var (
 	_ vendors.EgressEnforcer = (*Vendor)(nil)
 	_ vendors.EgressSetter   = (*Box)(nil)
+	_ vendors.EgressBlocks   = (*Box)(nil)
 )
 
 // EgressRules: addresses with ports, and domains through the caller's
@@ -174,6 +176,51 @@ func (b *Box) SetEgress(ctx context.Context, p egress.Policy) error {
 		return fmt.Errorf("kubernetes: set egress of box %s: %w", b.id, b.v.mapErr(err, b.id))
 	}
 	return nil
+}
+
+// EgressBlocks reads back the address blocks the box's NetworkPolicy lets
+// it reach, as the cluster holds it.
+func (b *Box) EgressBlocks(ctx context.Context) ([]vendors.EgressBlock, error) {
+	np, err := b.NetworkPolicy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []vendors.EgressBlock
+	for _, rule := range np.Spec.Egress {
+		var ports []string
+		for _, p := range rule.Ports {
+			s := "tcp"
+			if p.Protocol != nil {
+				s = strings.ToLower(string(*p.Protocol))
+			}
+			if p.Port != nil {
+				s += "/" + p.Port.String()
+			}
+			ports = append(ports, s)
+		}
+		if len(rule.To) == 0 {
+			// A rule without peers reaches everything.
+			out = append(out, vendors.EgressBlock{Prefix: netip.MustParsePrefix("0.0.0.0/0"), Ports: ports})
+		}
+		for _, peer := range rule.To {
+			if peer.IPBlock == nil {
+				return nil, fmt.Errorf("kubernetes: network policy of box %s: a peer by selector, not by address: %+v", b.id, peer)
+			}
+			blk := vendors.EgressBlock{Ports: ports}
+			if blk.Prefix, err = netip.ParsePrefix(peer.IPBlock.CIDR); err != nil {
+				return nil, fmt.Errorf("kubernetes: network policy of box %s: %w", b.id, err)
+			}
+			for _, e := range peer.IPBlock.Except {
+				ep, err := netip.ParsePrefix(e)
+				if err != nil {
+					return nil, fmt.Errorf("kubernetes: network policy of box %s: %w", b.id, err)
+				}
+				blk.Except = append(blk.Except, ep)
+			}
+			out = append(out, blk)
+		}
+	}
+	return out, nil
 }
 
 // NetworkPolicy returns the NetworkPolicy that confines the box, as the
