@@ -60,7 +60,7 @@ func TestKubernetes_BuildUpTurn(t *testing.T) {
 		t.Fatalf("build record = %+v, want the pushed image", rec)
 	}
 
-	r = boxctl(t, t.Context(), tr, "up", "--target", "kubernetes", "--router", "local", "--lifetime", "10m", "-o", "json")
+	r = boxctl(t, t.Context(), tr, "up", "--target", "kubernetes", "--egress", "open", "--router", "local", "--lifetime", "10m", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("up --target kubernetes: exit %d: %v", r.code, r.err)
 	}
@@ -120,7 +120,7 @@ func kubePoolUpClaim(t *testing.T, kv *kubernetes.Vendor, tr *transcript, image 
 	metrics := "127.0.0.1:" + freePort(t)
 	go func() {
 		var out lockedBuffer
-		kept <- boxctlTo(t, kctx, tr, &out, &status, "pool", "up", "--target", "kubernetes", "--size", "1", "--max-age", "1h", "--metrics", metrics)
+		kept <- boxctlTo(t, kctx, tr, &out, &status, "pool", "up", "--target", "kubernetes", "--egress", "open", "--size", "1", "--max-age", "1h", "--metrics", metrics)
 	}()
 	defer func() {
 		stop()
@@ -156,7 +156,7 @@ func kubePoolUpClaim(t *testing.T, kv *kubernetes.Vendor, tr *transcript, image 
 	if r := boxctl(t, t.Context(), tr, "pool", "ls", "--target", "docker", "-o", "json"); r.code != 0 || strings.Contains(r.stdout, name) {
 		t.Errorf("pool ls --target docker: exit %d, %s; want this machine's docker pools, not %s", r.code, r.stdout, name)
 	}
-	r := boxctl(t, t.Context(), tr, "up", "--target", "kubernetes", "--router", "local", "--lifetime", "10m", "-o", "json")
+	r := boxctl(t, t.Context(), tr, "up", "--target", "kubernetes", "--egress", "open", "--router", "local", "--lifetime", "10m", "-o", "json")
 	var up upResult
 	if err := json.Unmarshal([]byte(r.stdout), &up); r.code != 0 || err != nil {
 		t.Fatalf("up from the pool: exit %d: %v %v", r.code, r.err, err)

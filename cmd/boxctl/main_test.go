@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 )
@@ -40,7 +43,48 @@ func useState(t *testing.T) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "state", "boxes.json")
 	t.Setenv(boxstate.PathEnv, p)
+	t.Cleanup(func() { stopBroker(t) })
 	return p
+}
+
+// stopBroker ends the broker the test's boxes started, if one runs: the
+// gate of the confined network is one broker's at a time (another's is
+// refused while it lives), and the next test has a broker of its own.
+func stopBroker(t *testing.T) {
+	s, err := boxstate.Open(boxstate.Options{})
+	if err != nil {
+		return
+	}
+	sock := brokerSocket(s)
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range procs {
+		b, err := os.ReadFile(f)
+		if err != nil || !bytes.Contains(b, []byte("\x00--admin\x00"+sock+"\x00")) {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		if err != nil {
+			continue
+		}
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		// t's context has ended: poll under a deadline of its own.
+		ended := func() bool {
+			st, err := os.ReadFile(filepath.Join(filepath.Dir(f), "stat"))
+			return err != nil || bytes.Contains(st, []byte(") Z "))
+		}
+		tick := time.NewTicker(20 * time.Millisecond)
+		deadline := time.After(10 * time.Second)
+		for !ended() {
+			select {
+			case <-tick.C:
+				continue
+			case <-deadline:
+				t.Errorf("the test's broker (pid %d) did not end within 10s of SIGTERM", pid)
+			}
+			break
+		}
+		tick.Stop()
+	}
 }
 
 // testOwner is the owner label of the boxes of the test's state file.

@@ -12,7 +12,7 @@ func TestUpCmd_Egress(t *testing.T) {
 		want    string // the policy's summary; "" for none
 		wantErr string
 	}{
-		{name: "none", args: nil, want: ""},
+		{name: "none: denied", args: nil, want: "deny"},
 		{name: "deny", args: []string{"--egress", "deny"}, want: "deny"},
 		{name: "allow list", args: []string{"--allow", "example.com", "--allow", "10.0.0.0/8:22"}, want: "deny+example.com,10.0.0.0/8:22"},
 		{name: "deny and allow", args: []string{"--egress", "deny", "--allow", "*.npmjs.org:443"}, want: "deny+*.npmjs.org:443"},
@@ -24,7 +24,9 @@ func TestUpCmd_Egress(t *testing.T) {
 		{name: "IPv6 rule", args: []string{"--allow", "[::1]:443"}, wantErr: "IPv6 egress is never allowed"},
 		{name: "e2b", args: []string{"--allow", "example.com", "--target", "e2b"}, want: "deny+example.com"},
 		{name: "daytona", args: []string{"--egress", "deny", "--target", "daytona"}, want: "deny"},
-		{name: "kubernetes", args: []string{"--allow", "example.com", "--target", "kubernetes"}, wantErr: "Kubernetes boxes stay open"},
+		{name: "kubernetes", args: []string{"--allow", "example.com", "--target", "kubernetes"}, wantErr: "pass --egress open"},
+		{name: "kubernetes by default", args: []string{"--target", "kubernetes"}, wantErr: "pass --egress open"},
+		{name: "kubernetes open", args: []string{"--egress", "open", "--target", "kubernetes"}, want: "open"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localbroker"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/render"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -19,7 +20,7 @@ import (
 // poolOptions are the flags of `boxctl pool`.
 type poolOptions struct {
 	target, harness, image, metrics string
-	runtime                         string
+	runtime, egressMode             string
 	size                            int
 	maxAge, lifetime                time.Duration
 }
@@ -70,6 +71,7 @@ made there; any other lists this machine's keepers' pools.`,
 	f.DurationVar(&o.maxAge, "max-age", o.maxAge, "how long a box waits before it is recycled")
 	f.DurationVar(&o.lifetime, "lifetime", o.lifetime, "the longest lifetime a claim may ask, counted from the claim")
 	f.StringVar(&o.metrics, "metrics", "", "serve the keeper's metrics on this address (host:port)")
+	f.StringVar(&o.egressMode, "egress", egressDeny, `the boxes' egress as they wait, as boxctl up takes it: "deny" (the broker only; a claim gives the box its own policy: docker) or "open"; up claims from the pool of its own kind`)
 	cmd.AddCommand(up, ls, rm)
 	return cmd
 }
@@ -88,16 +90,47 @@ func runPoolUp(ctx context.Context, a *app, o *poolOptions) error {
 	if err := up.lastImage(a); err != nil {
 		return err
 	}
+	pol, err := egressFlags(o.egressMode, nil, o.target)
+	if err != nil {
+		return err
+	}
+	up.egress, up.harness, up.runtime = &pol, o.harness, o.runtime
+	if up.confined() && o.target != docker.Name {
+		return usageErrorf("--target %s: a pool of confined boxes is kept on docker: pass --egress open", o.target)
+	}
 	v, closeVendor, err := a.openVendor(o.target)
 	if err != nil {
 		return err
 	}
 	defer closeVendor()
-	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: up.image, Lifetime: o.lifetime, Runtime: o.runtime, Logger: a.log})
+	var gate sandbox.EgressGate
+	if up.confined() {
+		// The boxes wait on the confined network under deny-all: they
+		// reach the broker, which holds nothing for them yet.
+		s, err := a.openState()
+		if err != nil {
+			return err
+		}
+		bc, err := a.ensureBroker(ctx, s)
+		if err != nil {
+			return err
+		}
+		// The broker holds the gate: it stays up while the pool is kept.
+		defer localbroker.KeepAwake(ctx, bc, localbroker.KeepAwakeEvery)()
+		url, err := brokerURL(ctx, bc, v)
+		if err != nil {
+			return err
+		}
+		if gate, err = a.egressGate(ctx, s, v, url); err != nil {
+			return err
+		}
+	}
+	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: up.image, Lifetime: o.lifetime, Runtime: o.runtime, Logger: a.log,
+		Egress: up.egress, EgressGate: gate})
 	if err != nil {
 		return err
 	}
-	name := pool.DefaultName(o.target, o.harness, up.image, o.runtime)
+	name := up.poolName()
 	pools := pool.For(v, "")
 	k, err := pools.Keeper(pool.Options{Provider: p, Name: name, Harness: o.harness, Size: o.size, MaxAge: o.maxAge, Logger: a.log})
 	if err != nil {

@@ -113,8 +113,8 @@ The state file is $` + boxstate.PathEnv + `, else $XDG_STATE_HOME/boxctl/boxes.j
 	f.StringVar(&o.upURL, "upstream-url", "", "the base URL of --upstream anthropic, openai or gemini (default: the provider's public API)")
 	f.StringVar(&o.brokerURL, "broker-url", "", "the broker's URL as the box reaches it (boxctl broker --listen behind a tunnel; https unless loopback), for vendors whose boxes do not reach this machine")
 	f.StringVar(&o.brokerCAFile, "broker-ca", "", "PEM certificates the box trusts for an https --broker-url beside its system's (a private authority)")
-	f.StringArrayVar(&o.allow, "allow", nil, "confine the box's egress to an allow list and add RULE to it (repeatable): a domain (example.com, *.example.com) or IPv4 address or CIDR, with an optional port; the broker is always reachable (docker; e2b and daytona within what their rules say)")
-	f.StringVar(&o.egressMode, "egress", "", `"deny": confine the box's egress (nothing but the broker and --allow); "open": record an open network (default: open, as today)`)
+	f.StringArrayVar(&o.allow, "allow", nil, "add RULE to the box's egress allow list (repeatable): a domain (example.com, *.example.com) or IPv4 address or CIDR, with an optional port; the broker is always reachable (docker; e2b and daytona within what their rules say)")
+	f.StringVar(&o.egressMode, "egress", egressDeny, `"deny": confine the box's egress to the broker and --allow; "open": let it reach anything`)
 	f.StringVar(&o.runtime, "runtime", "", `the box's kernel boundary: "gvisor" (a Docker engine's runsc runtime, a Kubernetes RuntimeClass named gvisor) or a runtime of the engine's (default: the vendor's)`)
 	f.StringVar(&o.class, "runtime-class", "", "the RuntimeClass of the box's pod (--target kubernetes)")
 	f.StringArrayVar(&o.webhooks, "webhook", nil, "POST the box's lifecycle events to this URL, signed with $"+webhookSecretEnv+" (repeatable; see boxctl webhooks)")
@@ -211,23 +211,31 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 
 // resolveEgress reads --egress and --allow into the box's policy.
 func (o *upOptions) resolveEgress() error {
-	switch o.egressMode {
-	case "", egressDeny, egress.Open:
-	default:
-		return usageErrorf("--egress %q: want deny or open", o.egressMode)
-	}
-	if o.egressMode == "" && len(o.allow) == 0 {
-		return nil
-	}
-	p, err := egress.FromFlags(o.egressMode == egress.Open, o.allow)
+	p, err := egressFlags(o.egressMode, o.allow, o.target)
 	if err != nil {
-		return usageErrorf("--allow: %v", err)
-	}
-	if !p.Open && o.target == kubernetes.Name {
-		return usageErrorf("--target %s: an egress policy is enforced on docker, e2b and daytona (Kubernetes boxes stay open)", o.target)
+		return err
 	}
 	o.egress = &p
 	return nil
+}
+
+// egressFlags reads --egress (deny when empty) and --allow of a box on
+// target into its policy.
+func egressFlags(mode string, allow []string, target string) (egress.Policy, error) {
+	switch mode {
+	case "", egressDeny, egress.Open:
+	default:
+		return egress.Policy{}, usageErrorf("--egress %q: want deny or open", mode)
+	}
+	p, err := egress.FromFlags(mode == egress.Open, allow)
+	if err != nil {
+		return egress.Policy{}, usageErrorf("--allow: %v", err)
+	}
+	if !p.Open && target == kubernetes.Name {
+		return egress.Policy{}, usageErrorf("--target %s: the box's egress is denied by default, and boxctl up confines boxes on docker, e2b and daytona; "+
+			"a Kubernetes box is confined through a relay its pods reach (the Go API: kubernetes.WithEgressRelay): pass --egress open", target)
+	}
+	return p, nil
 }
 
 // egressDeny is the --egress value of a confined box.

@@ -16,6 +16,7 @@ import (
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/kubernetes"
 )
 
@@ -80,11 +81,20 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 }
 
 // poolable reports whether up's box may come from a pool: a pooled box
-// is not suspendable, its network is the open one, and its bridge trusts
-// the certificate authorities it booted with (a --broker-ca cannot reach
-// it at the claim).
+// is not suspendable, its bridge trusts the certificate authorities it
+// booted with (a --broker-ca cannot reach it at the claim), and a
+// confined one is Docker's (whose gate a claim gives the box's policy).
 func (o *upOptions) poolable() bool {
-	return !o.noPool && o.retention == 0 && o.idle == 0 && o.egress == nil && len(o.brokerCA) == 0
+	return !o.noPool && o.retention == 0 && o.idle == 0 && len(o.brokerCA) == 0 && (!o.confined() || o.target == docker.Name)
+}
+
+// poolName is the pool up's box is claimed from.
+func (o *upOptions) poolName() string {
+	name := pool.DefaultName(o.target, o.harness, o.image, o.runtime)
+	if o.confined() {
+		name += pool.ConfinedSuffix
+	}
+	return name
 }
 
 // resolveRuntime checks --runtime and --runtime-class, and takes the
@@ -133,7 +143,7 @@ func createBox(ctx context.Context, a *app, v vendors.Vendor, o *upOptions, tag,
 	if !o.poolable() {
 		env, err = p.Create(ctx, req)
 	} else {
-		env, outcome, err = pool.For(v, "").Claim(ctx, p, pool.DefaultName(o.target, o.harness, o.image, o.runtime), req)
+		env, outcome, err = pool.For(v, "").Claim(ctx, p, o.poolName(), req)
 	}
 	a.log.Debug("box", "pool", outcome)
 	if errors.Is(err, pins.ErrUnknownHarness) {

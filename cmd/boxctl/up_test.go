@@ -151,7 +151,7 @@ func TestUpCmd_Runtime(t *testing.T) {
 		{name: "default", want: ""},
 		{name: "gvisor", args: []string{"--runtime", "gvisor"}, want: "gvisor"},
 		{name: "an engine runtime", args: []string{"--runtime", "runsc-debug"}, want: "runsc-debug"},
-		{name: "a runtime class", args: []string{"--target", "kubernetes", "--runtime-class", "gvisor"}, want: "gvisor"},
+		{name: "a runtime class", args: []string{"--target", "kubernetes", "--egress", "open", "--runtime-class", "gvisor"}, want: "gvisor"},
 		{name: "a class off kubernetes", args: []string{"--runtime-class", "gvisor"}, wantErr: "only --target kubernetes"},
 		{name: "both", args: []string{"--target", "kubernetes", "--runtime-class", "kata", "--runtime", "gvisor"}, wantErr: "give one"},
 		{name: "not a name", args: []string{"--runtime", "Run SC"}, wantErr: "want gvisor or a runtime name"},
@@ -188,7 +188,9 @@ func TestUpOptions_poolable(t *testing.T) {
 		{"no pool asked", upOptions{noPool: true}, false},
 		{"suspendable", upOptions{retention: time.Hour}, false},
 		{"idle suspend", upOptions{idle: time.Minute}, false},
-		{"an egress policy", upOptions{egress: &egress.Policy{}}, false},
+		{"confined on docker", upOptions{target: "docker", egress: &egress.Policy{}}, true},
+		{"confined on e2b", upOptions{target: "e2b", egress: &egress.Policy{}}, false},
+		{"open on e2b", upOptions{target: "e2b", egress: &egress.Policy{Open: true}}, true},
 		{"a broker's authority", upOptions{brokerCA: []byte("pem")}, false},
 	} {
 		if got := tt.o.poolable(); got != tt.want {

@@ -292,3 +292,57 @@ func (p *Provider) forgetEgress(ctx context.Context, addr netip.Addr) {
 		}
 	}
 }
+
+// ErrEgressMismatch is the error of a claim whose request and standby box
+// differ in kind: a confined box for an open provider, or an open box for
+// a confined one (a pool's boxes are of one kind: boxctl pool up
+// --egress).
+var ErrEgressMismatch = errors.New("the standby box and the claim differ in egress: one confined, one open")
+
+// claimEgress gives a claimed standby box the claim's policy (req's, with
+// its workspace's host) in place of the pool's, before the handover: at
+// the gate by addr, or through the vendor's own rules. It returns the
+// policy and the box's address at the gate.
+func (p *Provider) claimEgress(ctx context.Context, box vendors.Box, addr netip.Addr, rec StandbyRecord, req CreateRequest) (*egress.Policy, netip.Addr, error) {
+	want := p.o.Egress != nil && !p.o.Egress.Open
+	if waits := rec.Egress != nil && !rec.Egress.Open; waits != want {
+		return nil, netip.Addr{}, fmt.Errorf("standby box %s: %w", rec.BoxID, ErrEgressMismatch)
+	}
+	pol, err := p.boxPolicy(req)
+	if err != nil || !want {
+		return pol, netip.Addr{}, err
+	}
+	if !addr.IsValid() && (!nativeEgress(p.o.Vendor) || relayedEgress(p.o.Vendor)) {
+		a, ok := box.(vendors.Addressed)
+		if !ok {
+			return nil, netip.Addr{}, fmt.Errorf("egress: vendor %s does not tell a box's address", p.o.Vendor.Name())
+		}
+		if addr, err = a.Address(ctx); err != nil {
+			return nil, netip.Addr{}, fmt.Errorf("egress: %w", err)
+		}
+	}
+	if !nativeEgress(p.o.Vendor) {
+		if err := p.o.EgressGate.Set(ctx, addr, *pol); err != nil {
+			return nil, netip.Addr{}, fmt.Errorf("egress: %w", err)
+		}
+		return pol, addr, nil
+	}
+	setter, ok := box.(vendors.EgressSetter)
+	if !ok {
+		return nil, netip.Addr{}, fmt.Errorf("egress: %w", &vendors.UnsupportedError{Vendor: p.o.Vendor.Name(), Field: vendors.FieldEgress})
+	}
+	vp, err := p.vendorPolicy(*pol)
+	if err == nil {
+		err = setter.SetEgress(ctx, vp)
+	}
+	if err == nil && relayedEgress(p.o.Vendor) {
+		err = p.o.EgressGate.Set(ctx, addr, vp)
+	}
+	if err != nil {
+		return nil, netip.Addr{}, fmt.Errorf("egress: %w", err)
+	}
+	if !relayedEgress(p.o.Vendor) {
+		addr = netip.Addr{}
+	}
+	return pol, addr, nil
+}

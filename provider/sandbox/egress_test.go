@@ -413,3 +413,58 @@ func TestEgress_CloneUnderDeny(t *testing.T) {
 		})
 	}
 }
+
+// TestEgress_ConfinedStandby: a confined pool's standby box waits under
+// the pool's deny-all (it reaches the broker and nothing else), and a
+// claim replaces that with the claim's policy before the handover: the
+// claimed box reaches the allowed host, still nothing else, and runs a
+// turn through the broker. A claim of another kind (an open provider) is
+// refused, typed, and leaves the box to the next claim.
+func TestEgress_ConfinedStandby(t *testing.T) {
+	for _, target := range []string{"docker", "kubernetes"} {
+		t.Run(target, func(t *testing.T) {
+			r := newEgressRigOn(t, target)
+			poolP := r.provider(t, "")
+			rec, err := poolP.Standby(t.Context(), sandbox.StandbySpec{Harness: claude.Harness, Pool: "bxt-confined", MaxAge: 5 * time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = poolP.DestroyStandby(context.WithoutCancel(t.Context()), rec) })
+			if rec.Egress == nil || rec.Egress.Open || len(rec.Egress.Allow) != 1 && target == "kubernetes" || rec.Address == "" {
+				t.Errorf("standby record: egress %v, address %q; want deny-all (the broker's rule where the vendor's rules hold it) and the box's address", rec.Egress, rec.Address)
+			}
+			box, err := r.vendor.Connect(t.Context(), rec.BoxID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reach := "curl -sk --max-time " + attack.ProbeTimeout + " https://" + attack.AllowedName + "/"
+			if out := sh(t, box, reach+"; true"); strings.Contains(out, attack.AllowedBody) {
+				t.Fatalf("a standby box of a confined pool reached the allowed host: %q", out)
+			}
+
+			openP := r.f.On(t, sandboxtest.Target{Name: r.target, Vendor: r.vendor, Image: r.image}, nil)
+			if _, err := openP.Claim(t.Context(), rec, sandbox.CreateRequest{Profile: claude}); !errors.Is(err, sandbox.ErrEgressMismatch) {
+				t.Fatalf("an open provider's claim of a confined box = %v, want ErrEgressMismatch", err)
+			}
+
+			env, err := r.provider(t, attack.AllowedName).Claim(t.Context(), rec, sandbox.CreateRequest{Profile: claude})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = env.Destroy(context.WithoutCancel(t.Context())) })
+			if got := env.Egress(); got == nil || got.String() != attack.AllowedName {
+				t.Errorf("Egress() of the claimed box = %v, want %s", got, attack.AllowedName)
+			}
+			if out := sh(t, env.Box(), reach+"; true"); out != attack.AllowedBody {
+				t.Errorf("the claimed box got %q from the allowed host, want %q", out, attack.AllowedBody)
+			}
+			other := "curl -sk --max-time " + attack.ProbeTimeout + " https://" + attack.OtherName + "/; true"
+			if out := sh(t, env.Box(), other); strings.Contains(out, "decoy") || r.atk.Leaked(attack.Plan{}) != 0 {
+				t.Errorf("the claimed box reached another name: %q", out)
+			}
+			if text, _, err := sandboxtest.Turn(t.Context(), env, provider.Turn{Prompt: "claimed " + randText()}); err != nil || text != replyText {
+				t.Errorf("a turn in the claimed box = %q, %v; want the broker reached", text, err)
+			}
+		})
+	}
+}

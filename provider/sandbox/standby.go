@@ -23,6 +23,7 @@ import (
 	"github.com/tangle-network/boxctl/pins"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
+	"github.com/tangle-network/boxctl/vendors/egress"
 	"github.com/tangle-network/boxctl/vendors/reaper"
 )
 
@@ -51,6 +52,13 @@ type StandbyRecord struct {
 	// Keeper is the owner label of the process that keeps the box
 	// pooled; its box is gone with it.
 	Keeper string `json:"keeper"`
+	// Egress is the policy the box waits under (Options.Egress of the
+	// pool's provider): nil for an open box. A claim asks for a policy
+	// of the same kind, confined or open, and replaces it.
+	Egress *egress.Policy `json:"egress,omitempty"`
+	// Address is the box's address where its vendor tells it: the
+	// claim's gate and broker bind it without asking the vendor.
+	Address string `json:"address,omitempty"`
 }
 
 // String describes the record without its token.
@@ -107,8 +115,15 @@ func (p *Provider) Standby(ctx context.Context, s StandbySpec) (StandbyRecord, e
 	p.emit(Event{Type: EventCreated, BoxID: box.ID(), RunTag: spec.RunTag})
 	rec := StandbyRecord{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Harness: h.Name, RunTag: spec.RunTag, Token: newSecret(),
 		Created: time.Now(), Keeper: spec.Owner}
-	ep, err := p.bootStandby(ctx, box, h, rec.Token)
+	// A confined pool's box waits under the pool's policy (deny-all,
+	// but the broker) from its start: the claim replaces it.
+	egressAddr, err := p.confine(ctx, box, spec)
+	var ep vendors.Endpoint
+	if err == nil {
+		ep, err = p.bootStandby(ctx, box, h, rec.Token)
+	}
 	if err != nil {
+		p.forgetEgress(ctx, egressAddr)
 		err = p.cleanup(ctx, box, fmt.Errorf("standby box: %w", err))
 		p.emit(Event{Type: EventDestroyed, BoxID: box.ID(), RunTag: spec.RunTag, Reason: ReasonFailure, Detail: err.Error()})
 		return StandbyRecord{}, err
@@ -118,13 +133,20 @@ func (p *Provider) Standby(ctx context.Context, s StandbySpec) (StandbyRecord, e
 	} else {
 		rec.Deadline = rec.Created.Add(spec.Lifetime)
 	}
-	conn := standbyConn{box: box, ep: ep}
-	if a, ok := box.(vendors.Addressed); ok && p.o.Broker != nil {
+	conn := standbyConn{box: box, ep: ep, addr: egressAddr}
+	if confined(spec) {
+		pol := *spec.Egress
+		rec.Egress = &pol
+	}
+	if a, ok := box.(vendors.Addressed); ok && !conn.addr.IsValid() {
 		// Known now, so that a claim asks the vendor nothing: the
-		// broker binds the box's token to it.
+		// broker binds the box's token to it, a gate its policy.
 		if addr, err := a.Address(ctx); err == nil {
 			conn.addr = addr
 		}
+	}
+	if conn.addr.IsValid() {
+		rec.Address = conn.addr.String()
 	}
 	p.standbys.Store(rec.BoxID, conn)
 	return rec, nil
@@ -236,12 +258,19 @@ func (p *Provider) standbyBox(ctx context.Context, rec StandbyRecord) (standbyCo
 		return standbyConn{}, err
 	}
 	ep, err := box.Endpoint(ctx, BridgePort)
-	return standbyConn{box: box, ep: ep}, err
+	conn := standbyConn{box: box, ep: ep}
+	if a, perr := netip.ParseAddr(rec.Address); perr == nil {
+		conn.addr = a
+	}
+	return conn, err
 }
 
 // DestroyStandby removes a standby box; one already gone is not an error.
 func (p *Provider) DestroyStandby(ctx context.Context, rec StandbyRecord) error {
 	p.standbys.Delete(rec.BoxID)
+	if a, err := netip.ParseAddr(rec.Address); err == nil && rec.Egress != nil {
+		defer p.forgetEgress(ctx, a)
+	}
 	box, err := p.o.Vendor.Connect(ctx, rec.BoxID)
 	if errors.Is(err, vendors.ErrNotFound) {
 		return nil
@@ -313,6 +342,12 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 		return nil, err
 	}
 	box, ep := conn.box, conn.ep
+	pol, egressAddr, err := p.claimEgress(pctx, box, conn.addr, rec, req)
+	if err != nil {
+		err = fmt.Errorf("claim: %w", err)
+		end(err)
+		return nil, err
+	}
 	claim, err := p.newClaim(pctx, box, conn.addr, req, deadline)
 	if err != nil {
 		end(err)
@@ -337,7 +372,12 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 	if err != nil {
 		return nil, err
 	}
-	return p.afterClaim(ctx, t, box, ep, rec, req, h, claim)
+	e, err := p.afterClaim(ctx, t, box, ep, rec, req, h, claim)
+	if err != nil {
+		return nil, err
+	}
+	e.egress, e.egressAddr = pol, egressAddr
+	return e, nil
 }
 
 // newClaim is the handover of req's environment to box, ending at

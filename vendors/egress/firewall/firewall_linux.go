@@ -1,6 +1,7 @@
 package firewall
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -71,10 +72,21 @@ func owner(conn *nftables.Conn, bridge string) (int, bool) {
 	return pid, err == nil
 }
 
-// alive reports whether process pid exists.
+// alive reports whether process pid runs: it exists, and has not exited
+// (a zombie its parent has not reaped serves nothing).
 func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true // unreadable: assume it runs
+	}
+	// The state follows the command, which is in parentheses.
+	if i := bytes.LastIndexByte(st, ')'); i >= 0 && i+2 < len(st) {
+		return st[i+2] != 'Z' && st[i+2] != 'X'
+	}
+	return true
 }
 
 // Uninstall removes the table of bridge, if any.

@@ -27,6 +27,11 @@ func DefaultName(target, harness, image, runtime string) string {
 	return strings.ToLower(name)
 }
 
+// ConfinedSuffix ends the name of a pool whose boxes wait with their
+// egress denied (sandbox.Options.Egress): a confined claim takes from it,
+// an open one from the pool of the same name without it.
+const ConfinedSuffix = "-deny"
+
 // Names lists the pools with a file in dir ("" for DefaultDir).
 func Names(dir string) ([]string, error) {
 	if dir == "" {
