@@ -3,15 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/pool"
 	"github.com/tangle-network/boxctl/internal/boxtest"
 	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/e2btest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/e2b/e2bemu"
@@ -20,11 +24,12 @@ import (
 	"github.com/tangle-network/boxctl/vendors/open"
 )
 
-// TestBoxVerbs_Egress drives a confined box from the command line: up
-// --egress deny makes a box that reaches the broker (its turn runs) and
+// TestBoxVerbs_Egress drives a confined box from the command line: a
+// plain up (egress denied by default) claims a box from a confined pool
+// (pool up), and that box reaches the broker (its turn runs) and
 // nothing else; net --allow opens one address and port of a listener of
 // the test's, net --deny closes it again, each holding when net returns;
-// ls shows the policy.
+// ls shows the policy. up --egress open makes an open box, cold.
 func TestBoxVerbs_Egress(t *testing.T) {
 	env := testbed.Require(t)
 	cli, err := dockerclient.New(env.DockerHost)
@@ -57,13 +62,37 @@ func TestBoxVerbs_Egress(t *testing.T) {
 	probe := `node -e 'const s=require("net").connect({host:"` + target.Addr().String() + `",port:` + "18080" + `},()=>s.write("probe"));
 s.setTimeout(3000,()=>{console.log("timeout");s.destroy()});s.on("data",d=>{console.log(String(d));s.destroy()});s.on("error",e=>console.log("error",e.code))'`
 
-	r := boxctl(t, t.Context(), nil, "up", "--router", "local", "--image", img, "--lifetime", "10m", "--egress", "deny", "-o", "json")
+	// A pool keeps a confined box (the default), and a plain up (egress
+	// denied by default) claims it.
+	kctx, stopKeeper := context.WithCancel(t.Context())
+	kept := make(chan cmdResult, 1)
+	go func() {
+		var out, status lockedBuffer
+		kept <- boxctlTo(t, kctx, nil, &out, &status, "pool", "up", "--image", img, "--size", "1", "--max-age", "1h")
+	}()
+	defer func() {
+		stopKeeper()
+		<-kept
+	}()
+	name := pool.DefaultName("docker", "claude-code", img, "") + pool.ConfinedSuffix
+	polltest.UntilNil(t, 3*time.Minute, "a box waiting in pool "+name, func() error {
+		var pools []pool.Summary
+		r := boxctl(t, t.Context(), nil, "pool", "ls", "-o", "json")
+		if err := json.Unmarshal([]byte(r.stdout), &pools); r.code != 0 || err != nil {
+			return fmt.Errorf("pool ls: exit %d, %v", r.code, err)
+		}
+		if i := slices.IndexFunc(pools, func(p pool.Summary) bool { return p.Name == name }); i < 0 || pools[i].Ready < 1 {
+			return fmt.Errorf("pools %+v", pools)
+		}
+		return nil
+	})
+	r := boxctl(t, t.Context(), nil, "up", "--router", "local", "--image", img, "--lifetime", "10m", "-o", "json")
 	if r.code != 0 {
-		t.Fatalf("up --egress deny: exit %d: %v", r.code, r.err)
+		t.Fatalf("up: exit %d: %v", r.code, r.err)
 	}
 	var up upResult
-	if err := json.Unmarshal([]byte(r.stdout), &up); err != nil || up.Egress != "deny" {
-		t.Fatalf("up printed %q (%v): want egress deny", r.stdout, err)
+	if err := json.Unmarshal([]byte(r.stdout), &up); err != nil || up.Egress != "deny" || up.Pool != pool.Hit {
+		t.Fatalf("up printed %q (%v): want egress deny, claimed from the confined pool", r.stdout, err)
 	}
 	if r := boxctl(t, t.Context(), nil, "turn", "last", "Say hello"); r.code != 0 || !strings.Contains(r.stdout, localReply) {
 		t.Fatalf("turn in a confined box: exit %d, %q: want the broker reached", r.code, r.stdout)
@@ -97,6 +126,19 @@ s.setTimeout(3000,()=>{console.log("timeout");s.destroy()});s.on("data",d=>{cons
 	}
 	if r := boxctl(t, t.Context(), nil, "net", "last", "--allow", "example.com:22"); r.code != 2 {
 		t.Errorf("net --allow with a bad port: exit %d, want 2", r.code)
+	}
+	if r := boxctl(t, t.Context(), nil, "rm", "last"); r.code != 0 {
+		t.Errorf("rm: exit %d: %v", r.code, r.err)
+	}
+
+	// Open by choice: no open pool waits, so the box is made cold, and it
+	// reaches the listener.
+	r = boxctl(t, t.Context(), nil, "up", "--router", "local", "--image", img, "--lifetime", "10m", "--egress", "open", "-o", "json")
+	if err := json.Unmarshal([]byte(r.stdout), &up); r.code != 0 || err != nil || up.Egress != "open" || up.Pool != pool.Cold {
+		t.Fatalf("up --egress open: exit %d, %q (%v): want an open box made cold", r.code, r.stdout, err)
+	}
+	if out := try(); out != "reached" {
+		t.Errorf("an open box got %q, want the listener reached", out)
 	}
 	if r := boxctl(t, t.Context(), nil, "rm", "last"); r.code != 0 {
 		t.Errorf("rm: exit %d: %v", r.code, r.err)
