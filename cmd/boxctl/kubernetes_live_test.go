@@ -60,7 +60,11 @@ func TestKubernetes_BuildUpTurn(t *testing.T) {
 		t.Fatalf("build record = %+v, want the pushed image", rec)
 	}
 
-	r = boxctl(t, t.Context(), tr, "up", "--target", "kubernetes", "--egress", "open", "--router", "local", "--lifetime", "10m", "-o", "json")
+	// Egress denied by default, through a relay the broker serves where
+	// the pods reach it.
+	relay := kubetest.FreeRelay(t)
+	t.Setenv(open.EnvKubeEgressRelay, relay.String())
+	r = boxctl(t, t.Context(), tr, "up", "--target", "kubernetes", "--router", "local", "--lifetime", "10m", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("up --target kubernetes: exit %d: %v", r.code, r.err)
 	}
@@ -68,11 +72,21 @@ func TestKubernetes_BuildUpTurn(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &up); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(up.ID, "boxctl-") || up.Image != rec.Reference {
-		t.Errorf("up printed %+v, want a Sandbox of the registry build %s", up, rec.Reference)
+	if !strings.HasPrefix(up.ID, "boxctl-") || up.Image != rec.Reference || up.Egress != "deny" {
+		t.Errorf("up printed %+v, want a confined Sandbox of the registry build %s", up, rec.Reference)
 	}
 	if r := boxctl(t, t.Context(), tr, "turn", "last", "Hello from Kubernetes"); r.code != 0 || !strings.Contains(r.stdout, localReply) {
 		t.Fatalf("turn: exit %d (%v), stdout %q; want the local model's reply", r.code, r.err, r.stdout)
+	}
+	if r := boxctl(t, t.Context(), tr, "exec", "last", "--", "sh", "-c", "cat /etc/resolv.conf"); r.code != 0 || !strings.Contains(r.stdout, "nameserver "+relay.String()) {
+		t.Errorf("the box's resolv.conf: exit %d, %q; want the relay %s", r.code, r.stdout, relay)
+	}
+	if r := boxctl(t, t.Context(), tr, "net", "last", "--allow", "192.0.2.7:5432"); r.code != 0 {
+		t.Fatalf("net --allow: exit %d: %v", r.code, r.err)
+	}
+	if np := kubetest.Kubectl(t, "get", "networkpolicy/"+up.ID, "-o", "jsonpath={.spec.egress[*].to[*].ipBlock.cidr}"); !strings.Contains(string(np), "192.0.2.7/32") ||
+		!strings.Contains(string(np), relay.String()+"/32") {
+		t.Errorf("the box's NetworkPolicy reaches %q; want the relay and the address net allowed", np)
 	}
 	if r := boxctl(t, t.Context(), tr, "exec", "last", "--", "sh", "-c", "echo in-$(id -u)"); r.code != 0 || r.stdout != "in-10001\n" {
 		t.Errorf("exec: exit %d (%v), stdout %q", r.code, r.err, r.stdout)

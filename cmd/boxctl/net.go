@@ -17,6 +17,10 @@ import (
 	"github.com/tangle-network/boxctl/vendors/egress/gate"
 )
 
+// egressRelayer is a vendor whose confined boxes reach a relay of the
+// caller's at an address of its own (Kubernetes).
+type egressRelayer interface{ EgressRelay() netip.Addr }
+
 // egressBridger is a vendor whose confined boxes share one bridge of this
 // machine (Docker).
 type egressBridger interface {
@@ -27,6 +31,18 @@ type egressBridger interface {
 // rules, relay and resolver live in the broker's process, beside the
 // broker the boxes always reach at brokerURL) and returns a client of it.
 func (a *app) egressGate(ctx context.Context, s *boxstate.Store, v vendors.Vendor, brokerURL string) (*gate.Client, error) {
+	if r, ok := v.(egressRelayer); ok && r.EgressRelay().IsValid() {
+		// A relay without a bridge, where the cluster's pods reach it:
+		// their NetworkPolicies confine them.
+		if _, err := a.ensureBroker(ctx, s); err != nil {
+			return nil, err
+		}
+		c := gate.Dial(brokerSocket(s), gate.RelayName(r.EgressRelay()))
+		if err := c.Start(ctx, r.EgressRelay(), netip.AddrPort{}); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
 	eb, ok := v.(egressBridger)
 	if !ok {
 		return nil, usageErrorf("target %s: an egress policy is enforced here on docker only", v.Name())
@@ -152,6 +168,10 @@ func setNet(ctx context.Context, a *app, s *boxstate.Store, rec *boxstate.Record
 		if err == nil {
 			err = setter.SetEgress(ctx, vp)
 		}
+		if err == nil && enf.EgressRules().Relay {
+			// The relay holds the domains, by the box's address.
+			err = setRelayed(ctx, a, s, v, box, url, vp)
+		}
 		if err != nil {
 			return err
 		}
@@ -183,4 +203,22 @@ func setNet(ctx context.Context, a *app, s *boxstate.Store, rec *boxstate.Record
 		}
 		return nil
 	})
+}
+
+// setRelayed gives the relay of box's vendor the box's policy p, by its
+// address.
+func setRelayed(ctx context.Context, a *app, s *boxstate.Store, v vendors.Vendor, box vendors.Box, brokerURL string, p egress.Policy) error {
+	ad, ok := box.(vendors.Addressed)
+	if !ok {
+		return fmt.Errorf("egress: vendor %s does not tell a box's address", v.Name())
+	}
+	addr, err := ad.Address(ctx)
+	if err != nil {
+		return err
+	}
+	g, err := a.egressGate(ctx, s, v, brokerURL)
+	if err != nil {
+		return err
+	}
+	return g.Set(ctx, addr, p)
 }

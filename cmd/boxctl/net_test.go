@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/tangle-network/boxctl/vendors/open"
 )
 
 func TestUpCmd_Egress(t *testing.T) {
@@ -48,6 +50,16 @@ func TestUpCmd_Egress(t *testing.T) {
 				t.Errorf("up %v: egress %q, want %q", tt.args, summary, tt.want)
 			}
 		})
+	}
+}
+
+// TestUpCmd_EgressKubernetesRelay: with a relay the pods reach, a
+// Kubernetes box is denied by default like any other.
+func TestUpCmd_EgressKubernetesRelay(t *testing.T) {
+	t.Setenv(open.EnvKubeEgressRelay, "10.99.0.5")
+	got, called, err := parseCmd(t, newUpCmd, "up", "--router", "local", "--target", "kubernetes", "--allow", "example.com")
+	if err != nil || !called || got.egress == nil || got.egress.Summary() != "deny+example.com" {
+		t.Fatalf("up --target kubernetes with a relay: %v, %v (called %v); want deny+example.com", got.egress, err, called)
 	}
 }
 

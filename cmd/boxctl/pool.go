@@ -90,7 +90,7 @@ func runPoolUp(ctx context.Context, a *app, o *poolOptions) error {
 	if err := up.lastImage(a); err != nil {
 		return err
 	}
-	pol, err := egressFlags(o.egressMode, nil, o.target)
+	pol, err := egressFlags(o.egressMode, nil, o.target, false)
 	if err != nil {
 		return err
 	}

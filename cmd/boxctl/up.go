@@ -18,6 +18,7 @@ import (
 	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/egress"
 	"github.com/tangle-network/boxctl/vendors/kubernetes"
+	"github.com/tangle-network/boxctl/vendors/open"
 )
 
 // The Router's environment: its URL and the key (never a flag).
@@ -148,7 +149,7 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 	if err := checkWebhooks(o.webhooks, getenv); err != nil {
 		return err
 	}
-	if err := o.resolveEgress(); err != nil {
+	if err := o.resolveEgress(getenv); err != nil {
 		return err
 	}
 	if o.bridgeOTLP != "" {
@@ -210,8 +211,8 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 }
 
 // resolveEgress reads --egress and --allow into the box's policy.
-func (o *upOptions) resolveEgress() error {
-	p, err := egressFlags(o.egressMode, o.allow, o.target)
+func (o *upOptions) resolveEgress(getenv func(string) string) error {
+	p, err := egressFlags(o.egressMode, o.allow, o.target, getenv(open.EnvKubeEgressRelay) != "")
 	if err != nil {
 		return err
 	}
@@ -220,8 +221,9 @@ func (o *upOptions) resolveEgress() error {
 }
 
 // egressFlags reads --egress (deny when empty) and --allow of a box on
-// target into its policy.
-func egressFlags(mode string, allow []string, target string) (egress.Policy, error) {
+// target into its policy; relay reports a Kubernetes relay
+// ($BOXCTL_KUBE_EGRESS_RELAY).
+func egressFlags(mode string, allow []string, target string, relay bool) (egress.Policy, error) {
 	switch mode {
 	case "", egressDeny, egress.Open:
 	default:
@@ -231,9 +233,9 @@ func egressFlags(mode string, allow []string, target string) (egress.Policy, err
 	if err != nil {
 		return egress.Policy{}, usageErrorf("--allow: %v", err)
 	}
-	if !p.Open && target == kubernetes.Name {
-		return egress.Policy{}, usageErrorf("--target %s: the box's egress is denied by default, and boxctl up confines boxes on docker, e2b and daytona; "+
-			"a Kubernetes box is confined through a relay its pods reach (the Go API: kubernetes.WithEgressRelay): pass --egress open", target)
+	if !p.Open && target == kubernetes.Name && !relay {
+		return egress.Policy{}, usageErrorf("--target %s: the box's egress is denied by default, through a relay the cluster's pods reach: "+
+			"set $%s to an address of this machine they reach (the broker serves the relay there), or pass --egress open", target, open.EnvKubeEgressRelay)
 	}
 	return p, nil
 }

@@ -55,7 +55,7 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 	access.BrokerCA = o.brokerCA
 	defer localbroker.KeepAwake(ctx, access.Broker, localbroker.KeepAwakeEvery)()
 	var gate sandbox.EgressGate
-	if _, own := v.(vendors.EgressEnforcer); o.confined() && !own {
+	if e, own := v.(vendors.EgressEnforcer); o.confined() && (!own || e.EgressRules().Relay) {
 		if gate, err = a.egressGate(ctx, s, v, access.BrokerURL); err != nil {
 			return err
 		}

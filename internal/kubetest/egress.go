@@ -3,6 +3,7 @@ package kubetest
 import (
 	"context"
 	"errors"
+	"net"
 	"net/netip"
 	"syscall"
 	"testing"
@@ -23,12 +24,12 @@ func EgressGate(t testing.TB, o gate.Options) *gate.Gate {
 	if env.KubeRelayNet == "" {
 		t.Fatal("the test bed's state has no BOXCTL_TEST_KUBE_RELAY_NET: run make testbed")
 	}
-	net, err := netip.ParsePrefix(env.KubeRelayNet)
+	pfx, err := netip.ParsePrefix(env.KubeRelayNet)
 	if err != nil {
 		t.Fatalf("BOXCTL_TEST_KUBE_RELAY_NET: %v", err)
 	}
 	o.Bridge = ""
-	for a := net.Masked().Addr().Next(); net.Contains(a); a = a.Next() {
+	for a := pfx.Masked().Addr().Next(); pfx.Contains(a); a = a.Next() {
 		o.Gateway = a
 		g, err := gate.Start(t.Context(), o)
 		if errors.Is(err, syscall.EADDRINUSE) {
@@ -46,6 +47,33 @@ func EgressGate(t testing.TB, o gate.Options) *gate.Gate {
 		})
 		return g
 	}
-	t.Fatalf("every address of %s holds an egress gate", net)
+	t.Fatalf("every address of %s holds an egress gate", pfx)
 	return nil
+}
+
+// FreeRelay returns an address of the test bed's relay range on which
+// nothing listens now, from the top of the range (EgressGate takes them
+// from the bottom), for a relay another process of the test starts (a
+// boxctl broker).
+func FreeRelay(t testing.TB) netip.Addr {
+	t.Helper()
+	env := testbed.Require(t)
+	pfx, err := netip.ParsePrefix(env.KubeRelayNet)
+	if err != nil {
+		t.Fatalf("BOXCTL_TEST_KUBE_RELAY_NET %q: %v (run make testbed)", env.KubeRelayNet, err)
+	}
+	last := pfx.Masked().Addr()
+	for a := last; pfx.Contains(a); a = a.Next() {
+		last = a
+	}
+	for a := last.Prev(); pfx.Contains(a) && a != pfx.Masked().Addr(); a = a.Prev() {
+		l, err := net.Listen("tcp4", netip.AddrPortFrom(a, 443).String())
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return a
+	}
+	t.Fatalf("every address of %s holds a relay", pfx)
+	return netip.Addr{}
 }

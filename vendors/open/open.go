@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -35,6 +36,10 @@ const (
 	EnvKubeNamespace = "BOXCTL_KUBE_NAMESPACE"
 	EnvKubePool      = "BOXCTL_KUBE_POOL"
 	EnvKubeHost      = "BOXCTL_KUBE_HOST_ADDRESS"
+	// EnvKubeEgressRelay is an IPv4 address of this machine the cluster's
+	// pods reach, where the broker serves the confined boxes' relay and
+	// resolver (ports 53, 80 and 443): kubernetes.WithEgressRelay.
+	EnvKubeEgressRelay = "BOXCTL_KUBE_EGRESS_RELAY"
 	// EnvKubeStorageClass is the StorageClass of suspendable boxes' volumes.
 	EnvKubeStorageClass = "BOXCTL_KUBE_STORAGE_CLASS"
 	// EnvE2BHost and EnvDaytonaHost name this machine's address as an
@@ -191,6 +196,13 @@ func Kubernetes(o Options) (*kubernetes.Vendor, error) {
 	}
 	if sc := o.Getenv(EnvKubeStorageClass); sc != "" {
 		opts = append(opts, kubernetes.WithStorageClass(sc))
+	}
+	if r := o.Getenv(EnvKubeEgressRelay); r != "" {
+		addr, err := netip.ParseAddr(r)
+		if err != nil || !addr.Is4() {
+			return nil, &ConfigError{Err: fmt.Errorf("$%s %q: want an IPv4 address", EnvKubeEgressRelay, r)}
+		}
+		opts = append(opts, kubernetes.WithEgressRelay(addr))
 	}
 	v, err := kubernetes.New(opts...)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 	"sync"
 
 	"github.com/tangle-network/boxctl/internal/adminapi"
@@ -28,14 +29,32 @@ type Gates struct {
 	gates map[string]*Gate
 }
 
-// Ensure returns the gate of o.Bridge, starting it with o (and Defaults)
-// if there is none.
+// RelayName is the name in the gates' API of the gate without a bridge
+// whose relay and resolver listen at addr (a Kubernetes cluster's
+// boxes').
+func RelayName(addr netip.Addr) string { return relayPrefix + addr.String() }
+
+const relayPrefix = "relay-"
+
+// name is o's gate's name: its bridge, or RelayName of its address.
+func name(o Options) string {
+	if o.Bridge == "" {
+		return RelayName(o.Gateway)
+	}
+	return o.Bridge
+}
+
+// Ensure returns the gate of o.Bridge (or, without one, of o.Gateway's
+// relay), starting it with o (and Defaults) if there is none.
 func (gs *Gates) Ensure(ctx context.Context, o Options) (*Gate, error) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	if g, ok := gs.gates[o.Bridge]; ok {
+	if g, ok := gs.gates[name(o)]; ok {
 		if g.o.Gateway != o.Gateway || g.o.Broker != o.Broker {
-			return nil, fmt.Errorf("gate: bridge %s is held with gateway %v and broker %v", o.Bridge, g.o.Gateway, g.o.Broker)
+			return nil, fmt.Errorf("gate: %s is held with gateway %v and broker %v", name(o), g.o.Gateway, g.o.Broker)
+		}
+		if o.Bridge == "" {
+			return g, nil
 		}
 		// Someone removed its rules (firewall.Uninstall): start it again,
 		// its boxes' policies with it.
@@ -63,7 +82,7 @@ func (gs *Gates) Ensure(ctx context.Context, o Options) (*Gate, error) {
 	if gs.gates == nil {
 		gs.gates = map[string]*Gate{}
 	}
-	gs.gates[o.Bridge] = g
+	gs.gates[name(o)] = g
 	return g, nil
 }
 
@@ -98,7 +117,8 @@ type policyBody struct {
 }
 
 // Handler serves the gates for their owner only (a unix socket of mode
-// 0600): PUT /v1/gates/{bridge} ({"gateway","broker"}) starts one;
+// 0600): PUT /v1/gates/{bridge} ({"gateway","broker"}) starts one (a
+// bridge named RelayName(gateway) is a relay without a bridge);
 // PUT /v1/gates/{bridge}/boxes/{addr} ({"policy"}) sets a box's policy,
 // holding when it answers; GET answers it; DELETE forgets the box. Errors
 // are {"type","message"} with a 4xx status.
@@ -109,7 +129,17 @@ func (gs *Gates) Handler() http.Handler {
 		if !adminapi.Decode(w, r, &b) {
 			return
 		}
-		if _, err := gs.Ensure(r.Context(), Options{Bridge: r.PathValue("bridge"), Gateway: b.Gateway, Broker: b.Broker}); err != nil {
+		o := Options{Bridge: r.PathValue("bridge"), Gateway: b.Gateway, Broker: b.Broker}
+		if a, ok := strings.CutPrefix(o.Bridge, relayPrefix); ok {
+			// A relay without a bridge, named by its address.
+			addr, err := netip.ParseAddr(a)
+			if err != nil || addr != b.Gateway {
+				adminapi.Write(w, http.StatusBadRequest, adminapi.Error{Type: "invalid_address", Message: "relay " + a + ": want the gateway's address in its name"})
+				return
+			}
+			o.Bridge = ""
+		}
+		if _, err := gs.Ensure(r.Context(), o); err != nil {
 			adminapi.Write(w, http.StatusBadRequest, adminapi.Error{Type: "gate_failed", Message: err.Error()})
 			return
 		}
