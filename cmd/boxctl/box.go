@@ -35,7 +35,9 @@ func (a *app) openVendor(target string) (vendors.Vendor, func(), error) {
 
 // openState returns the user's state store.
 func (a *app) openState() (*boxstate.Store, error) {
-	return boxstate.Open(boxstate.Options{Logger: a.log})
+	var s *boxstate.Store
+	s, err := boxstate.Open(boxstate.Options{Logger: a.log, Gates: a.recordGate(&s)})
+	return s, err
 }
 
 // readState opens the state store and reads it.

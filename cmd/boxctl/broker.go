@@ -131,6 +131,28 @@ func (a *app) brokerAccess(s *boxstate.Store) boxstate.AccessFunc {
 	}
 }
 
+// recordGate is the gate of a confined box of the state s (boxstate
+// Options.Gates): the user's broker's, where boxctl enforces the box's
+// policy (Docker, a Kubernetes relay); none where the vendor does.
+func (a *app) recordGate(s **boxstate.Store) boxstate.GateFunc {
+	return func(ctx context.Context, v vendors.Vendor, rec *boxstate.Record) (sandbox.EgressGate, error) {
+		if e, own := v.(vendors.EgressEnforcer); own && !e.EgressRules().Relay {
+			return nil, nil
+		}
+		bc, err := a.ensureBroker(ctx, *s)
+		if err != nil {
+			return nil, err
+		}
+		url := rec.BrokerURL
+		if url == "" {
+			if url, err = brokerURL(ctx, bc, v); err != nil {
+				return nil, err
+			}
+		}
+		return a.egressGate(ctx, *s, v, url)
+	}
+}
+
 // brokerURL has the broker serve v's boxes where they reach this machine.
 func brokerURL(ctx context.Context, bc *broker.Client, v vendors.Vendor) (string, error) {
 	host, err := localHost(ctx, v)

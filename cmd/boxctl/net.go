@@ -80,9 +80,11 @@ func newNetCmd(a *app, runF func(context.Context, *netOptions) error) *cobra.Com
 	cmd := &cobra.Command{
 		Use:   "net <box>",
 		Short: "Show or change the egress policy of a running box",
-		Long: `net prints the egress policy of a box made with up --allow or --egress deny, and
-with --allow or --deny changes it: the change holds when net returns (new connections
-and name lookups see it, and connections it no longer allows are closed). RULE is a
+		Long: `net prints the egress policy of a confined box (up's default), and with --allow
+or --deny changes it: the change holds when net returns (new connections and name
+lookups see it, and connections it no longer allows are closed); on Kubernetes an
+address rule holds once the cluster's network plugin applies the box's NetworkPolicy,
+a domain rule at once. RULE is a
 domain (example.com, *.example.com), an IPv4 address or CIDR, each with an optional
 port (example.com:443, 10.0.0.0/8:5432); --deny removes a rule the policy lists. A box
 made open stays open, and a confined box is not opened.`,
@@ -106,7 +108,7 @@ made open stays open, and a confined box is not opened.`,
 
 // errNotConfined is the error of net on a box made without a policy,
 // or open.
-var errNotConfined = errors.New("the box was made without an egress policy (up --allow or --egress deny): its network is open")
+var errNotConfined = errors.New("the box was made open (up --egress open, or before egress was denied by default): its network stays open")
 
 func runNet(ctx context.Context, a *app, o *netOptions) error {
 	s, st, err := a.readState()
@@ -165,14 +167,24 @@ func setNet(ctx context.Context, a *app, s *boxstate.Store, rec *boxstate.Record
 			return usageError{fmt.Errorf("target %s: %w", rec.Target, &vendors.UnsupportedError{Vendor: v.Name(), Field: vendors.FieldEgress})}
 		}
 		vp, err := sandbox.VendorEgress(p, url, enf.EgressRules())
-		if err == nil {
-			err = setter.SetEgress(ctx, vp)
-		}
-		if err == nil && enf.EgressRules().Relay {
-			// The relay holds the domains, by the box's address.
-			err = setRelayed(ctx, a, s, v, box, url, vp)
-		}
 		if err != nil {
+			return err
+		}
+		if enf.EgressRules().Relay {
+			// The relay holds the domains, by the box's address: it first
+			// (a narrowed list holds at once), put back if the vendor's
+			// rules fail.
+			old, err := sandbox.VendorEgress(*rec.Egress, url, enf.EgressRules())
+			if err != nil {
+				return err
+			}
+			if err := setRelayed(ctx, a, s, v, box, url, vp); err != nil {
+				return err
+			}
+			if err := setter.SetEgress(ctx, vp); err != nil {
+				return errors.Join(err, setRelayed(context.WithoutCancel(ctx), a, s, v, box, url, old))
+			}
+		} else if err := setter.SetEgress(ctx, vp); err != nil {
 			return err
 		}
 		return s.Update(ctx, func(st *boxstate.State) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/render"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors/docker"
+	"github.com/tangle-network/boxctl/vendors/egress"
 )
 
 // poolOptions are the flags of `boxctl pool`.
@@ -90,14 +91,14 @@ func runPoolUp(ctx context.Context, a *app, o *poolOptions) error {
 	if err := up.lastImage(a); err != nil {
 		return err
 	}
+	if o.egressMode != egress.Open && o.target != docker.Name {
+		return usageErrorf("--target %s: a pool of confined boxes is kept on docker: pass --egress open", o.target)
+	}
 	pol, err := egressFlags(o.egressMode, nil, o.target, false)
 	if err != nil {
 		return err
 	}
 	up.egress, up.harness, up.runtime = &pol, o.harness, o.runtime
-	if up.confined() && o.target != docker.Name {
-		return usageErrorf("--target %s: a pool of confined boxes is kept on docker: pass --egress open", o.target)
-	}
 	v, closeVendor, err := a.openVendor(o.target)
 	if err != nil {
 		return err

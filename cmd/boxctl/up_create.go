@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/tangle-network/boxctl/vendors/egress/firewall"
+	"github.com/tangle-network/boxctl/vendors/egress/gate"
 	"regexp"
 	"strings"
 	"time"
@@ -57,7 +60,7 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 	var gate sandbox.EgressGate
 	if e, own := v.(vendors.EgressEnforcer); o.confined() && (!own || e.EgressRules().Relay) {
 		if gate, err = a.egressGate(ctx, s, v, access.BrokerURL); err != nil {
-			return err
+			return o.egressHint(err)
 		}
 	}
 	var (
@@ -67,7 +70,7 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 	rec, err = s.Create(ctx, v, rec, func(ctx context.Context, tag string) (sandbox.Reference, error) {
 		env, how, err := createBox(ctx, a, v, o, tag, s.Owner(), access, gate, s.Record)
 		if err != nil {
-			return sandbox.Reference{}, err
+			return sandbox.Reference{}, o.egressHint(err)
 		}
 		phases, outcome = env.Timings(), how
 		ref := env.Reference()
@@ -78,6 +81,21 @@ func runUp(ctx context.Context, a *app, o *upOptions) error {
 		return err
 	}
 	return printUp(a, o, rec, phases, outcome)
+}
+
+// egressHint adds to an error of confining the box (a gate that could
+// not start, a vendor that cannot say the policy) that --egress open is
+// the way to an open box, when the box is denied by default.
+func (o *upOptions) egressHint(err error) error {
+	var u *vendors.UnsupportedError
+	var spec *vendors.SpecError
+	var held *firewall.HeldError
+	egressErr := errors.Is(err, docker.ErrEgressUnenforced) || errors.As(err, &held) ||
+		(errors.As(err, &u) && u.Field == vendors.FieldEgress) || (errors.As(err, &spec) && strings.Contains(spec.Error(), "egress"))
+	if err == nil || !o.confined() || len(o.allow) > 0 || !egressErr && !errors.As(err, new(*gate.APIError)) {
+		return err
+	}
+	return fmt.Errorf("%w (the box's egress is denied by default; --egress open lets it reach anything)", err)
 }
 
 // poolable reports whether up's box may come from a pool: a pooled box

@@ -3,13 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
+	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/docker"
 	"github.com/tangle-network/boxctl/vendors/egress"
+	"github.com/tangle-network/boxctl/vendors/egress/firewall"
+	"github.com/tangle-network/boxctl/vendors/egress/gate"
 )
 
 // parseCmd runs cmd with args through its runF, which stores what it
@@ -195,6 +201,33 @@ func TestUpOptions_poolable(t *testing.T) {
 	} {
 		if got := tt.o.poolable(); got != tt.want {
 			t.Errorf("%s: poolable = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestUpOptions_egressHint: an error of confining a box denied by default
+// says how to make an open one; other errors, and boxes whose policy was
+// asked for, are left as they are.
+func TestUpOptions_egressHint(t *testing.T) {
+	deny, open := &egress.Policy{}, &egress.Policy{Open: true}
+	held := &firewall.HeldError{Bridge: "br-x", PID: 1}
+	for _, tt := range []struct {
+		name string
+		o    upOptions
+		err  error
+		want bool
+	}{
+		{"a held network, by default", upOptions{egress: deny}, held, true},
+		{"the gate's API", upOptions{egress: deny}, &gate.APIError{Status: 400, Type: "gate_failed"}, true},
+		{"no gate", upOptions{egress: deny}, fmt.Errorf("create: %w", docker.ErrEgressUnenforced), true},
+		{"a vendor without egress", upOptions{egress: deny}, &vendors.UnsupportedError{Vendor: "x", Field: vendors.FieldEgress}, true},
+		{"another error", upOptions{egress: deny}, errors.New("no image"), false},
+		{"an allow list asked for", upOptions{egress: deny, allow: []string{"example.com"}}, held, false},
+		{"open", upOptions{egress: open}, held, false},
+	} {
+		got := tt.o.egressHint(tt.err)
+		if hinted := strings.Contains(got.Error(), "--egress open"); hinted != tt.want || !errors.Is(got, tt.err) {
+			t.Errorf("%s: %v (hinted %v, want %v; wraps the error: %v)", tt.name, got, hinted, tt.want, errors.Is(got, tt.err))
 		}
 	}
 }

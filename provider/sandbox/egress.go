@@ -254,18 +254,33 @@ func (e *Environment) SetEgress(ctx context.Context, p egress.Policy) error {
 	}
 	if setter, ok := e.box.(vendors.EgressSetter); ok && nativeEgress(e.p.o.Vendor) && e.egress != nil && !e.egress.Open {
 		vp, err := e.p.vendorPolicy(p)
-		if err == nil {
-			err = setter.SetEgress(ctx, vp)
-		}
-		// A vendor whose rules lead to the caller's relay: the relay
-		// holds the domains.
-		if err == nil && relayedEgress(e.p.o.Vendor) && e.egressAddr.IsValid() && e.p.o.EgressGate != nil {
-			err = e.p.o.EgressGate.Set(ctx, e.egressAddr, vp)
-		}
 		if err != nil {
 			return fmt.Errorf("set egress: %w", err)
 		}
-		e.egress = &p
+		if !relayedEgress(e.p.o.Vendor) {
+			if err := setter.SetEgress(ctx, vp); err != nil {
+				return fmt.Errorf("set egress: %w", err)
+			}
+			e.egress, e.ref.Egress = &p, &p
+			return nil
+		}
+		// A vendor whose rules lead to the caller's relay, which holds
+		// the domains: the relay first (a narrowed list holds at once),
+		// then the vendor's rules, the relay put back if those fail.
+		if !e.egressAddr.IsValid() || e.p.o.EgressGate == nil {
+			return errors.New("set egress: the box's relay does not know its address (Options.EgressGate)")
+		}
+		old, err := e.p.vendorPolicy(*e.egress)
+		if err != nil {
+			return fmt.Errorf("set egress: %w", err)
+		}
+		if err := e.p.o.EgressGate.Set(ctx, e.egressAddr, vp); err != nil {
+			return fmt.Errorf("set egress: %w", err)
+		}
+		if err := setter.SetEgress(ctx, vp); err != nil {
+			return errors.Join(fmt.Errorf("set egress: %w", err), e.p.o.EgressGate.Set(context.WithoutCancel(ctx), e.egressAddr, old))
+		}
+		e.egress, e.ref.Egress = &p, &p
 		return nil
 	}
 	if !e.egressAddr.IsValid() || e.p.o.EgressGate == nil {
@@ -277,8 +292,41 @@ func (e *Environment) SetEgress(ctx context.Context, p egress.Policy) error {
 	if err := e.p.o.EgressGate.Set(ctx, e.egressAddr, p); err != nil {
 		return fmt.Errorf("set egress: %w", err)
 	}
-	e.egress = &p
+	e.egress, e.ref.Egress = &p, &p
 	return nil
+}
+
+// reconfine gives a resumed (or forked) box of ref, at its new address,
+// the policy ref records, where a gate of the caller's holds it (Docker,
+// and a Kubernetes box's relay); a vendor with rules of its own keeps
+// them across a suspend. It returns the address at the gate.
+func (p *Provider) reconfine(ctx context.Context, box vendors.Box, ref Reference) (netip.Addr, error) {
+	if ref.Egress == nil || ref.Egress.Open || (nativeEgress(p.o.Vendor) && !relayedEgress(p.o.Vendor)) {
+		return netip.Addr{}, nil
+	}
+	if p.o.EgressGate == nil {
+		return netip.Addr{}, fmt.Errorf("egress: box %s is confined: %w", box.ID(), ErrNoEgressGate)
+	}
+	pol := *ref.Egress
+	if relayedEgress(p.o.Vendor) {
+		vp, err := p.vendorPolicy(pol)
+		if err != nil {
+			return netip.Addr{}, fmt.Errorf("egress: %w", err)
+		}
+		pol = vp
+	}
+	a, ok := box.(vendors.Addressed)
+	if !ok {
+		return netip.Addr{}, fmt.Errorf("egress: vendor %s does not tell a box's address", p.o.Vendor.Name())
+	}
+	addr, err := a.Address(ctx)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("egress: %w", err)
+	}
+	if err := p.o.EgressGate.Set(ctx, addr, pol); err != nil {
+		return netip.Addr{}, fmt.Errorf("egress: %w", err)
+	}
+	return addr, nil
 }
 
 // releaseEgress forgets a destroyed box at the gate.
@@ -312,7 +360,9 @@ func (p *Provider) claimEgress(ctx context.Context, box vendors.Box, addr netip.
 	if err != nil || !want {
 		return pol, netip.Addr{}, err
 	}
-	if !addr.IsValid() && (!nativeEgress(p.o.Vendor) || relayedEgress(p.o.Vendor)) {
+	if !nativeEgress(p.o.Vendor) || relayedEgress(p.o.Vendor) {
+		// Asked now, not taken from the record: a standby box that
+		// vanished may have left its address to another box.
 		a, ok := box.(vendors.Addressed)
 		if !ok {
 			return nil, netip.Addr{}, fmt.Errorf("egress: vendor %s does not tell a box's address", p.o.Vendor.Name())

@@ -194,8 +194,9 @@ func (r *egressRig) container(t testing.TB, box vendors.Box) string {
 	return cs[0].ID
 }
 
-// provider returns a provider of confined boxes with policy.
-func (r *egressRig) provider(t testing.TB, policy string) *sandbox.Provider {
+// provider returns a provider of confined boxes with policy, and more
+// options from more.
+func (r *egressRig) provider(t testing.TB, policy string, more ...func(*sandbox.Options)) *sandbox.Provider {
 	t.Helper()
 	p, err := egress.Parse(policy)
 	if err != nil {
@@ -205,6 +206,9 @@ func (r *egressRig) provider(t testing.TB, policy string) *sandbox.Provider {
 		o.Egress = &p
 		if r.gate != nil {
 			o.EgressGate = r.gate
+		}
+		for _, f := range more {
+			f(o)
 		}
 	})
 }

@@ -468,3 +468,54 @@ func TestEgress_ConfinedStandby(t *testing.T) {
 		})
 	}
 }
+
+// TestEgress_SuspendResume: a confined box keeps its policy across a
+// suspend and a resume: the gate forgets its address while it is
+// suspended (another box may take it) and holds the policy at the
+// resumed box's address, where it reaches its allowed host and nothing
+// else; its reference carries the policy for a resume in another
+// process.
+func TestEgress_SuspendResume(t *testing.T) {
+	for _, target := range []string{"docker", "kubernetes"} {
+		t.Run(target, func(t *testing.T) {
+			r := newEgressRigOn(t, target)
+			p := r.provider(t, attack.AllowedName, func(o *sandbox.Options) { o.Retention = time.Hour })
+			a := create(t, p, sandbox.CreateRequest{Profile: claude})
+			if ref := a.Reference(); ref.Egress == nil || ref.Egress.String() != attack.AllowedName {
+				t.Fatalf("the reference's egress = %v, want %s", ref.Egress, attack.AllowedName)
+			}
+			before := r.address(t, a.Box())
+			reach := "curl -sk --max-time " + attack.ProbeTimeout + " https://" + attack.AllowedName + "/; true"
+			if out := sh(t, a.Box(), reach); out != attack.AllowedBody {
+				t.Fatalf("before the suspend the box got %q, want the allowed host", out)
+			}
+			ref, err := a.Suspend(t.Context(), sandbox.SuspendOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, held := r.gate.Policy(before); held {
+				t.Errorf("the gate still holds a policy at %v, the suspended box's address", before)
+			}
+			// Resumed from the reference alone, as another process would.
+			b, err := r.provider(t, attack.AllowedName, func(o *sandbox.Options) { o.Retention = time.Hour }).Resume(t.Context(), ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Destroy(context.WithoutCancel(t.Context())) })
+			after := r.address(t, b.Box())
+			if got, held := r.gate.Policy(after); !held || !strings.Contains(got.String(), attack.AllowedName) {
+				t.Errorf("the gate's policy at the resumed box's %v = %v (%v), want %s", after, got, held, attack.AllowedName)
+			}
+			if out := sh(t, b.Box(), reach); out != attack.AllowedBody {
+				t.Errorf("the resumed box got %q, want the allowed host", out)
+			}
+			other := "curl -sk --max-time " + attack.ProbeTimeout + " https://" + attack.OtherName + "/; true"
+			if out := sh(t, b.Box(), other); out == attack.AllowedBody || r.atk.Leaked(attack.Plan{}) != 0 {
+				t.Errorf("the resumed box reached another name: %q", out)
+			}
+			if got := b.Egress(); got == nil || got.String() != attack.AllowedName {
+				t.Errorf("Egress() after the resume = %v, want %s", got, attack.AllowedName)
+			}
+		})
+	}
+}

@@ -41,6 +41,9 @@ type Reference struct {
 	Metadata       map[string]any    `json:"metadata,omitempty"`
 	RunTag         string            `json:"runTag"`
 	Deadline       time.Time         `json:"deadline"`
+	// Egress is the box's egress policy (nil: none asked for): a resume
+	// or a fork gives the box's new address its policy again.
+	Egress *egress.Policy `json:"egress,omitempty"`
 }
 
 // String describes the reference without its bearer.

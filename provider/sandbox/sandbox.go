@@ -228,6 +228,7 @@ func (p *Provider) Create(ctx context.Context, req CreateRequest) (_ *Environmen
 	if pol, err := p.boxPolicy(req); err == nil {
 		env.egress = pol
 	}
+	env.ref.Egress = env.egress
 	env.watchIdle()
 	log.Debug("environment ready", "took", time.Since(start))
 	p.emit(Event{Type: EventReady, BoxID: box.ID(), RunTag: spec.RunTag})
@@ -480,5 +481,19 @@ func (p *Provider) Connect(ctx context.Context, ref Reference) (*Environment, er
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	ref.Endpoint = ep.URL
-	return p.attach(ctx, box, ep, ref, h)
+	env, err := p.attach(ctx, box, ep, ref, h)
+	if err != nil {
+		return nil, err
+	}
+	// A confined box's address at the gate, so that a change, a suspend
+	// or a destroy from this process reaches the gate's entry of it.
+	env.egress = ref.Egress
+	if confined(vendors.CreateSpec{Egress: ref.Egress}) && p.o.EgressGate != nil && (!nativeEgress(p.o.Vendor) || relayedEgress(p.o.Vendor)) {
+		if a, ok := box.(vendors.Addressed); ok {
+			if addr, err := a.Address(ctx); err == nil {
+				env.egressAddr = addr
+			}
+		}
+	}
+	return env, nil
 }

@@ -268,15 +268,16 @@ func (p *Provider) standbyBox(ctx context.Context, rec StandbyRecord) (standbyCo
 // DestroyStandby removes a standby box; one already gone is not an error.
 func (p *Provider) DestroyStandby(ctx context.Context, rec StandbyRecord) error {
 	p.standbys.Delete(rec.BoxID)
-	if a, err := netip.ParseAddr(rec.Address); err == nil && rec.Egress != nil {
-		defer p.forgetEgress(ctx, a)
-	}
 	box, err := p.o.Vendor.Connect(ctx, rec.BoxID)
 	if errors.Is(err, vendors.ErrNotFound) {
+		// Gone already: its address may be another box's now.
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	if a, err := netip.ParseAddr(rec.Address); err == nil && rec.Egress != nil {
+		defer p.forgetEgress(ctx, a)
 	}
 	err = box.Destroy(ctx)
 	p.emit(Event{Type: EventDestroyed, BoxID: rec.BoxID, RunTag: rec.RunTag, Reason: ReasonUser})
@@ -376,7 +377,7 @@ func (p *Provider) Claim(ctx context.Context, rec StandbyRecord, req CreateReque
 	if err != nil {
 		return nil, err
 	}
-	e.egress, e.egressAddr = pol, egressAddr
+	e.egress, e.egressAddr, e.ref.Egress = pol, egressAddr, pol
 	return e, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"syscall"
 	"time"
 
@@ -143,6 +144,11 @@ func (e *Environment) Suspend(ctx context.Context, o SuspendOptions) (_ Suspende
 	if err != nil {
 		return SuspendedRef{}, fmt.Errorf("suspend: %w", err)
 	}
+	// The box's address may be another's until it resumes (at another).
+	e.releaseEgress(ctx)
+	e.mu.Lock()
+	e.egressAddr = netip.Addr{}
+	e.mu.Unlock()
 	ref := NewSuspendedRef(e.ref, info)
 	reason := o.reason
 	if reason == "" {
@@ -270,10 +276,16 @@ func (p *Provider) reattach(ctx context.Context, box vendors.Box, ref Reference,
 		return nil, fmt.Errorf("resume: box status: %w", err)
 	}
 	ref.BoxID, ref.Bearer, ref.Endpoint, ref.Deadline = box.ID(), bearer, ep.URL, info.Deadline
-	env, err := p.attach(ctx, box, ep, ref, h)
+	addr, err := p.reconfine(ctx, box, ref)
 	if err != nil {
 		return nil, fmt.Errorf("resume: %w", err)
 	}
+	env, err := p.attach(ctx, box, ep, ref, h)
+	if err != nil {
+		p.forgetEgress(ctx, addr)
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	env.egress, env.egressAddr = ref.Egress, addr
 	env.phases = t.phases
 	env.watchIdle()
 	return env, nil

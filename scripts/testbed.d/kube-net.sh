@@ -93,6 +93,11 @@ kube_net_ports_up() {
 # made before the first pod (the CNI bridge plugin takes it as it is) so
 # that CoreDNS can listen on the gateway from the start.
 kube_bridge_up() {
+	# Traffic between pods on the bridge goes through netfilter, where
+	# the NetworkPolicy enforcer and the FORWARD rule below see it.
+	modprobe br_netfilter 2>/dev/null || true
+	sysctl -qw net.bridge.bridge-nf-call-iptables=1 ||
+		die "bridged traffic does not reach iptables (br_netfilter): NetworkPolicies between pods would not hold"
 	if ! ip link show "$KUBE_CNI_BRIDGE" >/dev/null 2>&1; then
 		ip link add "$KUBE_CNI_BRIDGE" type bridge || die "making the bridge $KUBE_CNI_BRIDGE failed"
 	fi
@@ -126,7 +131,9 @@ kube_proxy_up() {
 		hostnameOverride: $KUBE_NODE
 		healthzBindAddress: 127.0.0.1:$KUBE_PROXY_HEALTH_PORT
 		metricsBindAddress: 127.0.0.1:$KUBE_PROXY_METRICS_PORT
-		nodePortAddresses: [127.0.0.1/32]
+		nodePortAddresses: [primary]
+		iptables:
+		  localhostNodePorts: false
 		conntrack:
 		  maxPerCore: 0
 		  tcpEstablishedTimeout: 0s
@@ -232,11 +239,15 @@ kube_forward_up() {
 # kube_net_rules_down: what kube-proxy, kube-router and the test bed put in
 # the kernel for the cluster, once their daemons are stopped.
 kube_net_rules_down() {
-	if [[ -x ${KUBE_EXE[kube-proxy]} ]]; then
+	# Only what the test bed's own daemons made (their spec files say they
+	# ran): their cleanups remove every chain of their kind on the host.
+	if [[ -x ${KUBE_EXE[kube-proxy]} && -f $RUN/kube-proxy.spec ]]; then
 		"${KUBE_EXE[kube-proxy]}" --cleanup >>"$LOGS/kube-proxy.log" 2>&1 || true
+		rm -f "$RUN/kube-proxy.spec"
 	fi
-	if [[ -x $KUBE_ROUTER_EXE ]]; then
+	if [[ -x $KUBE_ROUTER_EXE && -f $RUN/kube-router.spec ]]; then
 		"$KUBE_ROUTER_EXE" --cleanup-config >>"$LOGS/kube-router.log" 2>&1 || true
+		rm -f "$RUN/kube-router.spec"
 	fi
 	while iptables -w -D FORWARD "${KUBE_FORWARD_RULE[@]}" 2>/dev/null; do :; done
 	ip route del local "$KUBE_RELAY_NET" dev lo table local 2>/dev/null || true

@@ -102,11 +102,13 @@ kube_cni_up() {
 
 # pause_image_up: build the pause image (the static pause binary alone,
 # FROM scratch) as an archive once per binary; sets PAUSE_IMAGE, tagged by
-# what it holds.
+# what it holds, in the test bed's registry: the kubelet deletes unused
+# images under disk pressure, the pause image among them (containerd 1.6
+# pins none), and containerd pulls it again from there.
 pause_image_up() {
 	local key dir=$CACHE/pause
 	key=$(printf '%s\n' "$(sha256sum <"$PAUSE_EXE")" "$(declare -f pause_image_up)" | sha256sum | cut -c1-12)
-	PAUSE_IMAGE=localhost/boxctl/pause:$key
+	PAUSE_IMAGE=$REGISTRY/boxctl/pause:$key
 	PAUSE_TAR=$dir/pause-$key.tar
 	[[ -f $PAUSE_TAR ]] && return 0
 	rm -rf "$dir"
@@ -177,11 +179,21 @@ kube_containerd_up() {
 		    config_path = "$KUBE_CONTAINERD/certs.d"
 	TOML
 	kube_daemon kube-containerd containerd_healthy 60 "unix://$KUBE_CONTAINERD_SOCK" --config="$conf"
-	if ! kctr images ls -q 2>/dev/null | grep -qxF "$PAUSE_IMAGE"; then
+	local images
+	images=$(kctr images ls -q 2>/dev/null) || true
+	if ! grep -qxF "$PAUSE_IMAGE" <<<"$images"; then
 		kctr images import "$PAUSE_TAR" >>"$LOGS/kube-pause.log" 2>&1 ||
 			{ logtail "$LOGS/kube-pause.log"; die "ctr images import $PAUSE_TAR failed (log: $LOGS/kube-pause.log)"; }
-		kctr images ls -q | grep -qxF "$PAUSE_IMAGE" || die "ctr imported $PAUSE_TAR but lists no $PAUSE_IMAGE"
+		images=$(kctr images ls -q) || die "ctr images ls failed"
+		grep -qxF "$PAUSE_IMAGE" <<<"$images" || die "ctr imported $PAUSE_TAR but lists no $PAUSE_IMAGE"
 		report pause imported "$PAUSE_IMAGE"
+	fi
+	local repo=${PAUSE_IMAGE#"$REGISTRY"/} tag=${PAUSE_IMAGE##*:}
+	if ! curl -fsS -m 5 -o /dev/null -I -H "Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json" \
+		"http://$REGISTRY/v2/${repo%:*}/manifests/$tag"; then
+		kctr images push --plain-http "$PAUSE_IMAGE" >>"$LOGS/kube-pause.log" 2>&1 ||
+			{ logtail "$LOGS/kube-pause.log"; die "pushing $PAUSE_IMAGE to the test bed's registry failed (log: $LOGS/kube-pause.log)"; }
+		report pause pushed "$PAUSE_IMAGE"
 	fi
 }
 

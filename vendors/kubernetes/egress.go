@@ -24,6 +24,17 @@ import (
 // name of its Sandbox: its NetworkPolicy (of the same name) selects it.
 const LabelEgressBox = boxmeta.LabelPrefix + "egress-box"
 
+// BaselinePolicy is the NetworkPolicy every confined box's pod is under
+// beside its own: it selects each pod that carries LabelEgressBox and
+// allows nothing, in or out. Policies add up, so a confined pod whose
+// own policy is gone (its box being destroyed, a fork's not made yet)
+// reaches nothing rather than everything.
+const BaselinePolicy = "boxctl-egress-baseline"
+
+// annotationRelay records, on a box's NetworkPolicy, the relay its pod
+// asks for names: a change keeps it.
+const annotationRelay = boxmeta.LabelPrefix + "egress-relay"
+
 // WithEgressRelay confines boxes created with an egress policy (not Open)
 // to relay, an IPv4 address of a relay and resolver of the caller's (a
 // gate.Gate without a bridge: ports 80, 443 and 53 there) that the
@@ -31,7 +42,13 @@ const LabelEgressBox = boxmeta.LabelPrefix + "egress-box"
 // pod reach relay on those ports, the policy's addresses (on their
 // ports, TCP only) and nothing else, and takes no traffic in; its pod
 // asks relay for names. The cluster must enforce NetworkPolicies (a
-// network plugin that does). Default: none, and a policy is refused.
+// network plugin that does, pod-to-node traffic included), apply them to
+// IPv6 or have none, and let pods reach relay without masquerade: the
+// relay knows a box by its pod's address. The plugin applies the
+// policies to a new pod shortly after it starts (kube-router: at the sync
+// its event drives), before any turn of the box's; BaselinePolicy keeps
+// a labelled pod denied when its own policy goes first (a destroy).
+// Default: none, and a policy is refused.
 func WithEgressRelay(relay netip.Addr) Option { return func(o *options) { o.relay = relay } }
 
 var (
@@ -49,6 +66,41 @@ func (v *Vendor) EgressRules() vendors.EgressRules {
 // EgressRelay returns the relay's address (WithEgressRelay), invalid for
 // none.
 func (v *Vendor) EgressRelay() netip.Addr { return v.o.relay }
+
+// checkRelay refuses a relay address a box must never be let reach by
+// it: not a unicast IPv4 address, or loopback, link-local or unspecified.
+func checkRelay(a netip.Addr) error {
+	if !a.Is4() || !a.IsGlobalUnicast() && !a.IsPrivate() || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsUnspecified() {
+		return fmt.Errorf("kubernetes: egress relay %v: want a unicast IPv4 address the pods reach, not loopback, link-local or unspecified", a)
+	}
+	return nil
+}
+
+// ensureBaseline makes BaselinePolicy once per vendor (it may exist).
+func (v *Vendor) ensureBaseline(ctx context.Context) error {
+	v.mu.Lock()
+	done := v.baseline
+	v.mu.Unlock()
+	if done {
+		return nil
+	}
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: BaselinePolicy, Labels: map[string]string{boxmeta.LabelManaged: "true"}},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: LabelEgressBox, Operator: metav1.LabelSelectorOpExists}}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		},
+	}
+	_, err := v.core.NetworkingV1().NetworkPolicies(v.ns).Create(ctx, np, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("kubernetes: network policy %s: %w", BaselinePolicy, v.mapErr(err, ""))
+	}
+	v.mu.Lock()
+	v.baseline = true
+	v.mu.Unlock()
+	return nil
+}
 
 // confinedSpec reports whether spec asks for a policy that is not Open.
 func confinedSpec(spec vendors.CreateSpec) bool { return spec.Egress != nil && !spec.Egress.Open }
@@ -71,7 +123,8 @@ func (v *Vendor) confinePod(sb *agentsv1.Sandbox) {
 // on their ports, never link-local.
 func (v *Vendor) networkPolicy(name string, p egress.Policy) *networkingv1.NetworkPolicy {
 	return &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{boxmeta.LabelManaged: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{boxmeta.LabelManaged: "true"},
+			Annotations: map[string]string{annotationRelay: v.o.relay.String()}},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelEgressBox: name}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
@@ -114,6 +167,9 @@ func egressRules(relay netip.Addr, p egress.Policy) []networkingv1.NetworkPolicy
 // createNetworkPolicy makes box name's NetworkPolicy before its pod
 // exists, so that the pod never runs unconfined.
 func (v *Vendor) createNetworkPolicy(ctx context.Context, name string, p egress.Policy) error {
+	if err := v.ensureBaseline(ctx); err != nil {
+		return err
+	}
 	_, err := v.core.NetworkingV1().NetworkPolicies(v.ns).Create(ctx, v.networkPolicy(name, p), metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("kubernetes: network policy %s: %w", name, v.mapErr(err, name))
@@ -164,6 +220,11 @@ func (b *Box) SetEgress(ctx context.Context, p egress.Policy) error {
 		np, err := nps.Get(ctx, b.id, metav1.GetOptions{})
 		if err != nil {
 			return err
+		}
+		// The pod asks the relay it was made with for names: the rules
+		// keep leading there, and only there.
+		if r := np.Annotations[annotationRelay]; r != "" && r != b.v.o.relay.String() {
+			return &vendors.SpecError{Vendor: Name, Err: fmt.Errorf("egress: box %s was confined through the relay at %s, not this vendor's %s", b.id, r, b.v.o.relay)}
 		}
 		np.Spec.Egress = egressRules(b.v.o.relay, p)
 		_, err = nps.Update(ctx, np, metav1.UpdateOptions{})
@@ -221,6 +282,34 @@ func (b *Box) EgressBlocks(ctx context.Context) ([]vendors.EgressBlock, error) {
 		}
 	}
 	return out, nil
+}
+
+// forkNetworkPolicy gives fork a NetworkPolicy of its own with the rules
+// of src's, before fork's pod exists; the fork's pod template is
+// labelled for it. A source without a policy is no error: its forks are
+// open as it is.
+func (v *Vendor) forkNetworkPolicy(ctx context.Context, src string, fork *agentsv1.Sandbox) error {
+	np, err := v.core.NetworkingV1().NetworkPolicies(v.ns).Get(ctx, src, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("kubernetes: network policy of box %s: %w", src, v.mapErr(err, src))
+	}
+	if err := v.ensureBaseline(ctx); err != nil {
+		return err
+	}
+	out := np.DeepCopy()
+	out.ObjectMeta = metav1.ObjectMeta{Name: fork.Name, Labels: np.Labels, Annotations: np.Annotations}
+	out.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{LabelEgressBox: fork.Name}}
+	if _, err := v.core.NetworkingV1().NetworkPolicies(v.ns).Create(ctx, out, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("kubernetes: network policy %s: %w", fork.Name, v.mapErr(err, fork.Name))
+	}
+	if fork.Spec.PodTemplate.ObjectMeta.Labels == nil {
+		fork.Spec.PodTemplate.ObjectMeta.Labels = map[string]string{}
+	}
+	fork.Spec.PodTemplate.ObjectMeta.Labels[LabelEgressBox] = fork.Name
+	return nil
 }
 
 // NetworkPolicy returns the NetworkPolicy that confines the box, as the

@@ -1,9 +1,11 @@
 package kubernetes_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -216,5 +218,65 @@ func TestVendor_EgressRefused(t *testing.T) {
 	var u *vendors.UnsupportedError
 	if _, err := v.Create(t.Context(), vendors.CreateSpec{Image: "x", RunTag: "bxt-refused", Lifetime: time.Minute, Egress: &pol}); !errors.As(err, &u) || u.Field != vendors.FieldEgress {
 		t.Errorf("Create with a policy and no relay = %v, want UnsupportedError for egress", err)
+	}
+	// A relay the boxes must never be let reach is refused.
+	for _, a := range []string{"169.254.169.254", "127.0.0.1", "0.0.0.0", "::1", "224.0.0.1"} {
+		if _, err := kubernetes.New(kubernetes.WithRESTConfig(adminConfig(t)), kubernetes.WithEgressRelay(netip.MustParseAddr(a))); err == nil {
+			t.Errorf("WithEgressRelay(%s): no error", a)
+		}
+	}
+}
+
+// TestVendor_EgressFork: a fork of a confined box is confined by the same
+// rules from its first pod on (a NetworkPolicy of its own, its pod
+// labelled for it), and every confined pod is under the baseline policy
+// that denies a labelled pod whatever its own policy's state.
+func TestVendor_EgressFork(t *testing.T) {
+	t.Parallel()
+	g := kubetest.EgressGate(t, gate.Options{})
+	v := kubetest.Vendor(t, kubernetes.WithEgressRelay(g.Address()))
+	img := kubetest.Image(t, boxtest.Options{})
+	pol, err := egress.Parse("192.0.2.9:5432")
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := create(t, v, vendors.CreateSpec{Image: img, Retention: time.Hour, Egress: &pol})
+	if _, err := v.Suspend(t.Context(), box.ID()); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := v.Fork(t.Context(), box.ID(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork, err := v.Resume(t.Context(), ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fork.Destroy(context.WithoutCancel(t.Context())) })
+	blocks, err := fork.(vendors.EgressBlocks).EgressBlocks(t.Context())
+	if err != nil {
+		t.Fatalf("the fork's NetworkPolicy: %v", err)
+	}
+	var cidrs []string
+	for _, b := range blocks {
+		cidrs = append(cidrs, b.Prefix.String())
+	}
+	if !slices.Contains(cidrs, "192.0.2.9/32") || !slices.Contains(cidrs, g.Address().String()+"/32") {
+		t.Errorf("the fork may reach %v, want the source's rules", cidrs)
+	}
+	pod, err := clientset(t).CoreV1().Pods(v.Namespace()).Get(t.Context(), fork.(*kubernetes.Box).Pod(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Labels[kubernetes.LabelEgressBox] != fork.ID() {
+		t.Errorf("the fork's pod is labelled %q for its policy, want %s", pod.Labels[kubernetes.LabelEgressBox], fork.ID())
+	}
+	base, err := clientset(t).NetworkingV1().NetworkPolicies(v.Namespace()).Get(t.Context(), kubernetes.BaselinePolicy, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(base.Spec.Egress) != 0 || len(base.Spec.Ingress) != 0 || len(base.Spec.PolicyTypes) != 2 ||
+		len(base.Spec.PodSelector.MatchExpressions) != 1 || base.Spec.PodSelector.MatchExpressions[0].Key != kubernetes.LabelEgressBox {
+		t.Errorf("the baseline policy = %+v, want every labelled pod denied in and out", base.Spec)
 	}
 }

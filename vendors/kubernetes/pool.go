@@ -194,7 +194,8 @@ func (v *Vendor) poolsFor(spec vendors.CreateSpec) []string {
 // claimable reports whether a warm box can serve spec: it asks for nothing
 // a pool's pod was not started with.
 func claimable(spec vendors.CreateSpec) bool {
-	return len(spec.Env) == 0 && spec.Resources == (vendors.Resources{}) && spec.Runtime == "" && spec.Retention == 0
+	// A pool's pods were made before any policy, without one.
+	return len(spec.Env) == 0 && spec.Resources == (vendors.Resources{}) && spec.Runtime == "" && spec.Retention == 0 && !confinedSpec(spec)
 }
 
 // Pools lists the warm pools boxctl made in the vendor's namespace, by

@@ -348,11 +348,17 @@ func (v *Vendor) Fork(ctx context.Context, id string, n int) (_ []string, err er
 			sb := &agentsv1.Sandbox{ObjectMeta: meta, Spec: *src.Spec.DeepCopy()}
 			sb.Spec.PodTemplate.ObjectMeta.Labels = maps.Clone(meta.Labels)
 			sb.Spec.OperatingMode = agentsv1.SandboxOperatingModeSuspended
+			// A confined source's fork is confined by the same rules, from
+			// its first pod on.
+			if errs[i] = v.forkNetworkPolicy(ctx, id, sb); errs[i] != nil {
+				return
+			}
 			for j := range sb.Spec.VolumeClaimTemplates {
 				sb.Spec.VolumeClaimTemplates[j].Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: srcClaim}
 			}
 			setLifetime(sb, l)
-			if _, cerr := v.agents.AgentsV1beta1().Sandboxes(v.ns).Create(ctx, sb, metav1.CreateOptions{}); cerr != nil {
+			created, cerr := v.agents.AgentsV1beta1().Sandboxes(v.ns).Create(ctx, sb, metav1.CreateOptions{})
+			if cerr != nil {
 				if derr := v.deleteByName(context.WithoutCancel(ctx), meta.Name); derr != nil {
 					errs[i] = &vendors.CleanupError{Vendor: Name, BoxID: meta.Name, Err: errors.Join(cerr, derr)}
 					return
@@ -361,6 +367,11 @@ func (v *Vendor) Fork(ctx context.Context, id string, n int) (_ []string, err er
 				return
 			}
 			ids[i] = meta.Name
+			if _, confined := sb.Spec.PodTemplate.ObjectMeta.Labels[LabelEgressBox]; confined {
+				if errs[i] = v.ownNetworkPolicy(ctx, created); errs[i] != nil {
+					return
+				}
+			}
 			errs[i] = v.waitBound(ctx, DiskVolume+"-"+meta.Name)
 		})
 	}

@@ -77,6 +77,8 @@ type Vendor struct {
 	closed   bool
 	// served are the API groups discovery found at APIVersion.
 	served map[string]bool
+	// baseline: BaselinePolicy is known to exist (egress.go).
+	baseline bool
 }
 
 var (
@@ -176,6 +178,11 @@ func New(opts ...Option) (*Vendor, error) {
 	cfg, ns, err := restConfig(o)
 	if err != nil {
 		return nil, err
+	}
+	if o.relay.IsValid() {
+		if err := checkRelay(o.relay); err != nil {
+			return nil, err
+		}
 	}
 	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 		return nil, fmt.Errorf("kubernetes: namespace %q: %s", ns, strings.Join(errs, "; "))

@@ -18,9 +18,12 @@
 //	kubernetes  the cluster as kubectl finds it ($KUBECONFIG, ~/.kube/config,
 //	            or the pod's service account), and BOXCTL_KUBE_CONTEXT,
 //	            BOXCTL_KUBE_NAMESPACE, BOXCTL_KUBE_POOL (a SandboxTemplate
-//	            with a warm pool to claim boxes from), BOXCTL_KUBE_HOST_ADDRESS
+//	            with a warm pool to claim open boxes from), BOXCTL_KUBE_HOST_ADDRESS
 //	            (this machine's address as the cluster's pods reach it),
-//	            BOXCTL_KUBE_STORAGE_CLASS (suspendable boxes' volumes)
+//	            BOXCTL_KUBE_STORAGE_CLASS (suspendable boxes' volumes),
+//	            BOXCTL_KUBE_EGRESS_RELAY (an IPv4 address of this machine the
+//	            pods reach without masquerade, where the confined boxes'
+//	            relay and resolver listen on ports 53, 80 and 443)
 //
 // The vendors are clients of outside APIs and take functional options;
 // this package, our own component, takes one Options struct.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tangle-network/boxctl/vendors"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -88,6 +89,10 @@ type Options struct {
 	// Logger receives what a command may warn about but not fail on.
 	// Default: discard.
 	Logger *slog.Logger
+	// Gates finds the gate of a confined box, for Suspend and Resume.
+	// Default: none (a confined box's address is then not forgotten at
+	// suspend, and its resume is refused where a gate holds its policy).
+	Gates GateFunc
 }
 
 // Store is one state file.
@@ -95,11 +100,17 @@ type Store struct {
 	path  string
 	owner string
 	log   *slog.Logger
+	gates GateFunc
 }
+
+// GateFunc returns the gate that holds the policy of rec's confined box on
+// v (sandbox.Options.EgressGate), where boxctl enforces it: a suspend
+// forgets the box's address there, a resume tells it the new one.
+type GateFunc func(ctx context.Context, v vendors.Vendor, rec *Record) (sandbox.EgressGate, error)
 
 // Open returns the store of the state file o names; it touches no file.
 func Open(o Options) (*Store, error) {
-	s := &Store{path: o.Path, log: o.Logger}
+	s := &Store{path: o.Path, log: o.Logger, gates: o.Gates}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

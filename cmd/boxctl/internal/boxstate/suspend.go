@@ -18,11 +18,15 @@ func (s *Store) Suspend(ctx context.Context, v vendors.Vendor, rec *Record, log 
 	if rec.Reference == nil {
 		return sandbox.SuspendedRef{}, fmt.Errorf("box %s: the state holds no reference to it", ShortID(rec.ID))
 	}
-	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: rec.Image, Logger: log, OnEvent: s.Record})
+	gate, err := s.gate(ctx, v, rec)
 	if err != nil {
 		return sandbox.SuspendedRef{}, err
 	}
-	env, err := p.Connect(ctx, *rec.Reference)
+	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: rec.Image, Logger: log, OnEvent: s.Record, EgressGate: gate})
+	if err != nil {
+		return sandbox.SuspendedRef{}, err
+	}
+	env, err := p.Connect(ctx, s.reference(rec))
 	if err != nil {
 		return sandbox.SuspendedRef{}, err
 	}
@@ -64,12 +68,17 @@ func (s *Store) Resume(ctx context.Context, v vendors.Vendor, rec *Record, acces
 	if rec.Reference == nil {
 		return sandbox.Reference{}, fmt.Errorf("box %s: the state holds no reference to it", ShortID(rec.ID))
 	}
-	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: rec.Image, Router: access.Router, Broker: access.Broker,
-		BrokerURL: access.BrokerURL, BrokerCA: access.BrokerCA, Upstream: access.Upstream, Logger: log, OnEvent: s.Record})
+	gate, err := s.gate(ctx, v, rec)
 	if err != nil {
 		return sandbox.Reference{}, err
 	}
-	env, err := p.Resume(ctx, sandbox.SuspendedRef{Reference: *rec.Reference})
+	p, err := sandbox.New(sandbox.Options{Vendor: v, Image: rec.Image, Router: access.Router, Broker: access.Broker,
+		BrokerURL: access.BrokerURL, BrokerCA: access.BrokerCA, Upstream: access.Upstream, Logger: log, OnEvent: s.Record,
+		EgressGate: gate})
+	if err != nil {
+		return sandbox.Reference{}, err
+	}
+	env, err := p.Resume(ctx, sandbox.SuspendedRef{Reference: s.reference(rec)})
 	if err != nil {
 		return sandbox.Reference{}, err
 	}
@@ -160,4 +169,23 @@ func (s *Store) onRecord(arg string, open VendorOpener, fn func(vendors.Vendor, 
 	}
 	defer closeVendor()
 	return rec.ID, fn(v, rec)
+}
+
+// gate is the gate of rec's box when it is confined (Options.Gates).
+func (s *Store) gate(ctx context.Context, v vendors.Vendor, rec *Record) (sandbox.EgressGate, error) {
+	if rec.Egress == nil || rec.Egress.Open || s.gates == nil {
+		return nil, nil
+	}
+	return s.gates(ctx, v, rec)
+}
+
+// reference is rec's reference with the box's policy as the state last
+// recorded it (boxctl net changes it).
+func (s *Store) reference(rec *Record) sandbox.Reference {
+	ref := *rec.Reference
+	if rec.Egress != nil {
+		p := *rec.Egress
+		ref.Egress = &p
+	}
+	return ref
 }
