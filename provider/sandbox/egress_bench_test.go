@@ -17,9 +17,15 @@ import (
 // turn untimed (the harness's first start); each op then runs pairs of
 // turns, one in each box, the order alternating. It reports the mean
 // deny-ttfe-ms and open-ttfe-ms of a turn and their ttfe-ratio
-// (deny/open).
+// (deny/open), on Docker (the gate's kernel rules) and Kubernetes (a
+// NetworkPolicy, and the relay).
 func BenchmarkEgressTurn(b *testing.B) {
-	r := newEgressRig(b)
+	for _, target := range []string{"docker", "kubernetes"} {
+		b.Run("vendor="+target, func(b *testing.B) { egressTurn(b, newEgressRigOn(b, target)) })
+	}
+}
+
+func egressTurn(b *testing.B, r *egressRig) {
 	mk := func(policy string) *sandbox.Environment {
 		p := r.provider(b, policy)
 		e, err := p.Create(b.Context(), sandbox.CreateRequest{Profile: claude})

@@ -58,10 +58,10 @@ type egressRig struct {
 	kube bool
 }
 
-func newEgressRig(t testing.TB) *egressRig { return newEgressRigOn(t, "docker") }
-
 // newEgressRigOn makes the rig of target: "docker" (the Docker vendor and
-// a gate of this process's), "e2b" or "daytona" (the vendor's client on
+// a gate of this process's), "kubernetes" (the test bed's cluster, each
+// box under a NetworkPolicy toward a relay of this process's), "e2b" or
+// "daytona" (the vendor's client on
 // an emulator of the test's, which enforces the vendor's network rules).
 func newEgressRigOn(t testing.TB, target string) *egressRig {
 	t.Helper()
