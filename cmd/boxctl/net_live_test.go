@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
+	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/egress/gate"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -127,8 +130,33 @@ s.setTimeout(3000,()=>{console.log("timeout");s.destroy()});s.on("data",d=>{cons
 	if r := boxctl(t, t.Context(), nil, "net", "last", "--allow", "example.com:22"); r.code != 2 {
 		t.Errorf("net --allow with a bad port: exit %d, want 2", r.code)
 	}
+	// rm forgets the box's address at the broker's gate: the next box
+	// there gets no policy of this one's.
+	box, err := v.Connect(t.Context(), up.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := box.(vendors.Addressed).Address(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bridge, _, err := v.EgressBridge(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := boxstate.Open(boxstate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gate.Dial(brokerSocket(s), bridge)
+	if _, err := g.Policy(t.Context(), addr); err != nil {
+		t.Fatalf("the gate's policy of the box at %v: %v", addr, err)
+	}
 	if r := boxctl(t, t.Context(), nil, "rm", "last"); r.code != 0 {
 		t.Errorf("rm: exit %d: %v", r.code, r.err)
+	}
+	if p, err := g.Policy(t.Context(), addr); err == nil {
+		t.Errorf("after rm the gate still holds %v at the box's address %v", p, addr)
 	}
 
 	// Open by choice: no open pool waits, so the box is made cold, and it

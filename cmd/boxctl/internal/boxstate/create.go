@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
@@ -82,9 +83,11 @@ type Removed struct {
 // does not know the box). An error after the destroy says that the box is
 // gone but its record stays.
 func (s *Store) Remove(ctx context.Context, v vendors.Vendor, id string, rec *Record) (Removed, error) {
+	forget := s.forgetAtGate(ctx, v, id, rec)
 	if err := Destroy(ctx, v, id); err != nil {
 		return Removed{}, err
 	}
+	forget()
 	ev := sandbox.Event{Type: sandbox.EventDestroyed, Vendor: v.Name(), BoxID: id, Reason: sandbox.ReasonUser}
 	if rec == nil {
 		s.Record(ev)
@@ -98,6 +101,40 @@ func (s *Store) Remove(ctx context.Context, v vendors.Vendor, id string, rec *Re
 		return r, fmt.Errorf("box %s removed, but not forgotten: %w", ShortID(id), err)
 	}
 	return r, nil
+}
+
+// forgetAtGate returns what forgets a confined box's address at the gate
+// that holds its policy, once the box is gone: that address may be the
+// next box's. Where there is nothing to forget, or the address cannot be
+// read, it does nothing (a warning says why).
+func (s *Store) forgetAtGate(ctx context.Context, v vendors.Vendor, id string, rec *Record) func() {
+	if rec == nil {
+		return func() {}
+	}
+	gate, err := s.gate(ctx, v, rec)
+	if err != nil || gate == nil {
+		if err != nil {
+			s.log.Warn("egress: the box's gate", "box", ShortID(id), "err", err)
+		}
+		return func() {}
+	}
+	var addr netip.Addr
+	if b, err := v.Connect(ctx, id); err == nil {
+		if a, ok := b.(vendors.Addressed); ok {
+			addr, err = a.Address(ctx)
+		}
+		if err != nil {
+			s.log.Warn("egress: the box's address", "box", ShortID(id), "err", err)
+		}
+	}
+	return func() {
+		if !addr.IsValid() {
+			return
+		}
+		if err := gate.Remove(context.WithoutCancel(ctx), addr); err != nil {
+			s.log.Warn("egress: forget the box at its gate", "box", ShortID(id), "err", err)
+		}
+	}
 }
 
 // stopRouter stops the record's local model endpoint, if it has one, and
