@@ -211,13 +211,9 @@ func (p *Provider) confine(ctx context.Context, box vendors.Box, spec vendors.Cr
 	if !confined(spec) || (nativeEgress(p.o.Vendor) && !relayedEgress(p.o.Vendor)) {
 		return netip.Addr{}, nil
 	}
-	a, ok := box.(vendors.Addressed)
-	if !ok {
-		return netip.Addr{}, fmt.Errorf("egress: vendor %s does not tell a box's address", p.o.Vendor.Name())
-	}
-	addr, err := a.Address(ctx)
+	addr, err := p.boxAddress(ctx, box)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("egress: %w", err)
+		return netip.Addr{}, err
 	}
 	if err := p.o.EgressGate.Set(ctx, addr, *spec.Egress); err != nil {
 		return netip.Addr{}, fmt.Errorf("egress: %w", err)
@@ -315,13 +311,9 @@ func (p *Provider) reconfine(ctx context.Context, box vendors.Box, ref Reference
 		}
 		pol = vp
 	}
-	a, ok := box.(vendors.Addressed)
-	if !ok {
-		return netip.Addr{}, fmt.Errorf("egress: vendor %s does not tell a box's address", p.o.Vendor.Name())
-	}
-	addr, err := a.Address(ctx)
+	addr, err := p.boxAddress(ctx, box)
 	if err != nil {
-		return netip.Addr{}, fmt.Errorf("egress: %w", err)
+		return netip.Addr{}, err
 	}
 	if err := p.o.EgressGate.Set(ctx, addr, pol); err != nil {
 		return netip.Addr{}, fmt.Errorf("egress: %w", err)
@@ -363,12 +355,8 @@ func (p *Provider) claimEgress(ctx context.Context, box vendors.Box, addr netip.
 	if !nativeEgress(p.o.Vendor) || relayedEgress(p.o.Vendor) {
 		// Asked now, not taken from the record: a standby box that
 		// vanished may have left its address to another box.
-		a, ok := box.(vendors.Addressed)
-		if !ok {
-			return nil, netip.Addr{}, fmt.Errorf("egress: vendor %s does not tell a box's address", p.o.Vendor.Name())
-		}
-		if addr, err = a.Address(ctx); err != nil {
-			return nil, netip.Addr{}, fmt.Errorf("egress: %w", err)
+		if addr, err = p.boxAddress(ctx, box); err != nil {
+			return nil, netip.Addr{}, err
 		}
 	}
 	if !nativeEgress(p.o.Vendor) {
@@ -395,4 +383,18 @@ func (p *Provider) claimEgress(ctx context.Context, box vendors.Box, addr netip.
 		addr = netip.Addr{}
 	}
 	return pol, addr, nil
+}
+
+// boxAddress asks box's vendor for the box's address, where a gate knows
+// it by.
+func (p *Provider) boxAddress(ctx context.Context, box vendors.Box) (netip.Addr, error) {
+	a, ok := box.(vendors.Addressed)
+	if !ok {
+		return netip.Addr{}, fmt.Errorf("egress: vendor %s does not tell a box's address", p.o.Vendor.Name())
+	}
+	addr, err := a.Address(ctx)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("egress: %w", err)
+	}
+	return addr, nil
 }
