@@ -187,42 +187,30 @@ func setNet(ctx context.Context, a *app, s *boxstate.Store, rec *boxstate.Record
 		} else if err := setter.SetEgress(ctx, vp); err != nil {
 			return err
 		}
-		return s.Update(ctx, func(st *boxstate.State) error {
-			if r := st.Find(rec.ID); r != nil {
-				r.Egress = &p
-			}
-			return nil
-		})
+		return recordEgress(ctx, s, rec.ID, p)
 	}
-	ad, ok := box.(vendors.Addressed)
-	if !ok {
-		return usageErrorf("target %s: an egress policy is enforced here on docker only", rec.Target)
-	}
-	addr, err := ad.Address(ctx)
-	if err != nil {
+	if err := setRelayed(ctx, a, s, v, box, url, p); err != nil {
 		return err
 	}
-	g, err := a.egressGate(ctx, s, v, url)
-	if err != nil {
-		return err
-	}
-	if err := g.Set(ctx, addr, p); err != nil {
-		return err
-	}
+	return recordEgress(ctx, s, rec.ID, p)
+}
+
+// recordEgress records box id's policy p in the state.
+func recordEgress(ctx context.Context, s *boxstate.Store, id string, p egress.Policy) error {
 	return s.Update(ctx, func(st *boxstate.State) error {
-		if r := st.Find(rec.ID); r != nil {
+		if r := st.Find(id); r != nil {
 			r.Egress = &p
 		}
 		return nil
 	})
 }
 
-// setRelayed gives the relay of box's vendor the box's policy p, by its
-// address.
+// setRelayed gives the gate that holds box's policy (Docker's, or the
+// relay of a Kubernetes box) the policy p, by the box's address.
 func setRelayed(ctx context.Context, a *app, s *boxstate.Store, v vendors.Vendor, box vendors.Box, brokerURL string, p egress.Policy) error {
 	ad, ok := box.(vendors.Addressed)
 	if !ok {
-		return fmt.Errorf("egress: vendor %s does not tell a box's address", v.Name())
+		return usageErrorf("target %s: boxctl holds no egress gate for its boxes (they do not tell their address)", v.Name())
 	}
 	addr, err := ad.Address(ctx)
 	if err != nil {
