@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
@@ -34,15 +33,7 @@ func (b *syncBuffer) String() string {
 }
 
 // freePort is a loopback port that was free a moment ago.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
+func freePort(t *testing.T) string { return boxbridgetest.FreePort(t) }
 
 // TestBridgeCmd_GlobalFlags runs `boxctl bridge` with the global flags
 // before and after the verb and with BRIDGE_LOG_LEVEL, and checks the log

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
+	"github.com/tangle-network/boxctl/cmd/boxctl/internal/brokertls"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localbroker"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
@@ -26,6 +27,10 @@ type brokerOptions struct {
 	idle            time.Duration
 	listen          []string
 	tlsCert, tlsKey string
+	adminAddr       string
+	certs           string
+	boxURL          string
+	fromEnv         bool
 }
 
 func newBrokerCmd(a *app) *cobra.Command {
@@ -40,26 +45,93 @@ Its admin API listens on a unix socket only this user reaches (--admin, default 
 the state file); it ends once no box has held a token for --idle (0: never).`,
 		Args: boxArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.admin == "" {
+			lo := localbroker.Options{Admin: o.admin, Idle: o.idle, Logger: a.log, Listen: o.listen, TLSCert: o.tlsCert,
+				TLSKey: o.tlsKey, AdminAddr: o.adminAddr, BoxURL: o.boxURL}
+			if (o.tlsCert == "") != (o.tlsKey == "") {
+				return usageErrorf("--tls-cert and --tls-key go together")
+			}
+			if (o.adminAddr == "") != (o.certs == "") {
+				return usageErrorf("--admin-listen and --certs go together: an admin API on TCP takes only clients of its CA")
+			}
+			if o.certs != "" {
+				conf, err := brokertls.ServerConfig(o.certs)
+				if err != nil {
+					return usageError{err}
+				}
+				lo.AdminTLS = conf
+			}
+			if o.admin == "" && o.adminAddr == "" {
 				s, err := a.openState()
 				if err != nil {
 					return err
 				}
-				o.admin = brokerSocket(s)
+				lo.Admin = brokerSocket(s)
 			}
-			if (o.tlsCert == "") != (o.tlsKey == "") {
-				return usageErrorf("--tls-cert and --tls-key go together")
+			if o.fromEnv {
+				lo.Upstreams = envUpstreams(os.Getenv)
+				for _, u := range lo.Upstreams {
+					a.log.Info("broker upstream from the environment", "upstream", u.String())
+				}
 			}
-			return localbroker.Serve(cmd.Context(), localbroker.Options{Admin: o.admin, Idle: o.idle, Logger: a.log,
-				Listen: o.listen, TLSCert: o.tlsCert, TLSKey: o.tlsKey})
+			return localbroker.Serve(cmd.Context(), lo)
 		},
 	}
+	cmd.AddCommand(newBrokerCertsCmd(a), newBrokerManifestCmd(a), newBrokerImageCmd(a))
 	cmd.Flags().StringVar(&o.admin, "admin", "", "the admin API's unix socket (default: broker.sock beside the state file)")
 	cmd.Flags().DurationVar(&o.idle, "idle", o.idle, "end once no box has held a token this long (0: never)")
 	cmd.Flags().StringSliceVar(&o.listen, "listen", nil, "also serve boxes on these addresses (host:port), e.g. one a tunnel exposes to E2B or Daytona boxes (up --broker-url)")
 	cmd.Flags().StringVar(&o.tlsCert, "tls-cert", "", "serve --listen over HTTPS with this certificate (PEM)")
 	cmd.Flags().StringVar(&o.tlsKey, "tls-key", "", "the key of --tls-cert (PEM)")
+	cmd.Flags().StringVar(&o.adminAddr, "admin-listen", "", "also serve the admin API on this address (host:port), over mutual TLS (--certs): a broker in a cluster")
+	cmd.Flags().StringVar(&o.certs, "certs", "", "the server directory of `boxctl broker certs` (ca.crt, tls.crt, tls.key) for --admin-listen")
+	cmd.Flags().StringVar(&o.boxURL, "box-url", "", "the one URL boxes reach the broker at (a Service in front of --listen); up gives it to every box")
+	cmd.Flags().BoolVar(&o.fromEnv, "upstreams-from-env", false, "register the upstreams whose keys the environment holds (TANGLE_ROUTER_URL and TANGLE_API_KEY, ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY)")
 	return cmd
+}
+
+// The environment of a caller whose broker runs elsewhere (a cluster's,
+// behind boxctl broker manifest): its admin API's URL and the client
+// directory of boxctl broker certs.
+const (
+	brokerAdminEnv = "BOXCTL_BROKER_ADMIN"
+	brokerCertsEnv = "BOXCTL_BROKER_CERTS"
+)
+
+// envUpstreams are the upstreams whose keys getenv gives, named as up
+// names them: the Router of TANGLE_ROUTER_URL, each provider's public API.
+func envUpstreams(getenv func(string) string) []broker.Upstream {
+	var out []broker.Upstream
+	if url, key := getenv(routerURLEnv), getenv(routerKeyVar); url != "" && key != "" {
+		out = append(out, broker.Upstream{Name: upstreamName(broker.Router, url, false), URL: url, Key: key, Auth: broker.AuthAsPresented})
+	}
+	for _, kind := range []string{broker.Anthropic, broker.OpenAI, broker.Gemini} {
+		if u, err := providerUpstream(kind, "", getenv); err == nil {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// remoteBroker is a client of the broker $BOXCTL_BROKER_ADMIN names, nil
+// when it is not set.
+func remoteBroker(getenv func(string) string) (*broker.Client, error) {
+	addr := getenv(brokerAdminEnv)
+	if addr == "" {
+		return nil, nil
+	}
+	dir := getenv(brokerCertsEnv)
+	if dir == "" {
+		return nil, usageErrorf("$%s is set, $%s is not: name the client directory of boxctl broker certs", brokerAdminEnv, brokerCertsEnv)
+	}
+	conf, err := brokertls.ClientConfig(dir)
+	if err != nil {
+		return nil, usageErrorf("$%s: %v", brokerCertsEnv, err)
+	}
+	c, err := broker.DialTLS(addr, conf)
+	if err != nil {
+		return nil, usageErrorf("$%s: %v", brokerAdminEnv, err)
+	}
+	return c, nil
 }
 
 // brokerSocket is the admin socket of the user's broker, beside the state,
@@ -78,8 +150,18 @@ func brokerSocket(s *boxstate.Store) string {
 // holding a token (a duration).
 const brokerIdleEnv = "BOXCTL_BROKER_IDLE"
 
-// ensureBroker returns a client of the user's broker, starting one.
+// ensureBroker returns a client of the user's broker: the one
+// $BOXCTL_BROKER_ADMIN names, else the local one, started when none runs.
 func (a *app) ensureBroker(ctx context.Context, s *boxstate.Store) (*broker.Client, error) {
+	if c, err := remoteBroker(os.Getenv); c != nil || err != nil {
+		return c, err
+	}
+	return a.ensureLocalBroker(ctx, s)
+}
+
+// ensureLocalBroker returns a client of the user's broker on this machine
+// (the one that also serves the egress gates), starting one.
+func (a *app) ensureLocalBroker(ctx context.Context, s *boxstate.Store) (*broker.Client, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
@@ -153,8 +235,12 @@ func (a *app) recordGate(s **boxstate.Store) boxstate.GateFunc {
 	}
 }
 
-// brokerURL has the broker serve v's boxes where they reach this machine.
+// brokerURL has the broker serve v's boxes where they reach this machine;
+// a broker elsewhere answers the one URL it serves boxes at.
 func brokerURL(ctx context.Context, bc *broker.Client, v vendors.Vendor) (string, error) {
+	if bc.Remote() {
+		return bc.Listen(ctx, "")
+	}
 	host, err := localHost(ctx, v)
 	if err != nil {
 		return "", err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -60,7 +61,13 @@ func runLs(ctx context.Context, a *app, o *lsOptions) error {
 // meterRows adds to each row of a box with an upstream what the user's
 // broker measured it spend, when the broker runs (ls starts none).
 func (a *app) meterRows(ctx context.Context, s *boxstate.Store, rows []boxstate.Row) {
-	c := broker.Dial(brokerSocket(s))
+	c, err := remoteBroker(os.Getenv)
+	if err != nil {
+		return
+	}
+	if c == nil {
+		c = broker.Dial(brokerSocket(s))
+	}
 	if _, err := c.Status(ctx); err != nil {
 		return
 	}

@@ -34,7 +34,7 @@ func (a *app) egressGate(ctx context.Context, s *boxstate.Store, v vendors.Vendo
 	if r, ok := v.(egressRelayer); ok && r.EgressRelay().IsValid() {
 		// A relay without a bridge, where the cluster's pods reach it:
 		// their NetworkPolicies confine them.
-		if _, err := a.ensureBroker(ctx, s); err != nil {
+		if _, err := a.ensureLocalBroker(ctx, s); err != nil {
 			return nil, err
 		}
 		c := gate.Dial(brokerSocket(s), gate.RelayName(r.EgressRelay()))
@@ -59,7 +59,7 @@ func (a *app) egressGate(ctx context.Context, s *boxstate.Store, v vendors.Vendo
 	if err != nil {
 		return nil, fmt.Errorf("egress: the broker's URL %s is not an address of this machine: %w", brokerURL, err)
 	}
-	if _, err := a.ensureBroker(ctx, s); err != nil {
+	if _, err := a.ensureLocalBroker(ctx, s); err != nil {
 		return nil, err
 	}
 	c := gate.Dial(brokerSocket(s), bridge)

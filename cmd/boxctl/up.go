@@ -186,6 +186,9 @@ func (o *upOptions) resolve(getenv func(string) string) error {
 		if o.upstream != "" || o.upURL != "" {
 			return usageErrorf("--router local is the upstream: drop --upstream and --upstream-url")
 		}
+		if getenv(brokerAdminEnv) != "" {
+			return usageErrorf("--router local serves on this machine's loopback, which the broker at $%s does not reach: pass --router URL or --upstream", brokerAdminEnv)
+		}
 		return nil
 	}
 	kind, err := pickUpstream(o.upstream, o.router, o.harness, getenv)

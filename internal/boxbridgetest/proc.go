@@ -217,6 +217,16 @@ func freePort() (string, error) {
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
 }
 
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) string {
+	t.Helper()
+	p, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // logBuffer collects the process's output for concurrent readers.
 type logBuffer struct {
 	mu  sync.Mutex

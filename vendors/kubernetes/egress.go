@@ -121,7 +121,11 @@ func (v *Vendor) confinePod(sb *agentsv1.Sandbox) {
 // networkPolicy is the NetworkPolicy of box name under p: its pod takes
 // no traffic in, and reaches the relay (DNS, HTTP, TLS) and p's addresses
 // on their ports, never link-local.
-func (v *Vendor) networkPolicy(name string, p egress.Policy) *networkingv1.NetworkPolicy {
+func (v *Vendor) networkPolicy(ctx context.Context, name string, p egress.Policy) (*networkingv1.NetworkPolicy, error) {
+	rules, err := v.boxEgressRules(ctx, p)
+	if err != nil {
+		return nil, err
+	}
 	return &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{boxmeta.LabelManaged: "true"},
 			Annotations: map[string]string{annotationRelay: v.o.relay.String()}},
@@ -129,9 +133,9 @@ func (v *Vendor) networkPolicy(name string, p egress.Policy) *networkingv1.Netwo
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelEgressBox: name}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			Ingress:     []networkingv1.NetworkPolicyIngressRule{},
-			Egress:      egressRules(v.o.relay, p),
+			Egress:      rules,
 		},
-	}
+	}, nil
 }
 
 // egressRules are a NetworkPolicy's egress rules for p, with the relay at
@@ -170,7 +174,11 @@ func (v *Vendor) createNetworkPolicy(ctx context.Context, name string, p egress.
 	if err := v.ensureBaseline(ctx); err != nil {
 		return err
 	}
-	_, err := v.core.NetworkingV1().NetworkPolicies(v.ns).Create(ctx, v.networkPolicy(name, p), metav1.CreateOptions{})
+	np, err := v.networkPolicy(ctx, name, p)
+	if err != nil {
+		return err
+	}
+	_, err = v.core.NetworkingV1().NetworkPolicies(v.ns).Create(ctx, np, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("kubernetes: network policy %s: %w", name, v.mapErr(err, name))
 	}
@@ -215,8 +223,12 @@ func (b *Box) SetEgress(ctx context.Context, p egress.Policy) error {
 	if !b.v.o.relay.IsValid() {
 		return &vendors.UnsupportedError{Vendor: Name, Field: vendors.FieldEgress}
 	}
+	rules, err := b.v.boxEgressRules(ctx, p)
+	if err != nil {
+		return err
+	}
 	nps := b.v.core.NetworkingV1().NetworkPolicies(b.v.ns)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		np, err := nps.Get(ctx, b.id, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -226,7 +238,7 @@ func (b *Box) SetEgress(ctx context.Context, p egress.Policy) error {
 		if r := np.Annotations[annotationRelay]; r != "" && r != b.v.o.relay.String() {
 			return &vendors.SpecError{Vendor: Name, Err: fmt.Errorf("egress: box %s was confined through the relay at %s, not this vendor's %s", b.id, r, b.v.o.relay)}
 		}
-		np.Spec.Egress = egressRules(b.v.o.relay, p)
+		np.Spec.Egress = rules
 		_, err = nps.Update(ctx, np, metav1.UpdateOptions{})
 		return err
 	})

@@ -175,6 +175,23 @@ func TestVendor_EgressConfined(t *testing.T) {
 		t.Errorf("the open box reached the confined one: %q", out)
 	}
 
+	// A vendor that knows the broker runs behind the Service: its
+	// confined boxes reach the Service's pods through the Service's
+	// address (a NetworkPolicy sees the pod's address, after kube-proxy's
+	// translation), where the box above could not.
+	bv := kubetest.Vendor(t, kubernetes.WithEgressRelay(g.Address()), kubernetes.WithBrokerService(v.Namespace(), svcName))
+	brokered := create(t, bv, vendors.CreateSpec{Image: img, Egress: &pol})
+	polltest.UntilNil(t, 30*time.Second, "the broker's Service reached from a confined box", func() error {
+		if out := connectTo(t, brokered, svc.Spec.ClusterIP, 80); out != "data pong" {
+			return errors.New(out)
+		}
+		return nil
+	})
+	if out := connectTo(t, brokered, "10.96.0.10", 53); strings.HasPrefix(out, "data") {
+		t.Errorf("the brokered box reached the cluster's DNS: %q", out)
+	}
+	_ = brokered.Destroy(t.Context())
+
 	// A change on the running box: the other port, not the first.
 	moved, err := egress.Parse(netip.AddrPortFrom(openAddr, 9002).String())
 	if err != nil {
@@ -218,6 +235,13 @@ func TestVendor_EgressRefused(t *testing.T) {
 	var u *vendors.UnsupportedError
 	if _, err := v.Create(t.Context(), vendors.CreateSpec{Image: "x", RunTag: "bxt-refused", Lifetime: time.Minute, Egress: &pol}); !errors.As(err, &u) || u.Field != vendors.FieldEgress {
 		t.Errorf("Create with a policy and no relay = %v, want UnsupportedError for egress", err)
+	}
+	// A broker's Service that does not exist fails the create before
+	// anything is made.
+	bv := kubetest.Vendor(t, kubernetes.WithEgressRelay(kubetest.FreeRelay(t)), kubernetes.WithBrokerService(v.Namespace(), "no-such-broker"))
+	if _, err := bv.Create(t.Context(), vendors.CreateSpec{Image: "x", RunTag: "bxt-refused", Lifetime: time.Minute, Egress: &pol}); err == nil ||
+		!strings.Contains(err.Error(), "no-such-broker") {
+		t.Errorf("Create with a missing broker Service = %v, want an error naming it", err)
 	}
 	// A relay the boxes must never be let reach is refused.
 	for _, a := range []string{"169.254.169.254", "127.0.0.1", "0.0.0.0", "::1", "224.0.0.1"} {

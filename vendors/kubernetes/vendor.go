@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,6 +78,8 @@ type Vendor struct {
 	served map[string]bool
 	// baseline: BaselinePolicy is known to exist (egress.go).
 	baseline bool
+	// brokerPeer: the egress rule to the broker's pods (brokerpeer.go).
+	brokerPeer *networkingv1.NetworkPolicyEgressRule
 }
 
 var (
@@ -102,6 +105,7 @@ type options struct {
 	hostAddr     string
 	storageClass string
 	relay        netip.Addr
+	brokerSvc    [2]string // namespace, name
 }
 
 // WithKubeconfig reads the cluster's coordinates from path. Default: as

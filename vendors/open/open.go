@@ -40,6 +40,11 @@ const (
 	// pods reach, where the broker serves the confined boxes' relay and
 	// resolver (ports 53, 80 and 443): kubernetes.WithEgressRelay.
 	EnvKubeEgressRelay = "BOXCTL_KUBE_EGRESS_RELAY"
+	// EnvKubeBrokerService names the Service (namespace/name) of a
+	// credential broker that runs in the cluster (boxctl broker
+	// manifest): confined boxes are let reach its pods
+	// (kubernetes.WithBrokerService).
+	EnvKubeBrokerService = "BOXCTL_KUBE_BROKER_SERVICE"
 	// EnvKubeStorageClass is the StorageClass of suspendable boxes' volumes.
 	EnvKubeStorageClass = "BOXCTL_KUBE_STORAGE_CLASS"
 	// EnvE2BHost and EnvDaytonaHost name this machine's address as an
@@ -203,6 +208,13 @@ func Kubernetes(o Options) (*kubernetes.Vendor, error) {
 			return nil, &ConfigError{Err: fmt.Errorf("$%s %q: want an IPv4 address", EnvKubeEgressRelay, r)}
 		}
 		opts = append(opts, kubernetes.WithEgressRelay(addr))
+	}
+	if bs := o.Getenv(EnvKubeBrokerService); bs != "" {
+		ns, name, ok := strings.Cut(bs, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return nil, &ConfigError{Err: fmt.Errorf("$%s %q: want namespace/name of a Service", EnvKubeBrokerService, bs)}
+		}
+		opts = append(opts, kubernetes.WithBrokerService(ns, name))
 	}
 	v, err := kubernetes.New(opts...)
 	if err != nil {

@@ -2,11 +2,13 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"time"
 
 	"github.com/tangle-network/boxctl/internal/adminapi"
 )
@@ -118,15 +120,44 @@ func (b *Broker) Admin(listen ListenFunc) http.Handler {
 	return mux
 }
 
-// Client is the caller's side of a broker's admin API on a unix socket.
+// Client is the caller's side of a broker's admin API: on a unix socket
+// (Dial), or on TCP behind mutual TLS (DialTLS).
 type Client struct {
-	hc *http.Client
+	hc     *http.Client
+	base   string
+	remote bool
 }
 
 // Dial returns a client of the admin API on the unix socket at path.
 func Dial(path string) *Client {
-	return &Client{hc: adminapi.UnixClient(path)}
+	return &Client{hc: adminapi.UnixClient(path), base: "http://broker"}
 }
+
+// DialTLS returns a client of the admin API at base (https://host:port)
+// that presents conf's client certificate and trusts conf's RootCAs: a
+// broker in another place (a Deployment in a cluster) whose admin API
+// takes only the clients of its certificate authority. Anything but an
+// https URL with a host, or a conf without a client certificate, is
+// refused.
+func DialTLS(base string, conf *tls.Config) (*Client, error) {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.User != nil || u.RawQuery != "" {
+		return nil, fmt.Errorf("broker: admin URL %q: want https://host:port", base)
+	}
+	if conf == nil || (len(conf.Certificates) == 0 && conf.GetClientCertificate == nil) {
+		return nil, errors.New("broker: an admin API over TCP takes a client certificate")
+	}
+	tr := &http.Transport{TLSClientConfig: conf.Clone(), ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 4,
+		TLSHandshakeTimeout: 10 * time.Second, IdleConnTimeout: 90 * time.Second}
+	return &Client{hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}, base: "https://" + u.Host, remote: true}, nil
+}
+
+// Remote reports whether c reaches a broker over TCP (DialTLS): one that
+// serves boxes at a URL of its own (Listen answers it whatever the host).
+func (c *Client) Remote() bool { return c.remote }
+
+// Close closes c's idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
 
 var _ Granter = (*Client)(nil)
 
@@ -145,7 +176,7 @@ func (e *APIError) Error() string {
 func (e *APIError) Is(target error) bool { return target == ErrUnknownBox && e.Type == "not_found" }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	err := adminapi.Call(ctx, c.hc, method, "http://broker"+path, in, out)
+	err := adminapi.Call(ctx, c.hc, method, c.base+path, in, out)
 	var se *adminapi.StatusError
 	if errors.As(err, &se) {
 		return &APIError{Status: se.Status, Type: se.Body.Type, Message: se.Body.Message}

@@ -10,11 +10,13 @@ package localbroker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,8 +34,22 @@ const DefaultIdle = 10 * time.Minute
 
 // Options configure Serve.
 type Options struct {
-	// Admin is the admin API's unix socket. Required.
+	// Admin is the admin API's unix socket. Required unless AdminAddr is
+	// set.
 	Admin string
+	// AdminAddr serves the admin API on TCP (host:port) too, behind
+	// AdminTLS, which must take only clients with a certificate
+	// (package brokertls): a broker in a cluster. Its gates API is not
+	// served there: a relay runs where its boxes' network is.
+	AdminAddr string
+	AdminTLS  *tls.Config
+	// BoxURL, when set, is the one URL the broker serves boxes at (a
+	// Service in front of Listen's address): the admin API's listeners
+	// answer it for any host.
+	BoxURL string
+	// Upstreams are registered at the start (a broker whose keys come
+	// from its own environment).
+	Upstreams []broker.Upstream
 	// Idle ends the broker once no box has held a token this long (0:
 	// never).
 	Idle time.Duration
@@ -51,33 +67,38 @@ func Serve(ctx context.Context, o Options) error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	b, err := broker.New(broker.Options{Logger: o.Logger})
+	if o.Admin == "" && o.AdminAddr == "" {
+		return errors.New("broker: no admin API: want a unix socket, an address, or both")
+	}
+	if o.AdminAddr != "" && (o.AdminTLS == nil || o.AdminTLS.ClientAuth != tls.RequireAndVerifyClientCert || o.AdminTLS.ClientCAs == nil) {
+		return errors.New("broker: an admin API on TCP takes only clients with a certificate of its CA")
+	}
+	if o.BoxURL != "" {
+		if err := checkBoxURL(o.BoxURL); err != nil {
+			return err
+		}
+	}
+	b, err := broker.New(broker.Options{Logger: o.Logger, Upstreams: o.Upstreams})
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(o.Admin), 0o700); err != nil {
-		return fmt.Errorf("broker: %w", err)
+	s := &servers{b: b, fixed: o.BoxURL}
+	var l net.Listener
+	if o.Admin != "" {
+		if l, err = listenAdmin(ctx, o.Admin); err != nil {
+			return err
+		}
 	}
-	if err := os.Chmod(filepath.Dir(o.Admin), 0o700); err != nil {
-		return fmt.Errorf("broker: %w", err)
-	}
-	if answers(ctx, o.Admin) {
-		return fmt.Errorf("broker: another broker answers at %s", o.Admin)
-	}
-	_ = os.Remove(o.Admin) // a dead broker's
-	old := syscall.Umask(0o177)
-	l, err := net.Listen("unix", o.Admin)
-	syscall.Umask(old)
-	if err != nil {
-		return fmt.Errorf("broker: %w", err)
-	}
-	s := &servers{b: b}
 	for _, addr := range o.Listen {
-		l, err := net.Listen("tcp", addr)
+		l2, err := net.Listen("tcp", addr)
 		if err != nil {
 			s.close()
+			if l != nil {
+				_ = l.Close()
+			}
 			return fmt.Errorf("broker: %w", err)
 		}
+		l := l2
 		srv := &http.Server{Handler: b, ReadHeaderTimeout: 30 * time.Second}
 		s.srvs = append(s.srvs, srv)
 		if o.TLSCert != "" {
@@ -92,27 +113,83 @@ func Serve(ctx context.Context, o Options) error {
 	gates := &gate.Gates{Defaults: gate.Options{Logger: o.Logger}}
 	inner := http.NewServeMux()
 	inner.Handle("/v1/gates/", gates.Handler())
-	inner.Handle("/", b.Admin(s.listen))
+	api := b.Admin(s.listen)
+	inner.Handle("/", api)
 	admin := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.lastAdmin.Store(time.Now().UnixNano()) // a caller at work keeps the broker up
 		inner.ServeHTTP(w, r)
 	}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = admin.Serve(l) }()
+	if l != nil {
+		go func() { _ = admin.Serve(l) }()
+	}
+	var remote *http.Server
+	if o.AdminAddr != "" {
+		tl, err := net.Listen("tcp", o.AdminAddr)
+		if err != nil {
+			_ = admin.Close()
+			s.close()
+			return fmt.Errorf("broker: %w", err)
+		}
+		remote = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.lastAdmin.Store(time.Now().UnixNano())
+			api.ServeHTTP(w, r)
+		}), ReadHeaderTimeout: 10 * time.Second, TLSConfig: o.AdminTLS.Clone(),
+			ErrorLog: slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug)}
+		go func() { _ = remote.ServeTLS(tl, "", "") }()
+		o.Logger.Info("broker admin API", "addr", tl.Addr().String(), "tls", "mutual")
+	}
 	defer func() {
 		_ = admin.Close()
+		if remote != nil {
+			_ = remote.Close()
+		}
 		s.close()
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		_ = gates.Close(cctx)
 		cancel()
-		_ = os.Remove(o.Admin)
+		if o.Admin != "" {
+			_ = os.Remove(o.Admin)
+		}
 	}()
 	o.Logger.Info("broker serving", "admin", o.Admin)
 	return s.untilIdle(ctx, o.Idle, o.Admin)
 }
 
+// listenAdmin listens on the admin socket at path, in a directory of mode
+// 0700, the socket itself of mode 0600; a live broker there is an error.
+func listenAdmin(ctx context.Context, path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	if err := os.Chmod(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	if answers(ctx, path) {
+		return nil, fmt.Errorf("broker: another broker answers at %s", path)
+	}
+	_ = os.Remove(path) // a dead broker's
+	old := syscall.Umask(0o177)
+	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	return l, nil
+}
+
+// checkBoxURL refuses a box URL that is not http(s)://host[:port].
+func checkBoxURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil || (u.Path != "" && u.Path != "/") {
+		return fmt.Errorf("broker: box URL %q: want http(s)://host:port (in a cluster, its Service's address)", raw)
+	}
+	return nil
+}
+
 // servers are the broker's listeners for boxes, one per host address.
 type servers struct {
 	b     *broker.Broker
+	fixed string // Options.BoxURL
 	mu    sync.Mutex
 	byURL map[string]string // host -> URL
 	srvs  []*http.Server
@@ -121,6 +198,9 @@ type servers struct {
 }
 
 func (s *servers) listen(ctx context.Context, host string) (string, error) {
+	if s.fixed != "" {
+		return s.fixed, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if u, ok := s.byURL[host]; ok {
@@ -171,7 +251,7 @@ func (s *servers) untilIdle(ctx context.Context, idle time.Duration, admin strin
 			return nil
 		case <-tick.C:
 		}
-		if _, err := os.Stat(admin); err != nil {
+		if _, err := os.Stat(admin); admin != "" && err != nil {
 			return nil
 		}
 		if idle <= 0 {
