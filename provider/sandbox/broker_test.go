@@ -2,11 +2,14 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tangle-network/boxctl/internal/boxtest"
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
@@ -76,6 +79,37 @@ func TestBroker_LiveAttacks(t *testing.T) {
 	mu.Lock()
 	if len(ended) != 1 || ended[0].Usage == nil || ended[0].Usage.Requests != u.Requests || ended[0].Usage.OutputTokens != u.OutputTokens {
 		t.Errorf("turn.ended events %+v, want one with the turn's usage %+v", ended, u)
+	}
+	mu.Unlock()
+
+	// A dispatched turn's end is watched for: its turn.ended carries
+	// what the broker measured during it, and the next turn in the box
+	// waits for it and is counted apart.
+	ref, err := b.Dispatch(t.Context(), provider.Turn{Prompt: "dispatched " + randText()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	polltest.UntilNil(t, 60*time.Second, "the next turn, once the dispatched one ended", func() error {
+		_, _, err := sandboxtest.Turn(t.Context(), b, provider.Turn{Prompt: "after the dispatched one"})
+		if _, busy := errors.AsType[*provider.ConflictError](err); err != nil && !busy {
+			t.Fatal(err)
+		}
+		return err
+	})
+	polltest.Until(t, 30*time.Second, "the dispatched and the streamed turns' ends", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ended) == 3
+	})
+	ub, err := f.Broker.Usage(t.Context(), b.Box().ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	d, next := ended[1], ended[2]
+	if d.RunID != ref.ControlRef.RunID || d.Reason != provider.StatusCompleted || d.Usage == nil || d.Usage.Requests == 0 ||
+		next.Usage == nil || d.Usage.Requests+next.Usage.Requests != ub.Requests || d.Usage.OutputTokens+next.Usage.OutputTokens != ub.OutputTokens {
+		t.Errorf("turn.ended of the dispatched run %+v and of the next %+v; want them to split the box's usage %+v", d, next, ub)
 	}
 	mu.Unlock()
 

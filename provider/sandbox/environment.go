@@ -82,6 +82,7 @@ type Environment struct {
 	egress     *egress.Policy     // the box's policy (egress.go), nil if none
 	egressAddr netip.Addr         // the box's address at the gate, if confined
 	stopIdle   context.CancelFunc // ends the idle watch, when one runs
+	watch      *runWatch          // the watch of the last dispatched run (dispatch.go)
 }
 
 // Timings returns the phases of the Create that made this environment,
@@ -113,6 +114,7 @@ func (e *Environment) acquire(ctx context.Context, op string) error {
 		if err == nil {
 			var st provider.RunStatus
 			if st, err = s.Status(ctx); err == nil && st.Terminal {
+				e.settleWatch(ctx, st.Status)
 				e.mu.Lock()
 				if e.last == last {
 					e.last = nil
@@ -222,10 +224,12 @@ func (e *Environment) Dispatch(ctx context.Context, turn provider.Turn) (provide
 	if err := e.acquire(ctx, "environment.Dispatch"); err != nil {
 		return provider.Reference{}, err
 	}
+	before, metered := e.p.boxUsage(ctx, e.box.ID())
 	ref, err := e.Environment.Dispatch(ctx, turn)
 	err = busyFromBridge("environment.Dispatch", err)
 	if err == nil {
 		e.p.emit(Event{Type: EventTurnStarted, BoxID: e.box.ID(), RunTag: e.ref.RunTag, RunID: ref.ControlRef.RunID})
+		e.watchRun(ref, before, metered)
 	}
 	e.mu.Lock()
 	e.busy = false
@@ -244,6 +248,7 @@ func (e *Environment) Destroy(ctx context.Context) (err error) {
 		attribute.String("boxctl.box_id", e.box.ID()), attribute.String("boxctl.reason", ReasonUser)))
 	defer func() { tracing.End(span, err) }()
 	e.endIdleWatch()
+	e.endRunWatch()
 	cancelErr := e.Environment.Destroy(ctx)
 	_ = e.pv.Close(ctx)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultDestroyTimeout)
@@ -266,6 +271,7 @@ func (e *Environment) Destroy(ctx context.Context) (err error) {
 // running (reconnect with Provider.Connect).
 func (e *Environment) Close(ctx context.Context) error {
 	e.endIdleWatch()
+	e.endRunWatch()
 	return e.pv.Close(ctx)
 }
 

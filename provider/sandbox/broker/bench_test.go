@@ -1,10 +1,14 @@
 package broker_test
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,6 +81,17 @@ func benchBroker(b *testing.B, gap time.Duration) {
 	}
 	front := httptest.NewServer(br)
 	b.Cleanup(front.Close)
+	target, _ := url.Parse(up.URL)
+	bare := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }, FlushInterval: -1,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256}, ErrorLog: log.New(io.Discard, "", 0)}
+	// Like the broker, it reads the request whole first (see
+	// Broker.ServeHTTP: a streamed answer otherwise may end early).
+	floor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		bare.ServeHTTP(w, r)
+	}))
+	b.Cleanup(floor.Close)
 	body := `{"model":"m","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
 	for _, conc := range []int{1, 50} {
 		tokens := make([]string, conc)
@@ -85,7 +100,7 @@ func benchBroker(b *testing.B, gap time.Duration) {
 				b.Fatal(err)
 			}
 		}
-		for _, impl := range []struct{ name, url string }{{"baseline", up.URL}, {"boxctl", front.URL}} {
+		for _, impl := range []struct{ name, url string }{{"baseline", up.URL}, {"reverseproxy", floor.URL}, {"boxctl", front.URL}} {
 			b.Run("conc="+strconv.Itoa(conc)+"/impl="+impl.name, func(b *testing.B) {
 				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc * 2, DisableCompression: true}}
 				var mu sync.Mutex
