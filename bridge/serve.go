@@ -15,6 +15,7 @@ import (
 	"github.com/tangle-network/boxctl/bridge/engine"
 	"github.com/tangle-network/boxctl/bridge/internal/modelrelay"
 	"github.com/tangle-network/boxctl/bridge/jail"
+	"github.com/tangle-network/boxctl/bridge/replicate"
 	"github.com/tangle-network/boxctl/bridge/server"
 	"github.com/tangle-network/boxctl/bridge/store"
 	"github.com/tangle-network/boxctl/internal/buildinfo"
@@ -46,7 +47,7 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	st, err := openStore(ctx, c)
+	st, q, err := openStore(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -58,6 +59,7 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 	if relay != nil {
 		defer relay.Close()
 	}
+	defer shipReplica(ctx, st, q, relay, log)()
 	eng, srv, err := start(ctx, c, st, log, nil, nil, nil, relay)
 	if err != nil {
 		return err
@@ -79,9 +81,28 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 	return serveLoop(ctx, hs, eng, serveErr, log)
 }
 
-func openStore(ctx context.Context, c Config) (*store.Store, error) {
-	return store.Open(ctx, c.DataDir, store.Options{MaxEvents: c.MaxEvents, MaxBytes: c.MaxBytes,
-		ReplayTTL: c.ReplayTTL, IdentityTTL: c.IdentityTTL, SessionIdle: c.SessionIdleClose})
+// openStore opens c's store, its changes marked on the queue a replica's
+// shipper reads (shipReplica).
+func openStore(ctx context.Context, c Config) (*store.Store, *replicate.Queue, error) {
+	q := replicate.NewQueue()
+	st, err := store.Open(ctx, c.DataDir, store.Options{MaxEvents: c.MaxEvents, MaxBytes: c.MaxBytes,
+		ReplayTTL: c.ReplayTTL, IdentityTTL: c.IdentityTTL, SessionIdle: c.SessionIdleClose, OnChange: q.Mark})
+	return st, q, err
+}
+
+// shipReplica ships st's runs to the replica at the relay's upstream (the
+// broker), if there is a relay, until the returned stop is called.
+func shipReplica(ctx context.Context, st *store.Store, q *replicate.Queue, relay *modelrelay.Relay, log *slog.Logger) (stop func()) {
+	if relay == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		replicate.Run(ctx, replicate.Options{Store: st, Queue: q, Call: relay.Call, Log: log})
+	}()
+	return func() { cancel(); <-done }
 }
 
 // backends are the engine backends of c's keys.

@@ -47,7 +47,7 @@ func ServeStandby(ctx context.Context, c Config, token string, log *slog.Logger,
 	if err := probe.Validate(); err != nil {
 		return err
 	}
-	st, err := openStore(ctx, c)
+	st, q, err := openStore(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -65,6 +65,7 @@ func ServeStandby(ctx context.Context, c Config, token string, log *slog.Logger,
 	if relay != nil {
 		defer relay.Close()
 	}
+	defer shipReplica(ctx, st, q, relay, log)()
 	var handler switchHandler
 	// eng is the standby's engine (with the relay) until a claim, then
 	// the claimed bridge's; engMu orders a claim and a shutdown.

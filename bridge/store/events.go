@@ -51,7 +51,15 @@ func (s *Store) Append(ctx context.Context, id string, events [][]byte) (int64, 
 		return 0, fmt.Errorf("append to run %s: %w", id, err)
 	}
 	s.stats.events.Add(int64(len(events)))
+	s.changed(id)
 	return last, nil
+}
+
+// changed tells Options.OnChange of a committed change of run id.
+func (s *Store) changed(id string) {
+	if s.opts.OnChange != nil {
+		s.opts.OnChange(id)
+	}
 }
 
 func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, id string, events [][]byte) (int64, error) {

@@ -122,16 +122,28 @@ func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
 
 // LiveRuns returns every run still marked running.
 func (s *Store) LiveRuns(ctx context.Context) ([]Run, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+runColumns+` FROM runs WHERE status = ?`, StatusRunning)
+	return s.queryRuns(ctx, "live runs", `SELECT `+runColumns+` FROM runs WHERE status = ?`, StatusRunning)
+}
+
+// RunsSince returns every live run and each run started at since or
+// later.
+func (s *Store) RunsSince(ctx context.Context, since time.Time) ([]Run, error) {
+	return s.queryRuns(ctx, "runs since", `SELECT `+runColumns+` FROM runs WHERE status = ? OR started_at >= ? ORDER BY started_at`,
+		StatusRunning, ms(since))
+}
+
+// queryRuns returns the runs q selects.
+func (s *Store) queryRuns(ctx context.Context, op, q string, args ...any) ([]Run, error) {
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("live runs: %w", err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	defer rows.Close()
 	var out []Run
 	for rows.Next() {
 		r, err := scanRun(rows)
 		if err != nil {
-			return nil, fmt.Errorf("live runs: %w", err)
+			return nil, fmt.Errorf("%s: %w", op, err)
 		}
 		out = append(out, r)
 	}
@@ -196,6 +208,7 @@ func (s *Store) Finish(ctx context.Context, id string, f Finish, events [][]byte
 		return Run{}, fmt.Errorf("finish run %s: %w", id, err)
 	}
 	s.stats.events.Add(int64(len(events)))
+	s.changed(id)
 	select {
 	case s.ckpt <- struct{}{}:
 	default: // one is asked for already; it covers this run too

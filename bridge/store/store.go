@@ -54,6 +54,10 @@ type Options struct {
 	PruneBatch int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// OnChange, when set, is told the id of a run whose events or status
+	// changed, once the change is committed (a replica's shipper). It
+	// must not block.
+	OnChange func(runID string)
 }
 
 func (o Options) withDefaults() Options {

@@ -20,6 +20,7 @@ import (
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"
+	"github.com/tangle-network/boxctl/vendors/kubernetes"
 )
 
 type brokerOptions struct {
@@ -150,13 +151,29 @@ func brokerSocket(s *boxstate.Store) string {
 // holding a token (a duration).
 const brokerIdleEnv = "BOXCTL_BROKER_IDLE"
 
-// ensureBroker returns a client of the user's broker: the one
-// $BOXCTL_BROKER_ADMIN names, else the local one, started when none runs.
-func (a *app) ensureBroker(ctx context.Context, s *boxstate.Store) (*broker.Client, error) {
-	if c, err := remoteBroker(os.Getenv); c != nil || err != nil {
-		return c, err
+// ensureBroker returns a client of the broker of v's boxes: for
+// Kubernetes, the one $BOXCTL_BROKER_ADMIN names (a cluster's), else the
+// user's local one, started when none runs.
+func (a *app) ensureBroker(ctx context.Context, s *boxstate.Store, v vendors.Vendor) (*broker.Client, error) {
+	if v != nil && v.Name() == kubernetes.Name {
+		if c, err := a.remoteBroker(); c != nil || err != nil {
+			return c, err
+		}
 	}
 	return a.ensureLocalBroker(ctx, s)
+}
+
+// remoteBroker is the app's one client of the cluster's broker
+// (remoteBroker of the environment), nil for none.
+func (a *app) remoteBroker() (*broker.Client, error) {
+	if a.remote == nil {
+		c, err := remoteBroker(os.Getenv)
+		if err != nil || c == nil {
+			return nil, err
+		}
+		a.remote = c
+	}
+	return a.remote, nil
 }
 
 // ensureLocalBroker returns a client of the user's broker on this machine
@@ -186,7 +203,7 @@ func (a *app) brokerAccess(s *boxstate.Store) boxstate.AccessFunc {
 		if rec.Upstream == "" {
 			return boxstate.RouterAccess(os.Getenv)(ctx, v, rec)
 		}
-		bc, err := a.ensureBroker(ctx, s)
+		bc, err := a.ensureBroker(ctx, s, v)
 		if err != nil {
 			return boxstate.ModelAccess{}, err
 		}
@@ -221,7 +238,7 @@ func (a *app) recordGate(s **boxstate.Store) boxstate.GateFunc {
 		if e, own := v.(vendors.EgressEnforcer); own && !e.EgressRules().Relay {
 			return nil, nil
 		}
-		bc, err := a.ensureBroker(ctx, *s)
+		bc, err := a.ensureBroker(ctx, *s, v)
 		if err != nil {
 			return nil, err
 		}
@@ -260,7 +277,7 @@ func contains(list []string, s string) bool {
 // upstreamAccess registers up at the user's broker (starting it) and has
 // the broker serve v's boxes: the model access of a new box.
 func (a *app) upstreamAccess(ctx context.Context, s *boxstate.Store, v vendors.Vendor, up broker.Upstream, url string) (boxstate.ModelAccess, error) {
-	bc, err := a.ensureBroker(ctx, s)
+	bc, err := a.ensureBroker(ctx, s, v)
 	if err != nil {
 		return boxstate.ModelAccess{}, err
 	}

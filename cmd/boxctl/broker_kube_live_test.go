@@ -102,6 +102,11 @@ func TestKubernetes_ClusterBroker(t *testing.T) {
 		_, err := bc.Status(t.Context())
 		return err
 	})
+	// The key came from the Secret: the broker holds the Router before
+	// any up gave it.
+	if st, err := bc.Status(t.Context()); err != nil || len(st.Upstreams) != 1 || st.Upstreams[0] != upstreamName(broker.Router, routerURL, false) {
+		t.Errorf("the broker's upstreams at its start = %+v, %v; want the Router of its Secret", st.Upstreams, err)
+	}
 	bc.Close()
 	t.Setenv(open.EnvKubeBrokerService, ns+"/"+brokerkube.Name)
 	t.Setenv(open.EnvKubeEgressRelay, kubetest.FreeRelay(t).String())
@@ -149,7 +154,8 @@ func TestKubernetes_ClusterBroker(t *testing.T) {
 		}
 	}
 
-	// A client of another CA is refused in the handshake.
+	// A client with a certificate of another CA (that trusts the
+	// broker's) is refused in the handshake.
 	other := filepath.Join(t.TempDir(), "other")
 	if err := brokertls.Write(other, []string{adminIP}, time.Hour); err != nil {
 		t.Fatal(err)
@@ -158,6 +164,11 @@ func TestKubernetes_ClusterBroker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mine, err := brokertls.ClientConfig(filepath.Join(certs, brokertls.Client))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf.RootCAs = mine.RootCAs
 	foreign, err := broker.DialTLS(adminURL, conf)
 	if err != nil {
 		t.Fatal(err)

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/render"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+	"github.com/tangle-network/boxctl/vendors/kubernetes"
 
 	"github.com/spf13/cobra"
 
@@ -54,19 +54,16 @@ func runLs(ctx context.Context, a *app, o *lsOptions) error {
 		return err
 	}
 	rows := st.Rows(o.target, s.Owner(), infos)
-	a.meterRows(ctx, s, rows)
+	a.meterRows(ctx, s, o.target, rows)
 	return a.print(rows, func(w io.Writer) error { return render.Rows(w, rows, time.Now()) })
 }
 
 // meterRows adds to each row of a box with an upstream what the user's
 // broker measured it spend, when the broker runs (ls starts none).
-func (a *app) meterRows(ctx context.Context, s *boxstate.Store, rows []boxstate.Row) {
-	c, err := remoteBroker(os.Getenv)
-	if err != nil {
-		return
-	}
-	if c == nil {
-		c = broker.Dial(brokerSocket(s))
+func (a *app) meterRows(ctx context.Context, s *boxstate.Store, target string, rows []boxstate.Row) {
+	c := broker.Dial(brokerSocket(s))
+	if remote, _ := a.remoteBroker(); remote != nil && target == kubernetes.Name {
+		c = remote // the cluster's broker measures its boxes
 	}
 	if _, err := c.Status(ctx); err != nil {
 		return

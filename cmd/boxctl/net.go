@@ -149,7 +149,7 @@ func setNet(ctx context.Context, a *app, s *boxstate.Store, rec *boxstate.Record
 	if err != nil {
 		return err
 	}
-	bc, err := a.ensureBroker(ctx, s)
+	bc, err := a.ensureBroker(ctx, s, v)
 	if err != nil {
 		return err
 	}

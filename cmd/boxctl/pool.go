@@ -112,7 +112,7 @@ func runPoolUp(ctx context.Context, a *app, o *poolOptions) error {
 		if err != nil {
 			return err
 		}
-		bc, err := a.ensureBroker(ctx, s)
+		bc, err := a.ensureBroker(ctx, s, v)
 		if err != nil {
 			return err
 		}

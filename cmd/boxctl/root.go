@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -19,6 +21,9 @@ type app struct {
 	output      string // text or json
 	logLevel    string
 	log         *slog.Logger
+	// remote is the client of the cluster's broker, once made
+	// (remoteBroker).
+	remote *broker.Client
 }
 
 func newApp(out, errOut io.Writer) *app {

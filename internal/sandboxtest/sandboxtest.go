@@ -23,6 +23,7 @@ import (
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+	"github.com/tangle-network/boxctl/provider/sandbox/replica"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/docker"
@@ -61,6 +62,8 @@ type Fixture struct {
 	Stub   *routerstub.Server
 	// Broker is what the boxes reach: each gets a token of its own.
 	Broker *sandbox.LocalBroker
+	// Replica is the broker's: the boxes' bridges ship their events to it.
+	Replica *replica.Store
 }
 
 var (
@@ -115,12 +118,20 @@ func New(env testbed.Env, image string) (*Fixture, error) {
 	}
 	go func() { _ = http.Serve(l, stub) }()
 	router := sandbox.Router{URL: "http://" + l.Addr().String(), Key: key}
-	lb, err := sandbox.StartBroker(context.Background(), v, broker.Options{Upstreams: []broker.Upstream{
-		{Name: broker.Router, URL: router.URL, Key: router.Key, Auth: broker.AuthAsPresented}}})
+	dir, err := os.MkdirTemp("", "boxctl-replica-")
 	if err != nil {
 		return nil, err
 	}
-	return &Fixture{Vendor: v, Image: image, Stub: stub, Router: router, Broker: lb}, nil
+	rep, err := replica.Open(context.Background(), dir, replica.Options{})
+	if err != nil {
+		return nil, err
+	}
+	lb, err := sandbox.StartBroker(context.Background(), v, broker.Options{Upstreams: []broker.Upstream{
+		{Name: broker.Router, URL: router.URL, Key: router.Key, Auth: broker.AuthAsPresented}}, Replica: rep})
+	if err != nil {
+		return nil, err
+	}
+	return &Fixture{Vendor: v, Image: image, Stub: stub, Router: router, Broker: lb, Replica: rep}, nil
 }
 
 // SawPrompt reports whether the model endpoint received a request whose

@@ -208,3 +208,54 @@ func TestBroker_LiveProviders(t *testing.T) {
 		})
 	}
 }
+
+// TestDispatch_EndHandlerCallsBack: the handler of a dispatched turn's
+// end may call back into its environment (a turn, then Destroy) without
+// hanging: the event is emitted after the watch settled it, once.
+func TestDispatch_EndHandlerCallsBack(t *testing.T) {
+	f := setup(t)
+	var (
+		mu    sync.Mutex
+		env   *sandbox.Environment
+		ends  int
+		calls = make(chan error, 2)
+	)
+	p := f.Provider(t, func(o *sandbox.Options) {
+		o.OnEvent = func(ev sandbox.Event) {
+			if ev.Type != sandbox.EventTurnEnded {
+				return
+			}
+			mu.Lock()
+			ends++
+			first, e := ends == 1, env
+			mu.Unlock()
+			if first {
+				_, _, err := sandboxtest.Turn(context.Background(), e, provider.Turn{Prompt: "from the handler"})
+				calls <- err
+				calls <- e.Destroy(context.Background())
+			}
+		}
+	})
+	e := create(t, p, sandbox.CreateRequest{Profile: claude})
+	mu.Lock()
+	env = e
+	mu.Unlock()
+	if _, err := e.Dispatch(t.Context(), provider.Turn{Prompt: "dispatched, then called back"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case err := <-calls:
+			if err != nil {
+				t.Errorf("a call from the handler: %v", err)
+			}
+		case <-time.After(90 * time.Second):
+			t.Fatal("the handler's calls into the environment did not return")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if ends != 2 {
+		t.Errorf("%d turn.ended events, want the dispatched turn's and the handler's", ends)
+	}
+}

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
@@ -19,57 +20,97 @@ type runWatch struct {
 	metered bool
 	cancel  context.CancelFunc
 	once    sync.Once
-	done    chan struct{}
 }
 
+// watchStatusEvery is how often a watch whose stream failed asks the
+// run's status instead; watchStatusTries bounds the failed asks in a row
+// before the run's end is reported as unknown.
+const (
+	watchStatusEvery = 2 * time.Second
+	watchStatusTries = 15
+)
+
 // watchRun starts the watch of the run ref dispatched, the box's usage
-// before it being before (metered: the broker answered). Close, Destroy
-// and Suspend end the watch; the run goes on in the box, and its end is
-// then reported by nobody here.
+// before it being before (metered: the broker answered). Close and
+// Destroy end the watch; the run goes on in the box, and its end is then
+// reported by nobody here. The event is emitted on the watch's own
+// goroutine (Options.OnEvent).
 func (e *Environment) watchRun(ref provider.Reference, before broker.Usage, metered bool) {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &runWatch{e: e, runID: ref.ControlRef.RunID, before: before, metered: metered, cancel: cancel, done: make(chan struct{})}
+	w := &runWatch{e: e, runID: ref.ControlRef.RunID, before: before, metered: metered, cancel: cancel}
 	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		cancel()
+		return
+	}
 	prev := e.watch
 	e.watch = w
 	e.mu.Unlock()
 	if prev != nil {
-		prev.stop()
+		prev.cancel()
 	}
 	go func() {
-		defer close(w.done)
 		defer cancel()
 		s, err := e.Session(ref.ID, provider.SessionOptions{ControlRef: &ref.ControlRef})
 		if err != nil {
 			return
 		}
 		res, err := s.Result(ctx)
-		switch {
-		case ctx.Err() != nil:
-		case err != nil:
-			e.p.o.Logger.Debug("dispatched run: its end was not read", "box", e.box.ID(), "run", w.runID, "err", err)
-			w.end(ctx, "error")
-		default:
-			w.end(ctx, res.Status)
+		if ctx.Err() != nil {
+			return
 		}
+		if err == nil {
+			w.end(ctx, res.Status)
+			return
+		}
+		// The stream failed (a dropped connection, a restarted bridge):
+		// the run's status says when it ends.
+		e.p.o.Logger.Debug("dispatched run: its stream failed; asking its status", "box", e.box.ID(), "run", w.runID, "err", err)
+		failed := 0
+		for failed < watchStatusTries {
+			st, err := s.Status(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				failed++
+			case st.Terminal:
+				w.end(ctx, st.Status)
+				return
+			default:
+				failed = 0
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(watchStatusEvery):
+			}
+		}
+		w.end(ctx, "unknown")
 	}()
 }
 
-// end reads the box's usage and reports the run's end, once.
-func (w *runWatch) end(ctx context.Context, outcome string) {
-	w.once.Do(func() {
-		ev := Event{Type: EventTurnEnded, BoxID: w.e.box.ID(), RunTag: w.e.ref.RunTag, RunID: w.runID, Reason: outcome}
-		if after, ok := w.e.p.boxUsage(context.WithoutCancel(ctx), w.e.box.ID()); ok && w.metered {
-			ev.Usage = usageSince(w.before, after)
-		}
-		w.e.p.emit(ev)
-	})
-}
+// watchUsageTimeout bounds the reading of the box's usage at a run's end.
+const watchUsageTimeout = 5 * time.Second
 
-// stop ends the watch and waits for it.
-func (w *runWatch) stop() {
-	w.cancel()
-	<-w.done
+// end reads the box's usage and reports the run's end, once; the event
+// is emitted outside the once, so that a handler may call back into the
+// environment.
+func (w *runWatch) end(ctx context.Context, outcome string) {
+	var ev *Event
+	w.once.Do(func() {
+		e := Event{Type: EventTurnEnded, BoxID: w.e.box.ID(), RunTag: w.e.ref.RunTag, RunID: w.runID, Reason: outcome}
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), watchUsageTimeout)
+		defer cancel()
+		if after, ok := w.e.p.boxUsage(uctx, w.e.box.ID()); ok && w.metered {
+			e.Usage = usageSince(w.before, after)
+		}
+		ev = &e
+	})
+	if ev != nil {
+		w.e.p.emit(*ev)
+	}
 }
 
 // settleWatch reports the end of the last dispatched run, known terminal
@@ -84,13 +125,14 @@ func (e *Environment) settleWatch(ctx context.Context, status string) {
 	}
 }
 
-// endRunWatch ends the watch of a dispatched run, if one runs.
+// endRunWatch ends the watch of a dispatched run, if one runs, and any
+// later one (the environment is closing). It does not wait for it.
 func (e *Environment) endRunWatch() {
 	e.mu.Lock()
 	w := e.watch
-	e.watch = nil
+	e.watch, e.closed = nil, true
 	e.mu.Unlock()
 	if w != nil {
-		w.stop()
+		w.cancel()
 	}
 }

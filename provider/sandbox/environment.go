@@ -83,6 +83,7 @@ type Environment struct {
 	egressAddr netip.Addr         // the box's address at the gate, if confined
 	stopIdle   context.CancelFunc // ends the idle watch, when one runs
 	watch      *runWatch          // the watch of the last dispatched run (dispatch.go)
+	closed     bool               // Close or Destroy began: no more watches
 }
 
 // Timings returns the phases of the Create that made this environment,

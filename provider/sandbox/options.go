@@ -186,8 +186,9 @@ type Options struct {
 	IdleSuspend time.Duration
 	// OnEvent, when set, receives each lifecycle event of this provider's
 	// boxes (created, ready, turn started and ended, destroyed with its
-	// reason), synchronously on the goroutine that caused it: it must not
-	// block for long.
+	// reason), synchronously on the goroutine that caused it (a
+	// dispatched turn's end: on the goroutine that watched for it, after
+	// Dispatch returned): it must not block for long.
 	OnEvent func(Event)
 	// Webhooks, when set, delivers each lifecycle event OnEvent receives
 	// to its endpoints (WebhookEvent), from its outbox: the event is

@@ -63,6 +63,10 @@ func brokerPeerRule(svc *corev1.Service) (*networkingv1.NetworkPolicyEgressRule,
 		PodSelector:       &metav1.LabelSelector{MatchLabels: maps.Clone(svc.Spec.Selector)},
 	}}}
 	for _, p := range svc.Spec.Ports {
+		if p.Name == "admin" || p.TargetPort.StrVal == "admin" {
+			// Boxes must never reach a broker's admin API.
+			return nil, fmt.Errorf("kubernetes: the Service %s/%s leads to an admin port: name the Service boxes reach", svc.Namespace, svc.Name)
+		}
 		proto := p.Protocol
 		if proto == "" {
 			proto = corev1.ProtocolTCP

@@ -43,6 +43,8 @@ func TestBrokerPeerRule(t *testing.T) {
 	for name, s := range map[string]*corev1.Service{
 		"no selector": {Spec: corev1.ServiceSpec{Ports: svc.Spec.Ports}},
 		"no port":     {Spec: corev1.ServiceSpec{Selector: sel}},
+		"an admin port": {Spec: corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{{Name: "admin", Port: 9443,
+			TargetPort: intstr.FromString("admin")}}}},
 	} {
 		if _, err := brokerPeerRule(s); err == nil {
 			t.Errorf("%s: accepted", name)

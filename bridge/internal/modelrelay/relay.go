@@ -51,6 +51,8 @@ type Relay struct {
 	mu  sync.Mutex
 	up  *upstream
 	set chan struct{} // closed by the first Set
+	// client reaches the upstream on the bridge's own behalf (Call).
+	client *http.Client
 }
 
 // Start listens on 127.0.0.1 at a port of the kernel's choice. ca are PEM
@@ -75,7 +77,7 @@ func Start(log *slog.Logger, ca []byte) (*Relay, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Relay{ln: ln, log: log, set: make(chan struct{})}
+	r := &Relay{ln: ln, log: log, set: make(chan struct{}), client: &http.Client{Transport: transport, Timeout: 30 * time.Second}}
 	proxy := &httputil.ReverseProxy{Rewrite: r.rewrite, FlushInterval: -1, ErrorHandler: r.failed, Transport: transport,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	r.srv = &http.Server{Handler: r.handler(proxy), ReadHeaderTimeout: 10 * time.Second}
@@ -175,3 +177,43 @@ func (r *Relay) failed(w http.ResponseWriter, req *http.Request, err error) {
 
 // Close stops the relay, ending the requests in flight.
 func (r *Relay) Close() error { return r.srv.Close() }
+
+// Call sends a request of the bridge's own (not a harness's) to path at
+// the upstream, once there is one, presenting the key as a Bearer token,
+// with body as JSON when not nil; it returns the answer's status and body
+// (at most 1 MiB). It waits for an upstream until ctx ends.
+func (r *Relay) Call(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	up, err := r.current(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	u := *up.base
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+up.key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("model relay: %s %s: %w", method, path, redactKey(err, up.key))
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, out, err
+}
+
+// redactKey keeps key out of err's text.
+func redactKey(err error, key string) error {
+	if key == "" || !strings.Contains(err.Error(), key) {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), key, "[token]"))
+}

@@ -117,6 +117,7 @@ func (b *Broker) Admin(listen ListenFunc) http.Handler {
 	})
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) { adminapi.Write(w, http.StatusOK, b.Status()) })
 	mux.Handle("GET /metrics", b.Metrics())
+	b.replicaAdmin(mux)
 	return mux
 }
 
@@ -134,7 +135,8 @@ func Dial(path string) *Client {
 }
 
 // DialTLS returns a client of the admin API at base (https://host:port)
-// that presents conf's client certificate and trusts conf's RootCAs: a
+// that presents conf's client certificate and trusts conf's RootCAs only,
+// over TLS 1.3: a
 // broker in another place (a Deployment in a cluster) whose admin API
 // takes only the clients of its certificate authority. Anything but an
 // https URL with a host, or a conf without a client certificate, is
@@ -147,7 +149,14 @@ func DialTLS(base string, conf *tls.Config) (*Client, error) {
 	if conf == nil || (len(conf.Certificates) == 0 && conf.GetClientCertificate == nil) {
 		return nil, errors.New("broker: an admin API over TCP takes a client certificate")
 	}
-	tr := &http.Transport{TLSClientConfig: conf.Clone(), ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 4,
+	if conf.RootCAs == nil || conf.InsecureSkipVerify {
+		// Upstream keys go over this client: only the broker's own
+		// authority may vouch for the server.
+		return nil, errors.New("broker: an admin API over TCP is trusted by its own certificate authority only (RootCAs)")
+	}
+	tc := conf.Clone()
+	tc.MinVersion = tls.VersionTLS13
+	tr := &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true, MaxIdleConnsPerHost: 4,
 		TLSHandshakeTimeout: 10 * time.Second, IdleConnTimeout: 90 * time.Second}
 	return &Client{hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}, base: "https://" + u.Host, remote: true}, nil
 }

@@ -2,6 +2,8 @@ package broker_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
 	"net/http"
@@ -147,5 +149,32 @@ func TestAdmin_TransientUpstream(t *testing.T) {
 	}
 	if _, err := c.Grant(ctx, broker.Grant{Box: "b4", Upstream: "local-run-a"}); err == nil {
 		t.Error("a grant of the pruned upstream succeeded")
+	}
+}
+
+// TestDialTLS_refusals: the admin API over TCP is reached over https only,
+// with a client certificate, trusting the broker's own authority only.
+func TestDialTLS_refusals(t *testing.T) {
+	cert := tls.Certificate{Certificate: [][]byte{{1}}}
+	roots := x509.NewCertPool()
+	for name, c := range map[string]struct {
+		url  string
+		conf *tls.Config
+	}{
+		"plain http":         {"http://broker:9443", &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots}},
+		"a path":             {"https://broker:9443/v1", &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots}},
+		"credentials":        {"https://u:p@broker:9443", &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots}},
+		"no client cert":     {"https://broker:9443", &tls.Config{RootCAs: roots}},
+		"the system's roots": {"https://broker:9443", &tls.Config{Certificates: []tls.Certificate{cert}}},
+		"no verification":    {"https://broker:9443", &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots, InsecureSkipVerify: true}},
+		"no config":          {"https://broker:9443", nil},
+	} {
+		if _, err := broker.DialTLS(c.url, c.conf); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	c, err := broker.DialTLS("https://broker:9443", &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots})
+	if err != nil || !c.Remote() {
+		t.Errorf("a good client: %v", err)
 	}
 }

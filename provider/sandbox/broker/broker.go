@@ -21,7 +21,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/modelapi"
+	"github.com/tangle-network/boxctl/provider/sandbox/replica"
 )
 
 // Grant is what a box may spend through the broker.
@@ -116,6 +118,10 @@ type Options struct {
 	// MaxRequestBytes bounds a request's body: a larger one is answered
 	// 413. Default: DefaultMaxRequestBytes.
 	MaxRequestBytes int64
+	// Replica keeps the boxes' events outside them: their bridges ship
+	// them to wire.ReplicaPath with their tokens (nil: none kept, the
+	// route answers 404 and the bridges stop shipping).
+	Replica *replica.Store
 }
 
 type digest [sha256.Size]byte
@@ -312,6 +318,10 @@ var _ Granter = (*Broker)(nil)
 
 // ServeHTTP serves the boxes' model requests.
 func (b *Broker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, wire.ReplicaPath) {
+		b.serveReplica(w, r)
+		return
+	}
 	family, _ := modelapi.Route(r.Method, r.URL.Path)
 	kind, token := modelapi.PresentedKey(r)
 	g, why := b.admit(r, family, token)
@@ -349,6 +359,34 @@ func (b *Broker) admit(r *http.Request, family modelapi.Family, token string) (*
 	d := digest(sha256.Sum256([]byte(token)))
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	g, why := b.grantLocked(r, d, family == modelapi.FamilyNone)
+	if why != "" {
+		return nil, why
+	}
+	u := b.usage[g.Box]
+	if bu := g.Budget; (bu.Requests > 0 && u.Requests >= bu.Requests) || (bu.Tokens > 0 && u.InputTokens+u.OutputTokens >= bu.Tokens) {
+		return nil, b.countLocked(u, RefusedBudget)
+	}
+	u.Requests++
+	return g, ""
+}
+
+// grantOf finds the live grant of token, from the address it is bound to,
+// for a route that is not a model API's (the replica's).
+func (b *Broker) grantOf(r *http.Request, token string) (*grant, Refusal) {
+	if token == "" {
+		return nil, b.count(nil, RefusedNoToken)
+	}
+	d := digest(sha256.Sum256([]byte(token)))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.grantLocked(r, d, false)
+}
+
+// grantLocked finds the live grant of the token of digest d presented by
+// r: known, not past its end, from the address it is bound to; noRoute
+// refuses it for the route.
+func (b *Broker) grantLocked(r *http.Request, d digest, noRoute bool) (*grant, Refusal) {
 	g := b.byDigest[d]
 	if g == nil {
 		if old, ok := b.retired[d]; ok {
@@ -362,7 +400,7 @@ func (b *Broker) admit(r *http.Request, family modelapi.Family, token string) (*
 		delete(b.byBox, g.Box)
 		return nil, b.countLocked(u, RefusedExpired)
 	}
-	if family == modelapi.FamilyNone {
+	if noRoute {
 		return nil, b.countLocked(u, RefusedRoute)
 	}
 	if g.source.IsValid() {
@@ -371,10 +409,6 @@ func (b *Broker) admit(r *http.Request, family modelapi.Family, token string) (*
 			return nil, b.countLocked(u, RefusedSource)
 		}
 	}
-	if bu := g.Budget; (bu.Requests > 0 && u.Requests >= bu.Requests) || (bu.Tokens > 0 && u.InputTokens+u.OutputTokens >= bu.Tokens) {
-		return nil, b.countLocked(u, RefusedBudget)
-	}
-	u.Requests++
 	return g, ""
 }
 

@@ -6,6 +6,8 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -130,14 +132,19 @@ func Image(ctx context.Context, ref string, o ImageOptions) (string, error) {
 	return tag.Context().Digest(d.String()).String(), nil
 }
 
-// loopback reports whether ref's registry is on this machine.
+// loopback reports whether ref's registry is on this machine: localhost,
+// or a loopback address.
 func loopback(ref string) bool {
 	host, _, _ := strings.Cut(ref, "/")
-	h := host
-	if i := strings.LastIndex(host, ":"); i > 0 && !strings.HasSuffix(host, "]") {
-		h = host[:i]
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
 	}
-	return h == "localhost" || strings.HasPrefix(h, "127.") || h == "[::1]"
+	host = strings.Trim(host, "[]")
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // writeLayer writes the image's one layer: the binary, the CA bundle, an

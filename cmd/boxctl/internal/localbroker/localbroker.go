@@ -78,6 +78,11 @@ func Serve(ctx context.Context, o Options) error {
 			return err
 		}
 	}
+	if o.TLSCert != "" {
+		if _, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey); err != nil {
+			return fmt.Errorf("broker: --tls-cert: %w", err)
+		}
+	}
 	b, err := broker.New(broker.Options{Logger: o.Logger, Upstreams: o.Upstreams})
 	if err != nil {
 		return err
@@ -89,24 +94,28 @@ func Serve(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	for _, addr := range o.Listen {
-		l2, err := net.Listen("tcp", addr)
-		if err != nil {
-			s.close()
-			if l != nil {
-				_ = l.Close()
-			}
-			return fmt.Errorf("broker: %w", err)
+	// fail undoes the admin socket on a failure before serving.
+	fail := func(err error) error {
+		s.close()
+		if l != nil {
+			_ = l.Close()
+			_ = os.Remove(o.Admin)
 		}
-		l := l2
+		return fmt.Errorf("broker: %w", err)
+	}
+	for _, addr := range o.Listen {
+		bl, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fail(err)
+		}
 		srv := &http.Server{Handler: b, ReadHeaderTimeout: 30 * time.Second}
 		s.srvs = append(s.srvs, srv)
 		if o.TLSCert != "" {
-			go func() { _ = srv.ServeTLS(l, o.TLSCert, o.TLSKey) }()
+			go func() { _ = srv.ServeTLS(bl, o.TLSCert, o.TLSKey) }()
 		} else {
-			go func() { _ = srv.Serve(l) }()
+			go func() { _ = srv.Serve(bl) }()
 		}
-		o.Logger.Info("broker serving boxes", "addr", l.Addr().String(), "tls", o.TLSCert != "")
+		o.Logger.Info("broker serving boxes", "addr", bl.Addr().String(), "tls", o.TLSCert != "")
 	}
 	// The egress gates of the boxes' confined networks live here too,
 	// beside the broker they always let the boxes reach.
@@ -127,8 +136,7 @@ func Serve(ctx context.Context, o Options) error {
 		tl, err := net.Listen("tcp", o.AdminAddr)
 		if err != nil {
 			_ = admin.Close()
-			s.close()
-			return fmt.Errorf("broker: %w", err)
+			return fail(err)
 		}
 		remote = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			s.lastAdmin.Store(time.Now().UnixNano())
