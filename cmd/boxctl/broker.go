@@ -32,6 +32,7 @@ type brokerOptions struct {
 	certs           string
 	boxURL          string
 	fromEnv         bool
+	replicaDir      string
 }
 
 func newBrokerCmd(a *app) *cobra.Command {
@@ -47,7 +48,7 @@ the state file); it ends once no box has held a token for --idle (0: never).`,
 		Args: boxArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			lo := localbroker.Options{Admin: o.admin, Idle: o.idle, Logger: a.log, Listen: o.listen, TLSCert: o.tlsCert,
-				TLSKey: o.tlsKey, AdminAddr: o.adminAddr, BoxURL: o.boxURL}
+				TLSKey: o.tlsKey, AdminAddr: o.adminAddr, BoxURL: o.boxURL, ReplicaDir: o.replicaDir}
 			if (o.tlsCert == "") != (o.tlsKey == "") {
 				return usageErrorf("--tls-cert and --tls-key go together")
 			}
@@ -67,6 +68,9 @@ the state file); it ends once no box has held a token for --idle (0: never).`,
 					return err
 				}
 				lo.Admin = brokerSocket(s)
+				if lo.ReplicaDir == "" {
+					lo.ReplicaDir = filepath.Join(filepath.Dir(s.Path()), "replica")
+				}
 			}
 			if o.fromEnv {
 				lo.Upstreams = envUpstreams(os.Getenv)
@@ -86,6 +90,7 @@ the state file); it ends once no box has held a token for --idle (0: never).`,
 	cmd.Flags().StringVar(&o.adminAddr, "admin-listen", "", "also serve the admin API on this address (host:port), over mutual TLS (--certs): a broker in a cluster")
 	cmd.Flags().StringVar(&o.certs, "certs", "", "the server directory of `boxctl broker certs` (ca.crt, tls.crt, tls.key) for --admin-listen")
 	cmd.Flags().StringVar(&o.boxURL, "box-url", "", "the one URL boxes reach the broker at (a Service in front of --listen); up gives it to every box")
+	cmd.Flags().StringVar(&o.replicaDir, "replica-dir", "", "keep the boxes' events outside them here, past the broker's restarts (default: beside the state file; none with --admin-listen unless set)")
 	cmd.Flags().BoolVar(&o.fromEnv, "upstreams-from-env", false, "register the upstreams whose keys the environment holds (TANGLE_ROUTER_URL and TANGLE_API_KEY, ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY)")
 	return cmd
 }

@@ -28,7 +28,9 @@ const (
 	AdminPort = 9443
 	// CertsDir is where the pod mounts the server certificates.
 	CertsDir = "/etc/boxctl-broker/tls"
-	uid      = 65532
+	// ReplicaDir holds the replica of the boxes' events.
+	ReplicaDir = "/var/lib/boxctl-broker"
+	uid        = 65532
 )
 
 // Options are what the manifest is made of.
@@ -96,13 +98,13 @@ func Manifest(o Options) ([]byte, error) {
 		Name:  "broker",
 		Image: o.Image,
 		Args: []string{"broker", "--listen", fmt.Sprintf(":%d", BoxPort), "--admin-listen", fmt.Sprintf(":%d", AdminPort),
-			"--certs", CertsDir, "--idle", "0",
+			"--certs", CertsDir, "--idle", "0", "--replica-dir", ReplicaDir,
 			// Kubernetes gives the pod BOXCTL_BROKER_SERVICE_HOST and
 			// _PORT for the Service named boxctl-broker.
 			"--box-url", "http://$(BOXCTL_BROKER_SERVICE_HOST):$(BOXCTL_BROKER_SERVICE_PORT)"},
 		Ports: []corev1.ContainerPort{{Name: "boxes", ContainerPort: BoxPort, Protocol: corev1.ProtocolTCP},
 			{Name: "admin", ContainerPort: AdminPort, Protocol: corev1.ProtocolTCP}},
-		VolumeMounts:   []corev1.VolumeMount{{Name: "tls", MountPath: CertsDir, ReadOnly: true}},
+		VolumeMounts:   []corev1.VolumeMount{{Name: "tls", MountPath: CertsDir, ReadOnly: true}, {Name: "replica", MountPath: ReplicaDir}},
 		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("boxes")}}, PeriodSeconds: 5},
 		LivenessProbe:  &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("admin")}}, PeriodSeconds: 20},
 		Resources: corev1.ResourceRequirements{
@@ -132,7 +134,10 @@ func Manifest(o Options) ([]byte, error) {
 						RunAsGroup: new(int64(uid)), FSGroup: new(int64(uid)), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					Containers: []corev1.Container{c},
 					Volumes: []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-						SecretName: o.CertsSecret, DefaultMode: new(int32(0o440))}}}},
+						SecretName: o.CertsSecret, DefaultMode: new(int32(0o440))}}},
+						// The replica of the boxes' events: past the
+						// container's restarts, not the pod's.
+						{Name: "replica", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: new(resource.MustParse("1Gi"))}}}},
 				},
 			},
 		},

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+	"github.com/tangle-network/boxctl/provider/sandbox/replica"
 	"github.com/tangle-network/boxctl/vendors/egress/gate"
 )
 
@@ -50,6 +51,9 @@ type Options struct {
 	// Upstreams are registered at the start (a broker whose keys come
 	// from its own environment).
 	Upstreams []broker.Upstream
+	// ReplicaDir keeps the boxes' events outside them (package replica),
+	// past the broker's restarts; "" keeps none.
+	ReplicaDir string
 	// Idle ends the broker once no box has held a token this long (0:
 	// never).
 	Idle time.Duration
@@ -83,11 +87,19 @@ func Serve(ctx context.Context, o Options) error {
 			return fmt.Errorf("broker: --tls-cert: %w", err)
 		}
 	}
-	b, err := broker.New(broker.Options{Logger: o.Logger, Upstreams: o.Upstreams})
+	var rep *replica.Store
+	if o.ReplicaDir != "" {
+		var err error
+		if rep, err = replica.Open(ctx, o.ReplicaDir, replica.Options{}); err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
+		defer rep.Close()
+	}
+	b, err := broker.New(broker.Options{Logger: o.Logger, Upstreams: o.Upstreams, Replica: rep})
 	if err != nil {
 		return err
 	}
-	s := &servers{b: b, fixed: o.BoxURL}
+	s := &servers{b: b, fixed: o.BoxURL, rep: rep, log: o.Logger}
 	var l net.Listener
 	if o.Admin != "" {
 		if l, err = listenAdmin(ctx, o.Admin); err != nil {
@@ -197,7 +209,9 @@ func checkBoxURL(raw string) error {
 // servers are the broker's listeners for boxes, one per host address.
 type servers struct {
 	b     *broker.Broker
-	fixed string // Options.BoxURL
+	fixed string         // Options.BoxURL
+	rep   *replica.Store // pruned while the broker idles, if any
+	log   *slog.Logger
 	mu    sync.Mutex
 	byURL map[string]string // host -> URL
 	srvs  []*http.Server
@@ -261,6 +275,11 @@ func (s *servers) untilIdle(ctx context.Context, idle time.Duration, admin strin
 		}
 		if _, err := os.Stat(admin); admin != "" && err != nil {
 			return nil
+		}
+		if s.rep != nil {
+			if n, err := s.rep.Prune(ctx); err != nil || n > 0 {
+				s.log.Debug("replica pruned", "runs", n, "err", err)
+			}
 		}
 		if idle <= 0 {
 			continue

@@ -1,0 +1,117 @@
+package replica
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tangle-network/boxctl/bridge/wire"
+)
+
+func events(from, n int) []json.RawMessage {
+	out := make([]json.RawMessage, n)
+	for i := range out {
+		out[i] = json.RawMessage(fmt.Sprintf(`{"seq":%d}`, from+i))
+	}
+	return out
+}
+
+// TestAppend: batches are idempotent by sequence number (a resent batch,
+// an overlapping one), a gap is refused with where to resume, each box
+// sees its own runs only, and what is held outlives a reopen.
+func TestAppend(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(t.Context(), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		b        wire.ReplicaBatch
+		wantLast int64
+		gap      bool
+	}{
+		{"first", wire.ReplicaBatch{SessionID: "s1", Status: "running", First: 1, Events: events(1, 3)}, 3, false},
+		{"resent", wire.ReplicaBatch{Status: "running", First: 1, Events: events(1, 3)}, 3, false},
+		{"overlapping", wire.ReplicaBatch{Status: "running", First: 2, Events: events(2, 4)}, 5, false},
+		{"a gap", wire.ReplicaBatch{Status: "running", First: 9, Events: events(9, 1)}, 5, true},
+		{"the end, no events", wire.ReplicaBatch{Status: "done", First: 6, Events: nil}, 5, false},
+	} {
+		r, err := s.Append(t.Context(), "box-a", "run-1", c.b)
+		if _, gap := errors.AsType[*GapError](err); gap != c.gap || (!c.gap && err != nil) {
+			t.Fatalf("%s: %v, gap %v", c.name, err, c.gap)
+		}
+		if r.LastSeq != c.wantLast {
+			t.Errorf("%s: last %d, want %d", c.name, r.LastSeq, c.wantLast)
+		}
+	}
+	if _, err := s.Append(t.Context(), "box-b", "run-2", wire.ReplicaBatch{Status: "running", First: 1, Events: events(1, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(t.Context(), dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	runs, err := s.Runs(t.Context(), "box-a")
+	if err != nil || len(runs) != 1 || runs[0].ID != "run-1" || runs[0].Status != "done" || runs[0].SessionID != "s1" || runs[0].LastSeq != 5 {
+		t.Fatalf("runs of box-a after a reopen = %+v, %v", runs, err)
+	}
+	evs, err := s.Events(t.Context(), "box-a", "run-1", 2, 100)
+	if err != nil || len(evs) != 3 || evs[0].Seq != 3 || string(evs[2].Data) != `{"seq":5}` {
+		t.Errorf("events after 2 = %+v, %v", evs, err)
+	}
+	if _, err := s.Events(t.Context(), "box-a", "run-2", 0, 10); !errors.Is(err, ErrNotFound) {
+		t.Errorf("box-a reading box-b's run: %v, want ErrNotFound", err)
+	}
+	for name, b := range map[string]wire.ReplicaBatch{"no first": {Events: events(1, 1)}} {
+		if _, err := s.Append(t.Context(), "box-a", "run-3", b); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestBounds: a run past MaxRunBytes keeps its newest events, a box past
+// MaxBoxBytes loses its oldest runs first, and Prune drops runs past the
+// retention.
+func TestBounds(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	s, err := Open(t.Context(), t.TempDir(), Options{MaxRunBytes: 100, MaxBoxBytes: 250, Retention: time.Hour, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	big := func(n int) []json.RawMessage {
+		out := make([]json.RawMessage, n)
+		for i := range out {
+			out[i] = json.RawMessage(`"` + strings.Repeat("x", 18) + `"`) // 20 bytes
+		}
+		return out
+	}
+	if _, err := s.Append(t.Context(), "b", "r1", wire.ReplicaBatch{Status: "running", First: 1, Events: big(8)}); err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := s.Events(t.Context(), "b", "r1", 0, 100)
+	if len(evs) != 5 || evs[0].Seq != 4 {
+		t.Errorf("a run of 160 bytes under a bound of 100 keeps %d events from %d, want the newest 5", len(evs), evs[0].Seq)
+	}
+	for i, r := range []string{"r2", "r3"} {
+		now = now.Add(time.Duration(i+1) * time.Minute)
+		if _, err := s.Append(t.Context(), "b", r, wire.ReplicaBatch{Status: "done", First: 1, Events: big(5)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, _ := s.Runs(t.Context(), "b")
+	if len(runs) != 2 || runs[0].ID != "r2" || runs[1].ID != "r3" {
+		t.Errorf("a box over its bound holds %+v, want its newest runs r2 and r3", runs)
+	}
+	now = now.Add(2 * time.Hour)
+	if n, err := s.Prune(t.Context()); err != nil || n != 2 {
+		t.Errorf("Prune = %d, %v; want both runs", n, err)
+	}
+}
