@@ -84,6 +84,7 @@ type Environment struct {
 	stopIdle   context.CancelFunc // ends the idle watch, when one runs
 	watch      *runWatch          // the watch of the last dispatched run (dispatch.go)
 	closed     bool               // Close or Destroy began: no more watches
+	lost       bool               // the box was lost (lost.go)
 }
 
 // Timings returns the phases of the Create that made this environment,
@@ -178,9 +179,33 @@ func (e *Environment) Stream(ctx context.Context, turn provider.Turn) iter.Seq2[
 			}
 			e.p.emit(ev)
 		}()
+		var (
+			ref     provider.ControlRef
+			lastSeq int64
+		)
 		for ev, err := range e.Environment.Stream(ctx, turn) {
 			if ev.RunID != "" {
 				runID = ev.RunID
+				ref = provider.ControlRef{RunID: ev.RunID, SessionID: ev.SessionID, ExecutionID: ev.ExecutionID}
+			}
+			if n := frameSeq(ev); n > lastSeq {
+				lastSeq = n
+			}
+			if err != nil && ctx.Err() == nil {
+				if reason := e.lostReason(ctx); reason != "" {
+					// The box is gone: the rest of the run is the
+					// replica's, and it ends saying so.
+					e.noteLost(ctx, reason)
+					outcome = "lost"
+					turnID := turn.TurnID
+					if turnID == "" {
+						turnID = turn.ExecutionID
+					}
+					if ref.RunID == "" || !e.replicaRest(ctx, ref, turnID, lastSeq, reason, yield) {
+						yield(provider.Event{}, &LostError{BoxID: e.box.ID(), Reason: reason, Err: err})
+					}
+					return
+				}
 			}
 			switch {
 			case err != nil:

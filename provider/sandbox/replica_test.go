@@ -2,11 +2,19 @@ package sandbox_test
 
 import (
 	"bytes"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/tangle-network/boxctl/internal/dockerclient"
 	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
+	"github.com/tangle-network/boxctl/internal/testbed"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 )
@@ -64,4 +72,105 @@ func TestReplica_LiveShipping(t *testing.T) {
 	if err != nil || len(after) != len(held) {
 		t.Errorf("after the box is gone the replica holds %d events (%v), want %d", len(after), err, len(held))
 	}
+}
+
+// TestReplica_LiveBoxLost: the box's container is removed from under a
+// streaming turn (no destroy of boxctl's): the stream reads the rest of
+// the run from the replica (every event the bridge stored before the
+// loss, none twice) and ends on a terminal status that says the box was
+// lost; the loss is a lifecycle event of its own, the box's token is
+// retired, and the next turn is a *sandbox.LostError.
+func TestReplica_LiveBoxLost(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	var mu sync.Mutex
+	var lost []sandbox.Event
+	p := f.Provider(t, func(o *sandbox.Options) {
+		o.OnEvent = func(ev sandbox.Event) {
+			if ev.Type == sandbox.EventLost || ev.Type == sandbox.EventTurnEnded {
+				mu.Lock()
+				lost = append(lost, ev)
+				mu.Unlock()
+			}
+		}
+	})
+	env := create(t, p, sandbox.CreateRequest{Profile: claude})
+	cli, err := dockerclient.New(testbed.Require(t).DockerHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	var (
+		seen     []provider.Event
+		terminal *provider.Event
+		parts    int
+	)
+	for ev, err := range env.Stream(t.Context(), provider.Turn{Prompt: sandboxtest.PromptPaced}) {
+		if err != nil {
+			t.Fatalf("the stream failed: %v (after %d events)", err, len(seen))
+		}
+		seen = append(seen, ev)
+		if ev.Type == provider.EventMessagePart {
+			if parts++; parts == 3 {
+				if err := cli.ContainerRemove(t.Context(), env.Box().ID(), container.RemoveOptions{Force: true}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if ev.Type == provider.EventStatus && ev.Status != "" && ev.Status != "running" {
+			terminal = &seen[len(seen)-1]
+		}
+	}
+	if terminal == nil || terminal.Status != provider.StatusFailed || !strings.HasPrefix(terminal.Detail, sandbox.DetailBoxLost) {
+		t.Fatalf("the stream ended on %+v, want a failed status saying the box was lost", terminal)
+	}
+	seqs := map[string]bool{}
+	frames := map[int64]bool{}
+	var last int64
+	for _, ev := range seen {
+		if ev.ID == "" {
+			continue
+		}
+		frame, _, _ := strings.Cut(ev.ID, ":")
+		n, _ := strconv.ParseInt(frame, 10, 64)
+		if seqs[ev.ID] || n < last {
+			t.Errorf("event %s came twice or out of order", ev.ID)
+		}
+		seqs[ev.ID], frames[n], last = true, true, n
+	}
+	held, err := f.Replica.Events(t.Context(), env.Box().ID(), terminal.RunID, 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range held {
+		if !frames[h.Seq] {
+			t.Errorf("the replica's event %d never reached the reader", h.Seq)
+		}
+	}
+	for n := int64(1); n <= last; n++ {
+		if !frames[n] {
+			t.Errorf("the reader missed stored event %d of %d", n, last)
+		}
+	}
+	if int64(len(held)) > last {
+		t.Errorf("the reader saw events up to %d, the replica holds %d", last, len(held))
+	}
+	t.Logf("%d events read, %d of them stored before the loss; %d text parts streamed live", len(seen), len(held), parts)
+	mu.Lock()
+	var kinds []string
+	for _, ev := range lost {
+		kinds = append(kinds, string(ev.Type)+":"+ev.Reason)
+	}
+	mu.Unlock()
+	if len(kinds) != 2 || kinds[0] != "lost:the vendor no longer has the box" || kinds[1] != "turn.ended:lost" {
+		t.Errorf("lifecycle events %q, want lost (with the vendor's reason), then the turn's end", kinds)
+	}
+	if _, _, err := sandboxtest.Turn(t.Context(), env, provider.Turn{Prompt: "after the loss"}); !errorsAs[*sandbox.LostError](err) {
+		t.Errorf("a turn after the loss: %v, want a *sandbox.LostError", err)
+	}
+}
+
+func errorsAs[T error](err error) bool {
+	_, ok := errors.AsType[T](err)
+	return ok
 }

@@ -1,0 +1,135 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tangle-network/boxctl/provider"
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+	"github.com/tangle-network/boxctl/vendors"
+)
+
+// EventLost: the box vanished under a live environment (the vendor
+// deleted or stopped it, its node died): Reason says what the vendor
+// reported. Distinct from EventDestroyed, which a destroy by the user, a
+// deadline or gc causes.
+const EventLost EventType = "lost"
+
+// DetailBoxLost is the detail of the terminal status event a stream of a
+// lost box's run ends on, when the run had not ended before the loss: the
+// run was interrupted, and may be run again (under its own turn id).
+const DetailBoxLost = "interrupted: box_lost"
+
+// LostError is an operation on a box that is gone: the vendor no longer
+// has it, or stopped it, with no destroy or suspend of boxctl's.
+type LostError struct {
+	BoxID  string
+	Reason string
+	// Err is the failure that revealed it.
+	Err error
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("box %s was lost (%s): %v", e.BoxID, e.Reason, e.Err)
+}
+
+func (e *LostError) Unwrap() error { return e.Err }
+
+// lostBoxTimeout bounds asking the vendor whether the box is gone.
+const lostBoxTimeout = 10 * time.Second
+
+// lostReason asks the vendor whether the box is gone: the reason when it
+// is, "" when it runs (or the vendor cannot say).
+func (e *Environment) lostReason(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lostBoxTimeout)
+	defer cancel()
+	info, err := e.box.Status(ctx)
+	if _, gone := errors.AsType[*vendors.NotFoundError](err); gone {
+		return "the vendor no longer has the box"
+	}
+	if err != nil {
+		return ""
+	}
+	switch info.State {
+	case vendors.StateRunning, vendors.StateCreating, vendors.StateUnknown, vendors.StateSuspended:
+		return ""
+	}
+	return "the box is " + string(info.State)
+}
+
+// noteLost records the loss once: the lifecycle event, and the box's
+// token retired at the broker.
+func (e *Environment) noteLost(ctx context.Context, reason string) {
+	e.mu.Lock()
+	first := !e.lost
+	e.lost = true
+	e.mu.Unlock()
+	if !first {
+		return
+	}
+	e.p.o.Logger.Warn("box lost", "box", e.box.ID(), "reason", reason)
+	e.p.emit(Event{Type: EventLost, BoxID: e.box.ID(), RunTag: e.ref.RunTag, Reason: reason})
+	e.p.revokeModel(context.WithoutCancel(ctx), e.box.ID())
+}
+
+// replicaRest yields what the broker's replica holds of run ref (of turn
+// turnID) after sequence after, then the run's end: its own, or a
+// terminal status saying the box was lost (DetailBoxLost). ok is false
+// when there is no replica to read (the caller keeps its error).
+func (e *Environment) replicaRest(ctx context.Context, ref provider.ControlRef, turnID string, after int64, reason string, yield func(provider.Event, error) bool) (ok bool) {
+	rd, has := e.p.o.Broker.(broker.ReplicaReader)
+	if !has || ref.RunID == "" {
+		return false
+	}
+	var stored []provider.StoredEvent
+	for next := int64(0); ; {
+		evs, err := rd.ReplicaEvents(ctx, e.box.ID(), ref.RunID, next, 1000)
+		if errors.Is(err, broker.ErrNoReplica) {
+			return false
+		}
+		if err != nil && !errors.Is(err, broker.ErrUnknownBox) {
+			e.p.o.Logger.Warn("replica: the lost box's run not read", "box", e.box.ID(), "run", ref.RunID, "err", err)
+			return false
+		}
+		for _, ev := range evs {
+			stored = append(stored, provider.StoredEvent{Seq: ev.Seq, Data: ev.Data})
+		}
+		if len(evs) < 1000 {
+			break
+		}
+		next = evs[len(evs)-1].Seq
+	}
+	stopped := false
+	ended, err := provider.DecodeStored(ref, turnID, after, stored, func(ev provider.Event) bool {
+		if !yield(ev, nil) {
+			stopped = true
+			return false
+		}
+		return true
+	})
+	switch {
+	case stopped, ended:
+	case err != nil:
+		yield(provider.Event{}, &LostError{BoxID: e.box.ID(), Reason: reason, Err: err})
+	default:
+		yield(provider.Event{Type: provider.EventStatus, Status: provider.StatusFailed, Detail: DetailBoxLost + ": " + reason,
+			RunID: ref.RunID, SessionID: ref.SessionID, ExecutionID: ref.ExecutionID}, nil)
+	}
+	return true
+}
+
+// frameSeq is the stored sequence number of the frame ev came in: its
+// canonical sequence, or the frame part of its id ("7" or "7:1"); 0 for
+// none.
+func frameSeq(ev provider.Event) int64 {
+	if ev.Sequence > 0 {
+		return ev.Sequence
+	}
+	id, _, _ := strings.Cut(ev.ID, ":")
+	n, _ := strconv.ParseInt(id, 10, 64)
+	return n
+}
