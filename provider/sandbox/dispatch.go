@@ -74,6 +74,11 @@ func (e *Environment) watchRun(ref provider.Reference, before broker.Usage, mete
 			case ctx.Err() != nil:
 				return
 			case err != nil:
+				if reason := e.lostReason(ctx); reason != "" {
+					e.noteLost(ctx, reason)
+					w.end(ctx, "lost")
+					return
+				}
 				failed++
 			case st.Terminal:
 				w.end(ctx, st.Status)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,9 @@ const lostBoxTimeout = 10 * time.Second
 // lostReason asks the vendor whether the box is gone: the reason when it
 // is, "" when it runs (or the vendor cannot say).
 func (e *Environment) lostReason(ctx context.Context) string {
+	if !e.ref.Deadline.IsZero() && time.Now().After(e.ref.Deadline) {
+		return "" // its deadline ended it: not a loss
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lostBoxTimeout)
 	defer cancel()
 	info, err := e.box.Status(ctx)
@@ -132,4 +136,77 @@ func frameSeq(ev provider.Event) int64 {
 	id, _, _ := strings.Cut(ev.ID, ":")
 	n, _ := strconv.ParseInt(id, 10, 64)
 	return n
+}
+
+// RunEvents yields the events of run runID of this box after sequence
+// number after (0: all), to the run's end: from the box's bridge while it
+// runs, and once the box is lost from the broker's replica, ending then
+// on the run's own end or on a failed status saying the box was lost
+// (DetailBoxLost). A box lost with no replica to read is a *LostError.
+func (e *Environment) RunEvents(ctx context.Context, runID string, after int64) iter.Seq2[provider.Event, error] {
+	return func(yield func(provider.Event, error) bool) {
+		ref := provider.ControlRef{RunID: runID, SessionID: runID, ExecutionID: runID}
+		last := after
+		s, err := e.Run(ctx, runID)
+		if err == nil {
+			if cr, ok := s.ControlRef(); ok {
+				ref = cr
+			}
+			for ev, err := range s.Events(ctx, strconv.FormatInt(after, 10)) {
+				if err == nil {
+					if n := frameSeq(ev); n > last {
+						last = n
+					}
+					if !yield(ev, nil) {
+						return
+					}
+					continue
+				}
+				if ctx.Err() != nil {
+					yield(provider.Event{}, err)
+					return
+				}
+				e.lostRest(ctx, ref, last, err, yield)
+				return
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			yield(provider.Event{}, err)
+			return
+		}
+		e.lostRest(ctx, e.replicaRef(ctx, ref), last, err, yield)
+	}
+}
+
+// lostRest ends a read of run ref that failed with err after sequence
+// after: from the replica when the box is lost, else with err.
+func (e *Environment) lostRest(ctx context.Context, ref provider.ControlRef, after int64, err error, yield func(provider.Event, error) bool) {
+	reason := e.lostReason(ctx)
+	if reason == "" {
+		yield(provider.Event{}, err)
+		return
+	}
+	e.noteLost(ctx, reason)
+	if !e.replicaRest(ctx, ref, ref.ExecutionID, after, reason, yield) {
+		yield(provider.Event{}, &LostError{BoxID: e.box.ID(), Reason: reason, Err: err})
+	}
+}
+
+// replicaRef is ref with the session the replica recorded for its run.
+func (e *Environment) replicaRef(ctx context.Context, ref provider.ControlRef) provider.ControlRef {
+	rd, ok := e.p.o.Broker.(broker.ReplicaReader)
+	if !ok {
+		return ref
+	}
+	runs, err := rd.ReplicaRuns(ctx, e.box.ID())
+	if err != nil {
+		return ref
+	}
+	for _, r := range runs {
+		if r.ID == ref.RunID && r.SessionID != "" {
+			ref.SessionID = r.SessionID
+		}
+	}
+	return ref
 }

@@ -174,3 +174,67 @@ func errorsAs[T error](err error) bool {
 	_, ok := errors.AsType[T](err)
 	return ok
 }
+
+// TestReplica_LiveRunEventsAfterLoss: a dispatched turn nobody reads; its
+// box's container is removed once the replica holds part of the run: a
+// reader of the run gets every event the replica holds, in order, then a
+// failed status saying the box was lost.
+func TestReplica_LiveRunEventsAfterLoss(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	env := create(t, f.Provider(t, nil), sandbox.CreateRequest{Profile: claude})
+	ref, err := env.Dispatch(t.Context(), provider.Turn{Prompt: sandboxtest.PromptPaced})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID := ref.ControlRef.RunID
+	polltest.Until(t, 30*time.Second, "the replica to hold part of the run", func() bool {
+		evs, err := f.Replica.Events(t.Context(), env.Box().ID(), runID, 0, 100)
+		return err == nil && len(evs) >= 4
+	})
+	cli, err := dockerclient.New(testbed.Require(t).DockerHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if err := cli.ContainerRemove(t.Context(), env.Box().ID(), container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := f.Replica.Events(t.Context(), env.Box().ID(), runID, 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []provider.Event
+	for ev, err := range env.RunEvents(t.Context(), runID, 0) {
+		if err != nil {
+			t.Fatalf("reading the lost box's run: %v (after %d events)", err, len(got))
+		}
+		got = append(got, ev)
+	}
+	if len(got) == 0 {
+		t.Fatal("no event read")
+	}
+	end := got[len(got)-1]
+	if end.Type != provider.EventStatus || end.Status != provider.StatusFailed || !strings.HasPrefix(end.Detail, sandbox.DetailBoxLost) {
+		t.Errorf("the read ended on %+v, want the box's loss", end)
+	}
+	frames := map[int64]bool{}
+	for _, ev := range got[:len(got)-1] {
+		frames[frameOf(ev)] = true
+	}
+	for _, h := range held {
+		if !frames[h.Seq] {
+			t.Errorf("the replica's event %d was not read", h.Seq)
+		}
+	}
+	t.Logf("%d events read of the %d the replica held at the loss", len(got)-1, len(held))
+}
+
+func frameOf(ev provider.Event) int64 {
+	if ev.Sequence > 0 {
+		return ev.Sequence
+	}
+	f, _, _ := strings.Cut(ev.ID, ":")
+	n, _ := strconv.ParseInt(f, 10, 64)
+	return n
+}
