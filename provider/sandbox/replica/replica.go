@@ -39,6 +39,9 @@ type Options struct {
 	Retention                time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Observe, when set, is told each batch committed: the box, the run
+	// and the last event the replica now holds of it (a lag's measure).
+	Observe func(box, run string, last int64)
 }
 
 // Event is a run's event as the replica holds it.
@@ -181,6 +184,9 @@ func (s *Store) Append(ctx context.Context, box, run string, b wire.ReplicaBatch
 	}
 	if err := tx.Commit(); err != nil {
 		return wire.ReplicaRun{}, fmt.Errorf("replica: %w", err)
+	}
+	if s.o.Observe != nil {
+		s.o.Observe(box, run, r.LastSeq)
 	}
 	return r, nil
 }

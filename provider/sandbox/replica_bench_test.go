@@ -1,0 +1,162 @@
+package sandbox_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tangle-network/boxctl/internal/routerstub"
+	"github.com/tangle-network/boxctl/provider"
+	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+	"github.com/tangle-network/boxctl/provider/sandbox/replica"
+)
+
+// replicaDeltas is the text deltas of each benchmark turn.
+const replicaDeltas = 1000
+
+// BenchmarkReplication measures what shipping a box's events to the
+// broker's replica costs a turn's delivery, and how far the replica lags
+// its reader: a Claude Code turn of replicaDeltas deltas streamed from a
+// box whose broker keeps a replica against the same in a box whose
+// broker keeps none, so that its bridge ships nothing, on the same engine
+// in the same run, alternating. shipped-events/s and plain-events/s are
+// the reader's rates, events-ratio shipped over plain; lag-p50-ms and
+// lag-p99-ms are, per event, the time from the reader receiving it to
+// the replica holding it (negative: the replica held it first).
+func BenchmarkReplication(b *testing.B) {
+	f := setup(b)
+	host, err := f.Vendor.HostAddress(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	const key = "bench-router-key"
+	stub, err := routerstub.New(routerstub.Options{Keys: []string{key}, Script: routerstub.ScriptFunc(func(r routerstub.Request) routerstub.Reply {
+		if r.Side {
+			return routerstub.Text("side")
+		}
+		return routerstub.Deltas(strings.Repeat("replicate ", replicaDeltas), replicaDeltas)
+	})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: stub}
+	go func() { _ = srv.Serve(l) }()
+	b.Cleanup(func() { _ = srv.Close() })
+	up := []broker.Upstream{{Name: broker.Router, URL: "http://" + l.Addr().String(), Key: key, Auth: broker.AuthAsPresented}}
+
+	var mu sync.Mutex
+	held := map[string]time.Time{} // run/seq -> when the replica held it
+	rep, err := replica.Open(b.Context(), b.TempDir(), replica.Options{Observe: func(_, run string, last int64) {
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		for s := last; s > 0; s-- {
+			k := run + "/" + itoa(s)
+			if _, ok := held[k]; ok {
+				break
+			}
+			held[k] = now
+		}
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rep.Close() })
+	env := func(o broker.Options) *sandbox.Environment {
+		lb, err := sandbox.StartBroker(b.Context(), f.Vendor, o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = lb.Close() })
+		p := f.Provider(b, func(so *sandbox.Options) { so.Router, so.Broker, so.BrokerURL = sandbox.Router{}, lb, lb.URL })
+		e, err := p.Create(b.Context(), sandbox.CreateRequest{Profile: claude})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			_ = e.Destroy(ctx)
+		})
+		return e
+	}
+	shipped, plain := env(broker.Options{Upstreams: up, Replica: rep}), env(broker.Options{Upstreams: up})
+	var lags []time.Duration
+	turn := func(e *sandbox.Environment, measure bool) (events int, took time.Duration) {
+		read := map[int64]time.Time{}
+		var runID string
+		start := time.Now()
+		for ev, err := range e.Stream(b.Context(), provider.Turn{Prompt: "bench " + randText(), Timeout: 5 * time.Minute}) {
+			if err != nil {
+				b.Fatal(err)
+			}
+			events++
+			if n := frameOf(ev); n > 0 {
+				if _, ok := read[n]; !ok {
+					read[n] = time.Now()
+				}
+			}
+			if ev.RunID != "" {
+				runID = ev.RunID
+			}
+		}
+		took = time.Since(start)
+		if measure {
+			deadline := time.Now().Add(30 * time.Second)
+			for seq, at := range read {
+				var h time.Time
+				for time.Now().Before(deadline) {
+					mu.Lock()
+					h = held[runID+"/"+itoa(seq)]
+					mu.Unlock()
+					if !h.IsZero() {
+						break
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+				if h.IsZero() {
+					b.Fatalf("the replica never held event %d of run %s", seq, runID)
+				}
+				lags = append(lags, h.Sub(at))
+			}
+		}
+		return events, took
+	}
+	turn(shipped, false)
+	turn(plain, false)
+	var sn, pn int
+	var st, pt time.Duration
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			n, d := turn(shipped, true)
+			sn, st = sn+n, st+d
+			n, d = turn(plain, false)
+			pn, pt = pn+n, pt+d
+		} else {
+			n, d := turn(plain, false)
+			pn, pt = pn+n, pt+d
+			n, d = turn(shipped, true)
+			sn, st = sn+n, st+d
+		}
+	}
+	slices.Sort(lags)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(lags[len(lags)/2]), "lag-p50-ms")
+	b.ReportMetric(ms(lags[len(lags)*99/100]), "lag-p99-ms")
+	b.ReportMetric(float64(sn)/st.Seconds(), "shipped-events/s")
+	b.ReportMetric(float64(pn)/pt.Seconds(), "plain-events/s")
+	b.ReportMetric((float64(sn)/st.Seconds())/(float64(pn)/pt.Seconds()), "events-ratio")
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
