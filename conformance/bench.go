@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+	"github.com/tangle-network/boxctl/provider/sandbox/replica"
 )
 
 // The bench workloads. Burst is the public sandbox benchmark's: N boxes
@@ -277,13 +279,26 @@ func ServeBroker(ctx context.Context, t *Target, log *slog.Logger) (stop func(),
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	lb, err := sandbox.StartBroker(ctx, t.Vendor, broker.Options{Logger: log, Upstreams: []broker.Upstream{
-		{Name: broker.Router, URL: router.URL, Key: router.Key, Auth: broker.AuthAsPresented}}})
+	// The replica of the boxes' events outside them, for the case of a
+	// box lost (chaos.box_lost): the run's own, gone with it.
+	dir, err := os.MkdirTemp("", "boxctl-conformance-replica-")
 	if err != nil {
 		return nil, err
 	}
+	rep, err := replica.Open(ctx, dir, replica.Options{})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	lb, err := sandbox.StartBroker(ctx, t.Vendor, broker.Options{Logger: log, Replica: rep, Upstreams: []broker.Upstream{
+		{Name: broker.Router, URL: router.URL, Key: router.Key, Auth: broker.AuthAsPresented}}})
+	if err != nil {
+		_ = rep.Close()
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
 	t.Broker, t.BrokerURL = lb.Broker, lb.URL
-	return func() { _ = lb.Close() }, nil
+	return func() { _ = lb.Close(); _ = rep.Close(); _ = os.RemoveAll(dir) }, nil
 }
 
 // bencher runs the workloads of one Bench.

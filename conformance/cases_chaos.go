@@ -136,7 +136,8 @@ func chaosCases() []Case {
 	} {
 		out = append(out, Case{ID: "chaos." + k.kind, Description: k.desc, Timeout: time.Hour, run: chaosCase(k.kind)})
 	}
-	return out
+	return append(out, Case{ID: "chaos." + FaultBoxLost, Timeout: time.Hour, run: boxLostCase,
+		Description: "the box deleted by its vendor in a turn or between turns: the turn's reader gets every event the replica outside the box holds, once, and an end saying so; the next turn says the box was lost"})
 }
 
 // chaosTurnDeltas and chaosTurnGap shape the chaos turns' replies: a

@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+	"github.com/tangle-network/boxctl/provider/sandbox/replica"
 
 	"github.com/tangle-network/boxctl/conformance"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
@@ -74,7 +76,17 @@ func setup(t *testing.T) *world {
 			worldErr = err
 			return
 		}
-		lb, err := sandbox.StartBroker(context.Background(), v, broker.Options{Upstreams: []broker.Upstream{
+		dir, err := os.MkdirTemp("", "boxctl-conformance-replica-")
+		if err != nil {
+			worldErr = err
+			return
+		}
+		rep, err := replica.Open(context.Background(), dir, replica.Options{})
+		if err != nil {
+			worldErr = err
+			return
+		}
+		lb, err := sandbox.StartBroker(context.Background(), v, broker.Options{Replica: rep, Upstreams: []broker.Upstream{
 			{Name: broker.Router, URL: l.Router.URL, Key: l.Router.Key, Auth: broker.AuthAsPresented}}})
 		if err != nil {
 			worldErr = err

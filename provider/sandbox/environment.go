@@ -279,7 +279,7 @@ func (e *Environment) Destroy(ctx context.Context) (err error) {
 	_ = e.pv.Close(ctx)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultDestroyTimeout)
 	defer cancel()
-	if err := e.box.Destroy(cctx); err != nil {
+	if err := e.box.Destroy(cctx); err != nil && !(errors.Is(err, vendors.ErrNotFound) && e.wasLost()) {
 		return &vendors.CleanupError{Vendor: e.ref.Vendor, BoxID: e.box.ID(), Err: errors.Join(cancelErr, fmt.Errorf("destroy box: %w", err))}
 	}
 	e.p.revokeModel(cctx, e.box.ID())

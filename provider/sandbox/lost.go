@@ -65,6 +65,13 @@ func (e *Environment) lostReason(ctx context.Context) string {
 	return "the box is " + string(info.State)
 }
 
+// wasLost reports whether the box was found lost.
+func (e *Environment) wasLost() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lost
+}
+
 // noteLost records the loss once: the lifecycle event, and the box's
 // token retired at the broker.
 func (e *Environment) noteLost(ctx context.Context, reason string) {
