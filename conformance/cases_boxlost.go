@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tangle-network/boxctl/provider"
@@ -104,8 +102,7 @@ func (c *caseCtx) lostInTurn(env *sandbox.Environment, rd broker.ReplicaReader, 
 				st.Duplicated++
 			}
 			seen[ev.ID] = true
-			f, _, _ := strings.Cut(ev.ID, ":")
-			seq, _ := strconv.ParseInt(f, 10, 64)
+			seq := ev.Frame()
 			frames[seq] = true
 			maxSeq = max(maxSeq, seq)
 		}

@@ -3,6 +3,8 @@ package provider
 import (
 	"encoding/json"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
@@ -75,6 +77,21 @@ type Event struct {
 	Sequence int64
 	// Raw is the canonical event object or the legacy chunk.
 	Raw json.RawMessage
+}
+
+// Frame is the bridge's stored sequence number of the frame ev came in:
+// its canonical Sequence, or the frame part of its ID ("7" of "7:1"); 0
+// for an event the client made (a stream's opening, its result).
+func (ev Event) Frame() int64 {
+	if ev.Sequence > 0 {
+		return ev.Sequence
+	}
+	id, _, _ := strings.Cut(ev.ID, ":")
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 // Part is a message part: text, reasoning or a tool call (wire.Part). In a

@@ -346,3 +346,23 @@ func TestStream_ctxCancelCancelsRun(t *testing.T) {
 		t.Errorf("cancel requests = %d, want 1", f.cancels)
 	}
 }
+
+// TestEvent_Frame: the stored frame of an event, from its sequence or its
+// id; none for the client's own events.
+func TestEvent_Frame(t *testing.T) {
+	for _, c := range []struct {
+		ev   Event
+		want int64
+	}{
+		{Event{Sequence: 9, ID: "9"}, 9},
+		{Event{ID: "7"}, 7},
+		{Event{ID: "7:1"}, 7},
+		{Event{ID: ""}, 0},
+		{Event{ID: "x:1"}, 0},
+		{Event{ID: "-3"}, 0},
+	} {
+		if got := c.ev.Frame(); got != c.want {
+			t.Errorf("%+v.Frame() = %d, want %d", c.ev, got, c.want)
+		}
+	}
+}

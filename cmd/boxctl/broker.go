@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
-	"github.com/tangle-network/boxctl/cmd/boxctl/internal/brokertls"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localbroker"
+	"github.com/tangle-network/boxctl/internal/brokertls"
 	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"

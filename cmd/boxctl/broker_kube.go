@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/brokerkube"
-	"github.com/tangle-network/boxctl/cmd/boxctl/internal/brokertls"
+	"github.com/tangle-network/boxctl/internal/brokertls"
 	"github.com/tangle-network/boxctl/vendors/open"
 )
 

@@ -11,10 +11,10 @@ import (
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/brokerkube"
-	"github.com/tangle-network/boxctl/cmd/boxctl/internal/brokertls"
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/localrouter"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
 	"github.com/tangle-network/boxctl/internal/boxtest"
+	"github.com/tangle-network/boxctl/internal/brokertls"
 	"github.com/tangle-network/boxctl/internal/kubetest"
 	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/routerstub"

@@ -2,23 +2,18 @@ package sandbox_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tangle-network/boxctl/internal/boxtest"
+	"github.com/tangle-network/boxctl/internal/brokertls"
 	"github.com/tangle-network/boxctl/internal/sandboxtest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -96,38 +91,18 @@ func TestBroker_LiveTLS(t *testing.T) {
 // PEM and the server's key pair.
 func privateAuthority(t *testing.T, host string) ([]byte, tls.Certificate) {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	dir := t.TempDir()
+	if err := brokertls.Write(dir, []string{host}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	srv := filepath.Join(dir, brokertls.Server)
+	pair, err := tls.LoadX509KeyPair(filepath.Join(srv, brokertls.CertFile), filepath.Join(srv, brokertls.KeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "boxctl test authority"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	ca, err := os.ReadFile(filepath.Join(srv, brokertls.CAFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: host},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		tmpl.IPAddresses = []net.IP{ip.AsSlice()}
-	} else {
-		tmpl.DNSNames = []string{host}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	return ca, pair
 }

@@ -188,7 +188,7 @@ func (e *Environment) Stream(ctx context.Context, turn provider.Turn) iter.Seq2[
 				runID = ev.RunID
 				ref = provider.ControlRef{RunID: ev.RunID, SessionID: ev.SessionID, ExecutionID: ev.ExecutionID}
 			}
-			if n := frameSeq(ev); n > lastSeq {
+			if n := ev.Frame(); n > lastSeq {
 				lastSeq = n
 			}
 			if err != nil && ctx.Err() == nil {

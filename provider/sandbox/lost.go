@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"iter"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tangle-network/boxctl/provider"
@@ -133,18 +132,6 @@ func (e *Environment) replicaRest(ctx context.Context, ref provider.ControlRef, 
 	return true
 }
 
-// frameSeq is the stored sequence number of the frame ev came in: its
-// canonical sequence, or the frame part of its id ("7" or "7:1"); 0 for
-// none.
-func frameSeq(ev provider.Event) int64 {
-	if ev.Sequence > 0 {
-		return ev.Sequence
-	}
-	id, _, _ := strings.Cut(ev.ID, ":")
-	n, _ := strconv.ParseInt(id, 10, 64)
-	return n
-}
-
 // RunEvents yields the events of run runID of this box after sequence
 // number after (0: all), to the run's end: from the box's bridge while it
 // runs, and once the box is lost from the broker's replica, ending then
@@ -161,7 +148,7 @@ func (e *Environment) RunEvents(ctx context.Context, runID string, after int64) 
 			}
 			for ev, err := range s.Events(ctx, strconv.FormatInt(after, 10)) {
 				if err == nil {
-					if n := frameSeq(ev); n > last {
+					if n := ev.Frame(); n > last {
 						last = n
 					}
 					if !yield(ev, nil) {

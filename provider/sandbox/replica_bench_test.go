@@ -102,7 +102,7 @@ func BenchmarkReplication(b *testing.B) {
 				b.Fatal(err)
 			}
 			events++
-			if n := frameOf(ev); n > 0 {
+			if n := ev.Frame(); n > 0 {
 				if _, ok := read[n]; !ok {
 					read[n] = time.Now()
 				}

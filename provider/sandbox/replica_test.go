@@ -3,7 +3,6 @@ package sandbox_test
 import (
 	"bytes"
 	"errors"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -131,8 +130,7 @@ func TestReplica_LiveBoxLost(t *testing.T) {
 		if ev.ID == "" {
 			continue
 		}
-		frame, _, _ := strings.Cut(ev.ID, ":")
-		n, _ := strconv.ParseInt(frame, 10, 64)
+		n := ev.Frame()
 		if seqs[ev.ID] || n < last {
 			t.Errorf("event %s came twice or out of order", ev.ID)
 		}
@@ -220,7 +218,7 @@ func TestReplica_LiveRunEventsAfterLoss(t *testing.T) {
 	}
 	frames := map[int64]bool{}
 	for _, ev := range got[:len(got)-1] {
-		frames[frameOf(ev)] = true
+		frames[ev.Frame()] = true
 	}
 	for _, h := range held {
 		if !frames[h.Seq] {
@@ -228,13 +226,4 @@ func TestReplica_LiveRunEventsAfterLoss(t *testing.T) {
 		}
 	}
 	t.Logf("%d events read of the %d the replica held at the loss", len(got)-1, len(held))
-}
-
-func frameOf(ev provider.Event) int64 {
-	if ev.Sequence > 0 {
-		return ev.Sequence
-	}
-	f, _, _ := strings.Cut(ev.ID, ":")
-	n, _ := strconv.ParseInt(f, 10, 64)
-	return n
 }

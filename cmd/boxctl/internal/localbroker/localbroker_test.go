@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tangle-network/boxctl/cmd/boxctl/internal/brokertls"
 	"github.com/tangle-network/boxctl/internal/boxbridgetest"
+	"github.com/tangle-network/boxctl/internal/brokertls"
 	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 )
