@@ -90,19 +90,33 @@ func openStore(ctx context.Context, c Config) (*store.Store, *replicate.Queue, e
 	return st, q, err
 }
 
+// replicaDrain bounds how long a bridge that ends ships its runs' last
+// events (their ends, written as the bridge stops them).
+const replicaDrain = 5 * time.Second
+
 // shipReplica ships st's runs to the replica at the relay's upstream (the
-// broker), if there is a relay, until the returned stop is called.
+// broker), if there is a relay, until the returned stop is called: after
+// the bridge ended its runs, it ships what is left for up to replicaDrain.
+// The shipping outlives ctx (the signal that ends the bridge).
 func shipReplica(ctx context.Context, st *store.Store, q *replicate.Queue, relay *modelrelay.Relay, log *slog.Logger) (stop func()) {
 	if relay == nil {
 		return func() {}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	drain, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		replicate.Run(ctx, replicate.Options{Store: st, Queue: q, Call: relay.Call, Log: log})
+		replicate.Run(ctx, replicate.Options{Store: st, Queue: q, Call: relay.Call, Log: log, Drain: drain})
 	}()
-	return func() { cancel(); <-done }
+	return func() {
+		close(drain)
+		select {
+		case <-done:
+		case <-time.After(replicaDrain):
+		}
+		cancel()
+		<-done
+	}
 }
 
 // backends are the engine backends of c's keys.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/tangle-network/boxctl/provider"
@@ -49,7 +50,7 @@ func boxLostCase(c *caseCtx) error {
 			}
 			continue
 		}
-		if err := c.lostInTurn(env, rd, st, 1+rand.IntN(chaosTurnDeltas)); err != nil {
+		if err := c.lostInTurn(env, rd, st, 1+rand.IntN(chaosTurnDeltas/2)); err != nil {
 			return err
 		}
 	}
@@ -119,7 +120,10 @@ func (c *caseCtx) lostInTurn(env *sandbox.Environment, rd broker.ReplicaReader, 
 		return del
 	}
 	st.Runs++
-	if last == nil || !terminalEvent(*last) {
+	// The run ends on the loss, or on its own end when it was stored whole
+	// before the delete took effect; never on another failure.
+	if last == nil || !terminalEvent(*last) ||
+		(last.Status == provider.StatusFailed && !strings.HasPrefix(last.Detail, sandbox.DetailBoxLost)) {
 		st.Unfinished++
 	}
 	held, err := rd.ReplicaEvents(c.ctx, env.Box().ID(), runID, 0, 10000)
@@ -139,9 +143,8 @@ func (c *caseCtx) lostInTurn(env *sandbox.Environment, rd broker.ReplicaReader, 
 		}
 		st.Lost += int(atDelete - have) // read live, never replicated
 	}
-	if n < parts && st.Faults > 0 {
-		// The run ended before its deletion: the box is deleted now.
-		st.Faults--
+	if n < parts {
+		return failf(desc, "the box deleted mid-turn", "the turn streamed %d text parts, fewer than %d", n, parts)
 	}
 	return nil
 }

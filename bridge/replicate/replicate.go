@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -43,6 +44,12 @@ func (q *Queue) Mark(id string) {
 	}
 }
 
+func (q *Queue) empty() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.dirty) == 0
+}
+
 func (q *Queue) take() []string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -71,6 +78,9 @@ type Options struct {
 	MaxBatchBytes int
 	// Retry is the wait after a failed send (default 1 s).
 	Retry time.Duration
+	// Drain, once closed, has the shipper send what is marked and
+	// return (the bridge ends: its runs' last events go out).
+	Drain <-chan struct{}
 }
 
 // shipped is what the shipper knows the replica holds of a run.
@@ -94,40 +104,62 @@ func Run(ctx context.Context, o Options) {
 		o.Retry = time.Second
 	}
 	held := map[string]shipped{}
+	// Until the first answer, a drain ends the shipper: a bridge that
+	// never had an upstream (a pooled box never claimed) has nothing to
+	// ship.
+	ictx, icancel := context.WithCancel(ctx)
+	defer icancel()
+	go func() {
+		select {
+		case <-o.Drain:
+			icancel()
+		case <-ictx.Done():
+		}
+	}()
 	for {
-		status, body, err := o.Call(ctx, http.MethodGet, wire.ReplicaPath, nil)
-		if ctx.Err() != nil {
+		status, body, err := o.Call(ictx, http.MethodGet, wire.ReplicaPath, nil)
+		if ictx.Err() != nil {
 			return
 		}
 		if err == nil && status == http.StatusOK {
 			var runs wire.ReplicaRuns
-			if err := json.Unmarshal(body, &runs); err == nil {
+			if json.Unmarshal(body, &runs) == nil {
 				for _, r := range runs.Runs {
 					held[r.ID] = shipped{last: r.LastSeq, status: r.Status}
 				}
-				break
 			}
+			break // a list too long to read: the replica says where to resume (409)
 		}
-		if err == nil && status >= 400 && status < 500 && status != http.StatusTooManyRequests {
+		if err == nil && (status == http.StatusNotFound || status == http.StatusMethodNotAllowed) {
 			o.Log.Info("replica: the upstream keeps none; the box's events stay in it alone", "status", status)
 			return
 		}
-		if !sleep(ctx, o.Retry) {
+		if !sleep(ictx, o.Retry) {
 			return
 		}
 	}
+	icancel()
 	if runs, err := o.Store.RunsSince(ctx, o.Store.Now().Add(-o.Since)); err == nil {
 		for _, r := range runs {
 			o.Queue.Mark(r.ID)
 		}
 	}
 	o.Log.Debug("replica: shipping", "runs held", len(held))
-	for {
+	skipped := map[string]bool{} // runs the replica refused as malformed
+	for draining := false; ; {
 		failed := false
 		for _, id := range o.Queue.take() {
+			if skipped[id] {
+				continue
+			}
 			more, err := ship(ctx, o, id, held)
 			if ctx.Err() != nil {
 				return
+			}
+			if _, bad := errors.AsType[*refusedError](err); bad {
+				o.Log.Warn("replica: run not shipped further", "run", id, "err", err)
+				skipped[id] = true
+				continue
 			}
 			if err != nil {
 				o.Log.Debug("replica: ship failed", "run", id, "err", err)
@@ -137,6 +169,9 @@ func Run(ctx context.Context, o Options) {
 				o.Queue.Mark(id)
 			}
 		}
+		if draining && (failed || o.Queue.empty()) {
+			return // one pass more at the end, then the bridge goes
+		}
 		if failed && !sleep(ctx, o.Retry) {
 			return
 		}
@@ -144,6 +179,8 @@ func Run(ctx context.Context, o Options) {
 		case <-ctx.Done():
 			return
 		case <-o.Queue.wake:
+		case <-o.Drain:
+			draining, o.Drain = true, nil
 		}
 	}
 }
@@ -158,10 +195,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
-
-// errGone is a run whose events before the replica's next one the store
-// no longer holds (it trimmed them first): it is not shipped further.
-var errGone = errors.New("the store trimmed the run's events before they were shipped")
 
 // ship sends one batch of run id's events the replica lacks (or its new
 // status), and reports whether more remain.
@@ -178,9 +211,7 @@ func ship(ctx context.Context, o Options, id string, held map[string]shipped) (m
 		return false, nil
 	}
 	if h.last+1 < r.FirstSeq {
-		o.Log.Warn("replica: run not shipped whole", "run", id, "replica has", h.last, "store from", r.FirstSeq)
-		held[id] = shipped{last: r.LastSeq, status: r.Status}
-		return false, errGone
+		return false, &refusedError{reason: fmt.Sprintf("the store trimmed its events %d to %d before they were shipped", h.last+1, r.FirstSeq-1)}
 	}
 	batch := wire.ReplicaBatch{SessionID: r.SessionID, Status: r.Status, First: h.last + 1, Events: []json.RawMessage{}}
 	size := 0
@@ -213,12 +244,14 @@ func ship(ctx context.Context, o Options, id string, held map[string]shipped) (m
 	}
 	_ = json.Unmarshal(answer, &out)
 	switch {
-	case status == http.StatusOK:
+	case status == http.StatusOK && out.LastSeq >= last && out.ID == id:
 		held[id] = shipped{last: out.LastSeq, status: out.Status}
 		return out.LastSeq < r.LastSeq, nil
 	case status == http.StatusConflict && out.Run != nil:
 		held[id] = shipped{last: out.Run.LastSeq, status: out.Run.Status}
 		return true, nil
+	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge:
+		return false, &refusedError{reason: fmt.Sprintf("the replica refused a batch (%d)", status)}
 	}
 	return false, &statusError{status: status}
 }
@@ -226,3 +259,10 @@ func ship(ctx context.Context, o Options, id string, held map[string]shipped) (m
 type statusError struct{ status int }
 
 func (e *statusError) Error() string { return "replica answered " + http.StatusText(e.status) }
+
+// refusedError is a run that cannot be shipped further: the replica
+// refused its batch as malformed, or the store no longer holds what the
+// replica lacks.
+type refusedError struct{ reason string }
+
+func (e *refusedError) Error() string { return "replica: " + e.reason }

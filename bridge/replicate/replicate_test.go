@@ -24,6 +24,9 @@ type fakeReplica struct {
 	fail   int
 	posts  int
 	none   bool // no replica: 404
+	// claims are what the list says it holds beyond the truth (a list
+	// that lies, or a replica that lost data): a batch after it is a gap.
+	claims map[string]int64
 }
 
 func (f *fakeReplica) call(_ context.Context, method, path string, body []byte) (int, []byte, error) {
@@ -36,6 +39,9 @@ func (f *fakeReplica) call(_ context.Context, method, path string, body []byte) 
 		var out wire.ReplicaRuns
 		for _, r := range f.runs {
 			out.Runs = append(out.Runs, *r)
+		}
+		for id, last := range f.claims {
+			out.Runs = append(out.Runs, wire.ReplicaRun{ID: id, Status: "running", LastSeq: last})
 		}
 		b, _ := json.Marshal(out)
 		return http.StatusOK, b, nil
@@ -105,7 +111,7 @@ func TestRun_ships(t *testing.T) {
 	q := NewQueue()
 	st := newStore(t, q)
 	ctx := t.Context()
-	for _, id := range []string{"run_1", "run_2"} {
+	for _, id := range []string{"run_1", "run_2", "run_3"} {
 		if _, _, err := st.CreateRun(ctx, store.Run{ID: id, Digest: "sha256:d", Harness: "claude-code", SessionID: "ses_" + id}); err != nil {
 			t.Fatal(err)
 		}
@@ -113,8 +119,11 @@ func TestRun_ships(t *testing.T) {
 	if _, err := st.Append(ctx, "run_1", frames(1, 40)); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := st.Append(ctx, "run_3", frames(1, 4)); err != nil {
+		t.Fatal(err)
+	}
 	f := &fakeReplica{runs: map[string]*wire.ReplicaRun{"run_2": {ID: "run_2", Status: "running", LastSeq: 0}},
-		events: map[string][]json.RawMessage{}, fail: 3}
+		events: map[string][]json.RawMessage{}, fail: 3, claims: map[string]int64{"run_3": 2}}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -131,7 +140,8 @@ func TestRun_ships(t *testing.T) {
 	polltest.Until(t, 10*time.Second, "both runs shipped", func() bool {
 		l1, s1 := f.held("run_1")
 		l2, _ := f.held("run_2")
-		return l1 == 41 && s1 == store.StatusDone && l2 == 5
+		l3, _ := f.held("run_3")
+		return l1 == 41 && s1 == store.StatusDone && l2 == 5 && l3 == 4
 	})
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -163,5 +173,52 @@ func TestRun_noReplica(t *testing.T) {
 	}
 	for range 10000 {
 		q.Mark("run_x") // never blocks
+	}
+}
+
+// TestRun_drain: a drain ships what is marked, then ends the shipper; a
+// shipper that never had an answer (no upstream yet) ends at once.
+func TestRun_drain(t *testing.T) {
+	q := NewQueue()
+	st := newStore(t, q)
+	if _, _, err := st.CreateRun(t.Context(), store.Run{ID: "run_d", Digest: "sha256:d", Harness: "claude-code"}); err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeReplica{runs: map[string]*wire.ReplicaRun{}, events: map[string][]json.RawMessage{}}
+	drain := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(t.Context(), Options{Store: st, Queue: q, Call: f.call, Drain: drain})
+	}()
+	polltest.Until(t, 10*time.Second, "the shipper's first pass", func() bool { l, s := f.held("run_d"); return l == 0 && s == "running" })
+	if _, err := st.Finish(t.Context(), "run_d", store.Finish{Status: store.StatusDone}, frames(1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	close(drain)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drained shipper did not end")
+	}
+	if l, s := f.held("run_d"); l != 2 || s != store.StatusDone {
+		t.Errorf("after the drain the replica holds %d events, %q; want the run's end", l, s)
+	}
+
+	never := make(chan struct{})
+	blocked := func(ctx context.Context, _, _ string, _ []byte) (int, []byte, error) {
+		<-ctx.Done()
+		return 0, nil, ctx.Err()
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		Run(t.Context(), Options{Store: st, Queue: q, Call: blocked, Drain: never})
+	}()
+	close(never)
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a shipper with no upstream did not end at the drain")
 	}
 }

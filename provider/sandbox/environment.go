@@ -104,6 +104,10 @@ func (e *Environment) Reference() Reference { return e.ref }
 // another process is refused there (see busyFromBridge).
 func (e *Environment) acquire(ctx context.Context, op string) error {
 	e.mu.Lock()
+	if e.lost {
+		e.mu.Unlock()
+		return &LostError{BoxID: e.box.ID(), Reason: "found lost before", Err: fmt.Errorf("%s: the box is gone", op)}
+	}
 	if e.busy {
 		e.mu.Unlock()
 		return busy(op)
@@ -186,7 +190,8 @@ func (e *Environment) Stream(ctx context.Context, turn provider.Turn) iter.Seq2[
 		for ev, err := range e.Environment.Stream(ctx, turn) {
 			if ev.RunID != "" {
 				runID = ev.RunID
-				ref = provider.ControlRef{RunID: ev.RunID, SessionID: ev.SessionID, ExecutionID: ev.ExecutionID}
+				ref = provider.ControlRef{RunID: ev.RunID, SessionID: ev.SessionID, ExecutionID: ev.ExecutionID,
+					Provider: e.pv.Name(), EnvironmentID: e.ID()}
 			}
 			if n := ev.Frame(); n > lastSeq {
 				lastSeq = n

@@ -14,8 +14,8 @@ import (
 )
 
 // EventLost: the box vanished under a live environment (the vendor
-// deleted or stopped it, its node died): Reason says what the vendor
-// reported. Distinct from EventDestroyed, which a destroy by the user, a
+// deleted it, or anyone but this environment; its node died): Reason says
+// what the vendor reported. Distinct from EventDestroyed, which a destroy by the user, a
 // deadline or gc causes.
 const EventLost EventType = "lost"
 
@@ -25,7 +25,7 @@ const EventLost EventType = "lost"
 const DetailBoxLost = "interrupted: box_lost"
 
 // LostError is an operation on a box that is gone: the vendor no longer
-// has it, or stopped it, with no destroy or suspend of boxctl's.
+// has it, with no destroy of this environment's.
 type LostError struct {
 	BoxID  string
 	Reason string
@@ -39,29 +39,32 @@ func (e *LostError) Error() string {
 
 func (e *LostError) Unwrap() error { return e.Err }
 
+// maxReplicaEvents bounds the events of a run read from the replica (its
+// data comes from the box).
+const maxReplicaEvents = 200000
+
 // lostBoxTimeout bounds asking the vendor whether the box is gone.
 const lostBoxTimeout = 10 * time.Second
 
 // lostReason asks the vendor whether the box is gone: the reason when it
-// is, "" when it runs (or the vendor cannot say).
+// is, "" when it is there (running, stopping, suspending: the vendor's
+// own moves), when the vendor cannot say, when this environment is being
+// closed or destroyed, or near the box's deadline (a deadline ends a box;
+// clocks differ by tokenMargin).
 func (e *Environment) lostReason(ctx context.Context) string {
-	if !e.ref.Deadline.IsZero() && time.Now().After(e.ref.Deadline) {
-		return "" // its deadline ended it: not a loss
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed || (!e.ref.Deadline.IsZero() && time.Now().After(e.ref.Deadline.Add(-tokenMargin))) {
+		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lostBoxTimeout)
 	defer cancel()
-	info, err := e.box.Status(ctx)
+	_, err := e.box.Status(ctx)
 	if _, gone := errors.AsType[*vendors.NotFoundError](err); gone {
 		return "the vendor no longer has the box"
 	}
-	if err != nil {
-		return ""
-	}
-	switch info.State {
-	case vendors.StateRunning, vendors.StateCreating, vendors.StateUnknown, vendors.StateSuspended:
-		return ""
-	}
-	return "the box is " + string(info.State)
+	return ""
 }
 
 // wasLost reports whether the box was found lost.
@@ -111,6 +114,11 @@ func (e *Environment) replicaRest(ctx context.Context, ref provider.ControlRef, 
 		if len(evs) < 1000 {
 			break
 		}
+		if len(stored) >= maxReplicaEvents {
+			yield(provider.Event{}, &LostError{BoxID: e.box.ID(), Reason: reason,
+				Err: fmt.Errorf("the replica holds more than %d events of run %s: not read", maxReplicaEvents, ref.RunID)})
+			return true
+		}
 		next = evs[len(evs)-1].Seq
 	}
 	stopped := false
@@ -139,7 +147,7 @@ func (e *Environment) replicaRest(ctx context.Context, ref provider.ControlRef, 
 // (DetailBoxLost). A box lost with no replica to read is a *LostError.
 func (e *Environment) RunEvents(ctx context.Context, runID string, after int64) iter.Seq2[provider.Event, error] {
 	return func(yield func(provider.Event, error) bool) {
-		ref := provider.ControlRef{RunID: runID, SessionID: runID, ExecutionID: runID}
+		ref := provider.ControlRef{RunID: runID, SessionID: runID, ExecutionID: runID, Provider: e.pv.Name(), EnvironmentID: e.ID()}
 		last := after
 		s, err := e.Run(ctx, runID)
 		if err == nil {

@@ -54,6 +54,10 @@ func (b *Broker) serveReplica(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		held, err := b.o.Replica.Append(ctx, box, run, batch)
+		if _, bad := errors.AsType[*replica.BatchError](err); bad {
+			adminapi.Write(w, http.StatusBadRequest, adminapi.Error{Type: "invalid_batch", Message: err.Error()})
+			return
+		}
 		if _, gap := errors.AsType[*replica.GapError](err); gap {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusConflict)

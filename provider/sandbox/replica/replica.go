@@ -28,15 +28,32 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultMaxRunBytes = 32 << 20
-	DefaultMaxBoxBytes = 256 << 20
-	DefaultRetention   = 7 * 24 * time.Hour
+	DefaultMaxRunBytes   = 32 << 20
+	DefaultMaxBoxBytes   = 256 << 20
+	DefaultMaxTotalBytes = 1 << 30
+	DefaultMaxBoxRuns    = 10000
+	DefaultRetention     = 7 * 24 * time.Hour
+	// MaxBatchEvents bounds the events of one batch.
+	MaxBatchEvents = 10000
+	// eventOverhead is what an event costs beside its data (its row and
+	// keys), counted against the bounds: one-byte events fill them too.
+	eventOverhead = 64
 )
 
-// Options bound what a Store keeps.
+// Statuses a batch may name: the bridge's run statuses.
+var statuses = map[string]bool{"running": true, "done": true, "error": true, "cancelled": true}
+
+// maxSessionID bounds a batch's session id.
+const maxSessionID = 128
+
+// Options bound what a Store keeps: a run past MaxRunBytes keeps its
+// newest events; a box past MaxBoxBytes or MaxBoxRuns, and the replica
+// past MaxTotalBytes, lose their oldest runs first. Each event counts its
+// data and a fixed overhead.
 type Options struct {
-	MaxRunBytes, MaxBoxBytes int64
-	Retention                time.Duration
+	MaxRunBytes, MaxBoxBytes, MaxTotalBytes int64
+	MaxBoxRuns                              int
+	Retention                               time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Observe, when set, is told each batch committed: the box, the run
@@ -89,6 +106,12 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if o.MaxBoxBytes <= 0 {
 		o.MaxBoxBytes = DefaultMaxBoxBytes
 	}
+	if o.MaxTotalBytes <= 0 {
+		o.MaxTotalBytes = DefaultMaxTotalBytes
+	}
+	if o.MaxBoxRuns <= 0 {
+		o.MaxBoxRuns = DefaultMaxBoxRuns
+	}
 	if o.Retention <= 0 {
 		o.Retention = DefaultRetention
 	}
@@ -126,6 +149,9 @@ func (s *Store) Append(ctx context.Context, box, run string, b wire.ReplicaBatch
 	if box == "" || run == "" || b.First < 1 {
 		return wire.ReplicaRun{}, fmt.Errorf("replica: a batch needs a box, a run and a first sequence of 1 or more")
 	}
+	if len(b.Events) > MaxBatchEvents || len(b.SessionID) > maxSessionID || (b.Status != "" && !statuses[b.Status]) {
+		return wire.ReplicaRun{}, &BatchError{Reason: fmt.Sprintf("at most %d events, a session id of at most %d bytes, a run status", MaxBatchEvents, maxSessionID)}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -154,17 +180,26 @@ func (s *Store) Append(ctx context.Context, box, run string, b wire.ReplicaBatch
 		if _, err := tx.ExecContext(ctx, `INSERT INTO events (box, run, seq, data) VALUES (?, ?, ?, ?)`, box, run, seq, []byte(e)); err != nil {
 			return wire.ReplicaRun{}, fmt.Errorf("replica: %w", err)
 		}
-		r.LastSeq, size = seq, size+int64(len(e))
+		r.LastSeq, size = seq, size+int64(len(e))+eventOverhead
 	}
-	for size > s.o.MaxRunBytes && first < r.LastSeq {
-		var n int64
-		if err := tx.QueryRowContext(ctx, `SELECT length(data) FROM events WHERE box = ? AND run = ? AND seq = ?`, box, run, first).Scan(&n); err == nil {
-			size -= n
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE box = ? AND run = ? AND seq = ?`, box, run, first); err != nil {
+	if size > s.o.MaxRunBytes {
+		// Keep the newest events that fit: one range delete of the rest.
+		var keepFrom int64
+		err := tx.QueryRowContext(ctx, `SELECT COALESCE(MIN(seq), 0) FROM (SELECT seq, SUM(length(data) + ?) OVER (ORDER BY seq DESC) AS total
+			FROM events WHERE box = ? AND run = ?) WHERE total <= ?`, eventOverhead, box, run, s.o.MaxRunBytes).Scan(&keepFrom)
+		if err != nil {
 			return wire.ReplicaRun{}, fmt.Errorf("replica: %w", err)
 		}
-		first++
+		if keepFrom == 0 {
+			keepFrom = r.LastSeq
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE box = ? AND run = ? AND seq < ?`, box, run, keepFrom); err != nil {
+			return wire.ReplicaRun{}, fmt.Errorf("replica: %w", err)
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(length(data) + ?), 0) FROM events WHERE box = ? AND run = ?`, eventOverhead, box, run).Scan(&size); err != nil {
+			return wire.ReplicaRun{}, fmt.Errorf("replica: %w", err)
+		}
+		first = keepFrom
 	}
 	if b.SessionID != "" {
 		r.SessionID = b.SessionID
@@ -176,7 +211,7 @@ func (s *Store) Append(ctx context.Context, box, run string, b wire.ReplicaBatch
 	if _, err := tx.ExecContext(ctx, `INSERT INTO runs (box, run, session, status, last_seq, first_seq, bytes, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (box, run) DO UPDATE SET session = excluded.session, status = excluded.status, last_seq = excluded.last_seq,
 		first_seq = excluded.first_seq, bytes = excluded.bytes, updated = excluded.updated`,
-		box, run, r.SessionID, r.Status, r.LastSeq, first, size, r.Updated); err != nil {
+		box, run, r.SessionID, r.Status, r.LastSeq, first, size+int64(len(r.SessionID))+eventOverhead, r.Updated); err != nil {
 		return wire.ReplicaRun{}, fmt.Errorf("replica: %w", err)
 	}
 	if err := s.boundBox(ctx, tx, box, run); err != nil {
@@ -191,19 +226,20 @@ func (s *Store) Append(ctx context.Context, box, run string, b wire.ReplicaBatch
 	return r, nil
 }
 
-// boundBox drops box's oldest runs but keep while the box holds more than
-// MaxBoxBytes.
+// boundBox drops the oldest runs but box's run keep while box holds more
+// than MaxBoxBytes or MaxBoxRuns, then the oldest runs of any box while
+// the replica holds more than MaxTotalBytes.
 func (s *Store) boundBox(ctx context.Context, tx *sql.Tx, box, keep string) error {
-	var total int64
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(bytes), 0) FROM runs WHERE box = ?`, box).Scan(&total); err != nil {
+	var total, runs int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(bytes), 0), COUNT(*) FROM runs WHERE box = ?`, box).Scan(&total, &runs); err != nil {
 		return fmt.Errorf("replica: %w", err)
 	}
-	for total > s.o.MaxBoxBytes {
+	for total > s.o.MaxBoxBytes || runs > int64(s.o.MaxBoxRuns) {
 		var run string
 		var n int64
 		err := tx.QueryRowContext(ctx, `SELECT run, bytes FROM runs WHERE box = ? AND run != ? ORDER BY updated LIMIT 1`, box, keep).Scan(&run, &n)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil
+			break
 		}
 		if err != nil {
 			return fmt.Errorf("replica: %w", err)
@@ -211,10 +247,34 @@ func (s *Store) boundBox(ctx context.Context, tx *sql.Tx, box, keep string) erro
 		if err := deleteRun(ctx, tx, box, run); err != nil {
 			return err
 		}
-		total -= n
+		total, runs = total-n, runs-1
+	}
+	var all int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(bytes), 0) FROM runs`).Scan(&all); err != nil {
+		return fmt.Errorf("replica: %w", err)
+	}
+	for all > s.o.MaxTotalBytes {
+		var b, run string
+		var n int64
+		err := tx.QueryRowContext(ctx, `SELECT box, run, bytes FROM runs WHERE NOT (box = ? AND run = ?) ORDER BY updated LIMIT 1`, box, keep).Scan(&b, &run, &n)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("replica: %w", err)
+		}
+		if err := deleteRun(ctx, tx, b, run); err != nil {
+			return err
+		}
+		all -= n
 	}
 	return nil
 }
+
+// BatchError is a batch the replica refuses as malformed.
+type BatchError struct{ Reason string }
+
+func (e *BatchError) Error() string { return "replica: a malformed batch: want " + e.Reason }
 
 func deleteRun(ctx context.Context, tx *sql.Tx, box, run string) error {
 	for _, q := range []string{`DELETE FROM events WHERE box = ? AND run = ?`, `DELETE FROM runs WHERE box = ? AND run = ?`} {
@@ -227,7 +287,7 @@ func deleteRun(ctx context.Context, tx *sql.Tx, box, run string) error {
 
 // Runs lists what the replica holds of box's runs, oldest first.
 func (s *Store) Runs(ctx context.Context, box string) ([]wire.ReplicaRun, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT run, session, status, last_seq, updated FROM runs WHERE box = ? ORDER BY updated, run`, box)
+	rows, err := s.db.QueryContext(ctx, `SELECT run, session, status, last_seq, updated FROM runs WHERE box = ? ORDER BY updated, run LIMIT ?`, box, s.o.MaxBoxRuns)
 	if err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}

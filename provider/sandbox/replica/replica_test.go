@@ -81,7 +81,7 @@ func TestAppend(t *testing.T) {
 // retention.
 func TestBounds(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	s, err := Open(t.Context(), t.TempDir(), Options{MaxRunBytes: 100, MaxBoxBytes: 250, Retention: time.Hour, Now: func() time.Time { return now }})
+	s, err := Open(t.Context(), t.TempDir(), Options{MaxRunBytes: 100, MaxBoxBytes: 350, MaxTotalBytes: 1 << 20, Retention: time.Hour, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,12 +97,12 @@ func TestBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs, _ := s.Events(t.Context(), "b", "r1", 0, 100)
-	if len(evs) != 5 || evs[0].Seq != 4 {
-		t.Errorf("a run of 160 bytes under a bound of 100 keeps %d events from %d, want the newest 5", len(evs), evs[0].Seq)
+	if len(evs) != 1 || evs[0].Seq != 8 {
+		t.Fatalf("a run of 8 events of 84 bytes under a bound of 100 keeps %+v, want the newest one", evs)
 	}
 	for i, r := range []string{"r2", "r3"} {
 		now = now.Add(time.Duration(i+1) * time.Minute)
-		if _, err := s.Append(t.Context(), "b", r, wire.ReplicaBatch{Status: "done", First: 1, Events: big(5)}); err != nil {
+		if _, err := s.Append(t.Context(), "b", r, wire.ReplicaBatch{Status: "done", First: 1, Events: big(1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,4 +114,50 @@ func TestBounds(t *testing.T) {
 	if n, err := s.Prune(t.Context()); err != nil || n != 2 {
 		t.Errorf("Prune = %d, %v; want both runs", n, err)
 	}
+}
+
+// TestAppend_refusals: a box cannot grow the replica past its bounds with
+// what is not counted: too many events in a batch, a long session id, a
+// made-up status; runs without events count too, per box and in total.
+func TestAppend_refusals(t *testing.T) {
+	s, err := Open(t.Context(), t.TempDir(), Options{MaxBoxRuns: 3, MaxTotalBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for name, b := range map[string]wire.ReplicaBatch{
+		"too many events":   {Status: "running", First: 1, Events: events(1, MaxBatchEvents+1)},
+		"a long session id": {Status: "running", First: 1, SessionID: strings.Repeat("s", 129)},
+		"a made-up status":  {Status: "pwned", First: 1},
+	} {
+		if _, err := s.Append(t.Context(), "b", "r", b); !errorsAs[*BatchError](err) {
+			t.Errorf("%s: %v, want a *BatchError", name, err)
+		}
+	}
+	for i := range 10 {
+		if _, err := s.Append(t.Context(), "b", fmt.Sprintf("r%d", i), wire.ReplicaBatch{Status: "running", First: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs, _ := s.Runs(t.Context(), "b"); len(runs) != 3 || runs[2].ID != "r9" {
+		t.Errorf("a box of 10 empty runs under a bound of 3 holds %+v", runs)
+	}
+	for i := range 20 {
+		if _, err := s.Append(t.Context(), fmt.Sprintf("box%d", i), "r", wire.ReplicaBatch{Status: "running", First: 1, Events: events(1, 2)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all int
+	for i := range 20 {
+		runs, _ := s.Runs(t.Context(), fmt.Sprintf("box%d", i))
+		all += len(runs)
+	}
+	if all >= 20 {
+		t.Errorf("20 boxes of about 150 bytes under a total bound of 1000 hold %d runs", all)
+	}
+}
+
+func errorsAs[T error](err error) bool {
+	_, ok := errors.AsType[T](err)
+	return ok
 }

@@ -135,9 +135,10 @@ func Manifest(o Options) ([]byte, error) {
 					Containers: []corev1.Container{c},
 					Volumes: []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 						SecretName: o.CertsSecret, DefaultMode: new(int32(0o440))}}},
-						// The replica of the boxes' events: past the
+						// The replica of the boxes' events (at most 1 GiB,
+						// replica.DefaultMaxTotalBytes): past the
 						// container's restarts, not the pod's.
-						{Name: "replica", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: new(resource.MustParse("1Gi"))}}}},
+						{Name: "replica", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: new(resource.MustParse("2Gi"))}}}},
 				},
 			},
 		},
