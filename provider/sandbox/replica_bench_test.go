@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/internal/polltest"
 	"github.com/tangle-network/boxctl/internal/routerstub"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
@@ -113,21 +114,14 @@ func BenchmarkReplication(b *testing.B) {
 		}
 		took = time.Since(start)
 		if measure {
-			deadline := time.Now().Add(30 * time.Second)
 			for seq, at := range read {
 				var h time.Time
-				for time.Now().Before(deadline) {
+				polltest.Until(b, 30*time.Second, "the replica to hold event "+itoa(seq)+" of run "+runID, func() bool {
 					mu.Lock()
+					defer mu.Unlock()
 					h = held[runID+"/"+itoa(seq)]
-					mu.Unlock()
-					if !h.IsZero() {
-						break
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
-				if h.IsZero() {
-					b.Fatalf("the replica never held event %d of run %s", seq, runID)
-				}
+					return !h.IsZero()
+				})
 				lags = append(lags, h.Sub(at))
 			}
 		}
