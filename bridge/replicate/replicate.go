@@ -83,6 +83,10 @@ type Options struct {
 	Drain <-chan struct{}
 }
 
+// maxRefusals is how many refusals of the box's token in a row end the
+// shipper before it ever shipped.
+const maxRefusals = 8
+
 // shipped is what the shipper knows the replica holds of a run.
 type shipped struct {
 	last   int64
@@ -116,6 +120,7 @@ func Run(ctx context.Context, o Options) {
 		case <-ictx.Done():
 		}
 	}()
+	refused := 0
 	for {
 		status, body, err := o.Call(ictx, http.MethodGet, wire.ReplicaPath, nil)
 		if ictx.Err() != nil {
@@ -134,7 +139,18 @@ func Run(ctx context.Context, o Options) {
 			o.Log.Info("replica: the upstream keeps none; the box's events stay in it alone", "status", status)
 			return
 		}
-		if !sleep(ictx, o.Retry) {
+		// A refused token may be one being rotated (a resume, a claim):
+		// asked again, less and less often, and given up after
+		// maxRefusals in a row (an upstream that is no broker).
+		wait := o.Retry
+		if err == nil && (status == http.StatusUnauthorized || status == http.StatusForbidden) {
+			if refused++; refused >= maxRefusals {
+				o.Log.Info("replica: the upstream refuses the box's token; the box's events stay in it alone", "status", status)
+				return
+			}
+			wait = min(o.Retry<<refused, time.Minute)
+		}
+		if !sleep(ictx, wait) {
 			return
 		}
 	}
@@ -146,6 +162,7 @@ func Run(ctx context.Context, o Options) {
 	}
 	o.Log.Debug("replica: shipping", "runs held", len(held))
 	skipped := map[string]bool{} // runs the replica refused as malformed
+	drain := o.Drain
 	for draining := false; ; {
 		failed := false
 		for _, id := range o.Queue.take() {
@@ -179,8 +196,8 @@ func Run(ctx context.Context, o Options) {
 		case <-ctx.Done():
 			return
 		case <-o.Queue.wake:
-		case <-o.Drain:
-			draining, o.Drain = true, nil
+		case <-drain:
+			draining, drain = true, nil
 		}
 	}
 }

@@ -179,6 +179,10 @@ func TestStandby_RelaySpare(t *testing.T) {
 	type call struct{ path, auth string }
 	calls := make(chan call, 4)
 	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, wire.ReplicaPath) {
+			http.NotFound(w, r) // a Router keeps no replica: the bridge stops shipping
+			return
+		}
 		calls <- call{r.URL.Path, r.Header.Get("Authorization")}
 		_, _ = io.WriteString(w, "model-answer")
 	}))
