@@ -119,13 +119,14 @@ func (s *Store) forgetAtGate(ctx context.Context, v vendors.Vendor, id string, r
 		return func() {}
 	}
 	var addr netip.Addr
-	if b, err := v.Connect(ctx, id); err == nil {
+	b, err := v.Connect(ctx, id)
+	if err == nil {
 		if a, ok := b.(vendors.Addressed); ok {
 			addr, err = a.Address(ctx)
 		}
-		if err != nil {
-			s.log.Warn("egress: the box's address", "box", ShortID(id), "err", err)
-		}
+	}
+	if err != nil {
+		s.log.Warn("egress: the box's address", "box", ShortID(id), "err", err)
 	}
 	return func() {
 		if !addr.IsValid() {
