@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,10 +74,9 @@ s.setTimeout(3000,()=>{console.log("timeout");s.destroy()});s.on("data",d=>{cons
 		var out, status lockedBuffer
 		kept <- boxctlTo(t, kctx, nil, &out, &status, "pool", "up", "--image", img, "--size", "1", "--max-age", "1h")
 	}()
-	defer func() {
-		stopKeeper()
-		<-kept
-	}()
+	var stopOnce sync.Once
+	stopPool := func() { stopOnce.Do(func() { stopKeeper(); <-kept }) }
+	defer stopPool()
 	name := pool.DefaultName("docker", "claude-code", img, "") + pool.ConfinedSuffix
 	polltest.UntilNil(t, 3*time.Minute, "a box waiting in pool "+name, func() error {
 		var pools []pool.Summary
@@ -131,7 +131,9 @@ s.setTimeout(3000,()=>{console.log("timeout");s.destroy()});s.on("data",d=>{cons
 		t.Errorf("net --allow with a bad port: exit %d, want 2", r.code)
 	}
 	// rm forgets the box's address at the broker's gate: the next box
-	// there gets no policy of this one's.
+	// there gets no policy of this one's. The pool ends first: a box it
+	// makes after the rm may take the address, with a policy of its own.
+	stopPool()
 	box, err := v.Connect(t.Context(), up.ID)
 	if err != nil {
 		t.Fatal(err)
