@@ -10,6 +10,7 @@ import (
 
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
+	"github.com/tangle-network/boxctl/provider/sandbox/replica"
 	"github.com/tangle-network/boxctl/vendors"
 )
 
@@ -104,7 +105,10 @@ func (e *Environment) replicaRest(ctx context.Context, ref provider.ControlRef, 
 		if errors.Is(err, broker.ErrNoReplica) {
 			return false
 		}
-		if err != nil && !errors.Is(err, broker.ErrUnknownBox) {
+		if errors.Is(err, replica.ErrNotFound) || errors.Is(err, broker.ErrUnknownBox) {
+			break // the replica holds nothing of the run: lost before it shipped any
+		}
+		if err != nil {
 			e.p.o.Logger.Warn("replica: the lost box's run not read", "box", e.box.ID(), "run", ref.RunID, "err", err)
 			return false
 		}
