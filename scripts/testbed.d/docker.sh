@@ -48,6 +48,12 @@ docker_up() {
 	DOCKER_HOST_ADDR=unix://$DOCKER_SOCK
 	if ! pid=$(pid_of dockerd "$DOCKERD_EXE"); then
 		mkdir -p "$TB/docker"
+		# No engine answers and none of ours runs: pid files left by one
+		# that died (or a machine restored from a snapshot) may name a pid
+		# some other process now holds, and dockerd refuses to start, or
+		# waits on a containerd that is not there, when they do.
+		drop_stale_pidfile "$RUN/dockerd.self.pid" dockerd
+		drop_stale_pidfile /var/run/docker/containerd/containerd.pid containerd
 		start_daemon dockerd "$DOCKERD_EXE" "${args[@]}"
 		pid=$(<"$RUN/dockerd.pid")
 	fi

@@ -463,10 +463,12 @@ kube_up() {
 	crds_up
 	kcm_up
 	scheduler_up
+	# The kubelet registers the node, which kube-proxy and kube-router
+	# wait for (kube-proxy answers its health check only once it exists).
+	kubelet_up
 	kube_proxy_up
 	kube_router_up
 	coredns_up
-	kubelet_up
 	sandbox_ctrl_up
 	localpv_up
 	kube_wait 120 "node $KUBE_NODE was not Ready" node_ready

@@ -122,6 +122,20 @@ pid_of() {
 	echo "$pid"
 }
 
+# drop_stale_pidfile FILE NAME: remove a daemon's own pid file unless the
+# pid it names is alive and runs a binary called NAME.
+drop_stale_pidfile() {
+	local f=$1 pid exe
+	[[ -f $f ]] || return 0
+	pid=$(<"$f")
+	if [[ $pid =~ ^[0-9]+$ ]] && exe=$(readlink "/proc/$pid/exe" 2>/dev/null); then
+		exe=${exe% (deleted)}
+		[[ ${exe##*/} == "$2" ]] && return 0
+	fi
+	rm -f "$f"
+	echo "testbed: removed stale pid file $f (pid ${pid:-none} is not a running $2)" >&2
+}
+
 # start_daemon NAME CMD...: start CMD detached from this shell's session,
 # its output in $LOGS/NAME.log, its pid in $RUN/NAME.pid.
 start_daemon() {
