@@ -60,7 +60,7 @@ func Serve(ctx context.Context, c Config, log *slog.Logger, ready func(addr stri
 		defer relay.Close()
 	}
 	defer shipReplica(ctx, st, q, relay, log)()
-	eng, srv, err := start(ctx, c, st, log, nil, nil, nil, relay)
+	eng, srv, err := start(ctx, c, st, log, nil, nil, nil, relay, q)
 	if err != nil {
 		return err
 	}
@@ -88,6 +88,19 @@ func openStore(ctx context.Context, c Config) (*store.Store, *replicate.Queue, e
 	st, err := store.Open(ctx, c.DataDir, store.Options{MaxEvents: c.MaxEvents, MaxBytes: c.MaxBytes,
 		ReplayTTL: c.ReplayTTL, IdentityTTL: c.IdentityTTL, SessionIdle: c.SessionIdleClose, OnChange: q.Mark})
 	return st, q, err
+}
+
+// replicaHold bounds how long a reader of a live run waits for the
+// replica to hold an event before it gets it.
+const replicaHold = 200 * time.Millisecond
+
+// holdFor is the engine's Options.Hold of a bridge that ships to q's
+// replica through relay (nil without a relay: nothing is shipped).
+func holdFor(relay *modelrelay.Relay, q *replicate.Queue) func(context.Context, string, int64) {
+	if relay == nil || q == nil {
+		return nil
+	}
+	return func(ctx context.Context, run string, through int64) { q.Hold(ctx, run, through, replicaHold) }
 }
 
 // replicaDrain bounds how long a bridge that ends ships its runs' last
@@ -137,8 +150,8 @@ func (c Config) backends() []*engine.Backend {
 // start makes the engine and the server of c over st; probes and environ
 // (the harnesses' environment) are nil for the defaults; relay, when set,
 // is the harnesses' model endpoint (Config.ModelRelay).
-func start(ctx context.Context, c Config, st *store.Store, log *slog.Logger, probes *server.Probes, environ []string, probed *jail.Jailer, relay *modelrelay.Relay) (*engine.Engine, *server.Server, error) {
-	eng, err := startEngine(ctx, c, st, log, environ, probed, relay)
+func start(ctx context.Context, c Config, st *store.Store, log *slog.Logger, probes *server.Probes, environ []string, probed *jail.Jailer, relay *modelrelay.Relay, q *replicate.Queue) (*engine.Engine, *server.Server, error) {
+	eng, err := startEngine(ctx, c, st, log, environ, probed, relay, q)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -149,7 +162,7 @@ func start(ctx context.Context, c Config, st *store.Store, log *slog.Logger, pro
 // startEngine makes the engine of c over st, and starts the harness of
 // the turn likely first ahead of it (Config.PrestartCwd). With relay the
 // harnesses reach the model through it, and it presents c's router key.
-func startEngine(ctx context.Context, c Config, st *store.Store, log *slog.Logger, environ []string, probed *jail.Jailer, relay *modelrelay.Relay) (*engine.Engine, error) {
+func startEngine(ctx context.Context, c Config, st *store.Store, log *slog.Logger, environ []string, probed *jail.Jailer, relay *modelrelay.Relay, q *replicate.Queue) (*engine.Engine, error) {
 	secrets := []string{}
 	if c.Bearer != "" {
 		secrets = append(secrets, c.Bearer)
@@ -169,7 +182,7 @@ func startEngine(ctx context.Context, c Config, st *store.Store, log *slog.Logge
 	eng, err := engine.New(ctx, st, engine.Options{DataDir: c.DataDir, RouterURL: routerURL, RouterKey: routerKey,
 		MaxRuns: c.MaxRuns, MaxLifetime: c.MaxLifetime, IdleTimeout: c.IdleTimeout, ResultGrace: c.ResultGrace,
 		SessionIdleTimeout: c.SessionIdle, MaxSessionProcs: c.MaxSessionProcs, Spares: !c.NoSpares, Quiet: pressure.Gate{}.Wait, Environ: environ,
-		JailFloor: c.JailFloor, Secrets: secrets, Logger: log, Background: true, Probed: probed})
+		JailFloor: c.JailFloor, Secrets: secrets, Logger: log, Background: true, Probed: probed, Hold: holdFor(relay, q)})
 	if err != nil {
 		return nil, err
 	}

@@ -104,7 +104,7 @@ func ServeStandby(ctx context.Context, c Config, token string, log *slog.Logger,
 				}
 				srv = s
 			} else {
-				e, s, err := start(ctx, cc, st, log, probes, environ, jailer, relay)
+				e, s, err := start(ctx, cc, st, log, probes, environ, jailer, relay, q)
 				if err != nil {
 					return err
 				}
@@ -129,7 +129,7 @@ func ServeStandby(ctx context.Context, c Config, token string, log *slog.Logger,
 		// With the relay the harness needs nothing of the claim to
 		// start: the engine starts now, and its harness ahead of any
 		// claim.
-		if eng, err = startEngine(ctx, c, st, log, harnessEnviron(os.Environ(), nil), jailer, relay); err != nil {
+		if eng, err = startEngine(ctx, c, st, log, harnessEnviron(os.Environ(), nil), jailer, relay, q); err != nil {
 			return err
 		}
 	}

@@ -23,20 +23,45 @@ import (
 	"github.com/tangle-network/boxctl/vendors"
 )
 
-// burst runs n samples of f at once.
-func (b *bencher) burst(ctx context.Context, n int, f func(context.Context) (time.Duration, error)) *samples {
+// sample is one timed sample of a burst: its time, and what removes
+// what it made (nil: nothing left).
+type sample func(context.Context) (time.Duration, func(context.Context) error, error)
+
+// burst runs n samples of f at once. What the samples made is removed
+// once the last one answered (untimed), a few at a time: a box removed
+// while others are still timed would weigh on their figures, and no
+// user's burst removes its boxes before it has them all.
+func (b *bencher) burst(ctx context.Context, n int, f sample) *samples {
 	s := &samples{n: n}
 	start := make(chan struct{})
-	var wg sync.WaitGroup
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		removers []func(context.Context) error
+	)
 	for range n {
 		wg.Go(func() {
 			<-start
-			d, err := f(ctx)
+			d, remove, err := f(ctx)
 			s.add(d, err)
+			if remove != nil {
+				mu.Lock()
+				removers = append(removers, remove)
+				mu.Unlock()
+			}
 		})
 	}
 	close(start)
 	wg.Wait()
+	var g errgroup.Group
+	g.SetLimit(8)
+	for _, remove := range removers {
+		g.Go(func() error {
+			destroyQuietly(ctx, remove)
+			return nil
+		})
+	}
+	_ = g.Wait()
 	return s
 }
 
@@ -61,9 +86,9 @@ func interactive(ctx context.Context, x execer) error {
 	return nil
 }
 
-// bare is one sample of the vendor's own create of the image: created,
-// `node -v` answered, then destroyed (untimed).
-func (b *bencher) bare(ctx context.Context) (time.Duration, error) {
+// bare is one sample of the vendor's own create of the image: created and
+// `node -v` answered; the box is removed after the burst.
+func (b *bencher) bare(ctx context.Context) (time.Duration, func(context.Context) error, error) {
 	if br, ok := b.r.t.Vendor.(BareRunner); ok {
 		return br.BareRun(ctx, b.r.t.Image, nodeVersion.Command)
 	}
@@ -71,46 +96,48 @@ func (b *bencher) bare(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	box, err := b.r.t.Vendor.Create(ctx, spec)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	defer destroyQuietly(ctx, box.Destroy)
 	if err := interactive(ctx, box); err != nil {
-		return 0, err
+		destroyQuietly(ctx, box.Destroy)
+		return 0, nil, err
 	}
-	return time.Since(start), nil
+	return time.Since(start), box.Destroy, nil
 }
 
 // BareRunner is a vendor with a baseline create more bare than its own
 // Create: Docker's is `docker run` of the image, without the network,
 // labels and limits boxctl gives a box. BareRun creates a container of
-// image, runs cmd in it, removes it and returns the time from the
-// request to cmd's answer.
+// image and runs cmd in it; it returns the time from the request to
+// cmd's answer and what removes the container (it removes one that
+// failed itself).
 type BareRunner interface {
-	BareRun(ctx context.Context, image string, cmd []string) (time.Duration, error)
+	BareRun(ctx context.Context, image string, cmd []string) (time.Duration, func(context.Context) error, error)
 }
 
 // coldInteractive is one sample of boxctl's create: the environment
-// ready, `node -v` answered, then destroyed (untimed).
-func (b *bencher) coldInteractive(ctx context.Context) (time.Duration, error) {
+// ready and `node -v` answered; it is destroyed after the burst.
+func (b *bencher) coldInteractive(ctx context.Context) (time.Duration, func(context.Context) error, error) {
 	start := time.Now()
 	env, err := b.p.Create(ctx, b.request())
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	return b.interactiveSince(ctx, start, env)
 }
 
 // interactiveSince runs `node -v` in env (through its bridge, as a
 // program driving the box would), records env's phases and returns the
-// time from start to the answer; env is destroyed (untimed).
-func (b *bencher) interactiveSince(ctx context.Context, start time.Time, env *sandbox.Environment) (time.Duration, error) {
-	defer destroyQuietly(ctx, env.Destroy)
+// time from start to the answer and env's Destroy (env is destroyed now
+// when it failed).
+func (b *bencher) interactiveSince(ctx context.Context, start time.Time, env *sandbox.Environment) (time.Duration, func(context.Context) error, error) {
 	if err := interactive(ctx, env); err != nil {
-		return 0, err
+		destroyQuietly(ctx, env.Destroy)
+		return 0, nil, err
 	}
 	d := time.Since(start)
 	b.phases(env)
-	return d, nil
+	return d, env.Destroy, nil
 }
 
 // phases records env's create phases for the row being measured.
@@ -185,7 +212,7 @@ func (b *bencher) poolBurst(ctx context.Context, n int) (*samples, float64, erro
 		mu   sync.Mutex
 		next int
 	)
-	s := b.burst(ctx, n, func(ctx context.Context) (time.Duration, error) {
+	s := b.burst(ctx, n, func(ctx context.Context) (time.Duration, func(context.Context) error, error) {
 		mu.Lock()
 		rec := recs[next]
 		next++
@@ -194,7 +221,7 @@ func (b *bencher) poolBurst(ctx context.Context, n int) (*samples, float64, erro
 		env, err := b.p.Claim(ctx, rec, b.request())
 		if err != nil {
 			_ = b.p.DestroyStandby(context.WithoutCancel(ctx), rec)
-			return 0, err
+			return 0, nil, err
 		}
 		return b.interactiveSince(ctx, start, env)
 	})

@@ -94,6 +94,15 @@ type ChaosStats struct {
 	// Leaked are boxes the case made that were left after its gc (the
 	// vendor case's boxes made under control-plane faults).
 	Leaked int `json:"leaked,omitempty" jsonschema:"minimum=0"`
+	// Continued are the sessions of lost boxes continued on new ones whose
+	// history reached the model with their next turn; NoHistory those
+	// whose did not; Interrupted the turns a loss cut short, offered and
+	// run again once by the caller; RunTwice the turns the model got more
+	// often than they were sent (chaos.box_lost).
+	Continued   int `json:"continued,omitempty" jsonschema:"minimum=0"`
+	NoHistory   int `json:"noHistory,omitempty" jsonschema:"minimum=0"`
+	Interrupted int `json:"interrupted,omitempty" jsonschema:"minimum=0"`
+	RunTwice    int `json:"runTwice,omitempty" jsonschema:"minimum=0"`
 	// Resumes is how many times the client resumed from its cursor;
 	// ResumeP50Ms and ResumeP99Ms the time from noticing the cut to the
 	// resumed stream's first event (or its end).
@@ -120,7 +129,8 @@ func (s *ChaosStats) finish() {
 }
 
 func (s *ChaosStats) clean() bool {
-	return s.Lost == 0 && s.Duplicated == 0 && s.Mismatched == 0 && s.Unfinished == 0 && s.Leaked == 0
+	return s.Lost == 0 && s.Duplicated == 0 && s.Mismatched == 0 && s.Unfinished == 0 && s.Leaked == 0 &&
+		s.NoHistory == 0 && s.RunTwice == 0
 }
 
 func chaosCases() []Case {
@@ -137,7 +147,7 @@ func chaosCases() []Case {
 		out = append(out, Case{ID: "chaos." + k.kind, Description: k.desc, Timeout: time.Hour, run: chaosCase(k.kind)})
 	}
 	return append(out, Case{ID: "chaos." + FaultBoxLost, Timeout: time.Hour, run: boxLostCase,
-		Description: "the box deleted by its vendor in a turn or between turns: the turn's reader gets every event the replica outside the box holds, once, and an end saying so; the next turn says the box was lost"})
+		Description: "the box deleted by its vendor in a turn or between turns: the turn's reader gets every event the replica outside the box holds, once, and an end saying so; the next turn says the box was lost; the session continues on a new box with its history, the interrupted turn run again once"})
 }
 
 // chaosTurnDeltas and chaosTurnGap shape the chaos turns' replies: a

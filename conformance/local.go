@@ -146,6 +146,10 @@ func (l *Local) modelCalls(s string) int {
 	return n
 }
 
+// modelCallsWith counts the main-conversation model requests whose last
+// user message holds every one of all and none of not.
+func (l *Local) modelCallsWith(all []string, not ...string) int { return l.stub.Prompts(all, not...) }
+
 // waitPrompt waits until the endpoint saw a request holding s, or ctx
 // ends.
 func (l *Local) waitPrompt(ctx context.Context, s string) error {

@@ -79,6 +79,9 @@ func (e *Environment) prepare(op string, turn *Turn) (*run, error) {
 	if turn.Timeout < 0 {
 		return nil, fmt.Errorf("%s: turn timeout must not be negative", op)
 	}
+	if err := wire.CheckHistory(turn.History); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
 	model, err := resolveModel(e.p.c.opts, &e.req, turn.Model)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)

@@ -3,6 +3,7 @@ package provider
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -238,5 +239,37 @@ func TestDispatch_sameExecutionID(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestTurn_History: a turn's history travels before its prompt, as the
+// chat route's messages and as the retained turn's history; one that is
+// not user and assistant text is refused before any request.
+func TestTurn_History(t *testing.T) {
+	history := []wire.Message{{Role: "user", Content: wire.MustJSON("two and two?")}, {Role: "assistant", Content: wire.MustJSON("four")}}
+	t.Run("chat route", func(t *testing.T) {
+		f := newFake(t, loadTranscript(t, "legacy_ok.sse"))
+		ref := dispatchTurn(t, newEnv(t, f), Turn{Prompt: "and three?", History: history, ExecutionID: "exec-1"})
+		msgs, _ := f.run(ref.RunID).body["messages"].([]any)
+		got, _ := json.Marshal(msgs)
+		want := `[{"content":"two and two?","role":"user"},{"content":"four","role":"assistant"},{"content":"and three?","role":"user"}]`
+		if string(got) != want {
+			t.Errorf("messages = %s, want %s", got, want)
+		}
+	})
+	t.Run("retained route", func(t *testing.T) {
+		f := newFake(t, loadTranscript(t, "legacy_ok.sse"))
+		dispatchTurn(t, nativeEnv(t, f, "k1"), Turn{Prompt: "and three?", History: history, ExecutionID: "exec-1"})
+		if got := lastTurn(t, f); !cmp.Equal(got.History, history) || got.Message != "and three?" {
+			t.Errorf("retained turn = %+v, want the history before the message", got)
+		}
+	})
+	f := newFake(t, loadTranscript(t, "legacy_ok.sse"))
+	env := newEnv(t, f)
+	if _, err := env.Dispatch(t.Context(), Turn{Prompt: "x", History: []wire.Message{{Role: "system", Content: wire.MustJSON("obey")}}}); err == nil {
+		t.Error("a system message in the history was sent")
+	}
+	if n := f.count("POST"); n != 0 {
+		t.Errorf("%d requests for a refused turn", n)
 	}
 }

@@ -153,6 +153,9 @@ func TestLive_ClaudeCode(t *testing.T) {
 	if res.Usage == nil || res.Usage.Provenance != provider.UsageMeasured || res.Usage.OutputTokens <= 0 {
 		t.Errorf("usage = %+v, want measured", res.Usage)
 	}
+	if res.Harness == nil || res.Harness.Process == "" {
+		t.Errorf("Result after restart: harness %+v, want how the process came to serve the turn", res.Harness)
+	}
 	var replayed int
 	for _, err := range s2.Events(ctx, "0") {
 		if err != nil {

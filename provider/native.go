@@ -130,6 +130,7 @@ func (e *Environment) beginNative(ctx context.Context, op string, r *run, turn *
 			return err
 		}
 	}
+	body.History = turn.History
 	status, _, data, err := e.p.c.call(ctx, op, http.MethodPost, "/v1/sessions/"+url.PathEscape(ref.SessionID)+"/turns", body, maxControlBytes, nil)
 	if err != nil {
 		res.rejected = status != 0

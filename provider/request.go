@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
 // Profile is the agent profile an environment runs: which harness, and
@@ -96,6 +98,13 @@ type Turn struct {
 	// Context and ProviderOptions are forwarded as metadata.
 	Context         map[string]any
 	ProviderOptions map[string]any
+	// History is the conversation before this turn, user and assistant
+	// messages in order: a session continued on another box carries it
+	// (sandbox.Environment.Replace). The bridge gives it to a harness that
+	// holds none of the session yet, as a transcript before the prompt,
+	// and ignores it once the harness holds the session. It is part of the
+	// turn's request (a retry must carry the same).
+	History []wire.Message
 	// Timeout, when positive, bounds the turn from the moment the call
 	// starts: if the run is not terminal by then, the client cancels it on
 	// the bridge with a reason naming the timeout and waits for the bridge
@@ -186,6 +195,15 @@ func checkWorkspace(opts Options, req *CreateRequest) error {
 }
 
 // chatBody builds the body of POST /v1/chat/completions for one run.
+// historyOf is h as the chat route's messages.
+func historyOf(h []wire.Message) []any {
+	out := make([]any, 0, len(h)+1)
+	for _, m := range h {
+		out = append(out, m)
+	}
+	return out
+}
+
 func chatBody(opts Options, req *CreateRequest, turn *Turn, model string, r *run) map[string]any {
 	var content any = turn.Prompt
 	if len(turn.Parts) > 0 {
@@ -193,7 +211,7 @@ func chatBody(opts Options, req *CreateRequest, turn *Turn, model string, r *run
 	}
 	b := map[string]any{
 		"model":          model,
-		"messages":       []any{map[string]any{"role": "user", "content": content}},
+		"messages":       append(historyOf(turn.History), map[string]any{"role": "user", "content": content}),
 		"stream":         true,
 		"session_id":     r.ref.SessionID,
 		"run_id":         r.ref.RunID,

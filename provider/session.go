@@ -148,6 +148,10 @@ type TurnResult struct {
 	// Events are the newest MaxResultEvents events; EventCount counts all.
 	Events     []Event
 	EventCount int
+	// Harness says how the harness process came to serve the turn: handed
+	// it ready, or started for it and why (a setting that changed names
+	// the setting); nil from a bridge that does not say.
+	Harness *wire.HarnessStart
 }
 
 // Result replays the current run from the start and returns its terminal
@@ -258,6 +262,7 @@ func (e *Environment) collect(ctx context.Context, op string, r *run, read func(
 	ref := r.controlRef()
 	res.RunID, res.SessionID, res.ExecutionID, res.RequestDigest = ref.RunID, ref.SessionID, ref.ExecutionID, ref.RequestDigest
 	res.Status = statusOf(snap)
+	res.Harness = snap.Harness
 	res.Success = snap.Status == wire.StatusDone && streamErr == nil
 	if !res.Success {
 		res.Error = "cli-bridge run ended " + snap.Status

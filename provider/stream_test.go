@@ -299,9 +299,15 @@ func TestStream_canonical(t *testing.T) {
 	env := newEnv(t, f)
 	dispatch(t, env, "s")
 	s, _ := env.Session("s", SessionOptions{})
+	f.snapshot = func(s *wire.RunSnapshot) {
+		s.Harness = &wire.HarnessStart{Process: wire.HarnessStarted, Reason: wire.StartSettingsChanged, Changed: []string{"model"}}
+	}
 	res, err := s.Result(t.Context())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if h := res.Harness; h == nil || h.Reason != wire.StartSettingsChanged || len(h.Changed) != 1 {
+		t.Errorf("Result harness = %+v, want the snapshot's", h)
 	}
 	if res.Text != "Hi" || !res.Success || res.Status != StatusCompleted || res.EventCount != 5 || res.FinishReason != wire.FinishStop {
 		t.Errorf("Result = %+v, want text Hi, finish stop, completed, 4 events and the result", res)

@@ -120,6 +120,10 @@ type Options struct {
 	// standby bridge's): the engine takes its verdict (jail.Jailer.Adopt)
 	// and does not probe at its start.
 	Probed *jail.Jailer
+	// Hold, when set, is waited on before a reader of a live run gets
+	// events up to seq through: the bridge's replica shipping
+	// (replicate.Queue.Hold), which bounds the wait.
+	Hold func(ctx context.Context, run string, through int64)
 	// ProcDir is the proc filesystem used to find leftover processes
 	// (default /proc).
 	ProcDir string
@@ -202,6 +206,10 @@ type Engine struct {
 	admitted int
 	// template is the last Prestart's.
 	template SpareTemplate
+	// rebound are the settings of the spares the last Bind ended for
+	// another environment, until a spare of those settings started or a
+	// turn of them reported it (wire.StartEnvironmentChanged).
+	rebound []spareSettings
 	// stats are the counters Stats reports (stats.go).
 	stats counters
 	wg    sync.WaitGroup
@@ -244,10 +252,17 @@ func (e *Engine) Bind(environ []string, secrets ...string) {
 	if slices.Equal(old.environ, environ) {
 		return
 	}
-	e.endSpares()
 	e.mu.Lock()
+	ended := e.spares
+	e.spares, e.rebound = nil, nil
+	for _, s := range ended {
+		e.rebound = append(e.rebound, s.key)
+	}
 	t := e.template
 	e.mu.Unlock()
+	for _, s := range ended {
+		e.endSpare(s)
+	}
 	e.prestartTemplate(t, 0)
 }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -441,7 +442,7 @@ func TestEngine_RecoverEndsLeftovers(t *testing.T) {
 	waited := make(chan struct{})
 	go func() { cmd.Wait(); close(waited) }()
 	pids := readPIDs(t, pidfile)
-	if err := st.SetProcess(ctx, "orphan", cmd.Process.Pid); err != nil {
+	if err := st.SetRunProcess(ctx, "orphan", store.RunProcess{PGID: cmd.Process.Pid}); err != nil {
 		t.Fatal(err)
 	}
 	// An unrelated process in its own group must survive.
@@ -495,5 +496,54 @@ func TestEngine_CloseStopsRuns(t *testing.T) {
 	}
 	if _, _, err := f.e.Start(ctx, f.request("x", "hello")); !errors.Is(err, ErrClosed) {
 		t.Errorf("Start after Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestEngine_Hold: with Options.Hold, a reader of a live run gets events
+// only through the one its hold returned for (a replica's
+// acknowledgement), however many the run committed meanwhile, never
+// holds the run back, and still reads the run whole; NextFunc too.
+func TestEngine_Hold(t *testing.T) {
+	for _, paged := range []bool{false, true} {
+		var mu sync.Mutex
+		acked := map[string]int64{} // what the hold let through, by run
+		hold := func(_ context.Context, run string, through int64) {
+			<-time.After(2 * time.Millisecond) // a replica's round trip: more commits meanwhile
+			mu.Lock()
+			acked[run] = max(acked[run], through)
+			mu.Unlock()
+		}
+		f := newFixture(t, Options{Hold: hold})
+		f.start(t, "r", "slow:200:1")
+		r := f.e.NewReader("r", 0)
+		var got, ahead int64
+		for {
+			var last int64
+			var err error
+			if paged {
+				err = r.NextFunc(t.Context(), 1<<20, func(seq int64, _ []byte) { last = seq; got++ })
+			} else {
+				var evs []store.Event
+				if evs, err = r.Next(t.Context()); err == nil {
+					last, got = evs[len(evs)-1].Seq, got+int64(len(evs))
+				}
+			}
+			if errors.Is(err, ErrEnd) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			if last > acked["r"] {
+				ahead++
+			}
+			mu.Unlock()
+		}
+		r.Close()
+		run := waitRun(t, f, "r")
+		if got != run.LastSeq || ahead != 0 {
+			t.Errorf("paged %v: read %d of %d events, %d pages ahead of the hold", paged, got, run.LastSeq, ahead)
+		}
 	}
 }

@@ -73,10 +73,15 @@ func (r *Reader) Cursor() int64 { return r.after }
 // read, and ctx's error when ctx ends first (the reader stays usable).
 func (r *Reader) Next(ctx context.Context) ([]store.Event, error) {
 	var evs []store.Event
-	err := r.next(ctx, func(after int64) (int64, int64, error) {
+	err := r.next(ctx, func(after, through int64) (int64, int64, error) {
 		var err error
 		if evs, err = r.e.store.Events(ctx, r.id, after, PageSize); err != nil || len(evs) == 0 {
 			return 0, 0, err
+		}
+		if through > 0 {
+			for len(evs) > 1 && evs[len(evs)-1].Seq > through {
+				evs = evs[:len(evs)-1]
+			}
 		}
 		return evs[0].Seq, evs[len(evs)-1].Seq, nil
 	})
@@ -91,11 +96,14 @@ func (r *Reader) Next(ctx context.Context) ([]store.Event, error) {
 // the call, until about maxBytes of event data (at least one event). It
 // returns as Next does.
 func (r *Reader) NextFunc(ctx context.Context, maxBytes int, fn func(seq int64, data []byte)) error {
-	return r.next(ctx, func(after int64) (first, last int64, err error) {
+	return r.next(ctx, func(after, through int64) (first, last int64, err error) {
 		if r.live != nil {
 			// What the run committed last is in memory: a reader that
 			// keeps up does not read back what was just written.
 			if first, frames, ok := r.live.recent.after(after, maxBytes); ok {
+				if through > 0 && first+int64(len(frames))-1 > through {
+					frames = frames[:max(through-first+1, 1)]
+				}
 				for i, f := range frames {
 					fn(first+int64(i), f)
 				}
@@ -107,6 +115,8 @@ func (r *Reader) NextFunc(ctx context.Context, maxBytes int, fn func(seq int64, 
 				if first = seq; seq != after+1 {
 					return false // a gap, which next reports
 				}
+			} else if through > 0 && seq > through {
+				return false
 			}
 			last = seq
 			fn(seq, data)
@@ -117,10 +127,13 @@ func (r *Reader) NextFunc(ctx context.Context, maxBytes int, fn func(seq int64, 
 }
 
 // next waits for the next committed events and reads them with read,
-// which is given the cursor and returns the sequence numbers of the first
-// and the last event it read (0 for none). A first event that does not
-// follow the cursor is a gap retention made: ErrFellBehind.
-func (r *Reader) next(ctx context.Context, read func(after int64) (first, last int64, err error)) error {
+// which is given the cursor and the last event it may return (0: any;
+// at least the one after the cursor) and returns the sequence numbers of
+// the first and the last event it read (0 for none). A first event that
+// does not follow the cursor is a gap retention made: ErrFellBehind.
+// With Options.Hold, a live run's events are read only through the last
+// one the hold waited for.
+func (r *Reader) next(ctx context.Context, read func(after, through int64) (first, last int64, err error)) error {
 	for {
 		var wake <-chan struct{}
 		var done <-chan struct{}
@@ -138,7 +151,13 @@ func (r *Reader) next(ctx context.Context, read func(after int64) (first, last i
 			}
 		}
 		if !known {
-			first, last, err := read(r.after)
+			var through int64
+			if h := r.e.opts.Hold; h != nil && r.live != nil {
+				if through = r.live.last.Load(); through > r.after {
+					h(ctx, r.id, through)
+				}
+			}
+			first, last, err := read(r.after, through)
 			if err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -68,8 +69,10 @@ func (t *retainedTurn) finish(f store.Finish, last func() [][]byte) {
 		frames = append(frames, t.c.frame(interactionCancelEvent{Type: "interaction.cancel", ID: it.ID, Reason: f.ErrType}))
 	}
 	frames = append(frames, last()...)
-	if _, err := e.store.Finish(t.ctx, l.id, f, frames); err != nil {
+	if r, err := e.store.Finish(t.ctx, l.id, f, frames); err != nil {
 		t.log.Error("finish run", "err", err)
+	} else {
+		l.advance(r.LastSeq) // the run's last events, for its readers' hold
 	}
 	e.ret.mu.Lock()
 	delete(e.ret.runs, l.id)
@@ -138,7 +141,7 @@ func (t *retainedTurn) start(req TurnRequest) (harness.Turn, bool) {
 		return harness.Turn{}, false
 	}
 	turn := harness.Turn{
-		RunID: l.id, Bin: b.Bin, Model: req.Model, Messages: []wire.Message{{Role: "user", Content: wire.MustJSON(req.Prompt)}},
+		RunID: l.id, Bin: b.Bin, Model: req.Model, Messages: append(slices.Clone(req.History), wire.Message{Role: "user", Content: wire.MustJSON(req.Prompt)}),
 		NativeSessionID: native, Cwd: req.Cwd, StateDir: stateDir, Environ: e.environ(), Env: req.Env,
 		RouterURL: e.opts.RouterURL, RouterKey: e.opts.RouterKey,
 	}

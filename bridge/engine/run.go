@@ -64,6 +64,8 @@ type oneShot struct {
 	// marker is the process's marker when it is a spare's ("": the
 	// run's own, MarkerVar=id).
 	marker string
+	// start is how the process came to serve the turn.
+	start wire.HarnessStart
 }
 
 // finish ends the run in the store with f and its last frames, and lets
@@ -75,8 +77,10 @@ func (x *oneShot) finish(f store.Finish, frames [][]byte) {
 		frames = append(x.held, frames...)
 	}
 	// The run outlives the request that started it.
-	if _, err := e.store.Finish(context.Background(), l.id, f, frames); err != nil {
+	if r, err := e.store.Finish(context.Background(), l.id, f, frames); err != nil {
 		x.log.Error("finish run", "err", err)
+	} else {
+		l.advance(r.LastSeq) // the run's last events, for its readers' hold
 	}
 	// Leave the live set before announcing the end, so whoever sees
 	// the run terminal also sees its admission slot free.
@@ -182,13 +186,11 @@ func (x *oneShot) recorder(proc *process) (record func(), nativeID *atomic.Point
 	return func() {
 		if !recordedGroup {
 			recordedGroup = true
-			var err error
-			if x.marker != "" {
-				err = x.e.store.SetProcessMarker(ctx, x.l.id, proc.pgid, x.marker)
-			} else {
-				err = x.e.store.SetProcess(ctx, x.l.id, proc.pgid)
+			start := x.start
+			if start.Process == "" {
+				start.Process = wire.HarnessStarted
 			}
-			if err != nil {
+			if err := x.e.store.SetRunProcess(ctx, x.l.id, store.RunProcess{PGID: proc.pgid, Marker: x.marker, Start: &start}); err != nil {
 				x.log.Error("record process group", "err", err)
 			}
 		}

@@ -101,8 +101,11 @@ type TurnRequest struct {
 	// Model is the bare model for the harness; ModelID the full id.
 	Model, ModelID string
 	Prompt         string
-	Cwd            string
-	Env            map[string]string
+	// History is the conversation before the turn (wire.TurnRequest's),
+	// given to a harness that holds none of it yet.
+	History []wire.Message
+	Cwd     string
+	Env     map[string]string
 	// Confine is the confinement of the session's execution, and Timeout
 	// its execution.timeoutMs (0: the backend's).
 	Confine jail.Request

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tangle-network/boxctl/bridge/harness"
+	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
 // sessionProc is the long-lived harness process of a retained session
@@ -24,9 +25,9 @@ type sessionProc struct {
 	// runs it serves record it for crash recovery.
 	marker string
 	// fingerprint names what the process was started for (binary, model,
-	// directory, environment): a turn asking for something else gets a
-	// fresh process.
-	fingerprint string
+	// directory, environment, confinement): a turn asking for something
+	// else gets a fresh process.
+	fingerprint procSettings
 	// conv drives the process for a harness.Conversant adapter (nil
 	// otherwise).
 	conv harness.Conversation
@@ -39,14 +40,42 @@ type sessionProc struct {
 // sessionProcKey is the registry key of a session's process.
 func sessionProcKey(harnessName, sessionID string) string { return harnessName + "\x00" + sessionID }
 
-// turnFingerprint is what a session's process depends on in a turn.
-func turnFingerprint(t harness.Turn) string {
+// procSettings are what a session's process depends on in a turn.
+type procSettings struct {
+	Bin, Model, Cwd, StateDir, Env, Confine string
+}
+
+// turnFingerprint is what a session's process depends on in a turn
+// confined by confine (jail.Prepared.Key).
+func turnFingerprint(t harness.Turn, confine string) procSettings {
 	env := make([]string, 0, len(t.Env))
 	for k, v := range t.Env {
 		env = append(env, k+"="+v)
 	}
 	slices.Sort(env)
-	return fmt.Sprintf("%q %q %q %q %q", t.Bin, t.Model, t.Cwd, t.StateDir, env)
+	return procSettings{Bin: t.Bin, Model: t.Model, Cwd: t.Cwd, StateDir: t.StateDir, Env: fmt.Sprintf("%q", env), Confine: confine}
+}
+
+// changed names the settings of p that differ from o's
+// (wire.HarnessStart.Changed).
+func (p procSettings) changed(o procSettings) []string {
+	return changedSettings(
+		setting{"binary", p.Bin, o.Bin}, setting{"model", p.Model, o.Model}, setting{"cwd", p.Cwd, o.Cwd},
+		setting{"session", p.StateDir, o.StateDir}, setting{"env", p.Env, o.Env}, setting{"confinement", p.Confine, o.Confine})
+}
+
+// setting is one named setting of two processes, for changedSettings.
+type setting struct{ name, a, b string }
+
+// changedSettings names the settings whose two values differ, in order.
+func changedSettings(settings ...setting) []string {
+	var out []string
+	for _, f := range settings {
+		if f.a != f.b {
+			out = append(out, f.name)
+		}
+	}
+	return out
 }
 
 // dead reports whether the process has exited.
@@ -61,19 +90,26 @@ func (sp *sessionProc) dead() bool {
 
 // takeSessionProc removes the idle process of key from the registry and
 // returns it if it is alive and started for fingerprint; otherwise it
-// ends it and returns nil.
-func (e *Engine) takeSessionProc(key, fingerprint string) *sessionProc {
+// ends it and returns nil. It says which, and why (wire.HarnessStart).
+func (e *Engine) takeSessionProc(key string, fingerprint procSettings) (*sessionProc, wire.HarnessStart) {
 	e.ret.mu.Lock()
 	sp := e.ret.procs[key]
 	delete(e.ret.procs, key)
 	e.ret.mu.Unlock()
+	started := func(reason string, changed ...string) (*sessionProc, wire.HarnessStart) {
+		return nil, wire.HarnessStart{Process: wire.HarnessStarted, Reason: reason, Changed: changed}
+	}
 	if sp == nil {
-		return nil
+		return started(wire.StartNoneReady)
 	}
 	sp.idle.Stop()
-	if sp.fingerprint != fingerprint || sp.dead() {
+	if sp.fingerprint != fingerprint {
 		e.endSessionProc(sp)
-		return nil
+		return started(wire.StartSettingsChanged, fingerprint.changed(sp.fingerprint)...)
+	}
+	if sp.dead() {
+		e.endSessionProc(sp)
+		return started(wire.StartExited)
 	}
 	// Whatever it printed between turns belongs to no turn.
 	for {
@@ -81,12 +117,12 @@ func (e *Engine) takeSessionProc(key, fingerprint string) *sessionProc {
 		case _, ok := <-sp.proc.lines:
 			if !ok {
 				e.endSessionProc(sp)
-				return nil
+				return started(wire.StartExited)
 			}
 			continue
 		default:
 		}
-		return sp
+		return sp, wire.HarnessStart{Process: wire.HarnessKept}
 	}
 }
 

@@ -52,7 +52,10 @@ func (e *Engine) executeRetained(l *liveRun, rr *retainedRun, req TurnRequest, r
 	defer killGroup(proc.pgid, syscall.SIGKILL)
 	defer proc.closeStdin()
 	rt.attach(proc)
-	if err := e.store.SetProcess(rt.ctx, l.id, proc.pgid); err != nil {
+	// A retained turn of a harness without a long-lived process starts
+	// one per turn.
+	start := &wire.HarnessStart{Process: wire.HarnessStarted, Reason: wire.StartNotSupported}
+	if err := e.store.SetRunProcess(rt.ctx, l.id, store.RunProcess{PGID: proc.pgid, Start: start}); err != nil {
 		rt.log.Error("record process group", "err", err)
 	}
 	rt.commit()

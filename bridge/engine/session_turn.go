@@ -38,7 +38,7 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 		}
 	}
 	// A process serves only turns confined as the one it was started for.
-	key, fp := sessionProcKey(name, l.sessionID), turnFingerprint(turn)+" "+rt.prep.Key()
+	key, fp := sessionProcKey(name, l.sessionID), turnFingerprint(turn, rt.prep.Key())
 	idle, deadline, limit := e.watchdogs(turnTimeout(req.Timeout, b.Timeout))
 	defer deadline.Stop()
 	defer idle.Stop()
@@ -54,7 +54,8 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 	// session.
 	for attempt := 0; ; attempt++ {
 		reused := true
-		if sp = e.takeSessionProc(key, fp); sp == nil {
+		var start wire.HarnessStart
+		if sp, start = e.takeSessionProc(key, fp); sp == nil {
 			reused = false
 			started := l.spawnSpan(turn.Bin, false)
 			sp, err = e.startSessionProc(turn, pa, key, fp, l.id, rt.prep)
@@ -82,7 +83,10 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 			return
 		}
 		rt.attach(sp.proc)
-		if err := e.store.SetProcessMarker(rt.ctx, l.id, sp.proc.pgid, sp.marker); err != nil {
+		if attempt > 0 {
+			start = wire.HarnessStart{Process: wire.HarnessStarted, Reason: wire.StartExited}
+		}
+		if err := e.store.SetRunProcess(rt.ctx, l.id, store.RunProcess{PGID: sp.proc.pgid, Marker: sp.marker, Start: &start}); err != nil {
 			rt.log.Error("record process group", "err", err)
 		}
 		rt.commit()
@@ -112,7 +116,7 @@ func (e *Engine) executePersistent(l *liveRun, rr *retainedRun, pa harness.Persi
 // startSessionProc starts the long-lived process of a session for the run
 // runID, marked with that run's id for crash recovery, confined by prep
 // (nil: not confined).
-func (e *Engine) startSessionProc(t harness.Turn, pa harness.Persistent, key, fingerprint, runID string, prep *jail.Prepared) (*sessionProc, error) {
+func (e *Engine) startSessionProc(t harness.Turn, pa harness.Persistent, key string, fingerprint procSettings, runID string, prep *jail.Prepared) (*sessionProc, error) {
 	spec, err := pa.SessionCommand(t)
 	if err == nil {
 		err = harness.WriteFiles(spec.Files)

@@ -51,7 +51,7 @@ const maxSpares = 2
 
 // spare is a harness process started ahead of its turn.
 type spare struct {
-	key      string
+	key      spareSettings
 	session  string // the session a resuming spare resumes
 	proc     *process
 	spec     harness.Command
@@ -91,17 +91,33 @@ func (e *Engine) killLeftoverSpares() {
 // this data directory.
 func (e *Engine) sparesFlag() string { return filepath.Join(e.opts.DataDir, "spares-started") }
 
-// spareKey is the identity of the settings a spare is started with.
-// native is the native session it resumes ("" for a new session).
-func spareKey(b *Backend, model, native string, system []wire.Message, cwd string, env map[string]string, effort, routerURL string) string {
+// spareSettings are the settings a spare is started with: a turn with
+// the same ones takes it. Native is the native session it resumes (""
+// for a new session); System and Env are JSON documents.
+type spareSettings struct {
+	Harness, Bin, Model, Native, System, Cwd, Env, Effort, Router string
+}
+
+// spareKey is the settings of a spare for a turn with these.
+func spareKey(b *Backend, model, native string, system []wire.Message, cwd string, env map[string]string, effort, routerURL string) spareSettings {
 	keys := slices.Sorted(maps.Keys(env))
-	vals := make([]string, len(keys))
+	pairs := make([][2]string, len(keys))
 	for i, k := range keys {
-		vals[i] = env[k]
+		pairs[i] = [2]string{k, env[k]}
 	}
-	doc, _ := json.Marshal([]any{b.Adapter.Name(), b.Bin, model, native, system, cwd, keys, vals, effort, routerURL})
-	sum := sha256.Sum256(doc)
-	return hex.EncodeToString(sum[:])
+	sys, _ := json.Marshal(system)
+	envDoc, _ := json.Marshal(pairs)
+	return spareSettings{Harness: b.Adapter.Name(), Bin: b.Bin, Model: model, Native: native, System: string(sys),
+		Cwd: cwd, Env: string(envDoc), Effort: effort, Router: routerURL}
+}
+
+// changed names the settings of s that differ from o's
+// (wire.HarnessStart.Changed).
+func (s spareSettings) changed(o spareSettings) []string {
+	return changedSettings(
+		setting{"harness", s.Harness, o.Harness}, setting{"binary", s.Bin, o.Bin}, setting{"model", s.Model, o.Model},
+		setting{"session", s.Native, o.Native}, setting{"system", s.System, o.System}, setting{"cwd", s.Cwd, o.Cwd},
+		setting{"env", s.Env, o.Env}, setting{"effort", s.Effort, o.Effort}, setting{"model_endpoint", s.Router, o.Router})
 }
 
 // systemMessages are the system messages of msgs (what a spare knows of
@@ -116,23 +132,51 @@ func systemMessages(msgs []wire.Message) []wire.Message {
 	return out
 }
 
-// takeSpare removes and returns the live spare of key, or nil.
-func (e *Engine) takeSpare(key string) *spare {
+// takeSpare removes and returns the live spare of key, or nil and why
+// there is none (wire.HarnessStart). A session's turn is compared with the
+// spare resuming it (the same native session), a new session's with the
+// newest new session's spare, ended ones of the last Bind included.
+func (e *Engine) takeSpare(key spareSettings) (*spare, wire.HarnessStart) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	i := slices.IndexFunc(e.spares, func(s *spare) bool { return s.key == key })
 	if i < 0 {
-		return nil
+		why := wire.HarnessStart{Process: wire.HarnessStarted, Reason: wire.StartNoneReady}
+		if r := slices.Index(e.rebound, key); r >= 0 {
+			// A spare of these settings was ended for the claim's
+			// environment: said once, later turns had the time a spare
+			// takes.
+			e.rebound = slices.Delete(e.rebound, r, r+1)
+			why.Reason = wire.StartEnvironmentChanged
+			return nil, why
+		}
+		// The spare this turn would have taken, had its settings been
+		// the turn's: the session's, or the newest for a new session.
+		var near []spareSettings
+		for _, s := range slices.Backward(e.spares) {
+			near = append(near, s.key)
+		}
+		near = append(near, e.rebound...)
+		j := slices.IndexFunc(near, func(k spareSettings) bool {
+			if key.Native != "" {
+				return k.Native == key.Native
+			}
+			return k.Native == ""
+		})
+		if j >= 0 {
+			why.Reason, why.Changed = wire.StartSettingsChanged, key.changed(near[j])
+		}
+		return nil, why
 	}
 	s := e.spares[i]
 	e.spares = slices.Delete(e.spares, i, i+1)
 	s.timer.Stop()
 	select {
 	case <-s.proc.exited:
-		return nil
+		return nil, wire.HarnessStart{Process: wire.HarnessStarted, Reason: wire.StartExited}
 	default:
 	}
-	return s
+	return s, wire.HarnessStart{Process: wire.HarnessSpare}
 }
 
 // endSpare ends a spare's process and removes what it had of its own.
@@ -256,6 +300,7 @@ func (e *Engine) prestart(b *Backend, sessionID, native string, req StartRequest
 		return
 	}
 	e.spares = append(e.spares, s)
+	e.rebound = slices.DeleteFunc(e.rebound, func(k spareSettings) bool { return k == key })
 	var old *spare
 	if len(e.spares) > maxSpares {
 		old = e.spares[0]
@@ -298,19 +343,30 @@ func (e *Engine) prestartTemplate(t SpareTemplate, delay time.Duration) {
 
 // adoptSpare hands turn to the spare kept for its settings, if there is
 // one: its input is written and its stdin closed. It returns the process
-// and its marker, or nil.
+// and its marker, or nil; x.start says which, and why.
 func (x *oneShot) adoptSpare(turn harness.Turn, native string) (*process, string, harness.Command) {
 	e, req := x.e, x.req
 	b := req.Backend
+	x.start = wire.HarnessStart{Process: wire.HarnessStarted}
 	ps, ok := b.Adapter.(harness.Prestarter)
-	if !ok || e.jail.Resolve(req.Confine).Active() {
+	switch {
+	case !ok:
+		x.start.Reason = wire.StartNotSupported
+	case e.jail.Resolve(req.Confine).Active():
+		x.start.Reason = wire.StartConfined
+	case !e.opts.Spares:
+		x.start.Reason = wire.StartDisabled
+	}
+	if x.start.Reason != "" {
 		return nil, "", harness.Command{}
 	}
 	key := spareKey(b, req.Model, native, systemMessages(req.Messages), req.Cwd, req.Env, req.Effort, e.opts.RouterURL)
-	s := e.takeSpare(key)
-	if s == nil {
+	s, why := e.takeSpare(key)
+	if x.start = why; s == nil {
 		return nil, "", harness.Command{}
 	}
+	// Until the spare took the turn.
+	x.start = wire.HarnessStart{Process: wire.HarnessStarted, Reason: wire.StartSpareFailed}
 	if s.stateDir != "" {
 		// The new session's state is the spare's: its directory under
 		// the session's name.
@@ -335,6 +391,7 @@ func (x *oneShot) adoptSpare(turn harness.Turn, native string) (*process, string
 	if !hold {
 		s.proc.closeStdin()
 	}
+	x.start = wire.HarnessStart{Process: wire.HarnessSpare}
 	e.stats.spareTurns.Add(1)
 	return s.proc, e.spareMarker(), s.spec
 }

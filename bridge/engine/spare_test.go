@@ -7,10 +7,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/tangle-network/boxctl/bridge/harness"
 	"github.com/tangle-network/boxctl/bridge/store"
+	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
@@ -40,15 +43,18 @@ func TestEngine_Spares(t *testing.T) {
 	if r := turn("one", "ses-a"); isSpare(r) {
 		t.Errorf("the first turn ran in a spare (%s)", r.Marker)
 	}
+	wantStart(t, f.st, "one", wire.HarnessStarted, wire.StartNoneReady)
 	waitSpares(2)
 	if r := turn("two", "ses-a"); !isSpare(r) {
 		t.Errorf("the session's next turn has marker %q, want a spare's", r.Marker)
 	}
+	wantStart(t, f.st, "two", wire.HarnessSpare, "")
 	waitSpares(2)
 	// Another model: a process of its own, the spares left waiting.
 	if r := turn("three", "ses-b", func(r *StartRequest) { r.Model = "opus" }); isSpare(r) {
 		t.Errorf("a turn with another model ran in a spare")
 	}
+	wantStart(t, f.st, "three", wire.HarnessStarted, wire.StartSettingsChanged, "model")
 	// The spares now follow the last turn's settings.
 	opus := f.request("four", "hello")
 	opusKey := spareKey(f.backend, "opus", "", nil, opus.Cwd, opus.Env, opus.Effort, f.e.opts.RouterURL)
@@ -57,6 +63,7 @@ func TestEngine_Spares(t *testing.T) {
 	if !isSpare(fresh) {
 		t.Errorf("a new session's first turn has marker %q, want a spare's", fresh.Marker)
 	}
+	wantStart(t, f.st, "four", wire.HarnessSpare, "")
 	// The new session's state directory is the spare's.
 	dir := f.e.sessionDirPath("claude-code", "ses-c")
 	if fi, err := os.Lstat(dir); err != nil || fi.Mode()&os.ModeSymlink == 0 {
@@ -76,8 +83,22 @@ func TestEngine_Spares(t *testing.T) {
 	})
 }
 
+// wantStart checks what the store says of how run id's harness process
+// came to serve it.
+func wantStart(t *testing.T, st *store.Store, id, process, reason string, changed ...string) {
+	t.Helper()
+	got, err := st.RunHarness(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &wire.HarnessStart{Process: process, Reason: reason, Changed: changed}
+	if got == nil || got.Process != want.Process || got.Reason != want.Reason || !slices.Equal(got.Changed, want.Changed) {
+		t.Errorf("run %s: harness %+v, want %+v", id, got, want)
+	}
+}
+
 // hasSpare reports whether e keeps a spare of key.
-func hasSpare(e *Engine, key string) bool {
+func hasSpare(e *Engine, key spareSettings) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return slices.ContainsFunc(e.spares, func(s *spare) bool { return s.key == key })
@@ -169,6 +190,7 @@ func TestEngine_SparesOfASession(t *testing.T) {
 	if r := waitRun(t, f, "two"); r.Status != store.StatusDone || strings.HasPrefix(r.Marker, MarkerVar+"=spare-") {
 		t.Errorf("the turn with another model = %s, marker %q; want done in its own process", r.Status, r.Marker)
 	}
+	wantStart(t, f.st, "two", wire.HarnessStarted, wire.StartSettingsChanged, "model")
 	if hasKey() {
 		t.Error("the spare resuming ses-a outlived a turn of ses-a")
 	}
@@ -285,5 +307,68 @@ func TestEngine_Bind(t *testing.T) {
 	})
 	if slices.Contains(f.e.secrets(), "") {
 		t.Error("an empty secret was added")
+	}
+}
+
+// TestEngine_BindRestart: after a claim's Bind ended the spare of
+// another environment, before its successor started, a turn of the
+// ended spare's settings says the environment changed (once: a later one
+// says none was ready), and a turn of other settings names the settings
+// that differ from the ended spare's.
+func TestEngine_BindRestart(t *testing.T) {
+	var quiets atomic.Int32
+	// The first spare starts; every later one finds the machine busy.
+	quiet := func(context.Context) error {
+		if quiets.Add(1) > 1 {
+			return context.DeadlineExceeded
+		}
+		return nil
+	}
+	f := newFixture(t, Options{Spares: true, PrestartDelay: -1, Quiet: quiet, Environ: []string{"BIND_TEST=standby"}})
+	f.e.Prestart(SpareTemplate{Backend: f.backend, Model: "sonnet", Cwd: f.dir})
+	polltest.Until(t, 10*time.Second, "the template's spare", func() bool { return f.e.Stats().Spares == 1 })
+	f.e.Bind([]string{"BIND_TEST=claimed"})
+	polltest.Until(t, 10*time.Second, "the spare to end", func() bool { return f.e.Stats().Spares == 0 && quiets.Load() > 1 })
+	for _, c := range []struct {
+		run, model, reason string
+		changed            []string
+	}{
+		{"zero", "opus", wire.StartSettingsChanged, []string{"model"}},
+		{"one", "sonnet", wire.StartEnvironmentChanged, nil},
+		{"two", "sonnet", wire.StartNoneReady, nil},
+	} {
+		f.start(t, c.run, "hello", func(r *StartRequest) { r.Cwd, r.Model = f.dir, c.model })
+		waitRun(t, f, c.run)
+		wantStart(t, f.st, c.run, wire.HarnessStarted, c.reason, c.changed...)
+	}
+}
+
+// TestHarnessStart_Changed: the settings named as changed are the ones
+// that differ.
+func TestHarnessStart_Changed(t *testing.T) {
+	base := spareSettings{Harness: "claude-code", Bin: "claude", Model: "sonnet", System: "null", Cwd: "/w", Env: "[]", Router: "http://r"}
+	for _, c := range []struct {
+		mod  func(*spareSettings)
+		want []string
+	}{
+		{func(*spareSettings) {}, nil},
+		{func(s *spareSettings) { s.Model = "opus" }, []string{"model"}},
+		{func(s *spareSettings) { s.Env = `[["A","1"]]`; s.Cwd = "/x" }, []string{"cwd", "env"}},
+		{func(s *spareSettings) { s.System = `[{"role":"system"}]`; s.Effort = "high" }, []string{"system", "effort"}},
+		{func(s *spareSettings) { s.Bin, s.Native = "claude2", "n1" }, []string{"binary", "session"}},
+	} {
+		s := base
+		c.mod(&s)
+		if got := s.changed(base); !slices.Equal(got, c.want) {
+			t.Errorf("%+v: changed %q, want %q", s, got, c.want)
+		}
+	}
+	p := turnFingerprint(harness.Turn{Bin: "claude", Model: "sonnet", Env: map[string]string{"A": "1"}}, "")
+	q := turnFingerprint(harness.Turn{Bin: "claude", Model: "opus", Env: map[string]string{"A": "2"}}, "jail-1")
+	if got, want := q.changed(p), []string{"model", "env", "confinement"}; !slices.Equal(got, want) {
+		t.Errorf("session process: changed %q, want %q", got, want)
+	}
+	if got := p.changed(turnFingerprint(harness.Turn{Bin: "claude", Model: "sonnet", Env: map[string]string{"A": "1"}}, "")); got != nil {
+		t.Errorf("the same turn: changed %q", got)
 	}
 }

@@ -7,6 +7,12 @@
 // the shipper fall behind, bounded by the store (it reads the events from
 // there, not from memory). A replica that does not exist (a broker
 // without one, a Router reached directly) stops the shipper.
+//
+// Readers of the bridge's runs wait, for a short bound, for the replica
+// to hold an event before they get it (Queue.Hold, the engine's
+// Options.Hold): a box lost right after a reader got an event leaves no
+// reader ahead of the replica, unless the replica is slower than the
+// bound.
 package replicate
 
 import (
@@ -15,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -23,15 +30,82 @@ import (
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
-// Queue holds the runs changed since they were last shipped.
+// Queue holds the runs changed since they were last shipped, and what
+// the replica acknowledged of each (Hold).
 type Queue struct {
 	mu    sync.Mutex
 	dirty map[string]bool
 	wake  chan struct{}
+
+	shipping bool             // the replica takes batches: Hold waits
+	acked    map[string]int64 // the last event the replica holds, by run
+	acks     chan struct{}    // closed and replaced at each change of acked or shipping
 }
 
 // NewQueue returns an empty queue.
-func NewQueue() *Queue { return &Queue{dirty: map[string]bool{}, wake: make(chan struct{}, 1)} }
+func NewQueue() *Queue {
+	return &Queue{dirty: map[string]bool{}, wake: make(chan struct{}, 1), acked: map[string]int64{}, acks: make(chan struct{})}
+}
+
+// maxAcked bounds the runs whose acknowledgements the queue remembers.
+const maxAcked = 4096
+
+// ack notes that the replica holds run's events through last.
+func (q *Queue) ack(run string, last int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if last <= q.acked[run] {
+		return
+	}
+	if _, ok := q.acked[run]; !ok && len(q.acked) >= maxAcked {
+		clear(q.acked) // runs read live are new: they are acked again
+	}
+	q.acked[run] = last
+	close(q.acks)
+	q.acks = make(chan struct{})
+}
+
+// setShipping says whether the replica takes batches.
+func (q *Queue) setShipping(on bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.shipping == on {
+		return
+	}
+	q.shipping = on
+	close(q.acks)
+	q.acks = make(chan struct{})
+}
+
+// Hold waits until the replica holds run's events through seq, for at
+// most bound, or until ctx ends: a reader that gets an event only once
+// it is outside the box never has one a later reader of the replica
+// misses. It returns at once while nothing is shipped (no replica, or
+// the shipper not started or stopped). It never holds a run back: the
+// store takes the run's events as they come.
+func (q *Queue) Hold(ctx context.Context, run string, seq int64, bound time.Duration) {
+	var timer <-chan time.Time
+	for {
+		q.mu.Lock()
+		done, acks := !q.shipping || q.acked[run] >= seq, q.acks
+		q.mu.Unlock()
+		if done {
+			return
+		}
+		if timer == nil {
+			t := time.NewTimer(bound)
+			defer t.Stop()
+			timer = t.C
+		}
+		select {
+		case <-acks:
+		case <-timer:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
 
 // Mark notes that run id changed. It never blocks.
 func (q *Queue) Mark(id string) {
@@ -131,6 +205,7 @@ func Run(ctx context.Context, o Options) {
 			if json.Unmarshal(body, &runs) == nil {
 				for _, r := range runs.Runs {
 					held[r.ID] = shipped{last: r.LastSeq, status: r.Status}
+					o.Queue.ack(r.ID, r.LastSeq)
 				}
 			}
 			break // a list too long to read: the replica says where to resume (409)
@@ -155,6 +230,8 @@ func Run(ctx context.Context, o Options) {
 		}
 	}
 	icancel()
+	o.Queue.setShipping(true)
+	defer o.Queue.setShipping(false)
 	if runs, err := o.Store.RunsSince(ctx, o.Store.Now().Add(-o.Since)); err == nil {
 		for _, r := range runs {
 			o.Queue.Mark(r.ID)
@@ -167,6 +244,7 @@ func Run(ctx context.Context, o Options) {
 		failed := false
 		for _, id := range o.Queue.take() {
 			if skipped[id] {
+				o.Queue.ack(id, math.MaxInt64) // again: the acks may have been cleared
 				continue
 			}
 			more, err := ship(ctx, o, id, held)
@@ -176,6 +254,7 @@ func Run(ctx context.Context, o Options) {
 			if _, bad := errors.AsType[*refusedError](err); bad {
 				o.Log.Warn("replica: run not shipped further", "run", id, "err", err)
 				skipped[id] = true
+				o.Queue.ack(id, math.MaxInt64) // its readers wait for nothing
 				continue
 			}
 			if err != nil {
@@ -186,6 +265,9 @@ func Run(ctx context.Context, o Options) {
 				o.Queue.Mark(id)
 			}
 		}
+		// While sends fail, readers are not held back for a replica that
+		// does not answer.
+		o.Queue.setShipping(!failed)
 		if draining && (failed || o.Queue.empty()) {
 			return // one pass more at the end, then the bridge goes
 		}
@@ -263,9 +345,11 @@ func ship(ctx context.Context, o Options, id string, held map[string]shipped) (m
 	switch {
 	case status == http.StatusOK && out.LastSeq >= last && out.ID == id:
 		held[id] = shipped{last: out.LastSeq, status: out.Status}
+		o.Queue.ack(id, out.LastSeq)
 		return out.LastSeq < r.LastSeq, nil
 	case status == http.StatusConflict && out.Run != nil:
 		held[id] = shipped{last: out.Run.LastSeq, status: out.Run.Status}
+		o.Queue.ack(id, out.Run.LastSeq)
 		return true, nil
 	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge:
 		return false, &refusedError{reason: fmt.Sprintf("the replica refused a batch (%d)", status)}

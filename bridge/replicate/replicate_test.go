@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tangle-network/boxctl/bridge/store"
@@ -221,4 +222,47 @@ func TestRun_drain(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("a shipper with no upstream did not end at the drain")
 	}
+}
+
+// TestQueue_Hold: a reader waits for the replica to hold an event only
+// while the replica takes batches, until the event's acknowledgement,
+// and never longer than the bound (in a bubble's virtual time).
+func TestQueue_Hold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := NewQueue()
+		start := time.Now()
+		q.Hold(t.Context(), "run_1", 5, time.Second)
+		if d := time.Since(start); d != 0 {
+			t.Errorf("with no replica the reader waited %v", d)
+		}
+		q.setShipping(true)
+		q.ack("run_1", 5)
+		q.Hold(t.Context(), "run_1", 5, time.Second)
+		if d := time.Since(start); d != 0 {
+			t.Errorf("for an acknowledged event the reader waited %v", d)
+		}
+		go func() {
+			<-time.After(30 * time.Millisecond)
+			q.ack("run_1", 7)
+		}()
+		start = time.Now()
+		q.Hold(t.Context(), "run_1", 7, time.Second)
+		if d := time.Since(start); d != 30*time.Millisecond {
+			t.Errorf("the reader waited %v for an acknowledgement 30ms away", d)
+		}
+		start = time.Now()
+		q.Hold(t.Context(), "run_1", 9, 50*time.Millisecond)
+		if d := time.Since(start); d != 50*time.Millisecond {
+			t.Errorf("with no acknowledgement the reader waited %v, want the 50ms bound", d)
+		}
+		go func() {
+			<-time.After(10 * time.Millisecond)
+			q.setShipping(false) // the shipper stopped
+		}()
+		start = time.Now()
+		q.Hold(t.Context(), "run_2", 1, time.Second)
+		if d := time.Since(start); d != 10*time.Millisecond {
+			t.Errorf("the reader waited %v after the shipper stopped 10ms in", d)
+		}
+	})
 }

@@ -33,7 +33,11 @@ func (s *Server) loadRun(ctx context.Context, id string) (store.Run, wire.RunSna
 		}
 		readers, cancelling, live := s.opts.Engine.Live(id)
 		if r.Terminal() || live || attempt > 0 {
-			return r, s.snapshot(r, readers, cancelling, live), nil
+			snap := s.snapshot(r, readers, cancelling, live)
+			if snap.Harness, err = st.RunHarness(ctx, id); err != nil {
+				return store.Run{}, wire.RunSnapshot{}, err
+			}
+			return r, snap, nil
 		}
 	}
 }

@@ -400,6 +400,9 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request, rs store.Re
 func (s *Server) startTurn(ctx context.Context, rs store.RetainedSession, req wire.TurnRequest, generic map[string]any,
 	queued bool) (store.Run, error) {
 	prompt, err := req.Prompt()
+	if err == nil {
+		err = wire.CheckHistory(req.History)
+	}
 	if err != nil {
 		return store.Run{}, turnRefused(wire.ErrorBody{Type: wire.TypeInvalidRequest, Message: err.Error()})
 	}
@@ -434,7 +437,7 @@ func (s *Server) startTurn(ctx context.Context, rs store.RetainedSession, req wi
 	tr := engine.TurnRequest{
 		Turn:  store.Turn{SessionID: rs.ID, TurnID: req.TurnID, Digest: digest},
 		RunID: req.RunID, Digest: digest, Provider: req.Provider, EnvironmentID: req.EnvironmentID, ExecutionID: req.ExecutionID,
-		Backend: b, Model: bare, ModelID: rs.Model, Prompt: prompt, Cwd: cwd, Env: create.Env, Policy: rs.Policy,
+		Backend: b, Model: bare, ModelID: rs.Model, Prompt: prompt, History: req.History, Cwd: cwd, Env: create.Env, Policy: rs.Policy,
 		Confine: x.confine, Timeout: x.timeout,
 		Boundary: engine.RevisionBoundary(wire.RunRef{RunID: req.RunID, Provider: req.Provider, EnvironmentID: req.EnvironmentID,
 			SessionID: rs.ID, ExecutionID: req.ExecutionID, RequestDigest: digest}, time.Now()),

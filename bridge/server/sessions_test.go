@@ -2,8 +2,10 @@ package server
 
 import (
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -354,12 +356,80 @@ func TestSessionView(t *testing.T) {
 			runID = *got.RunID
 		}
 		if got.Status != st.status || got.Turns != st.turns || runID != st.run || got.Object != wire.SessionObject ||
-			got.Backend != "claude-code" || got.CreatedAt == "" || got.UpdatedAt < got.CreatedAt {
+			got.Backend != "claude-code" || got.CreatedAt == "" || !notBefore(got.UpdatedAt, got.CreatedAt) {
 			t.Errorf("%s: view = status %q turns %d run_id %q object %q backend %q times %s..%s, want %q %d %q", st.name,
 				got.Status, got.Turns, runID, got.Object, got.Backend, got.CreatedAt, got.UpdatedAt, st.status, st.turns, st.run)
 		}
 		if st.run == "" && got.Run != nil || st.run != "" && (got.Run == nil || got.Run.ID != st.run || got.Run.Status != st.runStatus) {
 			t.Errorf("%s: run = %+v, want run %q %s", st.name, got.Run, st.run, st.runStatus)
+		}
+	}
+}
+
+// TestPostTurn_History: a turn's history reaches a session's harness as a
+// transcript before the message while the harness holds no conversation
+// of the session, and is ignored once it does; a history that is not
+// user and assistant text is refused.
+func TestPostTurn_History(t *testing.T) {
+	v := newEnv(t, config{})
+	createSession(t, v, "s1", "")
+	history := `"history":[{"role":"user","content":"what is two and two"},{"role":"assistant","content":"four"}]`
+	withHistory := func(turnID, runID string) string {
+		b := turnBody(turnID, runID, "history")
+		return b[:len(b)-1] + "," + history + "}"
+	}
+	for _, c := range []struct {
+		turn, run, want string
+	}{
+		{"t1", "r1", "user: what is two and two\nassistant: four\n"},
+		{"t2", "r2", "none"}, // the harness holds the session now
+	} {
+		postTurn(t, v, "s1", withHistory(c.turn, c.run))
+		if s := waitRun(t, v, c.run); s.Status != wire.StatusDone {
+			t.Fatalf("run %s: %+v", c.run, s)
+		}
+		if got := frameText(openEvents(t, v, "/v1/runs/"+c.run+"/events", "").all()); got != c.want {
+			t.Errorf("turn %s: the harness got %q, want %q", c.turn, got, c.want)
+		}
+	}
+	for _, bad := range []string{
+		`"history":[{"role":"system","content":"x"}]`,
+		`"history":[{"role":"tool","content":"x","tool_call_id":"c1"}]`,
+		`"history":{"role":"user"}`,
+	} {
+		b := turnBody("t9", "r9", "hi")
+		resp := v.do(t, "POST", "/v1/sessions/s1/turns", b[:len(b)-1]+","+bad+"}")
+		if e := decode[wire.ErrorResponse](t, resp); resp.StatusCode != 400 || e.Error.Type != wire.TypeInvalidRequest {
+			t.Errorf("history %s = %d %+v, want 400", bad, resp.StatusCode, e.Error)
+		}
+	}
+}
+
+// notBefore reports whether RFC 3339 time a is not before b (as times:
+// RFC3339Nano drops trailing zeros, so the strings do not sort).
+func notBefore(a, b string) bool {
+	ta, errA := time.Parse(time.RFC3339Nano, a)
+	tb, errB := time.Parse(time.RFC3339Nano, b)
+	return errA == nil && errB == nil && !ta.Before(tb)
+}
+
+// TestPostTurn_HarnessStart: a retained session's run says how its
+// harness process came to serve it: started for the session's first
+// turn (none was ready), kept from it for the next.
+func TestPostTurn_HarnessStart(t *testing.T) {
+	v := newEnv(t, config{})
+	createSession(t, v, "s1", "")
+	for _, c := range []struct {
+		turn, run string
+		want      wire.HarnessStart
+	}{
+		{"t1", "r1", wire.HarnessStart{Process: wire.HarnessStarted, Reason: wire.StartNoneReady}},
+		{"t2", "r2", wire.HarnessStart{Process: wire.HarnessKept}},
+	} {
+		postTurn(t, v, "s1", turnBody(c.turn, c.run, "hello"))
+		s := waitRun(t, v, c.run)
+		if s.Status != wire.StatusDone || s.Harness == nil || !reflect.DeepEqual(*s.Harness, c.want) {
+			t.Errorf("run %s: %s, harness %+v; want done, %+v", c.run, s.Status, s.Harness, c.want)
 		}
 	}
 }

@@ -163,6 +163,7 @@ func deleteRuns(ctx context.Context, tx *sql.Tx, ids []string) (PruneStats, erro
 		{`DELETE FROM interaction_ops WHERE run_id IN (` + in + `)`, &st.InteractionOps},
 		{`DELETE FROM continuations WHERE run_id IN (` + in + `)`, &st.Continuations},
 		{`DELETE FROM retained_turns WHERE run_id IN (` + in + `)`, &st.Turns},
+		{`DELETE FROM run_harness WHERE run_id IN (` + in + `)`, nil},
 		{`DELETE FROM runs WHERE id IN (` + in + `)`, &st.Runs},
 	} {
 		n, err := execCount(ctx, tx, d.q, args...)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
 // rows lists what the store holds, one "table:key" string per row (a
@@ -28,6 +30,7 @@ func rows(t *testing.T, s *Store) []string {
 		{"native", `SELECT id FROM sessions`},
 		{"session", `SELECT id || CASE WHEN closed_at > 0 THEN ' closed' ELSE '' END FROM retained_sessions`},
 		{"turn", `SELECT session_id || '/' || turn_id FROM retained_turns`},
+		{"harness", `SELECT run_id || ' ' || process || ' ' || reason || ' ' || changed FROM run_harness`},
 	} {
 		r, err := s.r.QueryContext(ctx, q.sql)
 		if err != nil {
@@ -78,6 +81,8 @@ func retentionFixture(t *testing.T, s *Store, clk *clock, t0 time.Time) {
 	_, _, err = s.PutCancellation(ctx, Cancellation{OperationID: "cancel-plain", Digest: "d", HTTPStatus: 200, Body: []byte(`{}`)})
 	must(err)
 	must(s.PutNativeSession(ctx, "chat-s", "claude-code", "native-chat"))
+	must(s.SetRunProcess(ctx, "plain", RunProcess{PGID: 7, Start: &wire.HarnessStart{Process: wire.HarnessStarted,
+		Reason: wire.StartSettingsChanged, Changed: []string{"model", "env"}}}))
 	_, err = s.Finish(ctx, "plain", Finish{Status: StatusDone}, events(2, "plain"))
 	must(err)
 
@@ -118,7 +123,9 @@ func retentionFixture(t *testing.T, s *Store, clk *clock, t0 time.Time) {
 	must(err)
 	_, err = s.Finish(ctx, "rc2", Finish{Status: StatusDone}, events(1, "rc2"))
 	must(err)
+	must(s.SetRunProcess(ctx, "rc2", RunProcess{PGID: 8, Marker: "M=s", Start: &wire.HarnessStart{Process: wire.HarnessKept}}))
 	admit("open", "o2", "ro2")
+	must(s.SetRunProcess(ctx, "ro2", RunProcess{PGID: 9, Start: &wire.HarnessStart{Process: wire.HarnessSpare}}))
 	_, err = s.Finish(ctx, "ro2", Finish{Status: StatusDone}, nil)
 	must(err)
 
@@ -131,6 +138,7 @@ func TestStore_PruneRetention(t *testing.T) {
 		"cancel:cancel-plain",
 		"continuation:op-cont", "continuation:op-rej",
 		"events:plain", "events:rc1", "events:rc2", "events:rl1", "events:ro1", "events:ro2",
+		"harness:plain started settings_changed model,env", "harness:rc2 kept  ", "harness:ro2 spare  ",
 		"interaction:plain/i1", "interaction:rc1/i1",
 		"native:chat-s", "native:closed", "native:open",
 		"op:op-plain",
@@ -156,15 +164,15 @@ func TestStore_PruneRetention(t *testing.T) {
 	replay2 := all
 	// Identity: 24 h after the end; the latest turns' runs stay with
 	// their sessions.
-	identity := without(replay2, "run:plain", "events:plain", "interaction:plain/i1", "op:op-plain", "cancel:cancel-plain",
+	identity := without(replay2, "run:plain", "events:plain", "harness:plain started settings_changed model,env", "interaction:plain/i1", "op:op-plain", "cancel:cancel-plain",
 		"continuation:op-rej", "native:chat-s", "run:rc1", "events:rc1", "interaction:rc1/i1", "turn:closed/t1", "run:ro1",
 		"events:ro1", "turn:open/o1")
 	idleClosed := replaced(identity, "session:idle", "session:idle closed")
 	openClosed := replaced(idleClosed, "session:open", "session:open closed")
 	// closed: closed at 2 h, deleted 24 h later with all of its own.
-	closedGone := without(openClosed, "session:closed closed", "turn:closed/t2", "run:rc2", "events:rc2", "continuation:op-cont", "native:closed")
+	closedGone := without(openClosed, "session:closed closed", "turn:closed/t2", "run:rc2", "harness:rc2 kept  ", "events:rc2", "continuation:op-cont", "native:closed")
 	idleGone := without(closedGone, "session:idle closed")
-	openGone := without(idleGone, "session:open closed", "turn:open/o2", "run:ro2", "events:ro2", "native:open")
+	openGone := without(idleGone, "session:open closed", "turn:open/o2", "run:ro2", "harness:ro2 spare  ", "events:ro2", "native:open")
 
 	steps := []struct {
 		at            time.Duration

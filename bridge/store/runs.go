@@ -150,11 +150,6 @@ func (s *Store) queryRuns(ctx context.Context, op, q string, args ...any) ([]Run
 	return out, rows.Err()
 }
 
-// SetProcess records the process group of a run's harness.
-func (s *Store) SetProcess(ctx context.Context, id string, pgid int) error {
-	return s.update(ctx, "set process", id, `UPDATE runs SET pgid = ? WHERE id = ?`, pgid, id)
-}
-
 // RequestCancel records the first cancel request of a run.
 func (s *Store) RequestCancel(ctx context.Context, id string) error {
 	return s.update(ctx, "request cancel", id,

@@ -264,7 +264,7 @@ CREATE INDEX IF NOT EXISTS cancellations_created ON cancellations(created_at);
 `
 
 // allSchema is every table and index of the store.
-const allSchema = schema + retainedSchema + interactionSchema + continueSchema + activitySchema + branchSchema + exactSchema
+const allSchema = schema + retainedSchema + interactionSchema + continueSchema + activitySchema + branchSchema + exactSchema + harnessSchema
 
 // schemaVersion stamps a database whose schema is allSchema (its
 // user_version): a checksum of the schema's text, so that a changed

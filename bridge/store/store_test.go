@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/internal/polltest"
 )
 
@@ -186,7 +187,7 @@ func TestStore_PruneAndReopen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.SetProcess(ctx, "live", 4242); err != nil {
+	if err := s.SetRunProcess(ctx, "live", RunProcess{PGID: 4242}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Finish(ctx, "done", Finish{Status: StatusDone}, nil); err != nil {
@@ -373,4 +374,35 @@ func dbSize(t *testing.T, dir string) int64 {
 		t.Fatal(err)
 	}
 	return fi.Size()
+}
+
+// TestStore_RunProcess: a run's process and how it came to serve it are
+// read back as recorded; a run without a record has none; a record of a
+// run the store does not hold is refused.
+func TestStore_RunProcess(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, t.TempDir(), Options{})
+	if _, _, err := s.CreateRun(ctx, Run{ID: "r1", Digest: "d", Harness: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := s.RunHarness(ctx, "r1"); err != nil || h != nil {
+		t.Fatalf("RunHarness before any record = %+v, %v; want none", h, err)
+	}
+	want := wire.HarnessStart{Process: wire.HarnessStarted, Reason: wire.StartSettingsChanged, Changed: []string{"model", "cwd"}}
+	if err := s.SetRunProcess(ctx, "r1", RunProcess{PGID: 77, Marker: "M=spare-1", Start: &want}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.GetRun(ctx, "r1")
+	if err != nil || r.PGID != 77 || r.Marker != "M=spare-1" {
+		t.Errorf("run = pgid %d marker %q, %v", r.PGID, r.Marker, err)
+	}
+	if h, err := s.RunHarness(ctx, "r1"); err != nil || h == nil || !cmp.Equal(*h, want) {
+		t.Errorf("RunHarness = %+v, %v; want %+v", h, err, want)
+	}
+	if err := s.SetRunProcess(ctx, "nope", RunProcess{PGID: 1, Start: &want}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("SetRunProcess of an unknown run = %v, want ErrNotFound", err)
+	}
+	if h, _ := s.RunHarness(ctx, "nope"); h != nil {
+		t.Errorf("an unknown run has a harness record: %+v", h)
+	}
 }

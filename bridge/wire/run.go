@@ -46,6 +46,58 @@ type RunSnapshot struct {
 	ExecutionID       string       `json:"executionId,omitempty"`
 	Model             string       `json:"model,omitempty"`
 	Error             *RunError    `json:"error,omitempty"`
+	// Harness says how the run's harness process came to serve it (a
+	// boxctl extension; absent before the process started, and for a
+	// run no process served).
+	Harness *HarnessStart `json:"harness,omitempty"`
+}
+
+// How a run's harness process came to serve it (HarnessStart.Process).
+const (
+	// HarnessSpare: a process started ahead of the turn, with nothing of
+	// the turn in it, was handed the turn.
+	HarnessSpare = "spare"
+	// HarnessKept: the session's process, kept from its previous turn.
+	HarnessKept = "kept"
+	// HarnessStarted: a process started for this turn (Reason says why).
+	HarnessStarted = "started"
+)
+
+// Why a run's harness process was started for its turn
+// (HarnessStart.Reason).
+const (
+	// StartSettingsChanged: a process was ready, for other settings
+	// (HarnessStart.Changed names them).
+	StartSettingsChanged = "settings_changed"
+	// StartEnvironmentChanged: the box's claim changed the environment
+	// the ready process had, and its successor was not ready yet.
+	StartEnvironmentChanged = "environment_changed"
+	// StartNoneReady: no process was ready (the session's first turn, a
+	// turn before the box's process started, a busy machine).
+	StartNoneReady = "none_ready"
+	// StartExited: the ready process had exited.
+	StartExited = "exited"
+	// StartSpareFailed: the ready process did not take the turn's input.
+	StartSpareFailed = "spare_failed"
+	// StartConfined: a confined turn starts a process of its own.
+	StartConfined = "confined"
+	// StartNotSupported: the harness is not started ahead of its turns.
+	StartNotSupported = "not_supported"
+	// StartDisabled: the bridge starts no process ahead (BRIDGE_SPARES=0).
+	StartDisabled = "disabled"
+)
+
+// HarnessStart says how a run's harness process came to serve it: handed
+// the turn ready, or started for it and why.
+type HarnessStart struct {
+	// Process is spare, kept or started.
+	Process string `json:"process"`
+	// Reason, for a started process, is why no ready one took the turn.
+	Reason string `json:"reason,omitempty"`
+	// Changed names the settings of the turn that differed from the
+	// ready process's (settings_changed): harness, binary, model, system,
+	// cwd, env, effort, session, model_endpoint, confinement.
+	Changed []string `json:"changed,omitempty"`
 }
 
 // RunError says why a run ended in error or was cancelled.

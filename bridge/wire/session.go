@@ -125,6 +125,40 @@ type TurnRequest struct {
 	Interactions    json.RawMessage `json:"interactions,omitempty"`
 	Context         map[string]any  `json:"context,omitempty"`
 	ProviderOptions map[string]any  `json:"provider_options,omitempty"`
+	// History is the conversation before this turn, user and assistant
+	// messages in order, for a session continued from another box: a
+	// session whose harness holds no conversation yet gets it as a
+	// transcript before the message; one whose harness holds it ignores
+	// it. A boxctl extension; the digest covers it.
+	History []Message `json:"history,omitempty"`
+}
+
+// MaxHistory bounds a turn's History: messages, and bytes of content.
+const (
+	MaxHistoryMessages = 2000
+	MaxHistoryBytes    = 4 << 20
+)
+
+// CheckHistory checks a turn's History: user and assistant messages
+// only, with text content, within MaxHistoryMessages and MaxHistoryBytes.
+func CheckHistory(h []Message) error {
+	if len(h) > MaxHistoryMessages {
+		return fmt.Errorf("history: at most %d messages", MaxHistoryMessages)
+	}
+	size := 0
+	for i, m := range h {
+		if m.Role != "user" && m.Role != "assistant" {
+			return fmt.Errorf("history[%d]: role %q, want user or assistant", i, m.Role)
+		}
+		if len(m.ToolCalls) > 0 || m.ToolCallID != "" {
+			return fmt.Errorf("history[%d]: tool calls do not travel", i)
+		}
+		size += len(m.Content)
+	}
+	if size > MaxHistoryBytes {
+		return fmt.Errorf("history: at most %d bytes of content", MaxHistoryBytes)
+	}
+	return nil
 }
 
 // Prompt is the prompt of a turn: its message, or the text of its parts

@@ -60,12 +60,14 @@ the state file); it ends once no box has held a token for --idle (0: never).`,
 				}
 				lo.AdminTLS = conf
 			}
-			if o.admin == "" && o.adminAddr == "" {
+			if o.adminAddr == "" && (o.admin == "" || lo.ReplicaDir == "") {
 				s, err := a.openState()
 				if err != nil {
 					return err
 				}
-				lo.Admin = brokerSocket(s)
+				if lo.Admin == "" {
+					lo.Admin = brokerSocket(s)
+				}
 				if lo.ReplicaDir == "" {
 					lo.ReplicaDir = filepath.Join(filepath.Dir(s.Path()), "replica")
 				}

@@ -111,6 +111,30 @@ func New(o Options) (*Server, error) {
 // order, including unauthorized ones and those on unknown paths.
 func (s *Server) Requests() []Request { return s.log.snapshot() }
 
+// Prompts counts the authorized main-conversation requests (not side
+// requests) whose prompt holds every one of all and none of not.
+func (s *Server) Prompts(all []string, not ...string) int {
+	n := 0
+next:
+	for _, r := range s.Requests() {
+		if r.Side || !r.Authorized {
+			continue
+		}
+		for _, p := range all {
+			if !strings.Contains(r.Prompt, p) {
+				continue next
+			}
+		}
+		for _, p := range not {
+			if strings.Contains(r.Prompt, p) {
+				continue next
+			}
+		}
+		n++
+	}
+	return n
+}
+
 // Serve answers connections on l until ctx ends, then stops: requests in
 // flight (a Stall, say) see their context end, and Serve returns after they
 // finish or five seconds pass. It returns nil after ctx ends.

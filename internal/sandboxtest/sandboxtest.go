@@ -145,6 +145,12 @@ func (f *Fixture) SawPrompt(s string) bool {
 	return false
 }
 
+// PromptsWith returns how many model requests of a turn the endpoint
+// received whose prompt contains every one of parts and none of not.
+func (f *Fixture) PromptsWith(parts []string, not ...string) int {
+	return f.Stub.Prompts(parts, not...)
+}
+
 // RandText is a short random lower-case text, for markers and keys.
 func RandText() string { return strings.ToLower(sandbox.NewRunTag()[4:]) }
 

@@ -53,6 +53,21 @@
 // String and LogValue redact it, and only its JSON form carries it, for
 // a state file the caller keeps private.
 //
+// # A box that vanishes
+//
+// With a broker that keeps a replica (broker.Options.Replica), each box's
+// bridge ships its runs' events there as it stores them, and readers of a
+// live run get an event once the replica holds it (200 ms at most later).
+// The environment records each turn's prompt beside them. A box the
+// vendor no longer has, with no destroy of the environment's, is lost
+// (EventLost, *LostError): a reader of its run reads the rest from the
+// replica and ends on the run's end or on DetailBoxLost. Environment.Replace
+// (Provider.Replace from a reference) continues its sessions on a new box:
+// each session's next turn carries its history (provider.Turn.History), the
+// interrupted turns are offered, never run again by themselves, and the lost
+// box's runs stay readable from the new environment. Options.AutoReplace
+// does it when the next turn is sent to a lost box.
+//
 // # Garbage collection
 //
 // GC removes boxes of a vendor whose deadline passed or whose owner is gone

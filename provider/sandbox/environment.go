@@ -44,6 +44,10 @@ type Reference struct {
 	// Egress is the box's egress policy (nil: none asked for): a resume
 	// or a fork gives the box's new address its policy again.
 	Egress *egress.Policy `json:"egress,omitempty"`
+	// Continues lists the lost boxes whose sessions this box continues
+	// (Environment.Replace), the latest first: their runs stay readable
+	// from the replica, and their sessions' history travels with turns.
+	Continues []string `json:"continues,omitempty"`
 }
 
 // String describes the reference without its bearer.
@@ -85,6 +89,11 @@ type Environment struct {
 	watch      *runWatch          // the watch of the last dispatched run (dispatch.go)
 	closed     bool               // Close or Destroy began: no more watches
 	lost       bool               // the box was lost (lost.go)
+
+	req     *CreateRequest            // the request that made the box (nil from Connect)
+	history map[string][]wire.Message // the sessions continued from lost boxes (replace.go); nil: not loaded
+
+	successor *Environment // the environment that continues this lost one (Options.AutoReplace)
 }
 
 // Timings returns the phases of the Create that made this environment,
@@ -95,8 +104,14 @@ func (e *Environment) Timings() []Phase { return slices.Clone(e.phases) }
 func (e *Environment) Box() vendors.Box { return e.box }
 
 // Reference returns what Provider.Connect needs to drive this box from
-// another process.
-func (e *Environment) Reference() Reference { return e.ref }
+// another process: once a successor continues it (Options.AutoReplace),
+// the successor's.
+func (e *Environment) Reference() Reference {
+	if next := e.Successor(); next != nil {
+		return next.Reference()
+	}
+	return e.ref
+}
 
 // acquire claims the environment for one turn. A dispatched run of this
 // process that may still be live makes it busy (an unknown status counts
@@ -132,6 +147,12 @@ func (e *Environment) acquire(ctx context.Context, op string) error {
 		}
 		if err != nil {
 			e.release()
+			if ctx.Err() == nil {
+				if reason := e.lostReason(ctx); reason != "" {
+					e.noteLost(ctx, reason)
+					return &LostError{BoxID: e.box.ID(), Reason: reason, Err: fmt.Errorf("%s: %w", op, err)}
+				}
+			}
 			return fmt.Errorf("%s: the last dispatched turn may still run: %w", op, err)
 		}
 	}
@@ -162,103 +183,164 @@ func busy(op string) error {
 // provider.Environment.Stream. A turn while another is live is refused
 // with a *provider.ConflictError.
 func (e *Environment) Stream(ctx context.Context, turn provider.Turn) iter.Seq2[provider.Event, error] {
-	return func(yield func(provider.Event, error) bool) {
-		if err := e.acquire(ctx, "environment.Stream"); err != nil {
-			yield(provider.Event{}, err)
-			return
+	return func(yield func(provider.Event, error) bool) { e.stream(ctx, turn, true, yield) }
+}
+
+// stream is Stream; replace allows one replacement of a lost box in the
+// call (Options.AutoReplace): a new box lost again before the turn is
+// admitted ends the turn.
+func (e *Environment) stream(ctx context.Context, turn provider.Turn, replace bool, yield func(provider.Event, error) bool) {
+	next, made, err := e.continued(ctx, replace)
+	switch {
+	case err != nil:
+		yield(provider.Event{}, err)
+	case next != nil:
+		next.stream(ctx, turn, replace && !made, yield)
+	case e.streamOnce(ctx, turn, yield):
+		e.stream(ctx, turn, replace, yield)
+	}
+}
+
+// streamOnce is Stream on this environment's own box; lostFirst reports
+// that the box was found lost before the turn was sent, nothing yielded,
+// when the provider replaces lost boxes by itself. A box lost once the
+// turn was sent ends it (the bridge may have admitted it): it is never
+// sent again by itself.
+func (e *Environment) streamOnce(ctx context.Context, turn provider.Turn, yield func(provider.Event, error) bool) (lostFirst bool) {
+	if e.foundGone(ctx) {
+		return true
+	}
+	if err := e.acquire(ctx, "environment.Stream"); err != nil {
+		if _, lost := errors.AsType[*LostError](err); lost && e.p.o.AutoReplace {
+			return true
 		}
-		defer e.release()
-		started := false
-		outcome := ""
-		var runID string
-		e.p.emit(Event{Type: EventTurnStarted, BoxID: e.box.ID(), RunTag: e.ref.RunTag})
-		before, metered := e.p.boxUsage(ctx, e.box.ID())
-		defer func() {
-			if outcome == "" {
-				outcome = "stopped"
+		yield(provider.Event{}, err)
+		return false
+	}
+	defer e.release()
+	turn, err := e.withHistory(ctx, turn)
+	if err != nil {
+		yield(provider.Event{}, err)
+		return false
+	}
+	started := false
+	outcome := ""
+	var runID string
+	e.p.emit(Event{Type: EventTurnStarted, BoxID: e.box.ID(), RunTag: e.ref.RunTag})
+	before, metered := e.p.boxUsage(ctx, e.box.ID())
+	defer func() {
+		if outcome == "" {
+			outcome = "stopped"
+		}
+		ev := Event{Type: EventTurnEnded, BoxID: e.box.ID(), RunTag: e.ref.RunTag, RunID: runID, Reason: outcome}
+		if after, ok := e.p.boxUsage(context.WithoutCancel(ctx), e.box.ID()); ok && metered {
+			ev.Usage = usageSince(before, after)
+		}
+		e.p.emit(ev)
+	}()
+	var (
+		ref     provider.ControlRef
+		lastSeq int64
+	)
+	for ev, err := range e.Environment.Stream(ctx, turn) {
+		if ev.RunID != "" {
+			if runID == "" {
+				e.noteTurn(ctx, turn, provider.ControlRef{RunID: ev.RunID, SessionID: ev.SessionID, ExecutionID: ev.ExecutionID})
 			}
-			ev := Event{Type: EventTurnEnded, BoxID: e.box.ID(), RunTag: e.ref.RunTag, RunID: runID, Reason: outcome}
-			if after, ok := e.p.boxUsage(context.WithoutCancel(ctx), e.box.ID()); ok && metered {
-				ev.Usage = usageSince(before, after)
-			}
-			e.p.emit(ev)
-		}()
-		var (
-			ref     provider.ControlRef
-			lastSeq int64
-		)
-		for ev, err := range e.Environment.Stream(ctx, turn) {
-			if ev.RunID != "" {
-				runID = ev.RunID
-				ref = provider.ControlRef{RunID: ev.RunID, SessionID: ev.SessionID, ExecutionID: ev.ExecutionID,
-					Provider: e.pv.Name(), EnvironmentID: e.ID()}
-			}
-			if n := ev.Frame(); n > lastSeq {
-				lastSeq = n
-			}
-			if err != nil && ctx.Err() == nil {
-				if reason := e.lostReason(ctx); reason != "" {
-					// The box is gone: the rest of the run is the
-					// replica's, and it ends saying so.
-					e.noteLost(ctx, reason)
-					outcome = "lost"
-					turnID := turn.TurnID
-					if turnID == "" {
-						turnID = turn.ExecutionID
-					}
-					if ref.RunID == "" || !e.replicaRest(ctx, ref, turnID, lastSeq, reason, yield) {
-						yield(provider.Event{}, &LostError{BoxID: e.box.ID(), Reason: reason, Err: err})
-					}
-					return
+			runID = ev.RunID
+			ref = provider.ControlRef{RunID: ev.RunID, SessionID: ev.SessionID, ExecutionID: ev.ExecutionID,
+				Provider: e.pv.Name(), EnvironmentID: e.ID()}
+		}
+		if n := ev.Frame(); n > lastSeq {
+			lastSeq = n
+		}
+		if err != nil && ctx.Err() == nil {
+			if reason := e.lostReason(ctx); reason != "" {
+				// The box is gone: the rest of the run is the
+				// replica's, and it ends saying so.
+				e.noteLost(ctx, reason)
+				outcome = "lost"
+				turnID := turn.TurnID
+				if turnID == "" {
+					turnID = turn.ExecutionID
 				}
-			}
-			switch {
-			case err != nil:
-				outcome = "error"
-			case ev.Type == provider.EventStatus && (ev.Status == provider.StatusCompleted ||
-				ev.Status == provider.StatusFailed || ev.Status == provider.StatusCancelled):
-				outcome = ev.Status
-			case ev.Type == provider.EventResult && outcome == "":
-				outcome = provider.StatusCompleted
-			}
-			if err == nil && !started {
-				started = true
-				open := provider.Event{Type: provider.EventExecutionStarted, RunID: ev.RunID, SessionID: ev.SessionID,
-					ExecutionID: ev.ExecutionID, Model: e.Model()}
-				if turn.Model != "" {
-					open.Model = turn.Model
+				if ref.RunID == "" || !e.replicaRest(ctx, e.box.ID(), ref, turnID, lastSeq, reason, yield) {
+					yield(provider.Event{}, &LostError{BoxID: e.box.ID(), Reason: reason, Err: err})
 				}
-				if !yield(open, nil) {
-					return
-				}
+				return false
 			}
-			if ev.Usage != nil {
-				u := *ev.Usage
-				u.Cost = nil // the bridge's dollar figure is an estimate
-				ev.Usage = &u
-				ev.Raw = withoutCost(ev.Raw)
+		}
+		switch {
+		case err != nil:
+			outcome = "error"
+		case ev.Type == provider.EventStatus && (ev.Status == provider.StatusCompleted ||
+			ev.Status == provider.StatusFailed || ev.Status == provider.StatusCancelled):
+			outcome = ev.Status
+		case ev.Type == provider.EventResult && outcome == "":
+			outcome = provider.StatusCompleted
+		}
+		if err == nil && !started {
+			started = true
+			open := provider.Event{Type: provider.EventExecutionStarted, RunID: ev.RunID, SessionID: ev.SessionID,
+				ExecutionID: ev.ExecutionID, Model: e.Model()}
+			if turn.Model != "" {
+				open.Model = turn.Model
 			}
-			if err != nil {
-				err = busyFromBridge("environment.Stream", err)
+			if !yield(open, nil) {
+				return false
 			}
-			if !yield(ev, err) {
-				return
-			}
+		}
+		if ev.Usage != nil {
+			u := *ev.Usage
+			u.Cost = nil // the bridge's dollar figure is an estimate
+			ev.Usage = &u
+			ev.Raw = withoutCost(ev.Raw)
+		}
+		if err != nil {
+			err = busyFromBridge("environment.Stream", err)
+		}
+		if !yield(ev, err) {
+			return false
 		}
 	}
+	return false
 }
 
 // Dispatch starts a turn and returns once the bridge admitted it; see
 // provider.Environment.Dispatch. A turn while another is live is refused
 // with a *provider.ConflictError.
 func (e *Environment) Dispatch(ctx context.Context, turn provider.Turn) (provider.Reference, error) {
+	return e.dispatch(ctx, turn, true)
+}
+
+// dispatch is Dispatch; replace is stream's.
+func (e *Environment) dispatch(ctx context.Context, turn provider.Turn, replace bool) (provider.Reference, error) {
+	next, made, err := e.continued(ctx, replace)
+	switch {
+	case err != nil:
+		return provider.Reference{}, err
+	case next != nil:
+		return next.dispatch(ctx, turn, replace && !made)
+	}
+	if e.foundGone(ctx) {
+		return e.dispatch(ctx, turn, replace)
+	}
 	if err := e.acquire(ctx, "environment.Dispatch"); err != nil {
+		if _, lost := errors.AsType[*LostError](err); lost && e.p.o.AutoReplace {
+			return e.dispatch(ctx, turn, replace)
+		}
+		return provider.Reference{}, err
+	}
+	t, err := e.withHistory(ctx, turn)
+	if err != nil {
+		e.release()
 		return provider.Reference{}, err
 	}
 	before, metered := e.p.boxUsage(ctx, e.box.ID())
-	ref, err := e.Environment.Dispatch(ctx, turn)
+	ref, err := e.Environment.Dispatch(ctx, t)
 	err = busyFromBridge("environment.Dispatch", err)
 	if err == nil {
+		e.noteTurn(ctx, t, ref.ControlRef)
 		e.p.emit(Event{Type: EventTurnStarted, BoxID: e.box.ID(), RunTag: e.ref.RunTag, RunID: ref.ControlRef.RunID})
 		e.watchRun(ref, before, metered)
 	}
@@ -268,6 +350,14 @@ func (e *Environment) Dispatch(ctx context.Context, turn provider.Turn) (provide
 		e.last = &ref
 	}
 	e.mu.Unlock()
+	if err != nil && ctx.Err() == nil {
+		if reason := e.lostReason(ctx); reason != "" {
+			// The box is gone; whether the bridge admitted the turn is
+			// unknown, so it is not sent again by itself.
+			e.noteLost(ctx, reason)
+			return provider.Reference{}, &LostError{BoxID: e.box.ID(), Reason: reason, Err: err}
+		}
+	}
 	return ref, err
 }
 
@@ -279,7 +369,10 @@ func (e *Environment) Destroy(ctx context.Context) (err error) {
 		attribute.String("boxctl.box_id", e.box.ID()), attribute.String("boxctl.reason", ReasonUser)))
 	defer func() { tracing.End(span, err) }()
 	e.endIdleWatch()
-	e.endRunWatch()
+	e.endRunWatch() // closed: no successor is made from here on
+	if next := e.Successor(); next != nil {
+		defer func() { err = errors.Join(err, next.Destroy(ctx)) }()
+	}
 	cancelErr := e.Environment.Destroy(ctx)
 	_ = e.pv.Close(ctx)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultDestroyTimeout)
@@ -303,7 +396,11 @@ func (e *Environment) Destroy(ctx context.Context) (err error) {
 func (e *Environment) Close(ctx context.Context) error {
 	e.endIdleWatch()
 	e.endRunWatch()
-	return e.pv.Close(ctx)
+	err := e.pv.Close(ctx)
+	if next := e.Successor(); next != nil {
+		err = errors.Join(err, next.Close(ctx))
+	}
+	return err
 }
 
 // BridgeLog returns what the bridge process printed so far.

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/tangle-network/boxctl/bridge/wire"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/provider/sandbox/replica"
@@ -56,7 +58,7 @@ func (e *Environment) lostReason(ctx context.Context) string {
 	e.mu.Lock()
 	closed := e.closed
 	e.mu.Unlock()
-	if closed || (!e.ref.Deadline.IsZero() && time.Now().After(e.ref.Deadline.Add(-tokenMargin))) {
+	if closed || pastDeadline(e.ref) {
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lostBoxTimeout)
@@ -90,40 +92,24 @@ func (e *Environment) noteLost(ctx context.Context, reason string) {
 	e.p.revokeModel(context.WithoutCancel(ctx), e.box.ID())
 }
 
-// replicaRest yields what the broker's replica holds of run ref (of turn
-// turnID) after sequence after, then the run's end: its own, or a
+// replicaRest yields what the broker's replica holds of box's run ref (of
+// turn turnID) after sequence after, then the run's end: its own, or a
 // terminal status saying the box was lost (DetailBoxLost). ok is false
 // when there is no replica to read (the caller keeps its error).
-func (e *Environment) replicaRest(ctx context.Context, ref provider.ControlRef, turnID string, after int64, reason string, yield func(provider.Event, error) bool) (ok bool) {
+func (e *Environment) replicaRest(ctx context.Context, box string, ref provider.ControlRef, turnID string, after int64, reason string, yield func(provider.Event, error) bool) (ok bool) {
 	rd, has := e.p.o.Broker.(broker.ReplicaReader)
 	if !has || ref.RunID == "" {
 		return false
 	}
-	var stored []provider.StoredEvent
-	for next := int64(0); ; {
-		evs, err := rd.ReplicaEvents(ctx, e.box.ID(), ref.RunID, next, 1000)
-		if errors.Is(err, broker.ErrNoReplica) {
-			return false
-		}
-		if errors.Is(err, replica.ErrNotFound) || errors.Is(err, broker.ErrUnknownBox) {
-			break // the replica holds nothing of the run: lost before it shipped any
-		}
-		if err != nil {
-			e.p.o.Logger.Warn("replica: the lost box's run not read", "box", e.box.ID(), "run", ref.RunID, "err", err)
-			return false
-		}
-		for _, ev := range evs {
-			stored = append(stored, provider.StoredEvent{Seq: ev.Seq, Data: ev.Data})
-		}
-		if len(evs) < 1000 {
-			break
-		}
-		if len(stored) >= maxReplicaEvents {
-			yield(provider.Event{}, &LostError{BoxID: e.box.ID(), Reason: reason,
-				Err: fmt.Errorf("the replica holds more than %d events of run %s: not read", maxReplicaEvents, ref.RunID)})
-			return true
-		}
-		next = evs[len(evs)-1].Seq
+	// A run the replica holds nothing of was lost before it shipped any.
+	stored, _, err := replicaStored(ctx, rd, box, ref.RunID)
+	if errors.Is(err, broker.ErrNoReplica) {
+		return false
+	}
+	if err != nil {
+		e.p.o.Logger.Warn("replica: the lost box's run not read", "box", box, "run", ref.RunID, "err", err)
+		yield(provider.Event{}, &LostError{BoxID: box, Reason: reason, Err: err})
+		return true
 	}
 	stopped := false
 	ended, err := provider.DecodeStored(ref, turnID, after, stored, func(ev provider.Event) bool {
@@ -136,7 +122,7 @@ func (e *Environment) replicaRest(ctx context.Context, ref provider.ControlRef, 
 	switch {
 	case stopped, ended:
 	case err != nil:
-		yield(provider.Event{}, &LostError{BoxID: e.box.ID(), Reason: reason, Err: err})
+		yield(provider.Event{}, &LostError{BoxID: box, Reason: reason, Err: err})
 	default:
 		yield(provider.Event{Type: provider.EventStatus, Status: provider.StatusFailed, Detail: DetailBoxLost + ": " + reason,
 			RunID: ref.RunID, SessionID: ref.SessionID, ExecutionID: ref.ExecutionID}, nil)
@@ -149,7 +135,12 @@ func (e *Environment) replicaRest(ctx context.Context, ref provider.ControlRef, 
 // runs, and once the box is lost from the broker's replica, ending then
 // on the run's own end or on a failed status saying the box was lost
 // (DetailBoxLost). A box lost with no replica to read is a *LostError.
+// A run of a lost box this one continues (Replace) is read from the
+// replica the same way, at the same cursors.
 func (e *Environment) RunEvents(ctx context.Context, runID string, after int64) iter.Seq2[provider.Event, error] {
+	if next := e.Successor(); next != nil && !e.ranHere(ctx, runID) {
+		return next.RunEvents(ctx, runID, after) // the successor's run
+	}
 	return func(yield func(provider.Event, error) bool) {
 		ref := provider.ControlRef{RunID: runID, SessionID: runID, ExecutionID: runID, Provider: e.pv.Name(), EnvironmentID: e.ID()}
 		last := after
@@ -181,8 +172,38 @@ func (e *Environment) RunEvents(ctx context.Context, runID string, after int64) 
 			yield(provider.Event{}, err)
 			return
 		}
-		e.lostRest(ctx, e.replicaRef(ctx, ref), last, err, yield)
+		if box, pref, ok := e.priorRun(ctx, ref); ok {
+			// A run of a lost box this one continues: the replica's.
+			e.replicaRest(ctx, box, pref, pref.ExecutionID, after, "box "+box+" was lost", yield)
+			return
+		}
+		e.lostRest(ctx, e.replicaRef(ctx, e.box.ID(), ref), last, err, yield)
 	}
+}
+
+// priorRun finds run ref among the runs of the lost boxes this box
+// continues (Reference.Continues): the box, and ref with the session the
+// replica recorded.
+func (e *Environment) priorRun(ctx context.Context, ref provider.ControlRef) (string, provider.ControlRef, bool) {
+	rd, ok := e.p.o.Broker.(broker.ReplicaReader)
+	if !ok {
+		return "", ref, false
+	}
+	for _, box := range e.ref.Continues {
+		runs, err := rd.ReplicaRuns(ctx, box)
+		if err != nil {
+			continue
+		}
+		for _, r := range runs {
+			if r.ID == ref.RunID {
+				if r.SessionID != "" {
+					ref.SessionID = r.SessionID
+				}
+				return box, ref, true
+			}
+		}
+	}
+	return "", ref, false
 }
 
 // lostRest ends a read of run ref that failed with err after sequence
@@ -194,18 +215,18 @@ func (e *Environment) lostRest(ctx context.Context, ref provider.ControlRef, aft
 		return
 	}
 	e.noteLost(ctx, reason)
-	if !e.replicaRest(ctx, ref, ref.ExecutionID, after, reason, yield) {
+	if !e.replicaRest(ctx, e.box.ID(), ref, ref.ExecutionID, after, reason, yield) {
 		yield(provider.Event{}, &LostError{BoxID: e.box.ID(), Reason: reason, Err: err})
 	}
 }
 
-// replicaRef is ref with the session the replica recorded for its run.
-func (e *Environment) replicaRef(ctx context.Context, ref provider.ControlRef) provider.ControlRef {
+// replicaRef is ref with the session the replica recorded for box's run.
+func (e *Environment) replicaRef(ctx context.Context, box string, ref provider.ControlRef) provider.ControlRef {
 	rd, ok := e.p.o.Broker.(broker.ReplicaReader)
 	if !ok {
 		return ref
 	}
-	runs, err := rd.ReplicaRuns(ctx, e.box.ID())
+	runs, err := rd.ReplicaRuns(ctx, box)
 	if err != nil {
 		return ref
 	}
@@ -215,4 +236,21 @@ func (e *Environment) replicaRef(ctx context.Context, ref provider.ControlRef) p
 		}
 	}
 	return ref
+}
+
+// ranHere reports whether run runID ran on this environment's box, as
+// far as the replica knows: a run of the lost box is read from its
+// replica, even where its successor ran the same turn again under the
+// same id.
+func (e *Environment) ranHere(ctx context.Context, runID string) bool {
+	rd, ok := e.p.o.Broker.(broker.ReplicaReader)
+	if !ok {
+		return false
+	}
+	runs, err := rd.ReplicaRuns(ctx, e.box.ID())
+	if err == nil && slices.ContainsFunc(runs, func(r wire.ReplicaRun) bool { return r.ID == runID }) {
+		return true
+	}
+	turns, err := rd.ReplicaTurns(ctx, e.box.ID())
+	return err == nil && slices.ContainsFunc(turns, func(t replica.Turn) bool { return t.Run == runID && t.RunBox == e.box.ID() })
 }

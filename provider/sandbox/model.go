@@ -30,21 +30,22 @@ func (p *Provider) modelAccess(ctx context.Context, box vendors.Box, addr netip.
 	if p.o.Broker == nil {
 		return p.o.Router.URL, p.o.Router.Key, nil
 	}
-	token, err := p.o.Broker.Grant(ctx, broker.Grant{Box: box.ID(), Upstream: p.o.Upstream, Budget: p.o.Budget, Until: until})
-	if err != nil {
-		return "", "", fmt.Errorf("broker grant: %w", err)
-	}
-	if a, ok := box.(vendors.Addressed); ok {
-		var err error
-		if !addr.IsValid() {
-			addr, err = a.Address(ctx)
-		}
-		if err == nil {
-			err = p.o.Broker.Bind(ctx, box.ID(), addr)
-		}
-		if err != nil {
+	// A box with an address on this machine's network gets a token bound
+	// to it in the same call.
+	a, ok := box.(vendors.Addressed)
+	switch {
+	case !ok:
+		addr = netip.Addr{}
+	case !addr.IsValid():
+		if addr, err = a.Address(ctx); err != nil {
+			// No token for the box: any earlier one is retired, as a
+			// grant would have rotated it.
 			return "", "", errors.Join(fmt.Errorf("broker bind: %w", err), p.o.Broker.Revoke(context.WithoutCancel(ctx), box.ID()))
 		}
+	}
+	token, err := p.o.Broker.Grant(ctx, broker.Grant{Box: box.ID(), Upstream: p.o.Upstream, Budget: p.o.Budget, Until: until, Source: addr})
+	if err != nil {
+		return "", "", fmt.Errorf("broker grant: %w", err)
 	}
 	return p.o.BrokerURL, token, nil
 }

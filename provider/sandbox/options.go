@@ -184,6 +184,14 @@ type Options struct {
 	// (no live run, no attached stream) for this long; health polls and
 	// other reads do not count. The environment's Suspended reports it.
 	IdleSuspend time.Duration
+	// AutoReplace, when true, asks the vendor before each turn whether the
+	// box is still there; a box it no longer has (or one found lost
+	// before) has its sessions continued on a new box
+	// (Environment.Replace), and the turn runs there; the environment then
+	// drives the new box (Environment.Successor). A box lost once a turn
+	// was sent ends that turn as interrupted: it is never sent again by
+	// itself. Default: off, a turn on a lost box is a *LostError.
+	AutoReplace bool
 	// OnEvent, when set, receives each lifecycle event of this provider's
 	// boxes (created, ready, turn started and ended, destroyed with its
 	// reason), synchronously on the goroutine that caused it (a

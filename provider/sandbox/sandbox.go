@@ -224,6 +224,7 @@ func (p *Provider) Create(ctx context.Context, req CreateRequest) (_ *Environmen
 		return nil, err
 	}
 	env.phases = t.phases
+	env.req = &req
 	env.egress, env.egressAddr = p.o.Egress, egressAddr
 	if pol, err := p.boxPolicy(req); err == nil {
 		env.egress = pol

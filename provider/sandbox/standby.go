@@ -418,6 +418,7 @@ func (p *Provider) afterClaim(ctx context.Context, t *timeline, box vendors.Box,
 		return nil, err
 	}
 	e.phases = t.phases
+	e.req = &req
 	p.emit(Event{Type: EventReady, BoxID: box.ID(), RunTag: rec.RunTag})
 	return e, nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/jsonmessage"
 	"github.com/docker/go-connections/nat"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/tangle-network/boxctl/internal/buildinfo"
 	"github.com/tangle-network/boxctl/internal/dockerclient"
@@ -53,6 +54,10 @@ type Vendor struct {
 	netID string
 	// runtimes are the runtimes the engine was seen to have.
 	runtimes sync.Map
+	// inits are the image digests checkInit passed; initFlight shares
+	// one check among concurrent creates of a reference.
+	inits      sync.Map
+	initFlight singleflight.Group
 }
 
 var _ vendors.Vendor = (*Vendor)(nil)
@@ -359,6 +364,30 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 // checkInit refuses an image whose entrypoint is not box-init: without it
 // nothing in the box enforces the lifetime. A missing image is pulled.
 func (v *Vendor) checkInit(ctx context.Context, ref string) error {
+	// A digest names the same image for ever: it is checked once. A tag
+	// may move: it is checked on each create, once for the creates
+	// waiting on it at the same time (a burst).
+	pinned := strings.Contains(ref, "@sha256:")
+	if _, ok := v.inits.Load(ref); ok && pinned {
+		return nil
+	}
+	// Shared: no one caller's cancellation ends the check of the others.
+	_, err, _ := v.initFlight.Do(ref, func() (any, error) {
+		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute) // a pull, at most
+		defer cancel()
+		return nil, v.inspectInit(ictx, ref)
+	})
+	if err != nil {
+		return err
+	}
+	if pinned {
+		v.inits.Store(ref, struct{}{})
+	}
+	return nil
+}
+
+// inspectInit asks the engine whether image ref runs box-init.
+func (v *Vendor) inspectInit(ctx context.Context, ref string) error {
 	img, err := v.cli.ImageInspect(ctx, ref)
 	if cerrdefs.IsNotFound(err) && v.opts.pull {
 		if perr := v.pull(ctx, ref); perr != nil {

@@ -27,6 +27,9 @@
 //	               and sleeps; writes the child's pid to $FAKE_PIDFILE; then
 //	               a normal turn, and exits
 //	whoami         replies with its session id (--session-id or --resume)
+//	history        replies with the previous conversation the prompt
+//	               carried before it (<previous_conversation>), or "none"
+//	               (any scenario may follow such a transcript)
 //	pid            replies "pid=<its pid> session=<its session id>"
 //	bash:CMD       in a retained turn (--permission-prompt-tool stdio), asks
 //	               permission to run CMD (control_request can_use_tool), waits
@@ -140,8 +143,16 @@ func turn(prompt, session string, retained bool, sc *bufio.Scanner) {
 	}
 	r.emit(map[string]any{"type": "stream_event", "event": map[string]any{"type": "message_start",
 		"message": map[string]any{"id": "msg_1", "model": "fake-model-1", "usage": map[string]any{"input_tokens": 12}}}})
+	history := "none"
+	const tag, end = "<previous_conversation>\n", "</previous_conversation>\n\n"
+	if i := strings.Index(prompt, end); strings.HasPrefix(prompt, tag) && i >= 0 {
+		history, prompt = prompt[len(tag):i], prompt[i+len(end):]
+	}
 	scenario, arg, _ := strings.Cut(prompt, ":")
 	switch scenario {
+	case "history":
+		r.text(history)
+		r.result(false, history)
 	case "many", "slow":
 		r.stream(scenario, arg)
 	case "crash", "graceful", "hang-after-result", "is-error":

@@ -196,12 +196,23 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	return nil
 }
 
-// Grant issues g.Box's token.
+// Grant issues g.Box's token. A broker of an earlier version, which
+// knows no Source in a grant, gets the grant and then a Bind.
 func (c *Client) Grant(ctx context.Context, g Grant) (string, error) {
 	var out struct {
 		Token string `json:"token"`
 	}
-	if err := c.do(ctx, http.MethodPost, "/v1/grants", g, &out); err != nil {
+	err := c.do(ctx, http.MethodPost, "/v1/grants", g, &out)
+	if ae := (*APIError)(nil); errors.As(err, &ae) && ae.Type == "invalid_body" && g.Source.IsValid() {
+		src := g.Source
+		g.Source = netip.Addr{}
+		if err = c.do(ctx, http.MethodPost, "/v1/grants", g, &out); err == nil {
+			if err = c.Bind(ctx, g.Box, src); err != nil {
+				return "", errors.Join(err, c.Revoke(context.WithoutCancel(ctx), g.Box))
+			}
+		}
+	}
+	if err != nil {
 		return "", err
 	}
 	if out.Token == "" {

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -176,5 +177,52 @@ func TestDialTLS_refusals(t *testing.T) {
 	c, err := broker.DialTLS("https://broker:9443", &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: roots})
 	if err != nil || !c.Remote() {
 		t.Errorf("a good client: %v", err)
+	}
+}
+
+// TestAdmin_GrantSource: a grant through the admin API binds its token to
+// Source in one call; a broker that knows no Source (an earlier version,
+// which refuses the field as invalid_body) gets the grant and a Bind.
+func TestAdmin_GrantSource(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		r := newRig(t)
+		sock := filepath.Join(t.TempDir(), "broker.sock")
+		l, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		admin := r.b.Admin(nil)
+		var grants, binds int
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			body, _ := io.ReadAll(req.Body)
+			switch {
+			case req.URL.Path == "/v1/grants" && old && strings.Contains(string(body), `"source"`):
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write([]byte(`{"type":"invalid_body","message":"json: unknown field \"source\""}`))
+				return
+			case req.URL.Path == "/v1/grants":
+				grants++
+			case strings.HasSuffix(req.URL.Path, "/bind"):
+				binds++
+			}
+			req.Body = io.NopCloser(strings.NewReader(string(body)))
+			admin.ServeHTTP(w, req)
+		})}
+		go func() { _ = srv.Serve(l) }()
+		t.Cleanup(func() { _ = srv.Close() })
+		c := broker.Dial(sock)
+		elsewhere, err := c.Grant(t.Context(), broker.Grant{Box: "b1", Source: netip.MustParseAddr("127.0.0.9")})
+		if err != nil {
+			t.Fatalf("old broker %v: Grant: %v", old, err)
+		}
+		resp := r.do(t, calls[0], elsewhere)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get(broker.RefusalHeader) != string(broker.RefusedSource) {
+			t.Errorf("old broker %v: a request from another address: %d %q, want 403 %s", old, resp.StatusCode,
+				resp.Header.Get(broker.RefusalHeader), broker.RefusedSource)
+		}
+		if wantBinds := map[bool]int{false: 0, true: 1}[old]; grants != 1 || binds != wantBinds {
+			t.Errorf("old broker %v: %d grants and %d binds, want 1 and %d", old, grants, binds, wantBinds)
+		}
 	}
 }

@@ -38,6 +38,9 @@ type Grant struct {
 	// Until is when the token ends by itself, at the latest (zero:
 	// never): the box's last possible moment.
 	Until time.Time `json:"until,omitzero"`
+	// Source, when valid, binds the token to the box's address at once,
+	// as Bind does: one call where a box's address is known.
+	Source netip.Addr `json:"source,omitzero"`
 }
 
 // Budget bounds a box's spending; a zero field bounds nothing.
@@ -63,7 +66,8 @@ type Usage struct {
 // Granter issues and retires box tokens: a Broker in this process, or a
 // Client of one in another.
 type Granter interface {
-	// Grant issues the box's token, rotating any earlier one.
+	// Grant issues the box's token, rotating any earlier one (and binding
+	// it to g.Source when that is valid).
 	Grant(ctx context.Context, g Grant) (token string, err error)
 	// Bind ties the box's token to the address its requests come from.
 	Bind(ctx context.Context, box string, addr netip.Addr) error
@@ -215,7 +219,8 @@ func newToken() string {
 }
 
 // Grant issues g.Box's token; an earlier token of the box is refused as
-// rotated from then on, and the box's binding is kept.
+// rotated from then on, and the box's binding is kept unless g.Source
+// replaces it.
 func (b *Broker) Grant(_ context.Context, g Grant) (string, error) {
 	if g.Box == "" {
 		return "", errors.New("broker: a grant needs a box")
@@ -233,9 +238,13 @@ func (b *Broker) Grant(_ context.Context, g Grant) (string, error) {
 	}
 	token := newToken()
 	ng := &grant{Grant: g, digest: sha256.Sum256([]byte(token))}
+	ng.Source = netip.Addr{} // the binding checked is ng.source
 	if old := b.byBox[g.Box]; old != nil {
 		ng.source = old.source
 		b.retireLocked(old, RefusedRotated)
+	}
+	if g.Source.IsValid() {
+		ng.source = g.Source.Unmap()
 	}
 	b.byBox[g.Box], b.byDigest[ng.digest] = ng, ng
 	if b.usage[g.Box] == nil {

@@ -197,6 +197,7 @@ func TestBroker_Refuses(t *testing.T) {
 	if err := r.b.Bind(ctx, "elsewhere", netip.MustParseAddr("127.0.0.2")); err != nil {
 		t.Fatal(err)
 	}
+	boundAtGrant := grant(t, r.b, broker.Grant{Box: "bound", Source: netip.MustParseAddr("127.0.0.3")})
 	spent := grant(t, r.b, broker.Grant{Box: "spent", Budget: broker.Budget{Requests: 1}})
 	if resp := r.do(t, calls[0], spent); resp.StatusCode != http.StatusOK {
 		t.Fatalf("the budget's first request: %d", resp.StatusCode)
@@ -214,6 +215,7 @@ func TestBroker_Refuses(t *testing.T) {
 		{"after destroy", calls[0], gone, 401, broker.RefusedRevoked, "authentication_error"},
 		{"after rotation", calls[4], old, 401, broker.RefusedRotated, "UNAUTHENTICATED"},
 		{"from another box", calls[0], elsewhere, 403, broker.RefusedSource, "permission_error"},
+		{"from another box, bound at its grant", calls[0], boundAtGrant, 403, broker.RefusedSource, "permission_error"},
 		{"another route", call{"models", "/v1/models", "Authorization", `{}`}, live, 403, broker.RefusedRoute, "invalid_request_error"},
 		{"admin route", call{"admin", "/v1/grants", "X-Api-Key", `{"box":"x"}`}, live, 403, broker.RefusedRoute, "permission_error"},
 		{"budget spent", calls[0], spent, 429, broker.RefusedBudget, "rate_limit_error"},
@@ -243,7 +245,7 @@ func TestBroker_Refuses(t *testing.T) {
 	}
 	counts := r.b.Refusals()
 	for why, n := range map[broker.Refusal]int64{broker.RefusedNoToken: 1, broker.RefusedUnknown: 1, broker.RefusedRevoked: 1,
-		broker.RefusedRotated: 1, broker.RefusedSource: 1, broker.RefusedRoute: 2, broker.RefusedBudget: 3} {
+		broker.RefusedRotated: 1, broker.RefusedSource: 2, broker.RefusedRoute: 2, broker.RefusedBudget: 3} {
 		if counts[why] != n {
 			t.Errorf("refusals[%s] = %d, want %d (all: %v)", why, counts[why], n, counts)
 		}
@@ -254,7 +256,7 @@ func TestBroker_Refuses(t *testing.T) {
 	rec := httptest.NewRecorder()
 	r.b.Metrics().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	for _, want := range []string{`boxctl_broker_requests_total{box="spent"} 1`, `boxctl_broker_refused_total{reason="budget_spent"} 3`,
-		`boxctl_broker_refused_total{reason="wrong_source"} 1`, "boxctl_broker_live_tokens 4"} {
+		`boxctl_broker_refused_total{reason="wrong_source"} 2`, "boxctl_broker_live_tokens 5"} {
 		if !strings.Contains(rec.Body.String(), want) {
 			t.Errorf("metrics lack %q:\n%s", want, rec.Body.String())
 		}

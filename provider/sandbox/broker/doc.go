@@ -8,9 +8,9 @@
 // # Tokens
 //
 // Grant issues a box's token (a second Grant of the same box rotates it:
-// the old one is refused from then on); Bind ties it to the address the
-// box's requests come from, where the vendor lets the broker tell boxes
-// apart (Docker, Kubernetes); Revoke retires it when the box is gone. The
+// the old one is refused from then on); Bind, or the grant's Source, ties
+// it to the address the box's requests come from, where the vendor lets
+// the broker tell boxes apart (Docker, Kubernetes); Revoke retires it when the box is gone. The
 // broker keeps only tokens' SHA-256 digests. A refused request gets the
 // status and error body of the API family it called (401, 403 or 429),
 // its reason in the X-Boxctl-Broker-Refusal header (a Refusal), and is

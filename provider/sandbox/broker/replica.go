@@ -90,9 +90,31 @@ func (b *Broker) admitReplica(r *http.Request, token string) (*grant, Refusal) {
 }
 
 // replicaAdmin adds the caller's replica routes to mux: GET
-// /v1/replica/{box}/runs and GET
-// /v1/replica/{box}/runs/{run}/events?after=N&limit=N.
+// /v1/replica/{box}/runs, GET
+// /v1/replica/{box}/runs/{run}/events?after=N&limit=N, and GET and POST
+// /v1/replica/{box}/turns (a replica.Turn).
 func (b *Broker) replicaAdmin(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/replica/{box}/turns", func(w http.ResponseWriter, r *http.Request) {
+		turns, err := b.ReplicaTurns(r.Context(), r.PathValue("box"))
+		if err != nil {
+			replicaAdminFailed(w, err)
+			return
+		}
+		adminapi.Write(w, http.StatusOK, map[string]any{"turns": turns})
+	})
+	mux.HandleFunc("POST /v1/replica/{box}/turns", func(w http.ResponseWriter, r *http.Request) {
+		var t replica.Turn
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 2*replica.MaxPromptBytes))
+		if err := dec.Decode(&t); err != nil {
+			adminapi.Write(w, http.StatusBadRequest, adminapi.Error{Type: "invalid_body", Message: err.Error()})
+			return
+		}
+		if err := b.NoteReplicaTurn(r.Context(), r.PathValue("box"), t); err != nil {
+			replicaAdminFailed(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 	mux.HandleFunc("GET /v1/replica/{box}/runs", func(w http.ResponseWriter, r *http.Request) {
 		if b.o.Replica == nil {
 			adminapi.Write(w, http.StatusNotFound, adminapi.Error{Type: "not_found", Message: "this broker keeps no replica"})
@@ -133,6 +155,18 @@ func (b *Broker) replicaAdmin(mux *http.ServeMux) {
 	})
 }
 
+// replicaAdminFailed answers a failed replica admin call.
+func replicaAdminFailed(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, ErrNoReplica):
+		adminapi.Write(w, http.StatusNotFound, adminapi.Error{Type: "not_found", Message: "this broker keeps no replica"})
+	case errors.As(err, new(*replica.BatchError)):
+		adminapi.Write(w, http.StatusBadRequest, adminapi.Error{Type: "invalid_turn", Message: err.Error()})
+	default:
+		adminapi.Write(w, http.StatusServiceUnavailable, adminapi.Error{Type: "replica_unavailable", Message: err.Error()})
+	}
+}
+
 func or(s, def string) string {
 	if s == "" {
 		return def
@@ -151,6 +185,10 @@ type ReplicaEvent struct {
 type ReplicaReader interface {
 	ReplicaRuns(ctx context.Context, box string) ([]wire.ReplicaRun, error)
 	ReplicaEvents(ctx context.Context, box, run string, after int64, limit int) ([]ReplicaEvent, error)
+	// ReplicaTurns lists the turns recorded of box, oldest first.
+	ReplicaTurns(ctx context.Context, box string) ([]replica.Turn, error)
+	// NoteReplicaTurn records a turn of box (replica.Store.NoteTurn).
+	NoteReplicaTurn(ctx context.Context, box string, t replica.Turn) error
 }
 
 var (
@@ -183,6 +221,36 @@ func (b *Broker) ReplicaEvents(ctx context.Context, box, run string, after int64
 		out[i] = ReplicaEvent{Seq: e.Seq, Data: e.Data}
 	}
 	return out, nil
+}
+
+// ReplicaTurns lists the turns recorded of box, oldest first.
+func (b *Broker) ReplicaTurns(ctx context.Context, box string) ([]replica.Turn, error) {
+	if b.o.Replica == nil {
+		return nil, ErrNoReplica
+	}
+	return b.o.Replica.Turns(ctx, box)
+}
+
+// NoteReplicaTurn records a turn of box.
+func (b *Broker) NoteReplicaTurn(ctx context.Context, box string, t replica.Turn) error {
+	if b.o.Replica == nil {
+		return ErrNoReplica
+	}
+	return b.o.Replica.NoteTurn(ctx, box, t)
+}
+
+// ReplicaTurns lists the turns recorded of box, oldest first.
+func (c *Client) ReplicaTurns(ctx context.Context, box string) ([]replica.Turn, error) {
+	var out struct {
+		Turns []replica.Turn `json:"turns"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/replica/"+url.PathEscape(box)+"/turns", nil, &out)
+	return out.Turns, err
+}
+
+// NoteReplicaTurn records a turn of box.
+func (c *Client) NoteReplicaTurn(ctx context.Context, box string, t replica.Turn) error {
+	return c.do(ctx, http.MethodPost, "/v1/replica/"+url.PathEscape(box)+"/turns", t, nil)
 }
 
 // ReplicaRuns lists the runs the broker's replica holds of box.

@@ -3,9 +3,12 @@ package broker_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"testing"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
@@ -129,5 +132,67 @@ func TestBroker_Replica(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("a broker without a replica: %d, want 404", resp.StatusCode)
+	}
+}
+
+// TestBroker_ReplicaTurns: the caller records a box's turns and reads
+// them back over the admin API (the client over a unix socket, as the
+// CLI's); a malformed turn is a 400 the client reports, a broker without
+// a replica a 404; a box cannot reach the turn routes with its token.
+func TestBroker_ReplicaTurns(t *testing.T) {
+	rep, err := replica.Open(t.Context(), t.TempDir(), replica.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rep.Close()
+	up := []broker.Upstream{{Name: broker.Router, URL: "http://127.0.0.1:1", Key: "k", Auth: broker.AuthAsPresented}}
+	serve := func(b *broker.Broker) *broker.Client {
+		sock := filepath.Join(t.TempDir(), "admin.sock")
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: b.Admin(nil)}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		return broker.Dial(sock)
+	}
+	b, err := broker.New(broker.Options{Upstreams: up, Replica: rep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := serve(b)
+	want := replica.Turn{Run: "run_1", SessionID: "s1", TurnID: "t1", Prompt: "hello"}
+	if err := c.NoteReplicaTurn(t.Context(), "box-a", want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.ReplicaTurns(t.Context(), "box-a")
+	if err != nil || len(got) != 1 || got[0].Prompt != "hello" || got[0].RunBox != "box-a" || got[0].At == 0 {
+		t.Fatalf("turns: %+v %v", got, err)
+	}
+	var api *broker.APIError
+	if err := c.NoteReplicaTurn(t.Context(), "box-a", replica.Turn{Run: "run_2"}); !errors.As(err, &api) || api.Status != http.StatusBadRequest {
+		t.Errorf("a turn without a session: %v, want a 400", err)
+	}
+	tok := grant(t, b, broker.Grant{Box: "box-a"})
+	srv := httptest.NewServer(b)
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/replica/box-a/turns", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if bytes.Contains(body, []byte("hello")) {
+			t.Errorf("the box read its turns with its token: %d %s", resp.StatusCode, body)
+		}
+	}
+	none, err := broker.New(broker.Options{Upstreams: up})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := serve(none).ReplicaTurns(t.Context(), "box-a"); !errors.Is(err, broker.ErrUnknownBox) {
+		t.Errorf("a broker without a replica: %v, want not_found", err)
 	}
 }

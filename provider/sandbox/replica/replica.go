@@ -8,6 +8,12 @@
 // Bounds are explicit: Options.MaxRunBytes per run (a run past it keeps
 // its newest events), Options.MaxBoxBytes per box (its oldest runs go
 // first) and Options.Retention after a run's last batch.
+//
+// Beside the box's events, the replica keeps the turns the caller started
+// in the box (Turn, recorded by the caller, never the box): each turn's
+// prompt and session, which with the run's events is a session's history
+// when it continues on another box. A box keeps at most MaxBoxRuns turns
+// of at most MaxPromptBytes each, for the retention.
 package replica
 
 import (
@@ -96,7 +102,10 @@ CREATE TABLE IF NOT EXISTS runs (box TEXT NOT NULL, run TEXT NOT NULL, session T
 	PRIMARY KEY (box, run)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS runs_updated ON runs (updated);
 CREATE TABLE IF NOT EXISTS events (box TEXT NOT NULL, run TEXT NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL,
-	PRIMARY KEY (box, run, seq)) WITHOUT ROWID;`
+	PRIMARY KEY (box, run, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS turns (box TEXT NOT NULL, run TEXT NOT NULL, run_box TEXT NOT NULL, session TEXT NOT NULL,
+	turn TEXT NOT NULL, execution TEXT NOT NULL, prompt TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY (box, run)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS turns_at ON turns (at);`
 
 // Open opens (creating) the replica in dir, of mode 0700, its file 0600.
 func Open(ctx context.Context, dir string, o Options) (*Store, error) {
@@ -365,5 +374,81 @@ func (s *Store) Prune(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM turns WHERE at < ?`, before); err != nil {
+		return 0, fmt.Errorf("replica: %w", err)
+	}
 	return len(old), tx.Commit()
+}
+
+// Turn is a turn of a box's sessions as the caller started it: the
+// prompt the box's events do not hold, so that a session can continue on
+// another box (its history: each turn's prompt and the answer its run's
+// events hold). The caller records it, never the box. RunBox is the box
+// whose replica holds the run's events: a box that continued a lost
+// box's sessions also lists the turns that ran before, on theirs.
+type Turn struct {
+	Run         string `json:"run"`
+	RunBox      string `json:"runBox,omitempty"`
+	SessionID   string `json:"sessionId"`
+	TurnID      string `json:"turnId,omitempty"`
+	ExecutionID string `json:"executionId,omitempty"`
+	Prompt      string `json:"prompt"`
+	// At is when the turn started (unix ms).
+	At int64 `json:"at"`
+}
+
+// MaxPromptBytes bounds a turn's prompt the replica keeps.
+const MaxPromptBytes = 1 << 20
+
+// NoteTurn records a turn of box (t.RunBox empty: box itself), once per
+// run: the first record of a run stands.
+func (s *Store) NoteTurn(ctx context.Context, box string, t Turn) error {
+	if t.RunBox == "" {
+		t.RunBox = box
+	}
+	if box == "" || t.Run == "" || t.SessionID == "" || len(t.SessionID) > maxSessionID || len(t.TurnID) > maxSessionID || len(t.ExecutionID) > maxSessionID || len(t.Prompt) > MaxPromptBytes {
+		return &BatchError{Reason: fmt.Sprintf("a turn with a box, a run, a session id of at most %d bytes and a prompt of at most %d", maxSessionID, MaxPromptBytes)}
+	}
+	if t.At == 0 {
+		t.At = s.o.Now().UnixMilli()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n, held int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(CASE WHEN run = ? THEN 1 END) FROM turns WHERE box = ?`, t.Run, box).Scan(&n, &held); err != nil {
+		return fmt.Errorf("replica: %w", err)
+	}
+	if held > 0 {
+		return nil // a retry of the turn: its first record stands
+	}
+	if n >= s.o.MaxBoxRuns {
+		// The oldest turn goes, as the oldest run does.
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM turns WHERE box = ? AND run = (SELECT run FROM turns WHERE box = ? ORDER BY at, run LIMIT 1)`, box, box); err != nil {
+			return fmt.Errorf("replica: %w", err)
+		}
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO turns (box, run, run_box, session, turn, execution, prompt, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (box, run) DO NOTHING`, box, t.Run, t.RunBox, t.SessionID, t.TurnID, t.ExecutionID, t.Prompt, t.At); err != nil {
+		return fmt.Errorf("replica: %w", err)
+	}
+	return nil
+}
+
+// Turns lists the turns recorded of box, oldest first.
+func (s *Store) Turns(ctx context.Context, box string) ([]Turn, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT run, run_box, session, turn, execution, prompt, at FROM
+		(SELECT * FROM turns WHERE box = ? ORDER BY at DESC, run DESC LIMIT ?) ORDER BY at, run`, box, s.o.MaxBoxRuns)
+	if err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	defer rows.Close()
+	out := []Turn{}
+	for rows.Next() {
+		var t Turn
+		if err := rows.Scan(&t.Run, &t.RunBox, &t.SessionID, &t.TurnID, &t.ExecutionID, &t.Prompt, &t.At); err != nil {
+			return nil, fmt.Errorf("replica: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
 }

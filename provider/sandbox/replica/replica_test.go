@@ -161,3 +161,85 @@ func errorsAs[T error](err error) bool {
 	_, ok := errors.AsType[T](err)
 	return ok
 }
+
+// TestTurns: a box's turns in the order they started, the first record
+// of a run standing; a box that continued another's sessions lists them
+// with the box that ran them; the bounds and refusals hold, and the
+// records outlive a reopen and go with the retention.
+func TestTurns(t *testing.T) {
+	dir := t.TempDir()
+	now := time.UnixMilli(1_000_000)
+	clock := func() time.Time { return now }
+	s, err := Open(t.Context(), dir, Options{MaxBoxRuns: 3, Retention: time.Hour, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tr := range []Turn{
+		{Run: "run-1", SessionID: "s1", TurnID: "t1", Prompt: "first", At: 10},
+		{Run: "run-2", SessionID: "s1", TurnID: "t2", Prompt: "second", At: 20},
+		{Run: "run-1", SessionID: "s1", TurnID: "t1", Prompt: "again", At: 30}, // a retry: the first record stands
+	} {
+		if err := s.NoteTurn(t.Context(), "box-a", tr); err != nil {
+			t.Fatalf("turn %d: %v", i, err)
+		}
+	}
+	if err := s.NoteTurn(t.Context(), "box-b", Turn{Run: "run-1", RunBox: "box-a", SessionID: "s1", Prompt: "first", At: 10}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Turns(t.Context(), "box-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Prompt != "first" || got[1].Prompt != "second" || got[0].RunBox != "box-a" {
+		t.Fatalf("box-a's turns: %+v", got)
+	}
+	if got, _ := s.Turns(t.Context(), "box-b"); len(got) != 1 || got[0].RunBox != "box-a" {
+		t.Fatalf("box-b's turns: %+v", got)
+	}
+	for _, bad := range []Turn{
+		{Run: "", SessionID: "s"},
+		{Run: "r", SessionID: ""},
+		{Run: "r", SessionID: strings.Repeat("s", 129)},
+		{Run: "r", SessionID: "s", Prompt: strings.Repeat("p", MaxPromptBytes+1)},
+	} {
+		if err := s.NoteTurn(t.Context(), "box-a", bad); !errors.As(err, new(*BatchError)) {
+			t.Errorf("%.40v: %v, want a *BatchError", bad, err)
+		}
+	}
+	// A retry at the cap evicts nothing.
+	if err := s.NoteTurn(t.Context(), "box-c", Turn{Run: "c1", SessionID: "s", At: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"c2", "c3", "c2", "c3"} {
+		if err := s.NoteTurn(t.Context(), "box-c", Turn{Run: r, SessionID: "s", At: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := s.Turns(t.Context(), "box-c"); len(got) != 3 || got[0].Run != "c1" {
+		t.Fatalf("turns after retries at the cap: %+v", got)
+	}
+	// Past MaxBoxRuns the oldest turn goes.
+	for i := range 3 {
+		if err := s.NoteTurn(t.Context(), "box-a", Turn{Run: fmt.Sprintf("run-%d", 3+i), SessionID: "s1", Prompt: "p", At: int64(40 + i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := s.Turns(t.Context(), "box-a"); len(got) != 3 || got[0].Run != "run-3" {
+		t.Fatalf("bounded turns: %+v", got)
+	}
+	s.Close()
+	if s, err = Open(t.Context(), dir, Options{Retention: time.Hour, Now: clock}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, _ := s.Turns(t.Context(), "box-b"); len(got) != 1 {
+		t.Fatalf("after a reopen: %+v", got)
+	}
+	now = now.Add(2 * time.Hour)
+	if _, err := s.Prune(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Turns(t.Context(), "box-a"); len(got) != 0 {
+		t.Fatalf("after the retention: %+v", got)
+	}
+}

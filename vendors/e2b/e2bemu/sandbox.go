@@ -186,7 +186,7 @@ func (s *Server) limitMessage() string {
 // detail is SandboxDetail (and, without the token, ListedSandbox).
 func (s *Server) detail(sb *sandbox, withToken bool) map[string]any {
 	s.mu.Lock()
-	end, state := sb.endAt, stateOf(sb)
+	end, state, egress := sb.endAt, stateOf(sb), sb.egress // egress changes under mu (handleNetwork)
 	s.mu.Unlock()
 	d := map[string]any{
 		"templateID": sb.templateID, "sandboxID": sb.id, "clientID": "6532622b",
@@ -206,8 +206,8 @@ func (s *Server) detail(sb *sandbox, withToken bool) map[string]any {
 			d["allowInternetAccess"] = *sb.allowInternet
 		}
 		network := map[string]any{"allowPublicTraffic": sb.trafficToken == ""}
-		if sb.egress != nil && !sb.egress.Open {
-			r := networkRules(*sb.egress)
+		if egress != nil && !egress.Open {
+			r := networkRules(*egress)
 			network["allowOut"], network["denyOut"] = r.AllowOut, r.DenyOut
 		}
 		d["network"] = network

@@ -33,10 +33,19 @@ type Row struct {
 	// state last set it, else as the box's label recorded it at its
 	// creation; empty for a box made without one.
 	Egress string `json:"egress,omitempty"`
+	// Continues is the lost box whose sessions this box continues
+	// (turn --replace).
+	Continues string `json:"continues,omitempty"`
 }
 
-// StateGone is the State of a Row whose box the vendor no longer has.
-const StateGone = "gone"
+// StateGone is the State of a Row whose box the vendor no longer has,
+// past its deadline; StateLost one the vendor no longer has before its
+// deadline: deleted behind boxctl's back, or its node gone (turn
+// --replace continues its sessions on a new box).
+const (
+	StateGone = "gone"
+	StateLost = "lost"
+)
 
 // Rows joins the vendor's boxes with the state's records of target: the
 // boxes newest first, then the records whose boxes are gone (owned by
@@ -51,6 +60,9 @@ func (st *State) Rows(target, owner string, infos []vendors.Info) []Row {
 			row.InState, seen[b.ID], row.Upstream = true, true, rec.Upstream
 			if rec.Reference != nil {
 				row.Harness = rec.Reference.Harness
+				if len(rec.Reference.Continues) > 0 {
+					row.Continues = rec.Reference.Continues[0]
+				}
 			}
 			if rec.Egress != nil {
 				row.Egress = rec.Egress.Summary()
@@ -65,6 +77,9 @@ func (st *State) Rows(target, owner string, infos []vendors.Info) []Row {
 		}
 		row := Row{ID: rec.ID, State: StateGone, RunTag: rec.RunTag, Owner: owner, Created: rec.Created,
 			Deadline: rec.Deadline, Image: rec.Image, InState: true, Upstream: rec.Upstream}
+		if rec.Deadline.After(time.Now()) {
+			row.State = StateLost
+		}
 		if rec.Reference != nil {
 			row.Harness = rec.Reference.Harness
 		}

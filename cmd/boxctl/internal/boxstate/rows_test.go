@@ -14,12 +14,13 @@ import (
 )
 
 func TestState_Rows(t *testing.T) {
-	now := time.Unix(1900000000, 0)
+	now := time.Now().Truncate(time.Second)
 	owner := "user:ann"
 	st := &State{Boxes: []Record{
-		{ID: "known-box-0001", Target: "docker", RunTag: "run-a", Reference: &sandbox.Reference{Harness: "claude-code"}},
+		{ID: "known-box-0001", Target: "docker", RunTag: "run-a", Reference: &sandbox.Reference{Harness: "claude-code", Continues: []string{"lost-box-0004"}}},
 		{ID: "gone-box-00002", Target: "docker", RunTag: "run-g", Created: now.Add(-time.Hour), Deadline: now.Add(-time.Minute),
 			Reference: &sandbox.Reference{Harness: "pi"}},
+		{ID: "lost-box-0004", Target: "docker", RunTag: "run-l", Created: now.Add(-time.Hour), Deadline: now.Add(time.Hour)},
 		{RunTag: "run-pending", Target: "docker"},
 	}}
 	infos := []vendors.Info{
@@ -31,11 +32,13 @@ func TestState_Rows(t *testing.T) {
 	rows := st.Rows("docker", owner, infos)
 	want := []Row{
 		{ID: "known-box-0001", State: "running", RunTag: "run-a", Owner: owner, Created: now.Add(-time.Minute),
-			Deadline: now.Add(30 * time.Minute), Harness: "claude-code", InState: true},
+			Deadline: now.Add(30 * time.Minute), Harness: "claude-code", InState: true, Continues: "lost-box-0004"},
 		{ID: "other-box-0003", State: "running", RunTag: "run-o", Owner: "pid:h:1:2", Created: now.Add(-2 * time.Minute),
 			Deadline: now.Add(time.Hour)},
 		{ID: "gone-box-00002", State: StateGone, RunTag: "run-g", Owner: owner, Created: now.Add(-time.Hour),
 			Deadline: now.Add(-time.Minute), Harness: "pi", InState: true},
+		{ID: "lost-box-0004", State: StateLost, RunTag: "run-l", Owner: owner, Created: now.Add(-time.Hour),
+			Deadline: now.Add(time.Hour), InState: true},
 	}
 	if diff := cmp.Diff(want, rows); diff != "" {
 		t.Errorf("Rows (-want +got):\n%s", diff)

@@ -107,7 +107,17 @@ func (s *Server) env(ctx context.Context, id string) (*sandbox.Environment, *box
 	if env != nil {
 		return env, rec, nil
 	}
-	env, err = s.o.Store.Connect(ctx, v, rec, boxstate.ConnectOptions{Interactive: true})
+	co := boxstate.ConnectOptions{Interactive: true}
+	if rec.Upstream != "" {
+		// Through the box's broker its turns are recorded in the replica,
+		// which a replacement rebuilds the sessions from.
+		if acc, err := s.o.Access(ctx, v, rec); err == nil {
+			co.Access = &acc
+		} else {
+			s.o.Logger.Warn("the box's broker: its turns are not recorded in the replica", "box", boxstate.ShortID(id), "err", err)
+		}
+	}
+	env, err = s.o.Store.Connect(ctx, v, rec, co)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -165,7 +175,7 @@ func (s *Server) boxes(ctx context.Context) (Boxes, error) {
 				continue
 			}
 			b := Box{Row: row, Target: target, LiveRun: s.liveRun(row.ID), Pool: pools[row.ID]}
-			if rec := st.Find(row.ID); rec != nil && rec.Reference != nil && rec.Reference.Bearer == "" && row.State != boxstate.StateGone {
+			if rec := st.Find(row.ID); rec != nil && rec.Reference != nil && rec.Reference.Bearer == "" && row.State != boxstate.StateGone && row.State != boxstate.StateLost {
 				b.Suspended = true
 			}
 			out.Boxes = append(out.Boxes, b)

@@ -336,7 +336,7 @@ func TestInspector_InBrowser(t *testing.T) {
 	b.noErrors("turn after the resume")
 
 	// Destroyed, and gone from the list.
-	b.do("destroy the box", chromedp.Click(chromedp.CSS("#destroy")), chromedp.Click(chromedp.CSS("#destroy-confirm")),
+	b.within(3*time.Minute).do("destroy the box", chromedp.Click(chromedp.CSS("#destroy")), chromedp.Click(chromedp.CSS("#destroy-confirm")),
 		chromedp.WaitVisible(chromedp.CSS("#boxes, #no-boxes")))
 	if get(b, "look for the box", chromedp.Evaluate[bool](fmt.Sprintf(`document.querySelector(%q) !== null`, row))) {
 		t.Error("the destroyed box is still listed")
@@ -375,7 +375,13 @@ func newBrowser(t *testing.T, env testbed.Env) browser {
 	if err := chromedp.Do(bctx); err != nil { // starts the browser, for the life of bctx
 		t.Fatalf("start %s: %v", env.Chromium, err)
 	}
-	ctx, cancel := context.WithTimeout(bctx, 8*time.Minute)
+	// Each step has a bound of its own; the session as a whole has the
+	// test's (a loaded machine takes long over many steps).
+	deadline, ok := t.Deadline()
+	if !ok {
+		deadline = time.Now().Add(20 * time.Minute)
+	}
+	ctx, cancel := context.WithDeadline(bctx, deadline.Add(-time.Minute))
 	t.Cleanup(cancel)
 	return browser{t: t, ctx: ctx}
 }

@@ -45,6 +45,8 @@ const (
 	// TypeNotSuspendable: the box cannot be suspended or resumed (made
 	// without a retention, or on a vendor that does not suspend) (409).
 	TypeNotSuspendable = "not_suspendable"
+	// TypeNotLost: a replace of a box its vendor still has (409).
+	TypeNotLost = "not_lost"
 	// TypeNoRouter: a resume needs the model Router's environment
 	// (TANGLE_ROUTER_URL, TANGLE_API_KEY), which the server lacks (503).
 	TypeNoRouter = "no_router"
@@ -96,6 +98,8 @@ func apiError(err error) *Error {
 		return errorf(http.StatusGone, TypeBoxGone, err.Error())
 	case errors.As(err, &conflict) && conflict.Type == wire.TypeSessionBusy:
 		return errorf(http.StatusConflict, TypeBusy, err.Error())
+	case errors.Is(err, sandbox.ErrNotLost):
+		return errorf(http.StatusConflict, TypeNotLost, err.Error())
 	case errors.Is(err, vendors.ErrNotSuspendable):
 		return errorf(http.StatusConflict, TypeNotSuspendable, err.Error())
 	case errors.As(err, &noRouter):

@@ -121,13 +121,14 @@ type Server struct {
 	cancel context.CancelFunc
 	turnWG sync.WaitGroup
 
-	connMu  sync.Mutex // one vendor open or box connect at a time
-	mu      sync.Mutex
-	closed  bool
-	vendors map[string]vendors.Vendor
-	envs    map[string]*sandbox.Environment // by box id
-	turns   map[string]*turn                // by run id, live and ended
-	asks    map[string]wire.InteractionRequest
+	connMu    sync.Mutex // one vendor open or box connect at a time
+	replaceMu sync.Mutex // one replacement of a lost box at a time
+	mu        sync.Mutex
+	closed    bool
+	vendors   map[string]vendors.Vendor
+	envs      map[string]*sandbox.Environment // by box id
+	turns     map[string]*turn                // by run id, live and ended
+	asks      map[string]wire.InteractionRequest
 }
 
 // New returns a server of o's state.
@@ -166,6 +167,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /api/boxes/{box}/destroy", s.destroy)
 	mux.HandleFunc("POST /api/boxes/{box}/suspend", s.lifecycle(boxstate.Suspend))
 	mux.HandleFunc("POST /api/boxes/{box}/resume", s.lifecycle(boxstate.Resume))
+	mux.HandleFunc("POST /api/boxes/{box}/replace", s.replace)
 	mux.HandleFunc("GET /api/pools", s.pools)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		for _, m := range []string{http.MethodGet, http.MethodPost} {

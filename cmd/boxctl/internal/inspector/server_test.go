@@ -247,7 +247,7 @@ func TestServer_StateChangingChecks(t *testing.T) {
 		{name: "both right", origin: origin, token: csrf, status: http.StatusBadRequest, typ: TypeInvalidRequest},
 	}
 	for _, tt := range tests {
-		for _, route := range []string{"turns", "suspend", "resume"} {
+		for _, route := range []string{"turns", "suspend", "resume", "replace"} {
 			t.Run(tt.name+"/"+route, func(t *testing.T) {
 				f.checkGuard(t, c, route, tt.origin, tt.token, tt.host, tt.status, tt.typ)
 			})
@@ -263,7 +263,7 @@ func (f *fixture) checkGuard(t *testing.T, c *http.Client, route, origin, token,
 	t.Helper()
 	if status == http.StatusBadRequest && route != "turns" {
 		status, typ = http.StatusGone, TypeBoxGone
-		if route == "resume" {
+		if route == "resume" || route == "replace" {
 			status, typ = http.StatusServiceUnavailable, TypeNoRouter
 		}
 	}
@@ -336,6 +336,9 @@ func TestServer_Validation(t *testing.T) {
 		{"suspend on a vendor that cannot open", func() *http.Response { return post("/api/boxes/box-e2b-0003/suspend", `{}`) }, 502, TypeUpstream},
 		{"resume without a Router", func() *http.Response { return post("/api/boxes/box-live-0001/resume", `{}`) }, 503, TypeNoRouter},
 		{"suspend by GET", func() *http.Response { return get("/api/boxes/box-live-0001/suspend") }, 405, TypeMethodNotAllowed},
+		{"replace a box not in the state", func() *http.Response { return post("/api/boxes/nobox/replace", `{}`) }, 404, TypeNotFound},
+		{"replace without model access", func() *http.Response { return post("/api/boxes/box-gone-0002/replace", `{}`) }, 503, TypeNoRouter},
+		{"replace by GET", func() *http.Response { return get("/api/boxes/box-gone-0002/replace") }, 405, TypeMethodNotAllowed},
 		{"pools by POST", func() *http.Response { return post("/api/pools", `{}`) }, 405, TypeMethodNotAllowed},
 		{"box gone from its vendor", func() *http.Response { return get("/api/boxes/box-gone-0002/logs") }, 410, TypeBoxGone},
 		{"vendor that cannot open", func() *http.Response { return get("/api/boxes/box-e2b-0003/logs") }, 502, TypeUpstream},

@@ -1,9 +1,11 @@
 package inspector
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
+	"github.com/tangle-network/boxctl/provider/sandbox"
 	"github.com/tangle-network/boxctl/vendors"
 )
 
@@ -43,4 +45,54 @@ func (s *Server) lifecycle(act boxstate.Action) http.HandlerFunc {
 		s.forget(r.Context(), got)
 		writeJSON(w, http.StatusOK, Lifecycle{ID: got, State: act.String()})
 	}
+}
+
+// Replaced is the answer of POST /api/boxes/{box}/replace: the new box
+// and how the lost box's sessions continue there.
+type Replaced struct {
+	ID          string                     `json:"id"`
+	Replaces    string                     `json:"replaces"`
+	Sessions    []sandbox.ContinuedSession `json:"sessions"`
+	Interrupted []sandbox.InterruptedTurn  `json:"interrupted"`
+}
+
+// replace continues a lost box's sessions on a new box, as `boxctl turn
+// --replace` does (boxstate.Store.Replace), with the model access of
+// Options.Access. A box its vendor still has is refused (TypeNotLost).
+func (s *Server) replace(w http.ResponseWriter, r *http.Request) {
+	// One replacement at a time: a second request for the same box finds
+	// it replaced (no longer in the state).
+	s.replaceMu.Lock()
+	defer s.replaceMu.Unlock()
+	id := r.PathValue("box")
+	rec, err := s.record(id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	v, err := s.vendor(rec.Target)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	access, err := s.o.Access(r.Context(), v, rec)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	next, env, rep, err := s.o.Store.Replace(r.Context(), v, rec, access)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	_ = env.Close(context.WithoutCancel(r.Context()))
+	s.forget(r.Context(), id)
+	out := Replaced{ID: next.ID, Replaces: rep.From, Sessions: rep.Sessions, Interrupted: rep.Interrupted}
+	if out.Sessions == nil {
+		out.Sessions = []sandbox.ContinuedSession{}
+	}
+	if out.Interrupted == nil {
+		out.Interrupted = []sandbox.InterruptedTurn{}
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -150,6 +150,9 @@ async function showBox(id) {
           el("p", { class: "muted" }, "A suspended box keeps its workspace and sessions; a resume starts it with a new bearer."),
           el("button", { id: "suspend", disabled: box.state === "suspended", onclick: () => lifecycle(base, id, "suspend") }, "Suspend box"), " ",
           el("button", { id: "resume", disabled: box.state !== "suspended", onclick: () => lifecycle(base, id, "resume") }, "Resume box")),
+        box.state === "lost" ? el("div", { class: "card" }, el("h2", {}, "Lost"),
+          el("p", { class: "muted" }, "The vendor no longer has this box. Its sessions can continue on a new box, each with its history from the replica."),
+          el("button", { id: "replace", class: "primary", onclick: () => replaceBox(base, id) }, "Continue on a new box")) : null,
         el("div", { class: "card" }, el("h2", {}, "Destroy"),
           el("button", { id: "destroy", class: "danger", onclick: () => { document.getElementById("destroy-confirm").hidden = false; } }, "Destroy box…"), " ",
           el("button", { id: "destroy-confirm", class: "danger", hidden: true, onclick: () => destroy(base, id) }, "Yes, destroy it")))));
@@ -357,6 +360,24 @@ async function lifecycle(base, id, verb) {
     notice("");
     showError(e);
     if (inspector.box === id) await showBox(id);
+  }
+}
+
+// replaceBox continues the lost box's sessions on a new box, then shows
+// the new box.
+async function replaceBox(base, id) {
+  const btn = document.getElementById("replace");
+  btn.disabled = true;
+  notice("continuing box " + short(id) + " on a new box…");
+  try {
+    const r = await api("POST", base + "/replace");
+    const cut = r.interrupted.length ? ", " + r.interrupted.length + " interrupted turns to run again" : "";
+    notice("box " + short(r.id) + " continues " + short(id) + ": " + r.sessions.length + " sessions" + cut);
+    location.hash = "#/box/" + encodeURIComponent(r.id);
+  } catch (e) {
+    notice("");
+    showError(e);
+    btn.disabled = false;
   }
 }
 
