@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -294,17 +295,26 @@ func (p *Provider) answer(ctx context.Context, rd broker.ReplicaReader, t replic
 		}
 		return "", false
 	}
-	ref := provider.ControlRef{RunID: t.Run, SessionID: t.SessionID, ExecutionID: or(t.ExecutionID, t.Run), Provider: "boxctl", EnvironmentID: t.RunBox}
+	ref := boundRef(provider.ControlRef{RunID: t.Run, SessionID: t.SessionID, ExecutionID: or(t.ExecutionID, t.Run), Provider: "boxctl", EnvironmentID: t.RunBox}, stored)
 	var text strings.Builder
-	final := ""
+	final, shutdown := "", false
 	ended, err := provider.DecodeStored(ref, t.TurnID, 0, stored, func(ev provider.Event) bool {
-		if ev.Type == provider.EventResult {
+		switch {
+		case ev.Type == provider.EventResult:
 			final = ev.FinalText
-		} else {
+		case shutdownEnd(ev):
+			// A box stopped gracefully (a pod deleted, a container
+			// stopped): its bridge ended the live run on the way out, which
+			// is the loss cutting the turn short, not the turn's own end.
+			shutdown = true
+		default:
 			text.WriteString(ev.Delta)
 		}
 		return true
 	})
+	if shutdown {
+		ended = false
+	}
 	if err != nil {
 		// Data the box wrote that neither format reads: no answer.
 		p.o.Logger.Warn("replica: a run's events not read for its session's history", "box", t.RunBox, "run", t.Run, "err", err)
@@ -314,6 +324,47 @@ func (p *Provider) answer(ctx context.Context, rd broker.ReplicaReader, t replic
 		return final, ended
 	}
 	return text.String(), ended
+}
+
+// shutdownEnd reports whether ev ends a run its bridge stopped as it shut
+// down (wire.TypeBridgeShutdown): a retained turn's status says so, a
+// plain turn's error chunk names the type.
+func shutdownEnd(ev provider.Event) bool {
+	if ev.Type != provider.EventStatus || ev.Status != provider.StatusFailed {
+		return false
+	}
+	if strings.HasPrefix(ev.Detail, wire.TypeBridgeShutdown+":") {
+		return true
+	}
+	var chunk struct {
+		Error *struct {
+			Type string `json:"type"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(ev.Raw, &chunk) == nil && chunk.Error != nil && chunk.Error.Type == wire.TypeBridgeShutdown
+}
+
+// boundRef is ref with the provider, environment and execution the run's
+// interaction events bind to: the names of the environment that started
+// the run, which a provider continuing its box does not know. Only the
+// run's text is read with it.
+func boundRef(ref provider.ControlRef, stored []provider.StoredEvent) provider.ControlRef {
+	for _, s := range stored {
+		var env struct {
+			Event struct {
+				Type    string                   `json:"type"`
+				Request *wire.InteractionRequest `json:"request"`
+			} `json:"event"`
+		}
+		if json.Unmarshal(s.Data, &env) != nil || env.Event.Type != provider.EventInteraction || env.Event.Request == nil {
+			continue
+		}
+		if b := env.Event.Request.Binding; b.RunID == ref.RunID && b.SessionID == ref.SessionID {
+			ref.Provider, ref.EnvironmentID, ref.ExecutionID = b.Provider, b.EnvironmentID, b.ExecutionID
+		}
+		return ref
+	}
+	return ref
 }
 
 // replicaStored reads what the replica holds of box's run; found is

@@ -371,14 +371,20 @@ func (v *Vendor) checkInit(ctx context.Context, ref string) error {
 	if _, ok := v.inits.Load(ref); ok && pinned {
 		return nil
 	}
-	// Shared: no one caller's cancellation ends the check of the others.
-	_, err, _ := v.initFlight.Do(ref, func() (any, error) {
+	// Shared: no one caller's cancellation ends the check of the others,
+	// and each caller waits for it at most as long as its own context.
+	ch := v.initFlight.DoChan(ref, func() (any, error) {
 		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute) // a pull, at most
 		defer cancel()
 		return nil, v.inspectInit(ictx, ref)
 	})
-	if err != nil {
-		return err
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("docker: create box: image %s: %w", ref, context.Cause(ctx))
+	case r := <-ch:
+		if r.Err != nil {
+			return r.Err
+		}
 	}
 	if pinned {
 		v.inits.Store(ref, struct{}{})

@@ -89,6 +89,10 @@ func (b *Broker) admitReplica(r *http.Request, token string) (*grant, Refusal) {
 	return g, ""
 }
 
+// maxTurnBody bounds the body of a turn's record: its prompt at
+// replica.MaxPromptBytes, each byte escaped, and its ids.
+const maxTurnBody = 6*replica.MaxPromptBytes + 64<<10
+
 // replicaAdmin adds the caller's replica routes to mux: GET
 // /v1/replica/{box}/runs, GET
 // /v1/replica/{box}/runs/{run}/events?after=N&limit=N, and GET and POST
@@ -104,8 +108,14 @@ func (b *Broker) replicaAdmin(mux *http.ServeMux) {
 	})
 	mux.HandleFunc("POST /v1/replica/{box}/turns", func(w http.ResponseWriter, r *http.Request) {
 		var t replica.Turn
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 2*replica.MaxPromptBytes))
+		// A prompt at its bound may grow six times in JSON (\u escapes).
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxTurnBody))
 		if err := dec.Decode(&t); err != nil {
+			if _, big := errors.AsType[*http.MaxBytesError](err); big {
+				adminapi.Write(w, http.StatusRequestEntityTooLarge, adminapi.Error{Type: "request_too_large",
+					Message: fmt.Sprintf("a turn's record is over %d bytes", maxTurnBody)})
+				return
+			}
 			adminapi.Write(w, http.StatusBadRequest, adminapi.Error{Type: "invalid_body", Message: err.Error()})
 			return
 		}

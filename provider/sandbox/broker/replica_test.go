@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/tangle-network/boxctl/bridge/wire"
@@ -173,6 +174,15 @@ func TestBroker_ReplicaTurns(t *testing.T) {
 	var api *broker.APIError
 	if err := c.NoteReplicaTurn(t.Context(), "box-a", replica.Turn{Run: "run_2"}); !errors.As(err, &api) || api.Status != http.StatusBadRequest {
 		t.Errorf("a turn without a session: %v, want a 400", err)
+	}
+	// A prompt at the bound, each byte escaped in JSON (six times its
+	// size), is recorded; one over the bound is refused by the replica.
+	escaped := strings.Repeat("\x01", replica.MaxPromptBytes)
+	if err := c.NoteReplicaTurn(t.Context(), "box-a", replica.Turn{Run: "run_3", SessionID: "s1", Prompt: escaped}); err != nil {
+		t.Errorf("a prompt at the bound, escaped: %v", err)
+	}
+	if err := c.NoteReplicaTurn(t.Context(), "box-a", replica.Turn{Run: "run_4", SessionID: "s1", Prompt: escaped + "x"}); !errors.As(err, &api) || api.Status != http.StatusBadRequest {
+		t.Errorf("a prompt over the bound: %v, want a 400", err)
 	}
 	tok := grant(t, b, broker.Grant{Box: "box-a"})
 	srv := httptest.NewServer(b)

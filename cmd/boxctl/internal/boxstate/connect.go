@@ -83,6 +83,9 @@ func (s *Store) Replace(ctx context.Context, v vendors.Vendor, rec *Record, acce
 		return env.Reference(), nil
 	})
 	if err != nil {
+		if env != nil { // made, then not recorded: Create destroyed its box
+			_ = env.Close(context.WithoutCancel(ctx))
+		}
 		return Record{}, nil, nil, err
 	}
 	// The lost box's record goes; its local model endpoint serves the new

@@ -10,6 +10,7 @@ import (
 	"github.com/tangle-network/boxctl/cmd/boxctl/internal/boxstate"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"
 )
 
@@ -47,6 +48,10 @@ const (
 	TypeNotSuspendable = "not_suspendable"
 	// TypeNotLost: a replace of a box its vendor still has (409).
 	TypeNotLost = "not_lost"
+	// TypeNoReplica: a replace of a lost box whose sessions no broker's
+	// replica holds (a box made without a broker, or one that keeps no
+	// replica) (409).
+	TypeNoReplica = "no_replica"
 	// TypeNoRouter: a resume needs the model Router's environment
 	// (TANGLE_ROUTER_URL, TANGLE_API_KEY), which the server lacks (503).
 	TypeNoRouter = "no_router"
@@ -100,6 +105,8 @@ func apiError(err error) *Error {
 		return errorf(http.StatusConflict, TypeBusy, err.Error())
 	case errors.Is(err, sandbox.ErrNotLost):
 		return errorf(http.StatusConflict, TypeNotLost, err.Error())
+	case errors.Is(err, broker.ErrNoReplica), errors.Is(err, broker.ErrUnknownBox):
+		return errorf(http.StatusConflict, TypeNoReplica, err.Error())
 	case errors.Is(err, vendors.ErrNotSuspendable):
 		return errorf(http.StatusConflict, TypeNotSuspendable, err.Error())
 	case errors.As(err, &noRouter):

@@ -24,6 +24,7 @@ import (
 	"github.com/tangle-network/boxctl/internal/goldentest"
 	"github.com/tangle-network/boxctl/provider"
 	"github.com/tangle-network/boxctl/provider/sandbox"
+	"github.com/tangle-network/boxctl/provider/sandbox/broker"
 	"github.com/tangle-network/boxctl/vendors"
 	"github.com/tangle-network/boxctl/vendors/boxmeta"
 	"github.com/tangle-network/boxctl/vendors/reaper"
@@ -560,6 +561,9 @@ func TestAPIError(t *testing.T) {
 		{&provider.IdentityMismatchError{Op: "environment.Run", Reason: "r"}, 409, TypeConflict},
 		{&provider.NotFoundError{Op: "session.Status"}, 404, TypeNotFound},
 		{&provider.ExpiredCursorError{Op: "session.Events"}, 410, TypeExpired},
+		{fmt.Errorf("replace: %w", sandbox.ErrNotLost), 409, TypeNotLost},
+		{fmt.Errorf("replace: %w", broker.ErrNoReplica), 409, TypeNoReplica},
+		{fmt.Errorf("replace: the replica's turns of box b: %w", &broker.APIError{Status: 404, Type: "not_found"}), 409, TypeNoReplica},
 		{errClosed, 503, TypeUnavailable},
 		{errors.New("dial tcp: refused"), 502, TypeUpstream},
 	}
