@@ -42,7 +42,7 @@ run:
 # OCI registry and npm registry; test artifacts go to $(ARTIFACTS).
 test: testbed
 	mkdir -p $(ARTIFACTS)
-	$(GO) test -race -timeout 50m -artifacts -outputdir $(ARTIFACTS) $(TESTFLAGS) ./...
+	$(GO) test -race -timeout 80m -artifacts -outputdir $(ARTIFACTS) $(TESTFLAGS) ./...
 	$(MAKE) fuzz
 
 # Each fuzz target runs FUZZTIME (one target per go test: -fuzz takes one).
