@@ -101,6 +101,14 @@ kube_bridge_up() {
 	if ! ip link show "$KUBE_CNI_BRIDGE" >/dev/null 2>&1; then
 		ip link add "$KUBE_CNI_BRIDGE" type bridge || die "making the bridge $KUBE_CNI_BRIDGE failed"
 	fi
+	# A bridge without an address of its own takes its lowest port's, and
+	# changes it as pods come and go: the pods' neighbour entries for the
+	# gateway then name an address nobody answers to, and their traffic to
+	# this node stalls until the entries expire (30 to 60 s). A set address
+	# stays.
+	if [[ $(cat "/sys/class/net/$KUBE_CNI_BRIDGE/addr_assign_type") != 3 ]]; then
+		ip link set "$KUBE_CNI_BRIDGE" address "$KUBE_CNI_BRIDGE_MAC" || die "setting the address of $KUBE_CNI_BRIDGE failed"
+	fi
 	sysctl -qw "net.ipv6.conf.$KUBE_CNI_BRIDGE.disable_ipv6=1" || die "turning IPv6 off on $KUBE_CNI_BRIDGE failed"
 	if [[ -z $(ip -4 -o addr show dev "$KUBE_CNI_BRIDGE" to "$KUBE_GATEWAY/32") ]]; then
 		ip addr add "$KUBE_GATEWAY/${KUBE_POD_SUBNET#*/}" dev "$KUBE_CNI_BRIDGE" || die "adding $KUBE_GATEWAY to $KUBE_CNI_BRIDGE failed"

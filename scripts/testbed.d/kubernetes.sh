@@ -21,6 +21,8 @@ KUBE_POD_SUBNET=10.244.0.0/24
 KUBE_SERVICE_CIDR=10.96.0.0/24
 KUBE_CNI_NET=boxctl-testbed
 KUBE_CNI_BRIDGE=boxctl-cni0
+# KUBE_CNI_BRIDGE_MAC: the bridge's own (locally administered) address.
+KUBE_CNI_BRIDGE_MAC=02:b0:c7:0a:f4:01
 KUBE_CNI_CONF=$KUBE/cni/net.d
 KUBE_CNI_IPAM=$KUBE/cni/ipam
 
