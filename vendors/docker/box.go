@@ -74,13 +74,21 @@ func (b *Box) Status(ctx context.Context) (vendors.Info, error) {
 	return b.v.withLifetime(ctx, info(c.ID, img, st, labels, created)), nil
 }
 
-// Endpoint returns the 127.0.0.1 address the engine published port on.
-// Ports are published on the engine host's loopback only, so an engine
-// on another machine is refused here rather than answered with an address
-// that reaches nothing.
+// Endpoint returns the 127.0.0.1 address the engine published port on,
+// or (WithDirectPorts) the box's address with port. Ports are published
+// on the engine host's loopback only, so an engine on another machine is
+// refused here rather than answered with an address that reaches
+// nothing.
 func (b *Box) Endpoint(ctx context.Context, port int) (vendors.Endpoint, error) {
 	if err := b.v.localEngine(); err != nil {
 		return vendors.Endpoint{}, err
+	}
+	if b.v.opts.direct {
+		addr, err := b.Address(ctx)
+		if err != nil {
+			return vendors.Endpoint{}, fmt.Errorf("docker: endpoint: %w", err)
+		}
+		return vendors.Endpoint{URL: "http://" + netip.AddrPortFrom(addr, uint16(port)).String()}, nil
 	}
 	c, err := b.v.cli.ContainerInspect(ctx, b.id)
 	if err != nil {

@@ -12,7 +12,7 @@
 // boxctl's own (DefaultNetwork) on which containers cannot reach each
 // other (inter-container traffic is off); the host reaches a box only
 // through the ports it exposes, published on 127.0.0.1 on ephemeral host
-// ports.
+// ports, or (WithDirectPorts) at the box's address on that network.
 //
 // # Jails in boxes
 //

@@ -26,11 +26,11 @@ import (
 	"github.com/tangle-network/boxctl/vendors/vendortest"
 )
 
-func newVendor(t *testing.T) (*Vendor, string) {
+func newVendor(t *testing.T, opts ...Option) (*Vendor, string) {
 	t.Helper()
 	env := testbed.Require(t)
 	img := boxtest.Image(t, boxtest.Options{})
-	v, err := New(WithHost(env.DockerHost), WithNetwork("boxctl-test"))
+	v, err := New(append([]Option{WithHost(env.DockerHost), WithNetwork("boxctl-test")}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,9 +156,24 @@ func TestVendor_ForkBombHitsPidsLimit(t *testing.T) {
 	}
 }
 
+// TestVendor_BoxesCannotReachEachOther checks, with ports published and
+// direct, that a box's port answers this machine at its endpoint and no
+// other box.
 func TestVendor_BoxesCannotReachEachOther(t *testing.T) {
 	t.Parallel()
-	v, img := newVendor(t)
+	for _, tt := range []struct {
+		name string
+		opts []Option
+	}{{"published", nil}, {"direct", []Option{WithDirectPorts()}}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			boxesCannotReachEachOther(t, len(tt.opts) > 0, tt.opts...)
+		})
+	}
+}
+
+func boxesCannotReachEachOther(t *testing.T, direct bool, opts ...Option) {
+	v, img := newVendor(t, opts...)
 	server := create(t, v, vendors.CreateSpec{Image: img, Ports: []int{8080}})
 	client := create(t, v, vendors.CreateSpec{Image: img})
 	if _, err := server.Spawn(t.Context(), vendors.SpawnSpec{Command: []string{"node", "-e",
@@ -173,6 +188,12 @@ func TestVendor_BoxesCannotReachEachOther(t *testing.T) {
 	ep, err := server.Endpoint(t.Context(), 8080)
 	if err != nil {
 		t.Fatal(err)
+	}
+	switch published := len(c.HostConfig.PortBindings) > 0; {
+	case direct && (published || ep.URL != "http://"+ip+":8080"):
+		t.Errorf("direct ports: endpoint %s, bindings %v; want http://%s:8080 and none", ep.URL, c.HostConfig.PortBindings, ip)
+	case !direct && (!published || !strings.HasPrefix(ep.URL, "http://127.0.0.1:")):
+		t.Errorf("published ports: endpoint %s, bindings %v; want one on 127.0.0.1", ep.URL, c.HostConfig.PortBindings)
 	}
 	polltest.Until(t, 30*time.Second, "the server box to answer its host", func() bool {
 		resp, err := http.Get(ep.URL)

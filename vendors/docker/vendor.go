@@ -52,6 +52,8 @@ type Vendor struct {
 
 	netMu sync.Mutex
 	netID string
+	// directOK is set once checkDirect found the boxes' network local.
+	directOK bool
 	// runtimes are the runtimes the engine was seen to have.
 	runtimes sync.Map
 	// inits are the image digests checkInit passed; initFlight shares
@@ -75,6 +77,7 @@ type options struct {
 	logger    *slog.Logger
 	pull      bool
 	noJails   bool
+	direct    bool
 }
 
 // WithHost sets the engine address (unix:///..., tcp://...). Default:
@@ -118,6 +121,17 @@ func WithoutPull() Option { return func(o *options) { o.pull = false } }
 // Default: boxes run under the jail profile (see the package
 // documentation), and jailed turns work in them.
 func WithoutJails() Option { return func(o *options) { o.noJails = true } }
+
+// WithDirectPorts reaches a box's ports at its address on the boxes'
+// network instead of publishing them on the engine host's loopback: a box
+// then has no port mapping, no proxy process and no NAT rules, which the
+// engine makes one box at a time and a burst of creates waits on. It
+// needs the engine in this machine's network namespace (a rootful engine
+// on Linux: not Docker Desktop, not a rootless engine); Create refuses
+// when the boxes' network is not a network of this machine's. Other
+// boxes still cannot reach the ports (the network keeps inter-container
+// traffic off). Default: ports are published on 127.0.0.1.
+func WithDirectPorts() Option { return func(o *options) { o.direct = true } }
 
 func makeOptions(opts []Option) options {
 	defaults := vendors.Resources{CPUs: DefaultCPUs, MemoryBytes: DefaultMemory, Pids: DefaultPids}
@@ -195,6 +209,42 @@ func (v *Vendor) HostAddress(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("docker: network %s has no IPv4 gateway", v.opts.network)
 }
 
+// checkDirect refuses WithDirectPorts where this machine cannot reach the
+// boxes' addresses: an engine elsewhere, or a network whose gateway is
+// no address of this machine's (Docker Desktop's VM, a rootless engine's
+// namespace).
+func (v *Vendor) checkDirect(ctx context.Context) error {
+	if !v.opts.direct {
+		return nil
+	}
+	v.netMu.Lock()
+	ok := v.directOK
+	v.netMu.Unlock()
+	if ok {
+		return nil
+	}
+	if err := v.localEngine(); err != nil {
+		return err
+	}
+	gw, err := v.HostAddress(ctx)
+	if err != nil {
+		return err
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return fmt.Errorf("docker: direct ports: this machine's addresses: %w", err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.String() == gw {
+			v.netMu.Lock()
+			v.directOK = true
+			v.netMu.Unlock()
+			return nil
+		}
+	}
+	return fmt.Errorf("docker: direct ports: the boxes' network %s (gateway %s) is not a network of this machine's: publish the ports instead", v.opts.network, gw)
+}
+
 // iccOption turns inter-container traffic off on a bridge network.
 const iccOption = "com.docker.network.bridge.enable_icc"
 
@@ -261,6 +311,9 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	if err := v.ensureNetwork(ctx); err != nil {
 		return nil, err
 	}
+	if err := v.checkDirect(ctx); err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	labels := vendors.Labels(spec, now, v.opts.version)
 	deadline := labels[boxmeta.LabelDeadline]
@@ -276,7 +329,9 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	for _, p := range spec.Ports {
 		port := nat.Port(strconv.Itoa(p) + "/tcp")
 		exposed[port] = struct{}{}
-		bindings[port] = []nat.PortBinding{{HostIP: "127.0.0.1"}}
+		if !v.opts.direct {
+			bindings[port] = []nat.PortBinding{{HostIP: "127.0.0.1"}}
+		}
 	}
 	runtime, err := v.runtime(ctx, spec)
 	if err != nil {

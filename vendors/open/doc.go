@@ -5,7 +5,9 @@
 //
 // The environment each vendor reads:
 //
-//	docker      DOCKER_HOST and the Docker client's usual variables
+//	docker      DOCKER_HOST and the Docker client's usual variables, and
+//	            BOXCTL_DOCKER_PORTS (published, the default, or direct: a
+//	            box's ports at its address, docker.WithDirectPorts)
 //	e2b         E2B_API_KEY (required; never printed), E2B_API_URL (default
 //	            https://api.$E2B_DOMAIN), E2B_DOMAIN (default e2b.app),
 //	            BOXCTL_E2B_DIAL (host:port every request for the domain

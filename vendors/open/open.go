@@ -33,6 +33,10 @@ const (
 	// EnvDaytonaTarget is the region the official SDKs create sandboxes in.
 	EnvDaytonaTarget = "DAYTONA_TARGET"
 	EnvKubeContext   = "BOXCTL_KUBE_CONTEXT"
+	// EnvDockerPorts is how boxctl reaches a Docker box's ports:
+	// "published" (the default: on the engine host's loopback) or
+	// "direct" (at the box's address: docker.WithDirectPorts).
+	EnvDockerPorts   = "BOXCTL_DOCKER_PORTS"
 	EnvKubeNamespace = "BOXCTL_KUBE_NAMESPACE"
 	EnvKubePool      = "BOXCTL_KUBE_POOL"
 	EnvKubeHost      = "BOXCTL_KUBE_HOST_ADDRESS"
@@ -121,12 +125,26 @@ func Vendor(target string, o Options) (Closer, error) {
 	case kubernetes.Name:
 		v, err = Kubernetes(o)
 	default:
-		v, err = docker.New(docker.WithLogger(o.normalize().Logger))
+		v, err = Docker(o)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return v, nil
+}
+
+// Docker opens the local Docker engine (DOCKER_HOST, else its socket).
+func Docker(o Options) (*docker.Vendor, error) {
+	o = o.normalize()
+	opts := []docker.Option{docker.WithLogger(o.Logger)}
+	switch p := o.Getenv(EnvDockerPorts); p {
+	case "", "published":
+	case "direct":
+		opts = append(opts, docker.WithDirectPorts())
+	default:
+		return nil, configErrorf("%s=%q: ports are published or direct", EnvDockerPorts, p)
+	}
+	return docker.New(opts...)
 }
 
 // E2B opens the E2B client, which also publishes templates.

@@ -13,6 +13,9 @@ func TestVendor(t *testing.T) {
 		wantErr      bool // a *ConfigError
 	}{
 		{"docker", "docker", nil, false},
+		{"docker, ports published", "docker", map[string]string{open.EnvDockerPorts: "published"}, false},
+		{"docker, ports direct", "docker", map[string]string{open.EnvDockerPorts: "direct"}, false},
+		{"docker, ports unknown", "docker", map[string]string{open.EnvDockerPorts: "nat"}, true},
 		{"unknown", "lambda", nil, true},
 		{"e2b without key", "e2b", nil, true},
 		{"e2b", "e2b", map[string]string{open.EnvE2BKey: "k", open.EnvE2BURL: "http://127.0.0.1:1", open.EnvE2BDial: "127.0.0.1:1"}, false},
