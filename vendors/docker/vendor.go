@@ -242,7 +242,7 @@ func (v *Vendor) checkDirect(ctx context.Context) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("docker: direct ports: the boxes' network %s (gateway %s) is not a network of this machine's: publish the ports instead", v.opts.network, gw)
+	return fmt.Errorf("docker: direct ports: the boxes' network %s (gateway %s) is not a network of this machine's: publish the ports instead (no WithDirectPorts; BOXCTL_DOCKER_PORTS=published)", v.opts.network, gw)
 }
 
 // iccOption turns inter-container traffic off on a bridge network.
