@@ -32,6 +32,12 @@ type Adapter interface {
 	NewParser() Parser
 }
 
+// VersionEnv is an Adapter whose `<bin> --version` (the health probe)
+// runs with variables of its own, added to the probe's environment.
+type VersionEnv interface {
+	VersionEnv() []string
+}
+
 // Parser turns a harness's stdout lines into events.
 type Parser interface {
 	// Line parses one output line (without its newline) into zero or

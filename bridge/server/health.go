@@ -8,21 +8,39 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/tangle-network/boxctl/bridge/engine"
+	"github.com/tangle-network/boxctl/bridge/harness"
 	"github.com/tangle-network/boxctl/bridge/wire"
 )
 
 // healthCache probes backends with `<bin> --version` and keeps ready
-// verdicts for a while; other verdicts are never cached.
+// verdicts for a while; other verdicts are never reused.
+//
+// A probe runs on its own, bounded by ProbeTimeout alone: a caller that
+// stops waiting (a health check whose client timed out) leaves it running,
+// and the next caller joins it. Were a probe bound to its request, a
+// harness slower to start than the clients' timeout (Gemini CLI on a loaded
+// box) would be killed at every poll and never reported ready. A ready
+// verdict older than HealthTTL is still answered while the probe that
+// refreshes it runs, up to ProbeTimeout more, so a turn or an idle-clock
+// read never waits on a refresh of a harness that was ready.
 type healthCache struct {
-	opts Options
-	mu   sync.Mutex // serialises probes, so a burst of requests probes once
-	last map[*engine.Backend]wire.BackendHealth
-	at   map[*engine.Backend]time.Time
+	opts     Options
+	mu       sync.Mutex
+	last     map[*engine.Backend]wire.BackendHealth
+	at       map[*engine.Backend]time.Time
+	inflight map[*engine.Backend]*probeCall
+}
+
+// probeCall is one probe under way; res is set when done is closed.
+type probeCall struct {
+	done chan struct{}
+	res  wire.BackendHealth
 }
 
 func newHealthCache(opts Options) *healthCache {
@@ -33,21 +51,52 @@ func newHealthCache(opts Options) *healthCache {
 			}
 		}
 	}
-	return &healthCache{opts: opts, last: map[*engine.Backend]wire.BackendHealth{}, at: map[*engine.Backend]time.Time{}}
+	return &healthCache{opts: opts, last: map[*engine.Backend]wire.BackendHealth{}, at: map[*engine.Backend]time.Time{},
+		inflight: map[*engine.Backend]*probeCall{}}
 }
 
+// probe returns b's verdict: a ready one younger than HealthTTL unless
+// force, else that of a probe, started or joined. A caller whose ctx ends
+// first gets an error verdict; the probe goes on.
 func (h *healthCache) probe(ctx context.Context, b *engine.Backend, force bool) wire.BackendHealth {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if last, ok := h.last[b]; ok && !force && last.State == wire.BackendReady && time.Since(h.at[b]) < h.opts.HealthTTL {
+	last, ok := h.last[b]
+	age := time.Since(h.at[b])
+	if ok && !force && last.State == wire.BackendReady && age < h.opts.HealthTTL {
+		h.mu.Unlock()
 		last.Cached = true
 		return last
 	}
+	call := h.inflight[b]
+	if call == nil {
+		call = &probeCall{done: make(chan struct{})}
+		h.inflight[b] = call
+		go h.run(context.WithoutCancel(ctx), b, call)
+	}
+	h.mu.Unlock()
+	if ok && !force && last.State == wire.BackendReady && age < h.opts.HealthTTL+h.opts.ProbeTimeout {
+		last.Cached = true
+		return last
+	}
+	select {
+	case <-call.done:
+		return call.res
+	case <-ctx.Done():
+		return wire.BackendHealth{Name: b.Adapter.Name(), State: wire.BackendError, ProbedAt: time.Now().UnixMilli(),
+			Detail: fmt.Sprintf("%s --version still running when the request ended: %v", b.Bin, context.Cause(ctx))}
+	}
+}
+
+// run probes b once, within ProbeTimeout, and records the verdict.
+func (h *healthCache) run(ctx context.Context, b *engine.Backend, call *probeCall) {
 	ctx, cancel := context.WithTimeout(ctx, h.opts.ProbeTimeout)
 	defer cancel()
 	res := wire.BackendHealth{Name: b.Adapter.Name(), ProbedAt: time.Now().UnixMilli()}
 	cmd := exec.CommandContext(ctx, b.Bin, "--version")
 	cmd.Env = h.opts.ProbeEnv
+	if v, ok := b.Adapter.(harness.VersionEnv); ok {
+		cmd.Env = append(slices.Clone(cmd.Env), v.VersionEnv()...)
+	}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	cmd.WaitDelay = time.Second
@@ -71,8 +120,12 @@ func (h *healthCache) probe(ctx context.Context, b *engine.Backend, force bool) 
 		res.State = wire.BackendUnavailable
 		res.Detail = fmt.Sprintf("cannot start %s: %v", b.Bin, err)
 	}
+	h.mu.Lock()
 	h.last[b], h.at[b] = res, time.Now()
-	return res
+	delete(h.inflight, b)
+	call.res = res
+	h.mu.Unlock()
+	close(call.done)
 }
 
 // ProbeBackends probes every backend as GET /health does, so that a

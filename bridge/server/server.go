@@ -61,7 +61,9 @@ type Options struct {
 	// wait for the client to take it; a client that stopped reading is
 	// dropped after it (default 30 s).
 	StreamWriteTimeout time.Duration
-	// HealthTTL is how long a ready probe verdict is reused (default 30 s).
+	// HealthTTL is how long a ready probe verdict is reused (default 30 s);
+	// past it, the verdict is still answered while the probe refreshing it
+	// runs, for up to ProbeTimeout more.
 	HealthTTL time.Duration
 	// ProbeTimeout bounds one `<bin> --version` probe (default 30 s: on
 	// a loaded 2-core box the first start of opencode or Gemini CLI takes

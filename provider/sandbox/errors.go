@@ -38,13 +38,18 @@ type NotReadyError struct {
 	Backend string
 	Timeout time.Duration
 	// Last is the last state seen ("" when /health never answered) and
-	// Detail the bridge's reason.
-	Last, Detail string
+	// Detail the bridge's reason; Probe is why the last GET /health got
+	// no answer, when it got none.
+	Last, Detail, Probe string
 }
 
 func (e *NotReadyError) Error() string {
 	if e.Last == "" {
-		return fmt.Sprintf("bridge did not answer /health within %v", e.Timeout)
+		msg := fmt.Sprintf("bridge did not answer /health within %v", e.Timeout)
+		if e.Probe != "" {
+			msg += " (last attempt: " + e.Probe + ")"
+		}
+		return msg
 	}
 	msg := fmt.Sprintf("backend %s was %s, not ready, after %v", e.Backend, e.Last, e.Timeout)
 	if e.Detail != "" {

@@ -34,14 +34,18 @@ func (w healthWait) WaitUntilReady(ctx context.Context, exited <-chan error) (wi
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var last wire.BackendHealth
+	var probeErr string
 	for {
 		h, err := w.probe(ctx)
 		var crash *BridgeCrashLoopError
 		if errors.As(err, &crash) {
 			return h, err
 		}
+		if err != nil && ctx.Err() == nil {
+			probeErr = err.Error()
+		}
 		if err == nil {
-			last = h
+			last, probeErr = h, ""
 			if h.State == wire.BackendReady {
 				return h, nil
 			}
@@ -51,7 +55,7 @@ func (w healthWait) WaitUntilReady(ctx context.Context, exited <-chan error) (wi
 			return last, err
 		case <-ctx.Done():
 			if errors.Is(context.Cause(ctx), errNotReadyInTime) {
-				return last, &NotReadyError{Backend: w.Backend, Timeout: w.Timeout, Last: last.State, Detail: last.Detail}
+				return last, &NotReadyError{Backend: w.Backend, Timeout: w.Timeout, Last: last.State, Detail: last.Detail, Probe: probeErr}
 			}
 			return last, context.Cause(ctx)
 		case <-tick.C:

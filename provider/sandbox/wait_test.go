@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,5 +29,22 @@ func TestHealthWait_CrashLoop(t *testing.T) {
 	var ce *BridgeCrashLoopError
 	if !errors.As(err, &ce) || !errors.Is(err, ErrBridgeCrashLoop) || ce.Detail != detail {
 		t.Errorf("WaitUntilReady = %v, want a *BridgeCrashLoopError with the supervisor's reason", err)
+	}
+}
+
+// TestHealthWait_NoAnswer checks that a bridge whose /health never
+// answers ends the wait at its timeout with why the last attempt failed.
+func TestHealthWait_NoAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = w.Write([]byte("no bridge behind this port"))
+	}))
+	defer srv.Close()
+	w := healthWait{URL: srv.URL, Client: srv.Client(), Backend: "claude-code", Timeout: 200 * time.Millisecond, Interval: 10 * time.Millisecond}
+	_, err := w.WaitUntilReady(t.Context(), nil)
+	var nr *NotReadyError
+	if !errors.As(err, &nr) || !errors.Is(err, ErrNotReady) || nr.Last != "" ||
+		!strings.Contains(err.Error(), "last attempt: GET /health: 502 no bridge behind this port") {
+		t.Errorf("WaitUntilReady = %v, want a *NotReadyError naming the last attempt's answer", err)
 	}
 }

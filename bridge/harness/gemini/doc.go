@@ -14,7 +14,9 @@
 // takes no system prompt to append to, so system messages go before the
 // prompt in a <system> block; it has no flag for the request's effort.
 // Inherited GEMINI_*, GOOGLE_GEMINI_*, GOOGLE_GENAI_* and GOOGLE_API_KEY
-// variables are dropped.
+// variables are dropped. GEMINI_CLI_NO_RELAUNCH keeps the CLI (and its
+// `--version` probe) in one process instead of a parent that starts a
+// second one with a larger heap.
 //
 // Parser: `init` names the session; assistant `message` deltas become
 // text; `tool_use` and `tool_result` become a tool call and its result;

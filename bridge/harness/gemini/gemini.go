@@ -69,6 +69,15 @@ func (Adapter) Command(t harness.Turn) (harness.Command, error) {
 	return harness.Command{Path: t.Bin, Args: args, Env: Env(t), Dir: t.Cwd, Stdin: []byte(prompt), Files: files}, nil
 }
 
+// noRelaunch keeps the CLI in one process. Without it the CLI starts a
+// second Node.js process with a larger heap and waits on it, ignoring
+// SIGINT, SIGTERM and SIGHUP: two starts of a large bundle (about 2.5x
+// the time of `--version`) and a parent that outlives a polite stop.
+const noRelaunch = "GEMINI_CLI_NO_RELAUNCH"
+
+// VersionEnv starts the probe's CLI in one process (noRelaunch).
+func (Adapter) VersionEnv() []string { return []string{noRelaunch + "=true"} }
+
 // Env is the environment of a turn: the inherited one without Gemini and
 // Google AI variables when the router is used, the caller's extras, then
 // the state directory, the router and the CLI's headless settings.
@@ -76,6 +85,7 @@ func Env(t harness.Turn) []string {
 	set := map[string]string{
 		"GEMINI_CLI_HOME":            t.StateDir,
 		"GEMINI_CLI_TRUST_WORKSPACE": "true",
+		noRelaunch:                   "true",
 	}
 	drop := func(string) bool { return false }
 	if t.RouterURL != "" {
