@@ -123,21 +123,26 @@ func (b *Box) waitReady(ctx context.Context) error {
 		if done, err := w.sandbox(sb); done {
 			return err
 		}
-		podRV := ""
-		switch pod, err := pods.Get(ctx, b.pod, metav1.GetOptions{}); {
-		case err == nil:
-			if err := w.pod(pod); err != nil {
+		// A list, not a get: the watch then starts at the list's version
+		// even when there is no pod yet. A watch from no version would
+		// start from the API server's cache, which may still hold the pod
+		// a suspend just saw deleted.
+		byName := metav1.ListOptions{FieldSelector: "metadata.name=" + b.pod}
+		list, err := pods.List(ctx, byName)
+		if err != nil {
+			return w.fail(ctx, err)
+		}
+		for i := range list.Items {
+			if err := w.pod(&list.Items[i]); err != nil {
 				return err
 			}
-			podRV = pod.ResourceVersion
-		case !apierrors.IsNotFound(err):
-			return w.fail(ctx, err)
 		}
 		sw, err := sbs.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + b.id, ResourceVersion: sb.ResourceVersion})
 		if err != nil {
 			return w.fail(ctx, err)
 		}
-		pw, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + b.pod, ResourceVersion: podRV})
+		byName.ResourceVersion = list.ResourceVersion
+		pw, err := pods.Watch(ctx, byName)
 		if err != nil {
 			sw.Stop()
 			return w.fail(ctx, err)
@@ -216,7 +221,13 @@ func (w *readyWait) sandbox(sb *agentsv1.Sandbox) (bool, error) {
 }
 
 // pod fails a pod that cannot become ready, and notes why one is not yet.
+// A pod being deleted is not the one to wait for: it is the pod of before
+// a suspend (the controller makes a new one after it), or one the Sandbox
+// will report on.
 func (w *readyWait) pod(pod *corev1.Pod) error {
+	if pod.DeletionTimestamp != nil {
+		return nil
+	}
 	if err := podFailure(w.b.id, pod); err != nil {
 		return err
 	}
