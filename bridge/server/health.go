@@ -26,9 +26,10 @@ import (
 // and the next caller joins it. Were a probe bound to its request, a
 // harness slower to start than the clients' timeout (Gemini CLI on a loaded
 // box) would be killed at every poll and never reported ready. A ready
-// verdict older than HealthTTL is still answered while the probe that
-// refreshes it runs, up to ProbeTimeout more, so a turn or an idle-clock
-// read never waits on a refresh of a harness that was ready.
+// verdict older than HealthTTL is still answered (cached, with the time it
+// was probed) while the probe that refreshes it runs, so a turn or an
+// idle-clock read never waits on a refresh of a harness that was ready;
+// force waits for a fresh verdict.
 type healthCache struct {
 	opts     Options
 	mu       sync.Mutex
@@ -74,7 +75,7 @@ func (h *healthCache) probe(ctx context.Context, b *engine.Backend, force bool) 
 		go h.run(context.WithoutCancel(ctx), b, call)
 	}
 	h.mu.Unlock()
-	if ok && !force && last.State == wire.BackendReady && age < h.opts.HealthTTL+h.opts.ProbeTimeout {
+	if ok && !force && last.State == wire.BackendReady {
 		last.Cached = true
 		return last
 	}

@@ -63,7 +63,7 @@ type Options struct {
 	StreamWriteTimeout time.Duration
 	// HealthTTL is how long a ready probe verdict is reused (default 30 s);
 	// past it, the verdict is still answered while the probe refreshing it
-	// runs, for up to ProbeTimeout more.
+	// runs.
 	HealthTTL time.Duration
 	// ProbeTimeout bounds one `<bin> --version` probe (default 30 s: on
 	// a loaded 2-core box the first start of opencode or Gemini CLI takes
