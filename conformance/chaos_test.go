@@ -18,8 +18,16 @@ var (
 	chaosLanes  = flag.Int("chaos-lanes", 2, "turns streaming at once in each chaos case of TestChaos_Live")
 )
 
+// boxFaults are the chaos cases whose faults act on the box or its vendor.
+// The others (a cut or idle connection, a replaced caller, and their mix)
+// act between the client and the bridge's endpoint, the same HTTP on every
+// vendor: Docker runs them.
+var boxFaults = []string{"chaos." + conformance.FaultKill, "chaos." + conformance.FaultVendor,
+	"chaos." + conformance.FaultSuspend, "chaos." + conformance.FaultBoxLost}
+
 // TestChaos_Live runs the chaos family on every target for Claude Code
-// (small by default; -chaos-faults N for the full size) and checks that
+// (boxFaults but on Docker; small by default, -chaos-faults N for the
+// full size) and checks that
 // every case passed with its figures clean: faults injected, no event lost
 // or repeated, every run terminal.
 func TestChaos_Live(t *testing.T) {
@@ -29,8 +37,11 @@ func TestChaos_Live(t *testing.T) {
 		t.Run(tg.name, func(t *testing.T) {
 			target := tg.make(t, w, boxtest.Options{Harnesses: allHarnesses})
 			var cases []string
-			if *chaosRun != "" {
+			switch {
+			case *chaosRun != "":
 				cases = strings.Split(*chaosRun, ",")
+			case tg.name != "docker":
+				cases = boxFaults
 			}
 			want, err := conformance.SelectFrom(conformance.Catalogue(true), cases)
 			if err != nil {
