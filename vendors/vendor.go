@@ -218,6 +218,15 @@ type Addressed interface {
 	Address(ctx context.Context) (netip.Addr, error)
 }
 
+// Deadlined is a box whose handle knows the deadline its vendor set when
+// the handle was made (by a create): a caller that needs only the
+// deadline asks no Status of the vendor.
+type Deadlined interface {
+	// KnownDeadline returns that deadline; false when the handle does
+	// not know it (a Connect).
+	KnownDeadline() (time.Time, bool)
+}
+
 // EgressEnforcer is a vendor that enforces a box's egress policy itself,
 // outside the box, with rules of its own (E2B's network rules, Daytona's
 // allow list): boxctl runs no gate for its boxes, and tells it what the

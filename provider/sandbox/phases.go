@@ -33,8 +33,10 @@ const (
 	PhaseHealth   = "health"
 	PhasePins     = "pins"
 	PhaseClone    = "clone"
-	PhaseStatus   = "status"
-	PhaseAttach   = "attach"
+	// PhaseStatus reads the box's deadline from its vendor, when the
+	// box's handle does not know it (vendors.Deadlined).
+	PhaseStatus = "status"
+	PhaseAttach = "attach"
 )
 
 // Phase is one step of a Create and how long it took.

@@ -264,19 +264,34 @@ func (p *Provider) boot(ctx context.Context, t *timeline, box vendors.Box, req C
 			return nil, err
 		}
 	}
+	deadline, err := boxDeadline(ctx, t, box)
+	if err != nil {
+		return nil, err
+	}
+	ref := Reference{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Endpoint: ep.URL, Bearer: bearer, Harness: h.Name,
+		Profile: req.Profile, Env: req.Env, Metadata: req.Metadata, RunTag: spec.RunTag, Deadline: deadline,
+		EnvironmentKey: "box-" + strings.ToLower(newSecret()[:24])}
+	pctx, end := t.start(ctx, PhaseAttach)
+	e, err := p.attach(pctx, box, ep, ref, h)
+	end(err)
+	return e, err
+}
+
+// boxDeadline is the deadline of a box just made: the one its handle
+// knows (vendors.Deadlined), else its Status's (PhaseStatus).
+func boxDeadline(ctx context.Context, t *timeline, box vendors.Box) (time.Time, error) {
+	if d, ok := box.(vendors.Deadlined); ok {
+		if at, ok := d.KnownDeadline(); ok {
+			return at, nil
+		}
+	}
 	pctx, end := t.start(ctx, PhaseStatus)
 	info, err := box.Status(pctx)
 	end(err)
 	if err != nil {
-		return nil, fmt.Errorf("box status: %w", err)
+		return time.Time{}, fmt.Errorf("box status: %w", err)
 	}
-	ref := Reference{Vendor: p.o.Vendor.Name(), BoxID: box.ID(), Endpoint: ep.URL, Bearer: bearer, Harness: h.Name,
-		Profile: req.Profile, Env: req.Env, Metadata: req.Metadata, RunTag: spec.RunTag, Deadline: info.Deadline,
-		EnvironmentKey: "box-" + strings.ToLower(newSecret()[:24])}
-	pctx, end = t.start(ctx, PhaseAttach)
-	e, err := p.attach(pctx, box, ep, ref, h)
-	end(err)
-	return e, err
+	return info.Deadline, nil
 }
 
 // startBridge starts the bridge in box with a new bearer and model access

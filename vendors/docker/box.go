@@ -28,12 +28,18 @@ type Box struct {
 	procLayer // Spawn, Process, Read and Write
 	v         *Vendor
 	id        string
+	// deadline is the one Create set (zero on a Connect).
+	deadline time.Time
 }
 
 var (
 	_ vendors.Box       = (*Box)(nil)
 	_ vendors.Addressed = (*Box)(nil)
+	_ vendors.Deadlined = (*Box)(nil)
 )
+
+// KnownDeadline returns the deadline Create set. See vendors.Deadlined.
+func (b *Box) KnownDeadline() (time.Time, bool) { return b.deadline, !b.deadline.IsZero() }
 
 // Address returns the container's address on the boxes' network, where
 // its traffic to HostAddress comes from.

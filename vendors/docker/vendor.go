@@ -383,6 +383,7 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		return nil, fmt.Errorf("docker: create box from %s: %w", spec.Image, v.mapErr(err, ""))
 	}
 	b := v.newBox(created.ID)
+	b.deadline, _ = boxmeta.ParseDeadline(deadline)
 	v.opts.logger.Debug("docker box created", "id", created.ID[:12], "run", spec.RunTag, "deadline", deadline)
 	fail := func(err error) (vendors.Box, error) {
 		return nil, vendors.Discard(ctx, Name, created.ID, b.Destroy, err)
@@ -402,16 +403,17 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 		}
 		return box, err
 	}
-	info, err := b.Status(ctx)
-	if errors.Is(err, vendors.ErrNotFound) {
+	// Its state only: the lifetime file was just written.
+	c, err := v.cli.ContainerInspect(ctx, created.ID)
+	if err := v.mapErr(err, created.ID); errors.Is(err, vendors.ErrNotFound) {
 		// Auto-remove took it: its init ended at once.
 		return nil, fmt.Errorf("docker: box from %s ended right after its start (its init exited; the image must run box-init)", spec.Image)
 	}
 	if err != nil {
-		return fail(fmt.Errorf("docker: start box: %w", err))
+		return fail(fmt.Errorf("docker: start box: %w", v.mapErr(err, created.ID)))
 	}
-	if info.State != vendors.StateRunning {
-		return fail(fmt.Errorf("docker: box %s is %s right after its start", created.ID[:12], info.State))
+	if st := stateOf(stateName(c)); st != vendors.StateRunning {
+		return fail(fmt.Errorf("docker: box %s is %s right after its start", created.ID[:12], st))
 	}
 	return b, nil
 }
@@ -519,6 +521,14 @@ func info(id, img string, st vendors.State, labels map[string]string, created ti
 		i.Deadline = d
 	}
 	return i
+}
+
+// stateName is the engine's state of c ("" when it gave none).
+func stateName(c container.InspectResponse) string {
+	if c.State == nil {
+		return ""
+	}
+	return c.State.Status
 }
 
 func stateOf(s string) vendors.State {

@@ -210,6 +210,11 @@ func testStatus(t *testing.T, c Config, box vendors.Box) {
 	if left <= 0 || left > 10*time.Minute+2*time.Second {
 		t.Errorf("deadline %v is %v away, want within the 10m lifetime", info.Deadline, left)
 	}
+	if d, ok := box.(vendors.Deadlined); ok {
+		if at, known := d.KnownDeadline(); known && !at.Equal(info.Deadline) {
+			t.Errorf("KnownDeadline = %v, want the deadline Status reads, %v", at, info.Deadline)
+		}
+	}
 	for _, k := range []string{boxmeta.LabelManaged, boxmeta.LabelRunTag, boxmeta.LabelDeadline, boxmeta.LabelVersion} {
 		if info.Labels[k] == "" {
 			t.Errorf("label %s missing: %v", k, info.Labels)
