@@ -56,8 +56,9 @@ func newHealthCache(opts Options) *healthCache {
 		inflight: map[*engine.Backend]*probeCall{}}
 }
 
-// probe returns b's verdict: a ready one younger than HealthTTL unless
-// force, else that of a probe, started or joined. A caller whose ctx ends
+// probe returns b's verdict. Unless force: a ready one younger than
+// HealthTTL; else, while a probe refreshes it, the last ready one.
+// Otherwise that of a probe, started or joined. A caller whose ctx ends
 // first gets an error verdict; the probe goes on.
 func (h *healthCache) probe(ctx context.Context, b *engine.Backend, force bool) wire.BackendHealth {
 	h.mu.Lock()
