@@ -169,14 +169,19 @@ func (b *bencher) takePhases() map[string]float64 {
 	return out
 }
 
-// standbys boots n standby boxes, a few at a time (untimed).
+// standbys boots n standby boxes, a few at a time (untimed). A box may
+// wait twice the lifetime for its claim: the whole pool phase, whose boot
+// of a hundred boxes can take longer than a lifetime on a small machine (a
+// claim asking more than its standby box has left is refused), while the
+// standby box's own lifetime (that and the claim's) stays within an hour
+// for the default lifetime, the most E2B's base tier grants.
 func (b *bencher) standbys(ctx context.Context, n int) ([]sandbox.StandbyRecord, error) {
 	recs := make([]sandbox.StandbyRecord, n)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(runtime.NumCPU(), 4))
 	for i := range recs {
 		g.Go(func() (err error) {
-			recs[i], err = b.p.Standby(gctx, sandbox.StandbySpec{Harness: b.o.Harness, Pool: "bench", MaxAge: b.o.Lifetime})
+			recs[i], err = b.p.Standby(gctx, sandbox.StandbySpec{Harness: b.o.Harness, Pool: "bench", MaxAge: 2 * b.o.Lifetime})
 			return err
 		})
 	}
