@@ -405,12 +405,13 @@ func (v *Vendor) Create(ctx context.Context, spec vendors.CreateSpec) (vendors.B
 	}
 	// Its state only: the lifetime file was just written.
 	c, err := v.cli.ContainerInspect(ctx, created.ID)
-	if err := v.mapErr(err, created.ID); errors.Is(err, vendors.ErrNotFound) {
+	err = v.mapErr(err, created.ID)
+	if errors.Is(err, vendors.ErrNotFound) {
 		// Auto-remove took it: its init ended at once.
 		return nil, fmt.Errorf("docker: box from %s ended right after its start (its init exited; the image must run box-init)", spec.Image)
 	}
 	if err != nil {
-		return fail(fmt.Errorf("docker: start box: %w", v.mapErr(err, created.ID)))
+		return fail(fmt.Errorf("docker: start box: %w", err))
 	}
 	if st := stateOf(stateName(c)); st != vendors.StateRunning {
 		return fail(fmt.Errorf("docker: box %s is %s right after its start", created.ID[:12], st))
