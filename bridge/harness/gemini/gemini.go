@@ -71,8 +71,8 @@ func (Adapter) Command(t harness.Turn) (harness.Command, error) {
 
 // noRelaunch keeps the CLI in one process. Without it the CLI starts a
 // second Node.js process with a larger heap and waits on it, ignoring
-// SIGINT, SIGTERM and SIGHUP: two starts of a large bundle (about 2.5x
-// the time of `--version`) and a parent that outlives a polite stop.
+// SIGINT, SIGTERM and SIGHUP: two starts of a large bundle (`--version`
+// takes 2.5 times as long) and a parent that outlives a polite stop.
 const noRelaunch = "GEMINI_CLI_NO_RELAUNCH"
 
 // VersionEnv starts the probe's CLI in one process (noRelaunch).
